@@ -1,0 +1,104 @@
+"""The checked program: what the engines compile. Built from rule files, cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..config import cache_dir
+from ..errors import RuleError, raise_all
+from ..lang import ast
+from .checks import check_program_items
+from .locality import is_candidate_local
+from .strata import Stratum, stratify
+
+
+@dataclass(frozen=True)
+class CheckedProgram:
+    """A rule program that passed every static check, with its strata in evaluation order."""
+
+    program: ast.Program
+    decls: dict[str, ast.Decl] = field(hash=False)
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    strata: tuple[Stratum, ...]
+    candidate_local: bool
+    source: str = ""  # the rules folder (or text) it came from
+
+    def rules_for(self, rel: str) -> list[ast.Rule]:
+        return [r for r in self.program.rules if r.head.rel == rel]
+
+    @property
+    def derived(self) -> tuple[str, ...]:
+        return tuple(rel for s in self.strata for rel in s.relations)
+
+
+def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
+    """Run every static check; raise all problems together, or return the checked program."""
+    decls, problems = check_program_items(program)
+    strata: list[Stratum] = []
+    if not problems:
+        strata, strata_problems = stratify(program.rules)
+        problems.extend(strata_problems)
+    raise_all(problems)
+    inputs = tuple(dict.fromkeys(n for d in program.directives if d.kind == "input" for n in d.names))
+    outputs = tuple(dict.fromkeys(n for d in program.directives if d.kind == "output" for n in d.names))
+    for rel in inputs:
+        rules = [r for r in program.rules if r.head.rel == rel and not r.is_fact]
+        if rules:
+            raise RuleError(f"input relation {rel} is also derived by a rule", rules[0].pos)
+    return CheckedProgram(
+        program, decls, inputs, outputs, tuple(strata), is_candidate_local(strata, decls), source
+    )
+
+
+def _fingerprint(files: list[tuple[str, bytes]]) -> str:
+    digest = hashlib.sha256(__version__.encode())
+    for name, content in files:
+        digest.update(name.encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def load_rules(rules_dir: Path, use_cache: bool = True) -> CheckedProgram:
+    """Parse and check every `.dl` file of a folder; reuse the cached result when no file changed."""
+    from ..paths import display_path
+
+    rules_dir = Path(rules_dir)
+    if not rules_dir.is_dir():
+        raise RuleError(f"no such rules folder: {rules_dir}")
+    paths = sorted(rules_dir.glob("*.dl"))
+    if not paths:
+        raise RuleError(f"no .dl rule files in {rules_dir}")
+    files = [(display_path(p), p.read_bytes()) for p in paths]
+    cached = cache_dir() / "rules" / f"{_fingerprint(files)}.pickle"
+    if use_cache and cached.exists():
+        try:
+            return pickle.loads(cached.read_bytes())
+        except Exception:  # a stale or torn cache entry is rebuilt
+            pass
+    from ..lang.parser import parse_text
+
+    items: list[ast.Item] = []
+    for name, content in files:
+        try:
+            text = content.decode()
+        except UnicodeDecodeError as err:
+            raise RuleError(f"rule file is not UTF-8 text: {err}", ast.Pos(name, 1, 0)) from None
+        items.extend(parse_text(text, name).items)
+    checked = check_program(ast.Program(tuple(items)), str(rules_dir))
+    if use_cache:
+        _store(cached, pickle.dumps(checked))
+    return checked
+
+
+def _store(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{id(data)}")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        pass  # caching is an optimisation only

@@ -1,0 +1,82 @@
+"""Stratification: order the rules so that negation and aggregates never go through recursion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import RuleError
+from ..lang import ast
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """Relations evaluated together: one strongly connected component of the dependency graph."""
+
+    index: int
+    relations: tuple[str, ...]
+    rules: tuple[ast.Rule, ...]
+    recursive: bool
+
+
+def dependency_graph(rules: tuple[ast.Rule, ...]):
+    """Edges body relation → head relation, each labelled with how the body uses it."""
+    import networkx as nx
+
+    graph = nx.MultiDiGraph()
+    for rule in rules:
+        graph.add_node(rule.head.rel)
+        for atom, use in ast.body_atoms(rule.body):
+            graph.add_edge(atom.rel, rule.head.rel, use=use, pos=atom.pos)
+    return graph
+
+
+def stratify(rules: tuple[ast.Rule, ...]) -> tuple[list[Stratum], list[RuleError]]:
+    """Strata in evaluation order, and an error for each negation or aggregate through recursion."""
+    import networkx as nx
+
+    graph = dependency_graph(rules)
+    component_of: dict[str, int] = {}
+    components = list(nx.strongly_connected_components(graph))
+    for index, component in enumerate(components):
+        for rel in component:
+            component_of[rel] = index
+    problems: list[RuleError] = []
+    for body_rel, head_rel, data in graph.edges(data=True):
+        if data["use"] != "positive" and component_of[body_rel] == component_of[head_rel]:
+            word = "negation" if data["use"] == "negative" else "aggregate"
+            problems.append(
+                RuleError(
+                    f"{word} of {body_rel} through recursion: {head_rel} depends on it and it depends on "
+                    f"{head_rel} (not stratifiable)",
+                    data["pos"],
+                )
+            )
+    condensed = nx.condensation(graph, components)
+    heads = {rule.head.rel for rule in rules}
+    order = nx.lexicographical_topological_sort(condensed, key=lambda n: min(condensed.nodes[n]["members"]))
+    strata: list[Stratum] = []
+    for node in order:
+        members = condensed.nodes[node]["members"]
+        relations = tuple(sorted(r for r in members if r in heads))
+        if not relations:
+            continue  # input-only relations need no evaluation
+        own = tuple(r for r in rules if r.head.rel in members)
+        recursive = len(members) > 1 or any(
+            atom.rel in members for rule in own for atom, _ in ast.body_atoms(rule.body)
+        )
+        strata.append(Stratum(len(strata), relations, own, recursive))
+    return strata, problems
+
+
+def needed_strata(strata, targets) -> list:
+    """The strata that the target relations depend on, in order (all of them without targets)."""
+    if targets is None:
+        return list(strata)
+    needed = set(targets)
+    chosen = []
+    for stratum in reversed(strata):
+        if needed & set(stratum.relations):
+            chosen.append(stratum)
+            for rule in stratum.rules:
+                needed.update(atom.rel for atom, _ in ast.body_atoms(rule.body))
+    return list(reversed(chosen))

@@ -1,0 +1,72 @@
+"""The `tprules` command line (SPEC §5). Exit status: 0 success, 1 a comparison failed,
+2 bad input (one line per problem on stderr, naming file and line, and no other output)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .commands import COMMANDS
+from .errors import BadInput
+
+SHOW_CHOICES = ("ast", "strata", "code", "timing", "traceback")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: one line, exit 2
+        self.exit(2, f"{self.prog}: usage: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tprules", description="Fusion legality for tensor-parallel programs, as Datalog rules.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"tprules {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        module = importlib.import_module(f".commands.{name}", __package__)
+        command = module.add_parser(sub)
+        command.set_defaults(handler=module.run)
+    return parser
+
+
+def parse_show(text: str | None) -> frozenset[str]:
+    """The debug switches of `--show=a,b`: read here, nowhere else."""
+    if not text:
+        return frozenset()
+    wanted = frozenset(w.strip() for w in text.split(",") if w.strip())
+    unknown = wanted - set(SHOW_CHOICES)
+    if unknown:
+        from .errors import UsageError
+
+        raise UsageError(f"--show takes {', '.join(SHOW_CHOICES)}; got {', '.join(sorted(unknown))}")
+    return wanted
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    show: frozenset[str] = frozenset()
+    try:
+        show = parse_show(getattr(args, "show", None))
+        args.show = show
+        return int(args.handler(args) or 0)
+    except BadInput as err:
+        sys.stdout.flush()
+        print(str(err), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # noqa: BLE001 - the last line of defence: no tracebacks for users
+        if "traceback" in show:
+            raise
+        print(f"tprules: internal error: {type(err).__name__}: {err} (rerun with --show=traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""`tprules lint [--rules RULES_DIR] [DIR]`: check rule files (and a program's facts) without judging."""
+
+from __future__ import annotations
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("lint", help="check rule files and facts without judging")
+    p.add_argument("dir", metavar="DIR", nargs="?", help="also check this program folder's facts")
+    common.add_rules(p)
+    common.add_shim(p)
+    common.add_show(p)
+    return p
+
+
+def run(args) -> int:
+    from ..analysis.program import load_rules
+    from ..config import default_rules_dir
+    from ..program.load import check_rule_schema, load_program
+
+    rules_dir = args.rules or default_rules_dir()
+    checked = load_rules(rules_dir, use_cache=False)
+    check_rule_schema(checked)
+    if "strata" in args.show:
+        for stratum in checked.strata:
+            kind = "recursive" if stratum.recursive else "plain"
+            print(f"stratum {stratum.index} ({kind}): {', '.join(stratum.relations)}")
+    if "ast" in args.show:
+        from ..lang.printer import print_program
+
+        print(print_program(checked.program), end="")
+    if "code" in args.show:
+        from ..engine.evaluate import Evaluator
+
+        print(Evaluator(checked).source)
+    rules = len(checked.program.rules)
+    message = f"ok: {checked.source}: {len(checked.decls)} relations, {rules} rules, {len(checked.strata)} strata"
+    if args.dir:
+        program = load_program(args.dir, checked, args.shim)
+        facts = sum(len(v) for v in program.facts.relations.values())
+        message += f"; {program.display}: {len(program.order)} statements, {facts} facts"
+    print(message)
+    return 0

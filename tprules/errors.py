@@ -1,0 +1,70 @@
+"""Errors for bad input. Every one names where it comes from (file:line[:col]).
+
+The command line turns a `BadInput` into one line per problem on stderr and exit status 2,
+having printed nothing else.
+"""
+
+from __future__ import annotations
+
+from .lang.ast import Pos
+
+
+class BadInput(Exception):
+    """One problem with the user's input: a rule file, a fact file, a query, a flag."""
+
+    kind = "error"
+
+    def __init__(self, message: str, pos: Pos | None = None):
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+
+    def __str__(self) -> str:
+        where = f"{self.pos}: " if self.pos is not None else ""
+        return f"{where}{self.kind}: {self.message}"
+
+
+class RuleSyntaxError(BadInput):
+    kind = "syntax error"
+
+
+class RuleError(BadInput):
+    """A rule program that parses but does not check (declarations, types, safety, strata)."""
+
+    kind = "rule error"
+
+
+class FactError(BadInput):
+    """A fact file line that does not fit its relation (width, number column)."""
+
+    kind = "fact error"
+
+
+class IllFormed(BadInput):
+    """Facts that load but break a well-formedness rule of SPEC §2."""
+
+    kind = "ill-formed"
+
+
+class UsageError(BadInput):
+    kind = "usage"
+
+
+class BadInputs(BadInput):
+    """Several problems found together (lint reports them all)."""
+
+    def __init__(self, problems: list[BadInput]):
+        assert problems
+        super().__init__(problems[0].message, problems[0].pos)
+        self.problems = sorted(problems, key=lambda p: (p.pos or Pos("", 0, 0), p.message))
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+
+def raise_all(problems: list[BadInput]) -> None:
+    """Raise nothing, the one problem, or all of them together."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise BadInputs(problems)

@@ -1,0 +1,205 @@
+"""Parse rule files into the IR with lark (LALR), keeping file:line:col on every node."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from ..errors import RuleSyntaxError
+from . import ast
+
+_GRAMMAR = Path(__file__).with_name("souffle.lark")
+
+# What the user sees instead of lark's terminal names.
+_TOKEN_WORDS = {
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
+    "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "DOT": "'.'", "COLON": "':'",
+    "IF": "':-'", "BANG": "'!'", "LBRACE": "'{'", "RBRACE": "'}'", "MINUS": "'-'",
+    "PLUS": "'+'", "STAR": "'*'", "SLASH": "'/'", "PERCENT": "'%'", "UNDERSCORE": "'_'",
+    "$END": "end of file",
+}
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+
+
+def _unescape(text: str) -> str:
+    body = text[1:-1]
+    if "\\" not in body:
+        return body
+    out, i = [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append({"n": "\n", "t": "\t", '"': '"', "\\": "\\"}.get(nxt, "\\" + nxt))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+class _ToAst(Transformer):
+    def __init__(self, filename: str):
+        super().__init__()
+        self.filename = filename
+
+    def _pos(self, meta_or_token) -> ast.Pos:
+        line = getattr(meta_or_token, "line", 0) or 0
+        col = getattr(meta_or_token, "column", 0) or 0
+        return ast.Pos(self.filename, line, col)
+
+    @v_args(meta=True)
+    def start(self, meta, items):
+        return ast.Program(tuple(items))
+
+    @v_args(meta=True)
+    def decl(self, meta, children):
+        name, *attrs = children
+        attrs = tuple(a for a in attrs if a is not None)
+        return ast.Decl(str(name), attrs, self._pos(name))
+
+    def attr(self, children):
+        name, type_ = children
+        return ast.Attribute(str(name), str(type_), self._pos(name))
+
+    @v_args(meta=True)
+    def input(self, meta, names):
+        return ast.Directive("input", tuple(str(n) for n in names), self._pos(meta))
+
+    @v_args(meta=True)
+    def output(self, meta, names):
+        return ast.Directive("output", tuple(str(n) for n in names), self._pos(meta))
+
+    @v_args(meta=True)
+    def fact(self, meta, children):
+        (head,) = children
+        return ast.Rule(head, (), head.pos)
+
+    @v_args(meta=True)
+    def rule(self, meta, children):
+        head, body = children
+        return ast.Rule(head, body, head.pos)
+
+    def body(self, literals):
+        return tuple(literals)
+
+    def single_atom_body(self, children):
+        return (children[0],)
+
+    def atom(self, children):
+        name, *args = children
+        args = tuple(a for a in args if a is not None)
+        return ast.Atom(str(name), args, self._pos(name))
+
+    @v_args(meta=True)
+    def negation(self, meta, children):
+        return ast.Negation(children[0], self._pos(meta))
+
+    @v_args(meta=True)
+    def comparison(self, meta, children):
+        left, op, right = children
+        return ast.Comparison(str(op), left, right, self._pos(meta))
+
+    def var(self, children):
+        (tok,) = children
+        return ast.Var(str(tok), self._pos(tok))
+
+    @v_args(meta=True)
+    def wildcard(self, meta, children):
+        return ast.Wildcard(self._pos(meta))
+
+    def number(self, children):
+        (tok,) = children
+        return ast.Num(int(tok), self._pos(tok))
+
+    def string(self, children):
+        (tok,) = children
+        return ast.Str(_unescape(str(tok)), self._pos(tok))
+
+    def _binop(op):  # noqa: N805 - a factory used in the class body
+        @v_args(meta=True)
+        def make(self, meta, children):
+            left, right = children
+            return ast.BinOp(op, left, right, self._pos(meta))
+
+        return make
+
+    add, sub, mul, div, mod = _binop("+"), _binop("-"), _binop("*"), _binop("/"), _binop("%")
+
+    @v_args(meta=True)
+    def negative(self, meta, children):
+        (operand,) = children
+        if isinstance(operand, ast.Num):  # a negative literal stays a literal
+            return ast.Num(-operand.value, self._pos(meta))
+        return ast.Negative(operand, self._pos(meta))
+
+    @v_args(meta=True)
+    def count(self, meta, children):
+        (body,) = children
+        return ast.Aggregate("count", None, body, self._pos(meta))
+
+    def _aggregate(func):  # noqa: N805
+        @v_args(meta=True)
+        def make(self, meta, children):
+            target, body = children
+            return ast.Aggregate(func, target, body, self._pos(meta))
+
+        return make
+
+    sum, min, max = _aggregate("sum"), _aggregate("min"), _aggregate("max")
+
+
+def _describe(token: Token) -> str:
+    if token.type == "$END":
+        return "end of file"
+    return repr(str(token))
+
+
+def _expected(names) -> str:
+    words = sorted({_TOKEN_WORDS.get(n, repr(n.strip('"').lower()) if n.startswith('"') else n) for n in names})
+    if len(words) > 6:
+        words = words[:6] + ["..."]
+    return ", ".join(words)
+
+
+def parse_text(text: str, filename: str = "<text>") -> ast.Program:
+    """Parse one rule file's text.
+
+    >>> parse_text('.decl e(a: number)\\ne(1).').rules[0].head.args
+    (Num(value=1),)
+    """
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(err, filename) from None
+    try:
+        return _ToAst(filename).transform(tree)
+    except VisitError as err:  # e.g. a number too large to be one
+        raise RuleSyntaxError(str(err.orig_exc), ast.Pos(filename, 0, 0)) from None
+
+
+def _syntax_error(err: UnexpectedInput, filename: str) -> RuleSyntaxError:
+    pos = ast.Pos(filename, getattr(err, "line", 0) or 0, getattr(err, "column", 0) or 0)
+    if isinstance(err, UnexpectedToken):
+        found = _describe(err.token)
+        return RuleSyntaxError(f"unexpected {found}, expected {_expected(err.expected)}", pos)
+    if isinstance(err, UnexpectedCharacters):
+        return RuleSyntaxError(f"unexpected character {err.char!r}", pos)
+    if isinstance(err, UnexpectedEOF):
+        return RuleSyntaxError(f"unexpected end of file, expected {_expected(err.expected)}", pos)
+    return RuleSyntaxError(str(err).splitlines()[0], pos)
+
+
+def parse_file(path: Path, display: str | None = None) -> ast.Program:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise RuleSyntaxError(f"cannot read rule file: {err}", ast.Pos(str(display or path), 0, 0)) from None
+    return parse_text(text, display or str(path))

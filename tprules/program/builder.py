@@ -1,0 +1,114 @@
+"""Build TP programs in Python and write them as SPEC §2 fact directories.
+
+Used by the example generator, the benchmark generator and the randomized tests.
+
+>>> b = ProgramBuilder(chips=2)
+>>> x = b.tensor("x", [4, 8], spine=True)
+>>> w = b.tensor("w0", [8, 8], chip=0)
+>>> h = b.stmt("mm0", "matmul", [x, w], b.tensor("h0", [4, 8], chip=0))
+>>> b.candidate("f", ["mm0", "mm0"])
+Traceback (most recent call last):
+...
+ValueError: candidate f needs at least two distinct members
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+class ProgramBuilder:
+    def __init__(self, chips: int):
+        self.chips = chips
+        self.facts: dict[str, list[tuple]] = {rel: [] for rel in (
+            "op", "reads", "writes", "tensor", "shape", "attr", "chips", "placed", "spine", "fold",
+            "section", "relocated", "member")}
+        self.facts["chips"].append((chips,))
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.dtypes: dict[str, str] = {}
+        self.writer: dict[str, str] = {}
+        self.data: dict[str, np.ndarray] = {}
+        self.extra: dict[str, list[tuple]] = {}
+
+    # -- tensors and statements ----------------------------------------------------
+
+    def tensor(self, name: str, shape, dtype: str = "f32", chip: int | None = None, spine: bool = False,
+               data: np.ndarray | None = None) -> str:
+        if (chip is None) == (not spine):
+            raise ValueError(f"tensor {name}: give exactly one of chip= or spine=True")
+        if name in self.shapes:
+            raise ValueError(f"tensor {name} declared twice")
+        self.shapes[name] = tuple(int(s) for s in shape)
+        self.dtypes[name] = dtype
+        self.facts["tensor"].append((name, dtype))
+        for axis, size in enumerate(self.shapes[name]):
+            self.facts["shape"].append((name, axis, size))
+        if spine:
+            self.facts["spine"].append((name,))
+        else:
+            self.facts["placed"].append((name, chip))
+        if data is not None:
+            self.data[name] = data
+        return name
+
+    def stmt(self, name: str, cls: str, reads: list[str], out: str, **attrs) -> str:
+        """Add statement `name`: `out = cls(*reads)`; returns the tensor it writes."""
+        if any(o == name for o, _ in self.facts["op"]):
+            raise ValueError(f"statement {name} declared twice")
+        self.facts["op"].append((name, cls))
+        for i, t in enumerate(reads):
+            self.facts["reads"].append((name, i, t))
+        self.facts["writes"].append((name, out))
+        self.writer[out] = name
+        for key, value in attrs.items():
+            self.facts["attr"].append((name, key, str(value)))
+        return out
+
+    def fold(self, name: str, partials: list[str], out: str, collective: str) -> str:
+        """An all-reduce: `out = sum(partials)` marked as the collective's fold."""
+        self.stmt(name, "sum", partials, out)
+        self.facts["fold"].append((name, collective))
+        return out
+
+    def section(self, section: str, statements: list[str], relocated_to: int | None = None) -> None:
+        for o in statements:
+            self.facts["section"].append((section, o))
+        if relocated_to is not None:
+            self.facts["relocated"].append((section, relocated_to))
+
+    def candidate(self, fusion: str, members: list[str]) -> None:
+        if len(set(members)) < 2:
+            raise ValueError(f"candidate {fusion} needs at least two distinct members")
+        for o in dict.fromkeys(members):
+            self.facts["member"].append((fusion, o))
+
+    def add_facts(self, rel: str, tuples: list[tuple]) -> None:
+        """Facts of other relations (e.g. a program's own shim)."""
+        self.extra.setdefault(rel, []).extend(tuples)
+
+    @property
+    def statements(self) -> list[str]:
+        return [o for o, _ in self.facts["op"]]
+
+    # -- output -------------------------------------------------------------------
+
+    def write(self, directory: Path) -> Path:
+        """Write `<rel>.facts` files (empty relations are left out) and `data/*.npy` inputs."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for old in directory.glob("*.facts"):
+            old.unlink()
+        relations = dict(self.facts)
+        for rel, tuples in self.extra.items():
+            relations[rel] = relations.get(rel, []) + tuples
+        for rel, tuples in relations.items():
+            if tuples:
+                lines = ["\t".join(str(c) for c in t) for t in dict.fromkeys(tuples)]
+                (directory / f"{rel}.facts").write_text("\n".join(lines) + "\n")
+        if self.data:
+            (directory / "data").mkdir(exist_ok=True)
+            for name, array in self.data.items():
+                np.save(directory / "data" / f"{name}.npy", array)
+        return directory

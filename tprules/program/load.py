@@ -1,0 +1,92 @@
+"""Load one program for judging: its facts, the shim library, the chosen shim, the computed inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analysis.program import CheckedProgram
+from ..config import DEFAULT_SHIM, shim_library_dir
+from ..errors import FactError, RuleError, UsageError
+from ..lang.ast import Pos
+from ..paths import display_path
+from .facts import FactBase, load_fact_dir
+from .order import topological_order
+from .schema import COMPUTED, PROGRAM, SHIM, SPEC
+from .wellformed import check_wellformed
+
+
+@dataclass
+class LoadedProgram:
+    """A program's facts merged with the shim library, checked, with `target` and `topo` added."""
+
+    directory: Path
+    display: str
+    facts: FactBase
+    shim: str
+    order: list[str]  # statements in topological order, program order first
+
+    @property
+    def position(self) -> dict[str, int]:
+        return {o: i for i, o in enumerate(self.order)}
+
+
+def check_rule_schema(checked: CheckedProgram) -> None:
+    """A rule file's declaration of a SPEC §2 relation must match SPEC §2."""
+    problems = []
+    for name, decl in checked.decls.items():
+        spec = SPEC.get(name)
+        if spec is not None and decl.types != spec.types:
+            want = ", ".join(f"{c}: {t}" for c, t in spec.columns)
+            problems.append(RuleError(f"{name} is a SPEC §2 relation ({want}); this declaration differs", decl.pos))
+    for name in checked.inputs:
+        if name not in SPEC and name not in checked.decls:
+            problems.append(RuleError(f".input of undeclared relation {name}"))
+    from ..errors import raise_all
+
+    raise_all(problems)
+
+
+def fact_schema(checked: CheckedProgram) -> dict[str, tuple[str, ...]]:
+    """Types of every relation a program folder may hold."""
+    schema = {name: rel.types for name, rel in {**PROGRAM, **SHIM}.items()}
+    for name in checked.inputs:
+        if name not in SPEC:
+            schema[name] = checked.decls[name].types
+    return schema
+
+
+def choose_shim(facts: FactBase, own: FactBase, requested: str | None) -> str:
+    known = [s for (s,) in facts.ordered("shim")]
+    if requested is not None:
+        if requested not in known:
+            raise UsageError(f"unknown shim {requested}; known shims: {', '.join(known)}")
+        return requested
+    mine = [s for (s,) in own.ordered("shim")]
+    if len(mine) == 1:
+        return mine[0]
+    if DEFAULT_SHIM not in known:
+        raise UsageError(f"no --shim given and the default shim {DEFAULT_SHIM} is not in the shim library")
+    return DEFAULT_SHIM
+
+
+def load_program(directory: Path, checked: CheckedProgram, shim: str | None = None,
+                 library: Path | None = None) -> LoadedProgram:
+    directory = Path(directory)
+    display = display_path(directory)
+    for name in COMPUTED:
+        if (directory / f"{name}.facts").exists():
+            raise FactError(f"{name} is computed by tprules; remove this file (it is written by `tprules export`)",
+                            Pos(f"{display}/{name}.facts", 1))
+    schema = fact_schema(checked)
+    library = Path(library) if library is not None else shim_library_dir()
+    lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
+    own = load_fact_dir(directory, schema, display_root=display)
+    facts = lib.merged(own)
+    check_wellformed(facts)
+    chosen = choose_shim(facts, own, shim)
+    order = topological_order(facts)
+    facts.add("target", (chosen,))
+    for i, o in enumerate(order):
+        facts.add("topo", (o, i))
+    return LoadedProgram(directory, display, facts, chosen, order)

@@ -1,0 +1,221 @@
+"""The well-formedness rules of SPEC §2, each one a small checker naming file and line.
+
+`check_wellformed` runs them in order and raises the first problem (exit status 2).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..errors import IllFormed
+from ..lang.ast import Pos
+from .facts import FactBase
+from .schema import DTYPES, LEVELS, LIMIT_KEYS
+
+
+def _fail(facts: FactBase, rel: str, tup: tuple, message: str):
+    pos = facts.where(rel, tup)
+    if pos is None:
+        files = facts.files.get(rel)
+        pos = Pos(files[0], 1) if files else None
+    raise IllFormed(message, pos)
+
+
+def check_statements(facts: FactBase) -> None:
+    ops: dict[str, str] = {}
+    for tup in facts.ordered("op"):
+        o, cls = tup
+        if o in ops:
+            _fail(facts, "op", tup, f"statement {o} has two classes ({ops[o]} and {cls})")
+        ops[o] = cls
+    registry = {c: n for c, _, n in facts.tuples("registry")}
+    for tup in facts.ordered("op"):
+        if registry and tup[1] not in registry:
+            _fail(facts, "op", tup, f"statement {tup[0]} has class {tup[1]}, which the class registry does not know")
+    for rel in ("reads", "writes", "attr", "fold", "member"):
+        col = 1 if rel == "member" else 0
+        for tup in facts.ordered(rel):
+            if tup[col] not in ops:
+                _fail(facts, rel, tup, f"statement {tup[col]} is not declared in op.facts")
+    for tup in facts.ordered("section"):
+        if tup[1] not in ops:
+            _fail(facts, "section", tup, f"statement {tup[1]} is not declared in op.facts")
+    written: dict[str, list[tuple]] = defaultdict(list)
+    writer: dict[str, tuple] = {}
+    for tup in facts.ordered("writes"):
+        o, t = tup
+        written[o].append(tup)
+        if t in writer:
+            _fail(facts, "writes", tup, f"tensor {t} is written by {writer[t][0]} and by {o} (one writer per tensor)")
+        writer[t] = tup
+    for tup in facts.ordered("op"):
+        outs = written.get(tup[0], [])
+        if len(outs) != 1:
+            what = "no tensor" if not outs else f"{len(outs)} tensors ({', '.join(t for _, t in outs)})"
+            _fail(facts, "op", tup, f"statement {tup[0]} writes {what}; every statement writes exactly one")
+    operands: dict[str, dict[int, str]] = defaultdict(dict)
+    for tup in facts.ordered("reads"):
+        o, i, t = tup
+        if i in operands[o]:
+            _fail(facts, "reads", tup, f"operand {i} of {o} is given twice ({operands[o][i]} and {t})")
+        operands[o][i] = t
+    for tup in facts.ordered("op"):
+        o, cls = tup
+        indexes = sorted(operands.get(o, {}))
+        if indexes != list(range(len(indexes))):
+            _fail(facts, "op", tup, f"operands of {o} are numbered {indexes}; expected 0..n-1")
+        want = registry.get(cls)
+        if want and len(indexes) != want:
+            _fail(facts, "op", tup, f"{o} is a {cls} with {len(indexes)} operand(s); the registry says {want}")
+        if want == 0 and not indexes:
+            _fail(facts, "op", tup, f"{o} is a {cls} with no operands")
+
+
+def check_tensors(facts: FactBase) -> dict[str, int | None]:
+    """Every bound tensor is declared, placed once or spine, never both. Returns each tensor's chip."""
+    declared: dict[str, str] = {}
+    for tup in facts.ordered("tensor"):
+        t, dtype = tup
+        if t in declared:
+            _fail(facts, "tensor", tup, f"tensor {t} is declared twice")
+        if dtype not in DTYPES:
+            _fail(facts, "tensor", tup, f"tensor {t} has dtype {dtype}; expected one of {', '.join(DTYPES)}")
+        declared[t] = dtype
+    chips = facts.ordered("chips")
+    if len(chips) != 1:
+        if not chips:
+            raise IllFormed("the program has no chips fact (chips.facts: one line, the number of chips)",
+                            Pos(facts.files.get("op", ["op.facts"])[0].rsplit("/", 1)[0] + "/chips.facts", 0))
+        _fail(facts, "chips", chips[1], f"chips is given {len(chips)} times; expected once")
+    n = chips[0][0]
+    if n < 1:
+        _fail(facts, "chips", chips[0], f"the program runs on {n} chips; expected at least 1")
+    home: dict[str, int | None] = {}
+    for tup in facts.ordered("placed"):
+        t, chip = tup
+        if t in home:
+            _fail(facts, "placed", tup, f"tensor {t} is placed twice (on chips {home[t]} and {chip})")
+        if not 0 <= chip < n:
+            _fail(facts, "placed", tup, f"tensor {t} is placed on chip {chip}; chips are 0..{n - 1}")
+        home[t] = chip
+    for tup in facts.ordered("spine"):
+        if tup[0] in home:
+            _fail(facts, "spine", tup, f"tensor {tup[0]} is both on the spine and placed on chip {home[tup[0]]}")
+        home[tup[0]] = None
+    for rel, col in (("reads", 2), ("writes", 1)):
+        for tup in facts.ordered(rel):
+            t = tup[col]
+            if t not in declared:
+                _fail(facts, rel, tup, f"tensor {t} of {tup[0]} is not declared in tensor.facts")
+            if t not in home:
+                _fail(facts, rel, tup, f"tensor {t} of {tup[0]} is neither placed on a chip nor on the spine")
+    for tup in facts.ordered("relocated"):
+        if not 0 <= tup[1] < n:
+            _fail(facts, "relocated", tup, f"section {tup[0]} is relocated to chip {tup[1]}; chips are 0..{n - 1}")
+    return home
+
+
+def check_places(facts: FactBase, home: dict[str, int | None]) -> None:
+    """A statement that is not a fold binds one chip's tensors at most; folds are all-reduces."""
+    folds = {o for o, _ in facts.tuples("fold")}
+    n = next(iter(facts.tuples("chips")))[0]
+    seen: dict[str, tuple[int, str]] = {}
+    for rel, col in (("writes", 1), ("reads", 2)):
+        for tup in facts.ordered(rel):
+            o, t = tup[0], tup[col]
+            chip = home[t]
+            if o in folds or chip is None:
+                continue
+            if o in seen and seen[o][0] != chip:
+                _fail(facts, rel, tup, f"statement {o} binds {seen[o][1]} (chip {seen[o][0]}) and {t} (chip {chip}); "
+                                       "only a fold may bind tensors of two chips")
+            seen.setdefault(o, (chip, t))
+    ops = dict(facts.tuples("op"))
+    by_fold: dict[str, list[tuple]] = defaultdict(list)
+    for tup in facts.ordered("reads"):
+        if tup[0] in folds:
+            by_fold[tup[0]].append(tup)
+    output = dict(facts.tuples("writes"))
+    for tup in facts.ordered("fold"):
+        o = tup[0]
+        if ops.get(o) != "sum":
+            _fail(facts, "fold", tup, f"fold {o} is a {ops.get(o)}; a fold is a sum")
+        chips_read = []
+        for r in by_fold[o]:
+            chip = home[r[2]]
+            if chip is None:
+                _fail(facts, "reads", r, f"fold {o} reads spine tensor {r[2]}; a fold reads only chip tensors")
+            if chip in chips_read:
+                _fail(facts, "reads", r, f"fold {o} reads two operands of chip {chip}; one operand per chip")
+            chips_read.append(chip)
+        if sorted(chips_read) != list(range(n)):
+            _fail(facts, "fold", tup, f"fold {o} reads chips {sorted(chips_read)}; it must read one operand from each of 0..{n - 1}")
+        out = output[o]
+        if home[out] is not None:
+            _fail(facts, "fold", tup, f"fold {o} writes {out}, a chip tensor; a fold writes a spine tensor")
+
+
+def check_sections(facts: FactBase) -> None:
+    relocated: dict[str, int] = {}
+    for tup in facts.ordered("relocated"):
+        if tup[0] in relocated:
+            _fail(facts, "relocated", tup, f"section {tup[0]} is relocated twice")
+        relocated[tup[0]] = tup[1]
+    where: dict[str, str] = {}
+    for tup in facts.ordered("section"):
+        s, o = tup
+        if s in relocated:
+            if o in where and where[o] != s:
+                _fail(facts, "section", tup, f"statement {o} is in two relocated sections ({where[o]} and {s})")
+            where[o] = s
+
+
+def check_candidates(facts: FactBase) -> None:
+    members: dict[str, list[tuple]] = defaultdict(list)
+    for tup in facts.ordered("member"):
+        members[tup[0]].append(tup)
+    for f, tuples in members.items():
+        if len(tuples) < 2:
+            _fail(facts, "member", tuples[0], f"candidate fusion {f} has one member; a fusion needs at least two")
+
+
+def check_shims(facts: FactBase) -> None:
+    """Every shim answers `supports` for every registry class exactly once."""
+    shims = [s for (s,) in facts.ordered("shim")]
+    classes = [c for c, _, _ in facts.ordered("registry")]
+    answers: dict[tuple[str, str], tuple] = {}
+    for tup in facts.ordered("supports"):
+        s, cls, level = tup
+        if s not in shims:
+            _fail(facts, "supports", tup, f"supports names shim {s}, which shim.facts does not declare")
+        if cls not in classes:
+            _fail(facts, "supports", tup, f"shim {s} answers class {cls}, which the class registry does not know")
+        if level not in LEVELS:
+            _fail(facts, "supports", tup, f"level {level} for {s} {cls}; expected one of {', '.join(LEVELS)}")
+        if (s, cls) in answers:
+            _fail(facts, "supports", tup, f"shim {s} answers class {cls} twice")
+        answers[(s, cls)] = tup
+    for (s,) in facts.ordered("shim"):
+        for cls in classes:
+            if (s, cls) not in answers:
+                _fail(facts, "shim", (s,), f"shim {s} does not answer supports for class {cls} of the class registry")
+    for tup in facts.ordered("limit"):
+        if tup[0] not in shims:
+            _fail(facts, "limit", tup, f"limit names shim {tup[0]}, which shim.facts does not declare")
+        if tup[1] not in LIMIT_KEYS:
+            _fail(facts, "limit", tup, f"limit key {tup[1]}; expected one of {', '.join(LIMIT_KEYS)}")
+    for tup in facts.ordered("quantized"):
+        if tup[0] not in shims:
+            _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")
+
+
+def check_wellformed(facts: FactBase, shims_only: bool = False) -> None:
+    """Raise `IllFormed` for the first violation of SPEC §2, naming its file and line."""
+    check_shims(facts)
+    if shims_only:
+        return
+    check_statements(facts)
+    home = check_tensors(facts)
+    check_places(facts, home)
+    check_sections(facts)
+    check_candidates(facts)

@@ -1,0 +1,63 @@
+"""Verdicts out of an evaluated model (SPEC §3): legal, or refused with every reason that holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import RuleError
+from .program.facts import FactBase
+
+# Relations the tools read from the model, besides `legal` and `refused`. They are defined
+# in rules/place.dl; SPEC §3 fixes their meaning.
+PLACE_RELATIONS = ("on_chip", "on_spine", "is_fold")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    fusion: str
+    members: tuple[str, ...]  # in program order
+    reasons: tuple[str, ...]  # sorted; empty when legal
+
+    @property
+    def legal(self) -> bool:
+        return not self.reasons
+
+    def to_json(self) -> dict:
+        return {"fusion": self.fusion, "legal": self.legal, "reasons": list(self.reasons),
+                "members": list(self.members)}
+
+
+def candidates(facts: FactBase, position: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    members: dict[str, list[str]] = {}
+    for f, o in facts.ordered("member"):
+        members.setdefault(f, []).append(o)
+    return {f: tuple(sorted(ms, key=lambda o: position.get(o, 0))) for f, ms in members.items()}
+
+
+def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:
+    """One verdict per candidate, sorted by id. The rules must derive exactly one of
+    legal(f) or refused(f, _) for each candidate; anything else is a rule error."""
+    legal = {f for (f,) in model.tuples("legal")}
+    reasons: dict[str, list[str]] = {}
+    for f, reason in model.tuples("refused"):
+        reasons.setdefault(f, []).append(reason)
+    out = []
+    for f, members in sorted(candidates(facts, position).items()):
+        mine = tuple(sorted(reasons.get(f, ())))
+        if (f in legal) == bool(mine):
+            both = "both legal and refused" if mine else "neither legal nor refused"
+            raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)")
+        out.append(Verdict(f, members, mine))
+    return out
+
+
+def places(model) -> dict[str, str]:
+    """Each statement's place as SPEC words: `chip:K`, `spine`, or `collective` for a fold."""
+    found: dict[str, str] = {}
+    for (o,) in model.tuples("on_spine"):
+        found[o] = "spine"
+    for o, chip in model.tuples("on_chip"):
+        found[o] = f"chip:{chip}"
+    for (o,) in model.tuples("is_fold"):
+        found[o] = "collective"
+    return found
