@@ -49,8 +49,148 @@ def megatron_mlp(tp: int, seq: int = 8, hidden: int = 16, ffn: int = 64) -> Prog
     return b
 
 
+def producer_consumer_candidates(b: ProgramBuilder) -> None:
+    """A candidate for every producer → consumer pair of statements."""
+    readers: dict[str, list[str]] = {}
+    for o, _, t in b.facts["reads"]:
+        readers.setdefault(t, []).append(o)
+    for o, t in b.facts["writes"]:
+        for consumer in dict.fromkeys(readers.get(t, [])):
+            b.candidate(f"{o}__{consumer}", [o, consumer])
+
+
+def llama_layer(tp: int = 4, seq: int = 8, hidden: int = 32, heads: int = 4, ffn: int = 64) -> ProgramBuilder:
+    """One Llama decoder layer: rmsnorm, attention (softmax), all-reduce, residual, rmsnorm,
+    SwiGLU MLP (silu), all-reduce, residual. Attention heads and MLP columns split over chips."""
+    b = ProgramBuilder(chips=tp)
+    d = hidden // heads  # head size
+    hpc = heads // tp  # heads per chip
+    part = ffn // tp
+    x = b.tensor("x", [seq, hidden], spine=True)
+    xn = b.stmt("rms1", "rmsnorm", [x, b.tensor("w_ln1", [hidden], spine=True)],
+                b.tensor("xn", [seq, hidden], spine=True), eps="1e-6")
+    attn_partials, mlp_partials = [], []
+    for c in range(tp):
+        width = hpc * d
+        q = b.stmt(f"q_{c}", "matmul", [xn, b.tensor(f"wq_{c}", [hidden, width], chip=c)],
+                   b.tensor(f"q{c}", [seq, width], chip=c))
+        k = b.stmt(f"k_{c}", "matmul", [xn, b.tensor(f"wk_{c}", [hidden, width], chip=c)],
+                   b.tensor(f"k{c}", [seq, width], chip=c))
+        v = b.stmt(f"v_{c}", "matmul", [xn, b.tensor(f"wv_{c}", [hidden, width], chip=c)],
+                   b.tensor(f"v{c}", [seq, width], chip=c))
+        kt = b.stmt(f"kt_{c}", "transpose", [k], b.tensor(f"kt{c}", [width, seq], chip=c))
+        s = b.stmt(f"qk_{c}", "matmul", [q, kt], b.tensor(f"s{c}", [seq, seq], chip=c))
+        ss = b.stmt(f"scale_{c}", "scale", [s], b.tensor(f"ss{c}", [seq, seq], chip=c), factor=f"{d ** -0.5:.6g}")
+        p = b.stmt(f"softmax_{c}", "softmax", [ss], b.tensor(f"p{c}", [seq, seq], chip=c))
+        o = b.stmt(f"pv_{c}", "matmul", [p, v], b.tensor(f"o{c}", [seq, width], chip=c))
+        attn_partials.append(b.stmt(f"wo_{c}", "matmul", [o, b.tensor(f"wo{c}", [width, hidden], chip=c)],
+                                    b.tensor(f"attn{c}", [seq, hidden], chip=c)))
+    attn = b.fold("ar_attn", attn_partials, b.tensor("attn", [seq, hidden], spine=True), "attn_out")
+    h = b.stmt("res1", "add", [x, attn], b.tensor("h", [seq, hidden], spine=True))
+    hn = b.stmt("rms2", "rmsnorm", [h, b.tensor("w_ln2", [hidden], spine=True)],
+                b.tensor("hn", [seq, hidden], spine=True), eps="1e-6")
+    for c in range(tp):
+        g = b.stmt(f"gate_{c}", "matmul", [hn, b.tensor(f"wg_{c}", [hidden, part], chip=c)],
+                   b.tensor(f"g{c}", [seq, part], chip=c))
+        u = b.stmt(f"up_{c}", "matmul", [hn, b.tensor(f"wu_{c}", [hidden, part], chip=c)],
+                   b.tensor(f"u{c}", [seq, part], chip=c))
+        sg = b.stmt(f"silu_{c}", "silu", [g], b.tensor(f"sg{c}", [seq, part], chip=c))
+        m = b.stmt(f"swiglu_{c}", "mul", [sg, u], b.tensor(f"m{c}", [seq, part], chip=c))
+        mlp_partials.append(b.stmt(f"down_{c}", "matmul", [m, b.tensor(f"wd_{c}", [part, hidden], chip=c)],
+                                   b.tensor(f"dn{c}", [seq, hidden], chip=c)))
+    mlp = b.fold("ar_mlp", mlp_partials, b.tensor("mlp", [seq, hidden], spine=True), "mlp_out")
+    b.stmt("res2", "add", [h, mlp], b.tensor("out", [seq, hidden], spine=True))
+    producer_consumer_candidates(b)
+    # Beyond pairs: attention core on one chip (legal), the same stage across chips,
+    # two matmuls, a path that leaves and re-enters, an oversized fusion, too many inputs.
+    b.candidate("attn_core_0", ["qk_0", "scale_0", "softmax_0"])
+    b.candidate("flash_0", ["qk_0", "scale_0", "softmax_0", "pv_0"])
+    b.candidate("softmax_0_1", ["softmax_0", "softmax_1"])
+    b.candidate("qkv_0", ["q_0", "k_0", "v_0"])
+    b.candidate("k_qk_0", ["k_0", "qk_0"])
+    b.candidate("whole_chip_0", [o for o in b.statements if o.endswith("_0")])
+    b.candidate("silu_mlp_all", [f"silu_{c}" for c in range(tp)] + [f"swiglu_{c}" for c in range(tp)])
+    b.candidate("residual_rms", ["res1", "rms2"])
+    b.candidate("mlp_tail_0", ["swiglu_0", "down_0", "ar_mlp", "res2"])
+    return b
+
+
+def relocated_head(tp: int = 2, seq: int = 8, hidden: int = 16, vocab: int = 32) -> ProgramBuilder:
+    """A TP MLP whose output head (logits and softmax over the spine's output) is a
+    section relocated whole to chip 0."""
+    b = megatron_mlp(tp, seq, hidden)
+    b.facts["member"].clear()
+    out = "out"
+    w_head = b.tensor("w_head", [hidden, vocab], spine=True)
+    logits = b.stmt("head", "matmul", [out, w_head], b.tensor("logits", [seq, vocab], spine=True))
+    b.stmt("probs", "softmax", [logits], b.tensor("p", [seq, vocab], spine=True))
+    b.section("lm_head", ["head", "probs"], relocated_to=0)
+    b.section("mlp_chip1", ["mm1_1", "gelu_1"])  # a section that stays where it is
+    b.stmt("pick", "mul", ["p", b.tensor("mask0", [seq, vocab], chip=0)], b.tensor("picked", [seq, vocab], chip=0))
+    # legal: the relocated pair (both chip 0); chip 0 work with relocated chip 0 work.
+    b.candidate("head_probs", ["head", "probs"])
+    b.candidate("probs_pick", ["probs", "pick"])
+    b.candidate("gelu0_probs", ["gelu_0", "probs"])
+    # spans_chips: relocated chip 0 with chip 1; chip_and_spine: relocated with the spine.
+    b.candidate("gelu1_probs", ["gelu_1", "probs"])
+    b.candidate("residual_head", ["residual", "head"])
+    b.candidate("bias_residual", ["bias", "residual"])
+    b.candidate("mm1_gelu_1", ["mm1_1", "gelu_1"])
+    return b
+
+
+def int8_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> ProgramBuilder:
+    """An MLP on the TwoPassInt8 shim, whose matmuls read operand 0 as int8 in two passes."""
+    b = ProgramBuilder(chips=tp)
+    b.add_facts("shim", [("cuda-lane:rtx3060:TwoPassInt8",)])
+    x = b.tensor("x", [seq, hidden], spine=True)
+    xn = b.stmt("norm", "rmsnorm", [x, b.tensor("w_ln", [hidden], spine=True)],
+                b.tensor("xn", [seq, hidden], spine=True))
+    partials = []
+    part = ffn // tp
+    for c in range(tp):
+        h = b.stmt(f"mm1_{c}", "matmul", [xn, b.tensor(f"w1_{c}", [hidden, part], chip=c)],
+                   b.tensor(f"h_{c}", [seq, part], chip=c))
+        r = b.stmt(f"relu_{c}", "relu", [h], b.tensor(f"r_{c}", [seq, part], chip=c))
+        sq = b.stmt(f"square_{c}", "mul", [r, r], b.tensor(f"sq_{c}", [seq, part], chip=c))
+        partials.append(b.stmt(f"mm2_{c}", "matmul", [sq, b.tensor(f"w2_{c}", [part, hidden], chip=c)],
+                               b.tensor(f"p_{c}", [seq, hidden], chip=c)))
+    y = b.fold("allreduce", partials, b.tensor("y", [seq, hidden], spine=True), "mlp_out")
+    inv = b.stmt("inv", "rsqrt", [b.tensor("var", [seq, 1], spine=True)], b.tensor("iv", [seq, 1], spine=True))
+    z = b.stmt("rescale", "mul", [y, inv], b.tensor("z", [seq, hidden], spine=True))
+    t = b.stmt("flip", "transpose", [z], b.tensor("zt", [hidden, seq], spine=True))
+    b.stmt("sm", "softmax", [t], b.tensor("out", [hidden, seq], spine=True))
+    prev = "r_0"
+    for i in range(4):  # a chain of adds on chip 0, each with its own bias
+        prev = b.stmt(f"addb{i}", "add", [prev, b.tensor(f"bias{i}", [seq, part], chip=0)],
+                      b.tensor(f"e{i}", [seq, part], chip=0))
+    prev = "r_1"
+    for i in range(8):  # a chain of unary statements on chip 1
+        prev = b.stmt(f"u{i}", ("neg", "exp")[i % 2], [prev], b.tensor(f"ue{i}", [seq, part], chip=1))
+    # legal: an epilogue after a quantized matmul; quantized_inside: a producer fused into
+    # the matmul that reads its output quantized.
+    b.candidate("mm1_relu_0", ["mm1_0", "relu_0"])
+    b.candidate("square_mm2_0", ["square_0", "mm2_0"])
+    b.candidate("relu_square_0", ["relu_0", "square_0"])
+    # unsupported (rsqrt is not built), not_fusible (transpose, softmax run alone).
+    b.candidate("inv_rescale", ["inv", "rescale"])
+    b.candidate("rescale_flip", ["rescale", "flip"])
+    b.candidate("flip_sm", ["flip", "sm"])
+    # too_many_inputs: four adds of chip 0 reading five outside tensors (the limit is 4).
+    b.candidate("bias_chain", ["relu_0", "addb0", "addb1", "addb2", "addb3"])
+    b.candidate("bias_pair", ["addb0", "addb1"])
+    # too_many_members: nine statements (the limit is 8); eight are fine.
+    b.candidate("unary_chain_9", ["relu_1"] + [f"u{i}" for i in range(8)])
+    b.candidate("unary_chain_8", [f"u{i}" for i in range(8)])
+    return b
+
+
 EXAMPLES = {
     "megatron-mlp-tp2": lambda: megatron_mlp(2),
+    "megatron-mlp-tp4": lambda: megatron_mlp(4),
+    "llama-layer-tp4": lambda: llama_layer(4),
+    "relocated-head-tp2": lambda: relocated_head(2),
+    "int8-mlp-tp2": lambda: int8_mlp(2),
 }
 
 

@@ -88,7 +88,7 @@ def load_rules(rules_dir: Path, use_cache: bool = True) -> CheckedProgram:
         except UnicodeDecodeError as err:
             raise RuleError(f"rule file is not UTF-8 text: {err}", ast.Pos(name, 1, 0)) from None
         items.extend(parse_text(text, name).items)
-    checked = check_program(ast.Program(tuple(items)), str(rules_dir))
+    checked = check_program(ast.Program(tuple(items)), display_path(rules_dir))
     if use_cache:
         _store(cached, pickle.dumps(checked))
     return checked
