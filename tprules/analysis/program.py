@@ -73,7 +73,7 @@ def load_rules(rules_dir: Path, use_cache: bool = True) -> CheckedProgram:
     if not paths:
         raise RuleError(f"no .dl rule files in {rules_dir}")
     files = [(display_path(p), p.read_bytes()) for p in paths]
-    cached = cache_dir() / "rules" / f"{_fingerprint(files)}.pickle"
+    cached = cache_dir() / "rules" / f"{_fingerprint([(display_path(rules_dir), b'')] + files)}.pickle"
     if use_cache and cached.exists():
         try:
             return pickle.loads(cached.read_bytes())
