@@ -149,10 +149,8 @@ class _Typer:
                 self.problems.add(f"wildcard '_' in comparison '{op}'", side.pos)
                 return
         lt, rt = self.term_type(left), self.term_type(right)
-        if lt and rt and lt != rt:
+        if lt and rt and lt != rt:  # symbols compare alphabetically, as in Soufflé
             self.problems.add(f"comparison '{op}' between a {lt} and a {rt}", lit.pos)
-        elif op not in ("=", "!=") and "symbol" in (lt, rt):
-            self.problems.add(f"comparison '{op}' on symbols (order comparisons take numbers)", lit.pos)
 
 
 def check_types(program: ast.Program, decls: dict[str, ast.Decl], problems: _Problems) -> None:

@@ -245,12 +245,13 @@ class _RuleCompiler:
         body.emit(f"if key in memo_{helper}: return memo_{helper}[key]")
         body.emit("acc = {}")
         compiler = _BodyCompiler(body, self, None, agg.body, outer)
-        single_atom = len(agg.body) == 1 and isinstance(agg.body[0], ast.Atom)
+        single_atom = one_positive_atom(agg.body)
         compiler.scan_all = single_atom
         local = sorted(ast.aggregate_vars(agg) - set(outer))
 
         def finish():
-            # Witnesses are distinct tuples for a one-atom body, else distinct bindings (as Soufflé).
+            # As in Soufflé: with one positive atom the aggregate runs over its matching
+            # tuples; with several, over distinct bindings of the named variables.
             if single_atom and compiler.matched:
                 witness = compiler.matched[0]
             else:
@@ -286,6 +287,10 @@ class _RuleCompiler:
         comment = "    # " + print_rule(self.rule).replace("\n", " ")
         lines = [f"def {self.name}(R, I, D):", comment, *prologue, *self.helpers, *out.lines, "    return out"]
         return "\n".join(lines) + "\n"
+
+
+def one_positive_atom(body: tuple[ast.Literal, ...]) -> bool:
+    return sum(isinstance(lit, ast.Atom) for lit in body) == 1
 
 
 def compile_rule(rule: ast.Rule, name: str, delta_rel: str | None = None, delta_index: int | None = None) -> CompiledRule:

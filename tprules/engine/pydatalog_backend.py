@@ -330,27 +330,25 @@ class PyDatalogEngine:
 
     def _fold(self, agg: ast.Aggregate, outer: list[str], name: str, rels) -> None:
         """Ask for every group of the aggregate's body, fold each in Python, assert the values."""
+        body, witness = _witnessed(agg.body, outer)
+        positive = set().union(*(ast.literal_vars(lit) for lit in body if isinstance(lit, ast.Atom)))
+        if not set(outer) <= positive:
+            raise RuleError("the pydatalog engine needs each outer variable of an aggregate bound by an atom "
+                            "inside it; use --engine fast", agg.pos)
         has_target = agg.target is not None
-        if len(agg.body) == 1 and isinstance(agg.body[0], ast.Atom):
-            clauses, width = self._one_atom_body(agg, outer, name, rels)
-        else:
-            translator = _Translator(rels, {})
-            local = sorted(ast.aggregate_vars(agg) - set(outer))
-            body = agg.body
-            if has_target:  # the target becomes a variable bound at the end of the body
-                body = body + (ast.Comparison("=", ast.Var("_t"), agg.target),)
-            head = [_var(o) for o in outer] + [_var(v) for v in local] + ([_var("_t")] if has_target else [])
-            clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
-                       for _, split in split_divisions(None, body)
-                       for variant in translator.body(None, split, set())]
-            clauses = translator.helpers + clauses
-            width = len(head)
-        pyDatalog.load("\n".join(clauses))
+        if has_target:  # the target becomes a variable bound at the end of the body
+            body = body + (ast.Comparison("=", ast.Var("_t"), agg.target),)
+        translator = _Translator(rels, {})
+        head = [_var(v) for v in outer + witness] + ([_var("_t")] if has_target else [])
+        clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
+                   for _, split in split_divisions(None, body)
+                   for variant in translator.body(None, split, set())]
+        pyDatalog.load("\n".join(translator.helpers + clauses))
         groups: dict[tuple, dict[tuple, int]] = {}
-        for row in self._ask(name, width):
+        for row in self._ask(name, len(head)):
             key = row[: len(outer)]
-            witness = row[len(outer): len(row) - (1 if has_target else 0)]
-            groups.setdefault(key, {})[witness] = row[-1] if has_target else 1
+            found = row[len(outer): len(row) - (1 if has_target else 0)]
+            groups.setdefault(key, {})[found] = row[-1] if has_target else 1
         self._assert(f"{name}_v", set(), len(outer) + 1)
         self._assert(f"{name}_v_any", set(), len(outer))
         fold = {"count": len, "sum": sum, "min": min, "max": max}[agg.func]
@@ -359,32 +357,17 @@ class PyDatalogEngine:
             pyDatalog.assert_fact(f"{name}_v", *key, value)
             pyDatalog.assert_fact(f"{name}_v_any", *(key or (_UNIT,)))
 
-    def _one_atom_body(self, agg: ast.Aggregate, outer: list[str], name: str, rels) -> tuple[list[str], int]:
-        """A one-atom body counts distinct tuples (wildcard columns too), as Soufflé does."""
-        atom = agg.body[0]
-        columns = [f"V__c{i}" for i in range(atom.arity)]
-        first: dict[str, str] = {}
-        tests = []
-        for column, t in zip(columns, atom.args):
-            match t:
-                case ast.Var(var) if var in first:
-                    tests.append(f"({column} == {first[var]})")
-                case ast.Var(var):
-                    first[var] = column
-                case ast.Num() | ast.Str():
-                    tests.append(f"({column} == {_const(t.value)})")
-                case ast.Wildcard():
-                    pass
-                case _:
-                    raise RuleError("the pydatalog engine takes only variables and constants in a one-atom "
-                                    "aggregate body; use --engine fast", t.pos)
-        translator = _Translator(rels, {}, rename=first)
-        head = [first[o] for o in outer] + columns
-        body = [f"{_pred(atom.rel, atom.rel in rels)}({', '.join(columns) or _UNIT})"] + tests
-        if agg.target is not None:
-            if _find_division(agg.target) is not None:
-                raise RuleError("the pydatalog engine takes no '/' or '%' in the target of a one-atom "
-                                "aggregate; use --engine fast", agg.pos)
-            head.append("V__t")
-            body.append(f"(V__t == {translator.term(agg.target)})")
-        return [f"{name}({', '.join(head)}) <= {' & '.join(body)}"], len(head)
+
+def _witnessed(body: tuple, outer: list[str]) -> tuple[tuple, list[str]]:
+    """The body and the variables whose distinct values an aggregate runs over, as Soufflé:
+    with one positive atom, its matching tuples (wildcards named so they count); with
+    several, distinct bindings of the named variables."""
+    atoms = [lit for lit in body if isinstance(lit, ast.Atom)]
+    if len(atoms) != 1:
+        named = set().union(*(ast.literal_vars(lit) for lit in body)) if body else set()
+        return body, sorted(named - set(outer))
+    atom = atoms[0]
+    args = tuple(ast.Var(f"_w{i}") if isinstance(t, ast.Wildcard) else t for i, t in enumerate(atom.args))
+    named = ast.Atom(atom.rel, args, atom.pos)
+    body = tuple(named if lit is atom else lit for lit in body)
+    return body, sorted(ast.literal_vars(named) - set(outer))
