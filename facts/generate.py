@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tprules.program import llama
 from tprules.program.builder import ProgramBuilder
 
 HERE = Path(__file__).resolve().parent
@@ -49,58 +50,14 @@ def megatron_mlp(tp: int, seq: int = 8, hidden: int = 16, ffn: int = 64) -> Prog
     return b
 
 
-def producer_consumer_candidates(b: ProgramBuilder) -> None:
-    """A candidate for every producer → consumer pair of statements."""
-    readers: dict[str, list[str]] = {}
-    for o, _, t in b.facts["reads"]:
-        readers.setdefault(t, []).append(o)
-    for o, t in b.facts["writes"]:
-        for consumer in dict.fromkeys(readers.get(t, [])):
-            b.candidate(f"{o}__{consumer}", [o, consumer])
-
-
 def llama_layer(tp: int = 4, seq: int = 8, hidden: int = 32, heads: int = 4, ffn: int = 64) -> ProgramBuilder:
-    """One Llama decoder layer: rmsnorm, attention (softmax), all-reduce, residual, rmsnorm,
-    SwiGLU MLP (silu), all-reduce, residual. Attention heads and MLP columns split over chips."""
+    """One Llama decoder layer (tprules/program/llama.py): rmsnorm, attention (softmax),
+    all-reduce, residual, rmsnorm, SwiGLU MLP (silu), all-reduce, residual. Attention heads
+    and MLP columns split over chips."""
     b = ProgramBuilder(chips=tp)
-    d = hidden // heads  # head size
-    hpc = heads // tp  # heads per chip
-    part = ffn // tp
     x = b.tensor("x", [seq, hidden], spine=True)
-    xn = b.stmt("rms1", "rmsnorm", [x, b.tensor("w_ln1", [hidden], spine=True)],
-                b.tensor("xn", [seq, hidden], spine=True), eps="1e-6")
-    attn_partials, mlp_partials = [], []
-    for c in range(tp):
-        width = hpc * d
-        q = b.stmt(f"q_{c}", "matmul", [xn, b.tensor(f"wq_{c}", [hidden, width], chip=c)],
-                   b.tensor(f"q{c}", [seq, width], chip=c))
-        k = b.stmt(f"k_{c}", "matmul", [xn, b.tensor(f"wk_{c}", [hidden, width], chip=c)],
-                   b.tensor(f"k{c}", [seq, width], chip=c))
-        v = b.stmt(f"v_{c}", "matmul", [xn, b.tensor(f"wv_{c}", [hidden, width], chip=c)],
-                   b.tensor(f"v{c}", [seq, width], chip=c))
-        kt = b.stmt(f"kt_{c}", "transpose", [k], b.tensor(f"kt{c}", [width, seq], chip=c))
-        s = b.stmt(f"qk_{c}", "matmul", [q, kt], b.tensor(f"s{c}", [seq, seq], chip=c))
-        ss = b.stmt(f"scale_{c}", "scale", [s], b.tensor(f"ss{c}", [seq, seq], chip=c), factor=f"{d ** -0.5:.6g}")
-        p = b.stmt(f"softmax_{c}", "softmax", [ss], b.tensor(f"p{c}", [seq, seq], chip=c))
-        o = b.stmt(f"pv_{c}", "matmul", [p, v], b.tensor(f"o{c}", [seq, width], chip=c))
-        attn_partials.append(b.stmt(f"wo_{c}", "matmul", [o, b.tensor(f"wo{c}", [width, hidden], chip=c)],
-                                    b.tensor(f"attn{c}", [seq, hidden], chip=c)))
-    attn = b.fold("ar_attn", attn_partials, b.tensor("attn", [seq, hidden], spine=True), "attn_out")
-    h = b.stmt("res1", "add", [x, attn], b.tensor("h", [seq, hidden], spine=True))
-    hn = b.stmt("rms2", "rmsnorm", [h, b.tensor("w_ln2", [hidden], spine=True)],
-                b.tensor("hn", [seq, hidden], spine=True), eps="1e-6")
-    for c in range(tp):
-        g = b.stmt(f"gate_{c}", "matmul", [hn, b.tensor(f"wg_{c}", [hidden, part], chip=c)],
-                   b.tensor(f"g{c}", [seq, part], chip=c))
-        u = b.stmt(f"up_{c}", "matmul", [hn, b.tensor(f"wu_{c}", [hidden, part], chip=c)],
-                   b.tensor(f"u{c}", [seq, part], chip=c))
-        sg = b.stmt(f"silu_{c}", "silu", [g], b.tensor(f"sg{c}", [seq, part], chip=c))
-        m = b.stmt(f"swiglu_{c}", "mul", [sg, u], b.tensor(f"m{c}", [seq, part], chip=c))
-        mlp_partials.append(b.stmt(f"down_{c}", "matmul", [m, b.tensor(f"wd_{c}", [part, hidden], chip=c)],
-                                   b.tensor(f"dn{c}", [seq, hidden], chip=c)))
-    mlp = b.fold("ar_mlp", mlp_partials, b.tensor("mlp", [seq, hidden], spine=True), "mlp_out")
-    b.stmt("res2", "add", [h, mlp], b.tensor("out", [seq, hidden], spine=True))
-    producer_consumer_candidates(b)
+    llama.llama_layer(b, x, llama.LlamaShape(tp, seq, hidden, heads, ffn))
+    llama.producer_consumer_candidates(b)
     # Beyond pairs: attention core on one chip (legal), the same stage across chips,
     # two matmuls, a path that leaves and re-enters, an oversized fusion, too many inputs.
     b.candidate("attn_core_0", ["qk_0", "scale_0", "softmax_0"])

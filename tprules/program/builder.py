@@ -31,6 +31,7 @@ class ProgramBuilder:
         self.writer: dict[str, str] = {}
         self.data: dict[str, np.ndarray] = {}
         self.extra: dict[str, list[tuple]] = {}
+        self._statements: set[str] = set()  # for the duplicate check (model-scale programs)
 
     # -- tensors and statements ----------------------------------------------------
 
@@ -55,8 +56,9 @@ class ProgramBuilder:
 
     def stmt(self, name: str, cls: str, reads: list[str], out: str, **attrs) -> str:
         """Add statement `name`: `out = cls(*reads)`; returns the tensor it writes."""
-        if any(o == name for o, _ in self.facts["op"]):
+        if name in self._statements:
             raise ValueError(f"statement {name} declared twice")
+        self._statements.add(name)
         self.facts["op"].append((name, cls))
         for i, t in enumerate(reads):
             self.facts["reads"].append((name, i, t))
