@@ -60,11 +60,15 @@ class _Translator:
                 return self.rename.get(name) or _var(name)
             case ast.Num(value) | ast.Str(value):
                 return _const(value)
+            # pyDatalog reads `(0 - x) == y` and `(0 + x) == y` as an attempt to retract or
+            # assert a fact and raises; so no operation here starts with the constant 0.
+            case ast.BinOp("-", ast.Num(0), right) | ast.Negative(right):
+                return f"(-1 * {self.term(right)})"
+            case ast.BinOp("+", ast.Num(0), right):
+                return self.term(right)
             case ast.BinOp(op, left, right):
                 assert op != "/" and op != "%", "divisions are split into sign cases first"
                 return f"({self.term(left)} {op} {self.term(right)})"
-            case ast.Negative(operand):
-                return f"(0 - {self.term(operand)})"
         raise TypeError(t)
 
     def atom(self, a: ast.Atom, extra: list[str]) -> str:
