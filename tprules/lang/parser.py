@@ -25,7 +25,9 @@ _TOKEN_WORDS = {
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+    # Extra start symbols let a query (`body`) or one atom (`atom`) be parsed on its own.
+    return Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True,
+                start=["start", "body", "atom"])
 
 
 def _unescape(text: str) -> str:
@@ -175,8 +177,30 @@ def parse_text(text: str, filename: str = "<text>") -> ast.Program:
     >>> parse_text('.decl e(a: number)\\ne(1).').rules[0].head.args
     (Num(value=1),)
     """
+    return _parse(text, filename, "start")
+
+
+def parse_atom(text: str, filename: str = "<atom>") -> ast.Atom:
+    """Parse one atom written in rule syntax, e.g. a tuple to explain.
+
+    >>> parse_atom('refused("f1", R)').args
+    (Str(value='f1'), Var(name='R'))
+    """
+    return _parse(text, filename, "atom")
+
+
+def parse_body(text: str, filename: str = "<query>") -> tuple[ast.Literal, ...]:
+    """Parse a rule body (literals separated by commas, no final '.'), e.g. a query.
+
+    >>> [type(lit).__name__ for lit in parse_body('member(F, O), !is_fold(O)')]
+    ['Atom', 'Negation']
+    """
+    return _parse(text, filename, "body")
+
+
+def _parse(text: str, filename: str, start: str):
     try:
-        tree = _lark().parse(text)
+        tree = _lark().parse(text, start=start)
     except UnexpectedInput as err:
         raise _syntax_error(err, filename) from None
     try:

@@ -1,0 +1,85 @@
+"""The explanation service over one workspace: `why`, `whynot`, `subproof`, and the fusion context.
+
+>>> ws = Workspace("facts/megatron-mlp-tp2")                                # doctest: +SKIP
+>>> ex = Explainer.of(ws)                                                  # doctest: +SKIP
+>>> ex.explain(read_atom('legal("mm1_gelu_0")', ws.checked)).holds         # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from ..lang import ast
+from ..lang.printer import print_literal
+from ..verdicts import places
+from .proof import Explanation, Fusion, Proof, WhyNot
+from .prove import DEFAULT_DEPTH, Prover
+from .whynot import WhyNotFinder
+
+PROOFS_SHOWN = 8  # tuples proven when an atom with variables matches many
+
+
+class Explainer:
+    def __init__(self, checked, model, facts, position: dict[str, int] | None = None,
+                 depth: int | None = DEFAULT_DEPTH):
+        self.checked = checked
+        self.prover = Prover(checked, model, facts, depth)
+        self.finder = WhyNotFinder(self.prover)
+        self.solver = self.prover.solver
+        self.model = model
+        self.position = position or {}
+
+    @classmethod
+    def of(cls, workspace, depth: int | None = DEFAULT_DEPTH) -> "Explainer":
+        """An explainer over a workspace's full model (always the fast engine's: it records rounds)."""
+        return cls(workspace.checked, workspace.model, workspace.program.facts, workspace.program.position, depth)
+
+    @property
+    def depth(self) -> int | None:
+        return self.prover.depth
+
+    @depth.setter
+    def depth(self, value: int | None) -> None:
+        self.prover.depth = value
+
+    def holds(self, atom: ast.Atom) -> list[tuple]:
+        return self.solver.matching(atom)
+
+    def explain(self, atom: ast.Atom) -> Explanation:
+        """Proofs of the tuples matching `atom` (up to PROOFS_SHOWN), or why none holds."""
+        matches = self.solver.matching(atom)
+        fusions = self.fusions(atom)
+        text = print_literal(atom)
+        if not matches:
+            return Explanation(text, False, why_not=self.finder.why_not(atom), fusions=fusions)
+        proofs = tuple(self.prover.prove(atom.rel, t) for t in matches[:PROOFS_SHOWN])
+        return Explanation(text, True, proofs, max(0, len(matches) - PROOFS_SHOWN), fusions=fusions)
+
+    def why_not(self, atom: ast.Atom) -> WhyNot:
+        return self.finder.why_not(atom)
+
+    def subproof(self, number: int) -> Proof | WhyNot:
+        """Expand an elided subtree by its id; KeyError for an id not given out."""
+        key = self.prover.elided[number]
+        if key[0] == "proof":
+            return self.prover.prove(key[1], key[2])
+        return self.finder.why_not(key[1])
+
+    # -- context for compiler engineers -------------------------------------------------
+
+    @cached_property
+    def _places(self) -> dict[str, str]:
+        return places(self.model)
+
+    def fusions(self, atom: ast.Atom) -> tuple[Fusion, ...]:
+        """The candidate fusions an atom names, with their members' places and verdicts."""
+        found = []
+        members = self.model.index("member", (0,)) if "member" in self.checked.decls else {}
+        refused = self.model.index("refused", (0,)) if "refused" in self.checked.decls else {}
+        for arg in atom.args:
+            if isinstance(arg, ast.Str) and arg.value in members and arg.value not in {f.fusion for f in found}:
+                ms = sorted({o for _, o in members[arg.value]}, key=lambda o: (self.position.get(o, 0), o))
+                reasons = tuple(sorted({r for _, r in refused.get(arg.value, ())}))
+                found.append(Fusion(arg.value, tuple((o, self._places.get(o, "?")) for o in ms), reasons))
+        return tuple(found)
