@@ -48,20 +48,25 @@ class Explainer:
 
     def explain(self, atom: ast.Atom) -> Explanation:
         """Proofs of the tuples matching `atom` (up to PROOFS_SHOWN), or why none holds."""
+        self.prover.begin()
         matches = self.solver.matching(atom)
-        fusions = self.fusions(atom)
         text = print_literal(atom)
         if not matches:
-            return Explanation(text, False, why_not=self.finder.why_not(atom), fusions=fusions)
-        proofs = tuple(self.prover.prove(atom.rel, t) for t in matches[:PROOFS_SHOWN])
+            named = [a.value for a in atom.args if isinstance(a, ast.Str)]
+            return Explanation(text, False, why_not=self.finder.why_not(atom), fusions=self.fusions(named))
+        shown = matches[:PROOFS_SHOWN]
+        fusions = self.fusions([v for t in shown for v in t if isinstance(v, str)])
+        proofs = tuple(self.prover.prove(atom.rel, t) for t in shown)
         return Explanation(text, True, proofs, max(0, len(matches) - PROOFS_SHOWN), fusions=fusions)
 
     def why_not(self, atom: ast.Atom) -> WhyNot:
+        self.prover.begin()
         return self.finder.why_not(atom)
 
     def subproof(self, number: int) -> Proof | WhyNot:
         """Expand an elided subtree by its id; KeyError for an id not given out."""
         key = self.prover.elided[number]
+        self.prover.begin()
         if key[0] == "proof":
             return self.prover.prove(key[1], key[2])
         return self.finder.why_not(key[1])
@@ -72,14 +77,14 @@ class Explainer:
     def _places(self) -> dict[str, str]:
         return places(self.model)
 
-    def fusions(self, atom: ast.Atom) -> tuple[Fusion, ...]:
-        """The candidate fusions an atom names, with their members' places and verdicts."""
-        found = []
+    def fusions(self, names: list[str]) -> tuple[Fusion, ...]:
+        """The candidate fusions among `names`, with their members' places and verdicts."""
         members = self.model.index("member", (0,)) if "member" in self.checked.decls else {}
         refused = self.model.index("refused", (0,)) if "refused" in self.checked.decls else {}
-        for arg in atom.args:
-            if isinstance(arg, ast.Str) and arg.value in members and arg.value not in {f.fusion for f in found}:
-                ms = sorted({o for _, o in members[arg.value]}, key=lambda o: (self.position.get(o, 0), o))
-                reasons = tuple(sorted({r for _, r in refused.get(arg.value, ())}))
-                found.append(Fusion(arg.value, tuple((o, self._places.get(o, "?")) for o in ms), reasons))
+        found = []
+        for name in dict.fromkeys(names):
+            if name in members:
+                ms = sorted({o for _, o in members[name]}, key=lambda o: (self.position.get(o, 0), o))
+                reasons = tuple(sorted({r for _, r in refused.get(name, ())}))
+                found.append(Fusion(name, tuple((o, self._places.get(o, "?")) for o in ms), reasons))
         return tuple(found)

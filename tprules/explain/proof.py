@@ -84,6 +84,14 @@ class Elided:
 
 
 @dataclass(frozen=True)
+class Shown:
+    """A derived tuple already proven earlier in the same explanation (not expanded twice)."""
+
+    text: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
 class Unproven:
     """A tuple in the model for which no rule instance was found (the model and rules disagree)."""
 
@@ -91,7 +99,7 @@ class Unproven:
     note: str
 
 
-Proof = Union[Fact, Computed, Derived, Checked, AggregateValue, Elided, Unproven]
+Proof = Union[Fact, Computed, Derived, Checked, AggregateValue, Elided, Shown, Unproven]
 
 # ---- why-not ---------------------------------------------------------------------
 
@@ -170,6 +178,8 @@ def to_json(node) -> dict:
                     "children": [to_json(c) for c in children], "more": more}
         case Elided(id_, text, what):
             return {"kind": "elided", "id": id_, "tuple": text, "what": what}
+        case Shown(text, pos):
+            return {"kind": "shown-above", "tuple": text, "rule": _at(pos)}
         case Unproven(text, note):
             return {"kind": "unproven", "tuple": text, "note": note}
         case Attempt():

@@ -16,7 +16,7 @@ from ..lang import ast
 from ..lang.printer import print_rule, print_term
 from ..program.facts import FactBase
 from ..program.schema import COMPUTED
-from .proof import AggregateValue, Checked, Computed, Derived, Elided, Fact, Proof, Unproven
+from .proof import AggregateValue, Checked, Computed, Derived, Elided, Fact, Proof, Shown, Unproven
 from .solve import Solver
 from .terms import atom_text, bindings, instantiated, substitute
 
@@ -44,6 +44,11 @@ class Prover:
         self._instances: dict[tuple[str, tuple], tuple | None] = {}
         self._ids: dict[tuple, int] = {}
         self.elided: dict[int, tuple] = {}  # id → ("proof", rel, tuple) | ("why-not", atom)
+        self._shown: set[tuple[str, tuple]] = set()  # derived tuples expanded in the current explanation
+
+    def begin(self) -> None:
+        """Start a new explanation: tuples proven in earlier ones are expanded again."""
+        self._shown.clear()
 
     # -- elision -----------------------------------------------------------------------
 
@@ -81,6 +86,9 @@ class Prover:
         if found is None:
             return Unproven(text, "no rule instance derives it from earlier tuples (the model and the rules disagree)")
         rule, env, matched = found
+        if (rel, values) in self._shown:
+            return Shown(text, rule.pos)
+        self._shown.add((rel, values))
         children = tuple(self._children(rule, env, matched, level))
         return Derived(text, rel, values, rule.pos, print_rule(rule), bindings(rule, env), children)
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .proof import (AggregateValue, Attempt, Checked, Computed, Derived, Elided, Explanation, Fact, Fusion, Proof,
-                    Unproven, WhyNot, to_json, where)
+                    Shown, Unproven, WhyNot, to_json, where)
 from .terms import show
 
 # Styles (dropped when colour is off).
@@ -72,6 +72,8 @@ class Renderer:
             case Elided(number, text, what):
                 hint = self.hint.format(id=number)
                 return _line((text, TUPLE), (f"  [{what} #{number} elided: {hint}]", NOTE)), ()
+            case Shown(text, pos):
+                return _line((text, TUPLE), (f"  {where(pos)}", WHERE), ("  (proved above)", NOTE)), ()
             case Unproven(text, note):
                 return _line((text, TUPLE), (f"  {note}", BAD)), ()
         raise TypeError(node)

@@ -81,7 +81,7 @@ class WhyNotFinder:
                 if not self.prover.is_derived(rel):
                     return Attempt(rule.pos, text, bound, failed, self._no_fact(rel) + stopped)
                 if pattern_key(pattern) in self._open:  # a recursive relation: answered above
-                    return Attempt(rule.pos, text, bound, failed, "no tuple matches (the question above)" + stopped)
+                    return Attempt(rule.pos, text, bound, failed, "no tuple matches (asked above)" + stopped)
                 return Attempt(rule.pos, text, bound, failed, "no tuple matches" + stopped,
                                nested=self._nested(pattern, level))
             case ast.Negation(atom):

@@ -27,7 +27,8 @@ def candidates(before: str, commands: list[str], relations: list[str], symbols: 
     stripped = before.lstrip()
     if not stripped or (" " not in stripped and not stripped.startswith("?-")):
         return [(c, len(stripped)) for c in commands if c.startswith(stripped)]
-    first, rest = stripped.split(None, 1) if " " in stripped else (stripped, "")
+    first, _, rest = stripped.partition(" ")
+    rest = rest.lstrip()
     if first == ":format":
         return [(w, len(rest)) for w in ("text", "json") if w.startswith(rest)]
     word = _WORD.search(before)

@@ -143,7 +143,7 @@ class Session:
 
             text = print_literal(atom)
             raise ReplError(f"{text} holds; ask `why {text}`")
-        return self._answer(self.explainer.why_not(atom))
+        return self._answer(self.explainer.explain(atom))
 
     def subproof(self, rest: str):
         word = rest.strip().lstrip("#")
@@ -176,6 +176,8 @@ class Session:
     def query(self, text: str):
         from ..explain.query import read_query
 
+        if not text.strip().rstrip("."):
+            raise ReplError("expected a query after ?-, e.g. ?- legal(F).")
         body = read_query(text, self.workspace.checked)
         return answers.query(self, body)
 
