@@ -121,7 +121,8 @@ class Renderer:
         if expl.holds:
             total = len(expl.proofs) + expl.more
             if total > 1:
-                shown = f"; the first {len(expl.proofs)} are shown" if expl.more else ""
+                first = "the first is" if len(expl.proofs) == 1 else f"the first {len(expl.proofs)} are"
+                shown = f"; {first} shown" if expl.more else ""
                 parts.append(Text(f"{total} tuples match {expl.atom}{shown}", style=NOTE))
             for proof in expl.proofs:
                 parts.append(self.proof(proof))
