@@ -66,6 +66,13 @@ class Model:
             self._indexes[key] = found
         return found
 
+    def has_index(self, rel: str, cols: tuple[int, ...]) -> bool:
+        """Whether `index(rel, cols)` is built already (lets a reader avoid building one it can do without)."""
+        if (rel, cols) in self._indexes:
+            return True
+        parent = self.parent
+        return parent is not None and parent.relations.get(rel) is self.relations.get(rel) and parent.has_index(rel, cols)
+
     def add(self, rel: str, new: set) -> None:
         """Add tuples to a relation being derived, keeping its indexes current."""
         self.relations[rel] |= new

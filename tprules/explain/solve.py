@@ -4,7 +4,7 @@ This is the provenance pass's small interpreter, beside the compiled engine rath
 inside it: given a body and some bound variables it finds the bindings (and the tuple
 each positive atom matched) using the model's hash indexes. Two orders:
 
-- `join`: cheap filters first, then the atom with the fewest matching tuples (proofs,
+- `join`: cheap filters first, then the atom with the most bound columns (proofs,
   queries); tuples are tried in sorted order so every answer is deterministic.
 - `source`: the first literal, in the order written, that can be evaluated (why-not:
   "the first body literal that fails").
@@ -47,6 +47,21 @@ class _Lit:
 class _Plan:
     body: tuple[ast.Literal, ...]
     lits: tuple[_Lit, ...]
+
+
+@dataclass(frozen=True)
+class _Access:
+    rel: str
+    arity: int
+    cols: tuple[int, ...]  # bound columns
+    key: tuple  # their values
+    binds: tuple[tuple[int, str], ...]  # (column, variable) the lookup binds
+    same: tuple[tuple[int, int], ...]  # columns that must be equal (a variable repeated)
+
+
+def _key(values: tuple):
+    """An index key as Model.index builds it: the bare value for one column, a tuple for several."""
+    return values[0] if len(values) == 1 else values
 
 
 @dataclass
@@ -123,6 +138,13 @@ class Solver:
 
     def lookup(self, atom: ast.Atom, env: dict):
         """(candidate tuples, [(column, variable) it binds]); None while an argument cannot be evaluated."""
+        access = self.access(atom, env)
+        if access is None:
+            return None
+        return self.fetch(access), access.binds
+
+    def access(self, atom: ast.Atom, env: dict) -> "_Access | None":
+        """How to look an atom up under `env`: its bound columns and their values."""
         cols, key, binds, same, seen = [], [], [], [], {}
         for i, arg in enumerate(atom.args):
             if isinstance(arg, ast.Wildcard):
@@ -139,17 +161,33 @@ class Solver:
                 return None
             cols.append(i)
             key.append(v)
-        rel = atom.rel
-        if len(cols) == atom.arity:
-            tup = tuple(key)
-            found = [tup] if tup in self.model.tuples(rel) else []
-        elif cols:
-            found = self.model.index(rel, tuple(cols)).get(key[0] if len(key) == 1 else tuple(key), ())
+        return _Access(atom.rel, atom.arity, tuple(cols), tuple(key), tuple(binds), tuple(same))
+
+    def rank(self, access: "_Access", index: int) -> tuple:
+        """Join order: membership tests, then the most bound columns, then the smaller relation,
+        then source order. It looks only at the rules and the model, never at which indexes
+        happen to be built, so a tuple gets the same proof in every session."""
+        bound = len(access.cols)
+        return (bound < access.arity, -bound, len(self.model.tuples(access.rel)), index)
+
+    def fetch(self, access: "_Access"):
+        """The tuples matching the bound columns. An index on all of them is used when built; else an
+        index on one of them (built if none is), whose bucket is filtered: few indexes serve every lookup."""
+        model, rel, cols, key = self.model, access.rel, access.cols, access.key
+        if len(cols) == access.arity:
+            found = [key] if key in model.tuples(rel) else []
+        elif not cols:
+            found = model.tuples(rel)
+        elif model.has_index(rel, cols):
+            found = model.index(rel, cols).get(_key(key), ())
         else:
-            found = self.model.tuples(rel)
-        if same:
-            found = [t for t in found if all(t[a] == t[b] for a, b in same)]
-        return found, binds
+            pick = next((i for i, c in enumerate(cols) if model.has_index(rel, (c,))), 0)
+            found = model.index(rel, (cols[pick],)).get(key[pick], ())
+            if len(cols) > 1:
+                found = [t for t in found if all(t[c] == v for c, v in zip(cols, key))]
+        if access.same:
+            found = [t for t in found if all(t[a] == t[b] for a, b in access.same)]
+        return found
 
     def matching(self, atom: ast.Atom, env: dict | None = None) -> list[tuple]:
         """Every tuple of the model that matches an atom (its variables bound by `env` or free), sorted."""
@@ -220,11 +258,14 @@ class Solver:
             for i in pending:
                 lit = plan.lits[i]
                 if lit.kind == "atom":
-                    found = self.lookup(lit.lit, env)
-                    if found is not None and (best is None or len(found[0]) < len(best[1][0])):
-                        best = (i, found)
+                    access = self.access(lit.lit, env)
+                    if access is not None:
+                        rank = self.rank(access, i)
+                        if best is None or rank < best[0]:
+                            best = (rank, i, access)
             if best is not None:
-                return best
+                _, i, access = best
+                return i, (self.fetch(access), access.binds)
         from ..lang.printer import print_body
 
         unbound = sorted(set().union(*(plan.lits[i].needs for i in pending)) - env.keys())

@@ -75,10 +75,16 @@ class Session:
         self._explainer = None
 
     def _load(self):
+        import gc
+
         from ..workspace import Workspace
 
-        ws = Workspace(self.program_dir, self.rules_dir, self.shim)
-        ws.model  # evaluate now: an evaluation error is a load error
+        gc.unfreeze()  # what an earlier load froze may be collected again once replaced
+        try:
+            ws = Workspace(self.program_dir, self.rules_dir, self.shim)
+            ws.model  # evaluate now: an evaluation error is a load error
+        finally:
+            gc.freeze()  # the loaded model stays until the next :reload; see commands/why.py
         return ws
 
     @property
