@@ -116,6 +116,7 @@ class Attempt:
     blocking: tuple[Proof, ...] = ()  # tuples that make a negation fail, with their proofs
     blocking_more: int = 0
     nested: "WhyNot | Elided | None" = None  # why the failing positive atom does not hold
+    reached: int = 1  # bindings that reach the failing literal (the first is shown)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def to_json(node) -> dict:
             return {"rule": {**_at(node.pos), "text": node.rule}, "bindings": _bindings(node.bindings),
                     "failed": node.failed, "reason": node.reason,
                     "blocking": [to_json(b) for b in node.blocking], "blocking_more": node.blocking_more,
-                    "why_not": None if node.nested is None else to_json(node.nested)}
+                    "why_not": None if node.nested is None else to_json(node.nested), "reached": node.reached}
         case WhyNot(text, rel, note, attempts):
             return {"kind": "why-not", "atom": text, "relation": rel, "note": note,
                     "rules": [to_json(a) for a in attempts]}

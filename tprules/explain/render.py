@@ -101,6 +101,11 @@ class Renderer:
             label.append("fails at ", style=BAD)
             label.append(attempt.failed, style=TUPLE)
             label.append(f": {attempt.reason}", style=BAD)
+            others = attempt.reached - 1
+            if others:
+                noun = "binding gets" if others == 1 else "bindings get"
+                label.append(f" ({others} other {noun} this far and fail{'s' if others == 1 else ''} too)",
+                             style=NOTE)
         node = parent.add(label)
         for proof in attempt.blocking:
             self.proof(proof, node)

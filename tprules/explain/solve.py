@@ -71,6 +71,7 @@ class Reach:
     holds: bool = False  # some binding satisfies the whole body
     depth: int = -1  # literals satisfied on the deepest branch
     failed: int | None = None  # index of the literal that fails there
+    reached: int = 0  # bindings that got that deep
     env: dict = field(default_factory=dict)
     matched: dict = field(default_factory=dict)
     stopped: bool = False  # the step budget ran out first
@@ -312,7 +313,9 @@ class Solver:
             return True
         i, found = self._next(plan, pending, env, "source")
         if depth > reach.depth:
-            reach.depth, reach.failed, reach.env, reach.matched = depth, i, env, matched
+            reach.depth, reach.failed, reach.env, reach.matched, reach.reached = depth, i, env, matched, 0
+        if depth == reach.depth:
+            reach.reached += 1
         rest = tuple(j for j in pending if j != i)
         for new, new_matched in self._step(plan, i, found, env, matched, None):
             if self._walk(plan, rest, new, new_matched, reach):

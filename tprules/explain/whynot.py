@@ -6,6 +6,8 @@ positive atom of a derived relation is explained in turn, down to the depth limi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..lang import ast
 from ..lang.printer import print_literal, print_rule
 from ..program.schema import COMPUTED
@@ -65,6 +67,10 @@ class WhyNotFinder:
 
     def _attempt(self, rule: ast.Rule, env: dict, level: int) -> Attempt:
         reach = self.solver.deepest(rule.body, env, rule.head, SEARCH_BUDGET)
+        attempt = self._failure(rule, reach, level)
+        return replace(attempt, reached=max(1, reach.reached)) if attempt.failed is not None else attempt
+
+    def _failure(self, rule: ast.Rule, reach, level: int) -> Attempt:
         text = print_rule(rule)
         bound = bindings(rule, reach.env)
         stopped = f" (search stopped after {SEARCH_BUDGET} tuples; the deepest failure so far)" if reach.stopped else ""
