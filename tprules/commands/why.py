@@ -85,13 +85,16 @@ def run(args) -> int:
     settle_after_loading()
     started = time.perf_counter()
     explainer = Explainer.of(ws, depth)
-    answer = explainer.explain(atom)
-    if args.subproof is not None:
-        if args.subproof not in explainer.prover.elided:
-            given = len(explainer.prover.elided)
-            known = f"ids 1..{given}" if given else "none was elided"
-            raise UsageError(f"no elided subtree #{args.subproof} in this explanation ({known})")
-        answer = explainer.subproof(args.subproof)
+    try:
+        answer = explainer.explain(atom)
+        if args.subproof is not None:
+            if args.subproof not in explainer.prover.elided:
+                given = len(explainer.prover.elided)
+                known = f"ids 1..{given}" if given else "none was elided"
+                raise UsageError(f"no elided subtree #{args.subproof} in this explanation ({known})")
+            answer = explainer.subproof(args.subproof)
+    except RecursionError:
+        raise UsageError("this proof is too deep to build whole; give --depth N and expand with --subproof") from None
     if "timing" in args.show:
         print(f"[timing] why: {time.perf_counter() - started:.3f} s after loading", file=sys.stderr)
     if args.format == "json":
