@@ -101,12 +101,14 @@ class Prover:
 
     def _find_instance(self, rel: str, values: tuple):
         admit = self._admit(rel, values)
+        stratum = self._stratum.get(rel)
+        late = frozenset(stratum.relations) if stratum is not None and stratum.recursive else frozenset()
         for rule in self.rules.get(rel, ()):
             unified = unify(rule.head, values)
             if unified is None:
                 continue
             env, deferred = unified
-            for sol, matched in self.solver.solutions(rule.body, env, head=rule.head, admit=admit):
+            for sol, matched in self.solver.solutions(rule.body, env, head=rule.head, admit=admit, late=late):
                 if all(self.solver.value(term, sol) == v for term, v in deferred):
                     return rule, sol, matched
         return None

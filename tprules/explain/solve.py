@@ -164,12 +164,13 @@ class Solver:
             key.append(v)
         return _Access(atom.rel, atom.arity, tuple(cols), tuple(key), tuple(binds), tuple(same))
 
-    def rank(self, access: "_Access", index: int) -> tuple:
-        """Join order: membership tests, then the most bound columns, then the smaller relation,
-        then source order. It looks only at the rules and the model, never at which indexes
-        happen to be built, so a tuple gets the same proof in every session."""
+    def rank(self, access: "_Access", index: int, late: frozenset[str]) -> tuple:
+        """Join order: membership tests, then the most bound columns, then relations not in
+        `late` (a proof's own recursive stratum, whose tuples are filtered by round), then the
+        smaller relation, then source order. It looks only at the rules and the model, never
+        at which indexes happen to be built, so a tuple gets the same proof in every session."""
         bound = len(access.cols)
-        return (bound < access.arity, -bound, len(self.model.tuples(access.rel)), index)
+        return (bound < access.arity, -bound, access.rel in late, len(self.model.tuples(access.rel)), index)
 
     def fetch(self, access: "_Access"):
         """The tuples matching the bound columns. An index on all of them is used when built; else an
@@ -197,12 +198,15 @@ class Solver:
 
     # -- bodies ------------------------------------------------------------------------
 
-    def solutions(self, body, env: dict, head: ast.Atom | None = None, admit=None, order: str = "join"):
+    def solutions(self, body, env: dict, head: ast.Atom | None = None, admit=None, order: str = "join",
+                  late: frozenset[str] = frozenset()):
         """Yield (bindings, {literal index: matched tuple}) for every way the body holds.
 
-        `admit(rel, tuple)` may refuse tuples (proofs use it to keep to earlier rounds).
+        `admit(rel, tuple)` may refuse tuples (proofs use it to keep to earlier rounds) and
+        atoms of `late` relations are joined after others as bound.
         """
         plan = self.plan(body, head)
+        order = "source" if order == "source" else ("join", late)
         yield from self._search(plan, tuple(range(len(body))), dict(env), {}, admit, order)
 
     def deepest(self, body, env: dict, head: ast.Atom | None, limit: int) -> Reach:
@@ -239,8 +243,9 @@ class Solver:
             return False
         return True
 
-    def _next(self, plan: _Plan, pending: tuple[int, ...], env: dict, order: str):
-        """The literal to evaluate next (and its lookup when it is an atom)."""
+    def _next(self, plan: _Plan, pending: tuple[int, ...], env: dict, order):
+        """The literal to evaluate next (and its lookup when it is an atom); `order` is
+        "source" or ("join", relations to join late)."""
         if order == "source":
             for i in pending:
                 lit = plan.lits[i]
@@ -261,7 +266,7 @@ class Solver:
                 if lit.kind == "atom":
                     access = self.access(lit.lit, env)
                     if access is not None:
-                        rank = self.rank(access, i)
+                        rank = self.rank(access, i, order[1])
                         if best is None or rank < best[0]:
                             best = (rank, i, access)
             if best is not None:
