@@ -25,6 +25,7 @@ from ..lang import ast
 from .query import QueryError
 
 UNBOUND = object()
+SCANS_BEFORE_INDEX = 2  # lookups on a column with no index that scan before one builds it
 
 _COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
             ">=": operator.ge}
@@ -90,6 +91,7 @@ class Solver:
         self.model = model
         self._plans: dict[int, tuple[object, _Plan]] = {}
         self._aggregates: dict[tuple, tuple[ast.Aggregate, AggregateResult]] = {}
+        self._scans: dict[tuple[str, int], int] = {}  # lookups answered by a scan, per (relation, column)
         self.steps = 0
         self.limit: int | None = None
 
@@ -174,7 +176,8 @@ class Solver:
 
     def fetch(self, access: "_Access"):
         """The tuples matching the bound columns. An index on all of them is used when built; else an
-        index on one of them (built if none is), whose bucket is filtered: few indexes serve every lookup."""
+        index on one of them, whose bucket is filtered: few indexes serve every lookup. With none
+        built, the first lookups scan (a scan costs a fraction of a build) and a later one builds."""
         model, rel, cols, key = self.model, access.rel, access.cols, access.key
         if len(cols) == access.arity:
             found = [key] if key in model.tuples(rel) else []
@@ -183,10 +186,21 @@ class Solver:
         elif model.has_index(rel, cols):
             found = model.index(rel, cols).get(_key(key), ())
         else:
-            pick = next((i for i, c in enumerate(cols) if model.has_index(rel, (c,))), 0)
+            pick = next((i for i, c in enumerate(cols) if model.has_index(rel, (c,))), None)
+            if pick is None and self._scans.get((rel, cols[0]), 0) < SCANS_BEFORE_INDEX:
+                self._scans[(rel, cols[0])] = self._scans.get((rel, cols[0]), 0) + 1
+                return self._scan(access)
+            pick = pick or 0
             found = model.index(rel, (cols[pick],)).get(key[pick], ())
             if len(cols) > 1:
                 found = [t for t in found if all(t[c] == v for c, v in zip(cols, key))]
+        if access.same:
+            found = [t for t in found if all(t[a] == t[b] for a, b in access.same)]
+        return found
+
+    def _scan(self, access: "_Access") -> list[tuple]:
+        key, want = operator.itemgetter(*access.cols), _key(access.key)
+        found = [t for t in self.model.tuples(access.rel) if key(t) == want]
         if access.same:
             found = [t for t in found if all(t[a] == t[b] for a, b in access.same)]
         return found
