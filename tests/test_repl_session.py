@@ -17,7 +17,7 @@ def say(session: Session, line: str) -> str:
     answer = session.handle(line)
     if answer is None or answer is QUIT:
         return ""
-    return answer if isinstance(answer, str) else to_text(answer, width=200)
+    return answer if isinstance(answer, str) else to_text(answer, width=1000)  # as when piped
 
 
 @pytest.fixture
@@ -46,8 +46,9 @@ def test_reload_keeps_the_previous_rules_after_a_broken_edit(session, rules_copy
     tp = rules_copy / "tp.dl"
     tp.write_text(tp.read_text() + "\n" + edit + "\n")
     answer = say(session, ":reload")
-    assert answer.startswith("reload failed; the previous rules and facts stay in use:")
+    assert answer.startswith("reload failed; the previous rules and facts stay in use: ")
     assert message in answer and "tp.dl:" in answer
+    assert answer.count("\n") == 1  # one problem, one line
     assert say(session, "?- legal(F).") == before
     assert "legal(F) :- candidate(F), !refused(F, _)." in say(session, 'why legal("mm1_gelu_0")')
 
@@ -61,6 +62,14 @@ def test_reload_rereads_facts_and_reports_a_broken_fact_file(session):
     answer = say(session, ":reload")
     assert "reload failed" in answer and "member.facts:" in answer
     assert say(session, '?- legal("late").') == "true.\n"
+
+
+def test_reload_reports_every_problem_of_a_broken_edit_one_per_line(session, rules_copy):
+    tp = rules_copy / "tp.dl"
+    tp.write_text(tp.read_text() + "\nlegal(F) :- candidate(G).\nlegal(F) :- member(F, _), !nosuch(F).\n")
+    lines = say(session, ":reload").splitlines()
+    assert lines[0] == "reload failed; the previous rules and facts stay in use:"
+    assert len(lines) == 3 and all("rules/tp.dl:" in line for line in lines[1:])
 
 
 def test_reload_forgets_elided_ids(session):

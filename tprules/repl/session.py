@@ -35,7 +35,9 @@ class ReloadFailed(BadInput):
         self.cause = cause
 
     def __str__(self) -> str:
-        return f"reload failed; the previous rules and facts stay in use:\n{self.cause}"
+        problems = str(self.cause)
+        joint = "\n" if "\n" in problems else " "  # one problem: one line
+        return f"reload failed; the previous rules and facts stay in use:{joint}{problems}"
 
 
 @dataclass(frozen=True)
@@ -126,8 +128,10 @@ class Session:
             import json
 
             col = err.pos.col if err.pos is not None and err.pos.file.startswith("<") else None
-            return json.dumps({"error": err.message if len(str(err).splitlines()) == 1 else str(err),
-                               "kind": err.kind, "column": col})
+            message = err.message if len(str(err).splitlines()) == 1 else str(err)
+            if isinstance(err, ReloadFailed):
+                message = str(err)
+            return json.dumps({"error": message, "kind": err.kind, "column": col})
         return Text(one_line(err))
 
     # -- explanations --------------------------------------------------------------------
