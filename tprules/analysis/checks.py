@@ -231,7 +231,7 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
     for lit in body:
         for agg in ast.literal_aggregates(lit):
             inner = ast.aggregate_vars(agg)
-            shared = inner & outside_vars(head, body, agg)
+            shared = inner & (outside_vars(head, body, agg) | outer)  # outer: a nested aggregate's scope
             for name in sorted(shared - bound):
                 problems.add(f"unsafe variable {name} in {where}: used in an aggregate but not bound outside it", agg.pos)
             local_bound = bound_variables(agg.body, frozenset(shared))

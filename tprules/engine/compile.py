@@ -51,6 +51,7 @@ class _BodyCompiler:
     def __init__(self, out: _Emitter, context: "_RuleCompiler", rule_head: ast.Atom | None, body, bound):
         self.out, self.ctx, self.head, self.body = out, context, rule_head, body
         self.bound: set[str] = set(bound)
+        self.scope = frozenset(bound)  # variables of the enclosing rule, for a nested aggregate
         self.matched: list[str] = []  # names of the tuple variables of scanned atoms
         self.scan_all = False  # scan even fully bound atoms (an aggregate counting tuples)
 
@@ -89,7 +90,7 @@ class _BodyCompiler:
                 return ast.literal_vars(atom) <= self.bound
             case ast.Comparison(op, left, right):
                 for agg in ast.literal_aggregates(lit):
-                    if not self.ctx.aggregate_outer(agg, self.head, self.body) <= self.bound:
+                    if not self.ctx.aggregate_outer(agg, self.head, self.body, self.scope) <= self.bound:
                         return False
                 if ast.term_vars(left) <= self.bound and ast.term_vars(right) <= self.bound:
                     return True
@@ -189,7 +190,7 @@ class _BodyCompiler:
 
     def _emit_comparison(self, lit: ast.Comparison) -> None:
         for agg in ast.literal_aggregates(lit):
-            value = self.ctx.emit_aggregate(self.out, agg, self.head, self.body)
+            value = self.ctx.emit_aggregate(self.out, agg, self.head, self.body, self.scope)
             self.out.emit(f"if {value} is not None:")
             self.out.depth += 1
         left, right = lit.left, lit.right
@@ -213,6 +214,7 @@ class _RuleCompiler:
         self.indexes: dict[tuple[str, tuple[int, ...]], str] = {}
         self.aggregate_values: dict[int, str] = {}
         self.helpers: list[str] = []
+        self._aggregate_names = 0  # counted before a helper is built: nested aggregates build theirs first
         self._outer_cache: dict[int, frozenset[str]] = {}
 
     def relation(self, rel: str) -> str:
@@ -221,15 +223,17 @@ class _RuleCompiler:
     def index(self, rel: str, cols: tuple[int, ...]) -> str:
         return self.indexes.setdefault((rel, cols), f"ix{len(self.indexes)}")
 
-    def aggregate_outer(self, agg: ast.Aggregate, head, body) -> frozenset[str]:
+    def aggregate_outer(self, agg: ast.Aggregate, head, body, scope: frozenset[str]) -> frozenset[str]:
+        """The variables an aggregate shares with what encloses it: its body, head, and outer scopes."""
         if id(agg) not in self._outer_cache:
-            self._outer_cache[id(agg)] = frozenset(ast.aggregate_vars(agg) & outside_vars(head, body, agg))
+            self._outer_cache[id(agg)] = frozenset(ast.aggregate_vars(agg) & (outside_vars(head, body, agg) | scope))
         return self._outer_cache[id(agg)]
 
-    def emit_aggregate(self, out: _Emitter, agg: ast.Aggregate, head, body) -> str:
+    def emit_aggregate(self, out: _Emitter, agg: ast.Aggregate, head, body, scope: frozenset[str]) -> str:
         """Define a memoised helper for `agg`, emit a call to it, and return the value's name."""
-        outer = sorted(self.aggregate_outer(agg, head, body))
-        helper = f"agg{len(self.helpers)}"
+        outer = sorted(self.aggregate_outer(agg, head, body, scope))
+        helper = f"agg{self._aggregate_names}"
+        self._aggregate_names += 1
         self.helpers.append(self._aggregate_helper(helper, agg, outer))
         value = out.fresh("a")
         args = ", ".join(_py(v) for v in outer)
@@ -247,7 +251,8 @@ class _RuleCompiler:
         compiler = _BodyCompiler(body, self, None, agg.body, outer)
         single_atom = one_positive_atom(agg.body)
         compiler.scan_all = single_atom
-        local = sorted(ast.aggregate_vars(agg) - set(outer))
+        # The body's own variables: those of an aggregate nested inside it are not bound here.
+        local = sorted(set().union(*(ast.literal_vars(lit) for lit in agg.body)) - set(outer))
 
         def finish():
             # As in Soufflé: with one positive atom the aggregate runs over its matching

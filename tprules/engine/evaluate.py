@@ -142,13 +142,15 @@ class Evaluator:
         for code in self.needed_strata(targets):
             if only is not None and not (set(code.stratum.relations) & only):
                 continue
-            self._run_stratum(model, code)
+            self._run_stratum(model, code, facts)
         return model
 
-    def _run_stratum(self, model: Model, code: _StratumCode) -> None:
+    def _run_stratum(self, model: Model, code: _StratumCode, facts: dict[str, set]) -> None:
         stratum = code.stratum
         for rel in stratum.relations:
-            model.relations[rel] = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
+            # Facts written in rule files add to the given facts (an input relation may have both).
+            written = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
+            model.relations[rel] = written | set(facts.get(rel, ()))
             model._indexes = {k: v for k, v in model._indexes.items() if k[0] != rel}
         index = model.index
         relations = model.relations

@@ -236,6 +236,18 @@ def _ready(lit, bound, head, body, aggregates) -> bool:
     return False
 
 
+def _raise_computed_error(rows: set[tuple], pos) -> None:
+    """pyDatalog returns an exception raised by an expression (1 / 0) as a value; raise it instead."""
+    for row in rows:
+        for value in row:
+            if isinstance(value, ZeroDivisionError):
+                raise RuleError("division by zero while evaluating the rules for this relation "
+                                "(pydatalog engine)", pos)
+            if isinstance(value, BaseException):
+                raise RuleError(f"{type(value).__name__} while evaluating the rules for this relation: {value} "
+                                "(pydatalog engine)", pos)
+
+
 @contextmanager
 def _division_errors():
     try:
@@ -270,7 +282,7 @@ class PyDatalogEngine:
                 self._assert(_pred(name), tuples, self.checked.decls[name].arity)
             for stratum in strata:
                 for rel, tuples in self._stratum(stratum).items():
-                    relations[rel] = tuples
+                    relations[rel] = relations[rel] | tuples  # an input relation may also have facts in rule files
                     self._assert(_pred(rel), tuples, self.checked.decls[rel].arity)
         return Model(relations)
 
@@ -303,7 +315,10 @@ class PyDatalogEngine:
                 for body in translator.body(head, rule_body, set()):
                     clauses.append(self._clause(translator, head, body))
         pyDatalog.load("\n".join(translator.helpers + clauses))
-        return {rel: self._ask(_pred(rel, True), self.checked.decls[rel].arity) for rel in rels}
+        answers = {rel: self._ask(_pred(rel, True), self.checked.decls[rel].arity) for rel in rels}
+        for rel, rows in answers.items():
+            _raise_computed_error(rows, self.checked.rules_for(rel)[0].pos)
+        return answers
 
     def _clause(self, translator: _Translator, head: ast.Atom, body: list[str]) -> str:
         head_args, tests = [], []
@@ -328,6 +343,17 @@ class PyDatalogEngine:
                     found[id(agg)] = (f"{name}_v", outer)
         return found
 
+    def _nested(self, body: tuple, scope: list[str], rels) -> dict[int, tuple[str, list[str]]]:
+        """Fold the aggregates inside an aggregate's body first (their bodies lie lower still)."""
+        found: dict[int, tuple[str, list[str]]] = {}
+        for lit in body:
+            for inner in ast.literal_aggregates(lit):
+                outer = sorted(ast.aggregate_vars(inner) & (outside_vars(None, body, inner) | set(scope)))
+                name = f"agg_{next(self._names)}"
+                self._fold(inner, outer, name, rels)
+                found[id(inner)] = (f"{name}_v", outer)
+        return found
+
     def _fold(self, agg: ast.Aggregate, outer: list[str], name: str, rels) -> None:
         """Ask for every group of the aggregate's body, fold each in Python, assert the values."""
         body, witness = _witnessed(agg.body, outer)
@@ -338,14 +364,16 @@ class PyDatalogEngine:
         has_target = agg.target is not None
         if has_target:  # the target becomes a variable bound at the end of the body
             body = body + (ast.Comparison("=", ast.Var("_t"), agg.target),)
-        translator = _Translator(rels, {})
+        translator = _Translator(rels, self._nested(body, outer, rels))
         head = [_var(v) for v in outer + witness] + ([_var("_t")] if has_target else [])
         clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
                    for _, split in split_divisions(None, body)
                    for variant in translator.body(None, split, set())]
         pyDatalog.load("\n".join(translator.helpers + clauses))
         groups: dict[tuple, dict[tuple, int]] = {}
-        for row in self._ask(name, len(head)):
+        rows = self._ask(name, len(head))
+        _raise_computed_error(rows, agg.pos)
+        for row in rows:
             key = row[: len(outer)]
             found = row[len(outer): len(row) - (1 if has_target else 0)]
             groups.setdefault(key, {})[found] = row[-1] if has_target else 1
