@@ -15,6 +15,7 @@ aggregates differ from Soufflé's on empty groups) and fed back as facts.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable
 from contextlib import contextmanager
 
@@ -152,7 +153,26 @@ class _Translator:
                     bound.add(var.name)
                     return [x + [f"({self.term(var)} == {self.term(other)})"] for x in variants]
         op = "==" if lit.op == "=" else lit.op
+        if not ast.term_vars(left) and not ast.term_vars(right):
+            # Constants only (e.g. a sign case of `8 / 2`): Python would answer a bool, which
+            # pyDatalog cannot take as a literal. Decide it here: keep or drop the variants.
+            return variants if _COMPARE[op](_constant(left), _constant(right)) else []
         return [x + [f"({self.term(left)} {op} {self.term(right)})"] for x in variants]
+
+
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv}
+
+
+def _constant(term: ast.Term):
+    """The value of a term without variables, after `split_divisions` (which uses `//`)."""
+    match term:
+        case ast.BinOp(op, left, right) if op in _ARITH:
+            return _ARITH[op](_constant(left), _constant(right))
+        case ast.Negative(operand):
+            return -_constant(operand)
+    return constant_value(term)
 
 
 def _find_division(term: ast.Term):
