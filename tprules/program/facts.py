@@ -8,6 +8,7 @@ and proof leaves.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,13 @@ class FactBase:
         return out
 
 
+_DECIMAL = re.compile(r"\s*[+-]?[0-9]+")  # what Soufflé 2.5 reads as a number; int() also takes "1_0", "1 "
+
+
+def _columns(n: int) -> str:
+    return f"{n} column" if n == 1 else f"{n} columns"
+
+
 def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, into: FactBase) -> None:
     """Read one fact file into `into`, checking widths and number columns."""
     try:
@@ -73,17 +81,14 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
             continue
         cols = line.split("\t") if arity != 1 else [line]
         if len(cols) != arity:
-            raise FactError(
-                f"{rel} has {arity} column(s) but this line has {len(cols)} (columns are TAB-separated)",
-                Pos(display, lineno),
-            )
+            spaces = "; this line separates with spaces" if " " in line and len(cols) < arity else ""
+            raise FactError(f"{rel} has {_columns(arity)} but this line has {len(cols)} "
+                            f"(columns are separated by one TAB{spaces})", Pos(display, lineno))
         for i in numbers:
-            try:
-                cols[i] = int(cols[i])
-            except ValueError:
-                raise FactError(
-                    f"column {i + 1} of {rel} is a number, got {cols[i]!r}", Pos(display, lineno)
-                ) from None
+            if not _DECIMAL.fullmatch(cols[i]):
+                raise FactError(f"column {i + 1} of {rel} must be a number (a decimal integer), got {cols[i]!r}",
+                                Pos(display, lineno))
+            cols[i] = int(cols[i])
         tup = tuple(cols)
         if tup not in origins:
             origins[tup] = Pos(display, lineno)

@@ -38,7 +38,9 @@ def check_rule_schema(checked: CheckedProgram) -> None:
         spec = SPEC.get(name)
         if spec is not None and decl.types != spec.types:
             want = ", ".join(f"{c}: {t}" for c, t in spec.columns)
-            problems.append(RuleError(f"{name} is a SPEC §2 relation ({want}); this declaration differs", decl.pos))
+            have = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
+            problems.append(RuleError(f"{name} is a SPEC §2 relation: expected .decl {name}({want}), "
+                                      f"found .decl {name}({have})", decl.pos))
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))
