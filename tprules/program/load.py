@@ -62,7 +62,8 @@ def choose_shim(facts: FactBase, own: FactBase, requested: str | None) -> str:
     known = [s for (s,) in facts.ordered("shim")]
     if requested is not None:
         if requested not in known:
-            raise UsageError(f"unknown shim {requested}; known shims: {', '.join(known)}")
+            raise UsageError(f"--shim {requested}: no such shim in shim.facts (the shim library's or the "
+                             f"program's); known shims: {', '.join(known)}")
         return requested
     mine = [s for (s,) in own.ordered("shim")]
     if len(mine) == 1:
@@ -85,7 +86,7 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
     lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
     own = load_fact_dir(directory, schema, display_root=display)
     facts = lib.merged(own)
-    check_wellformed(facts)
+    check_wellformed(facts, program=display)
     chosen = choose_shim(facts, own, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
