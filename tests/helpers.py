@@ -44,3 +44,27 @@ def run_souffle(program: Path, facts: Path, out: Path) -> None:
     done = subprocess.run([SOUFFLE, "-w", "-F", str(facts), "-D", str(out), str(program)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"souffle failed on {program}:\n{done.stderr}"
+
+
+# ---- verdicts as Soufflé's output relations ----------------------------------------
+
+
+def verdict_lines(verdicts) -> tuple[list[str], list[str]]:
+    """`legal` and `refused` of a list of Verdicts, as sorted TSV lines."""
+    legal = tsv_lines((v.fusion,) for v in verdicts if v.legal)
+    refused = tsv_lines((v.fusion, r) for v in verdicts for r in v.reasons)
+    return legal, refused
+
+
+def tprules_verdicts(program: Path, engine: str = "fast", shim: str | None = None) -> tuple[list[str], list[str]]:
+    from tprules.workspace import Workspace
+
+    return verdict_lines(Workspace(program, shim=shim, engine=engine).verdicts())
+
+
+def souffle_verdicts(cli, program: Path, work: Path, shim: str | None = None) -> tuple[list[str], list[str]]:
+    """`tprules export` the program, run the exported rules on Soufflé, read legal and refused."""
+    status, _, err = cli("export", program, work, *(["--shim", shim] if shim else []))
+    assert status == 0, err
+    run_souffle(work / "rules.dl", work / "facts", work / "out")
+    return read_tsv(work / "out" / "legal.csv"), read_tsv(work / "out" / "refused.csv")
