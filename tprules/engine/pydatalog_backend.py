@@ -15,7 +15,6 @@ aggregates differ from Soufflé's on empty groups) and fed back as facts.
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Iterable
 from contextlib import contextmanager
 
@@ -28,6 +27,7 @@ from ..errors import RuleError
 from ..lang import ast
 from .constant import constant_value
 from .evaluate import Model
+from .rewrite import COMPARE, constant, replace, split_divisions
 
 _UNIT = 0  # the placeholder column of a zero-arity relation
 
@@ -145,7 +145,7 @@ class _Translator:
                 empty = f"~{value_pred}_any({', '.join(key) or _UNIT})"
                 new += [x + [empty, f"({_var(value.name)} == 0)"] for x in variants]
             variants = new
-            left, right = _replace(left, agg, value), _replace(right, agg, value)
+            left, right = replace(left, agg, value), replace(right, agg, value)
             bound.add(value.name)
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
@@ -156,89 +156,8 @@ class _Translator:
         if not ast.term_vars(left) and not ast.term_vars(right):
             # Constants only (e.g. a sign case of `8 / 2`): Python would answer a bool, which
             # pyDatalog cannot take as a literal. Decide it here: keep or drop the variants.
-            return variants if _COMPARE[op](_constant(left), _constant(right)) else []
+            return variants if COMPARE[op](constant(left), constant(right)) else []
         return [x + [f"({self.term(left)} {op} {self.term(right)})"] for x in variants]
-
-
-_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-            ">=": operator.ge}
-_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv}
-
-
-def _constant(term: ast.Term):
-    """The value of a term without variables, after `split_divisions` (which uses `//`)."""
-    match term:
-        case ast.BinOp(op, left, right) if op in _ARITH:
-            return _ARITH[op](_constant(left), _constant(right))
-        case ast.Negative(operand):
-            return -_constant(operand)
-    return constant_value(term)
-
-
-def _find_division(term: ast.Term):
-    match term:
-        case ast.BinOp(op, left, right):
-            return _find_division(left) or _find_division(right) or (term if op in "/%" else None)
-        case ast.Negative(operand):
-            return _find_division(operand)
-    return None
-
-
-def _terms(head: ast.Atom | None, body) -> list[ast.Term]:
-    found = list(head.args) if head is not None else []
-    for lit in body:
-        match lit:
-            case ast.Atom(_, args) | ast.Negation(ast.Atom(_, args)):
-                found.extend(args)
-            case ast.Comparison(_, left, right):
-                found.extend((left, right))
-    return found
-
-
-def split_divisions(head: ast.Atom | None, body: tuple) -> list[tuple[ast.Atom | None, tuple]]:
-    """Rewrite `/` and `%` (which truncate toward zero, as in C and Soufflé) into floor
-    division `//`, one variant per sign case: pyDatalog has only Python's floor division."""
-    division = next((d for t in _terms(head, body) if (d := _find_division(t)) is not None), None)
-    if division is None:
-        return [(head, body)]
-    a, b = division.left, division.right
-    same_sign = ast.BinOp("//", a, b)
-    other_sign = ast.Negative(ast.BinOp("//", ast.Negative(a), b))
-    variants = []
-    for op, quotient in ((">=", same_sign), ("<", other_sign)):
-        value = quotient if division.op == "/" else ast.BinOp("-", a, ast.BinOp("*", b, quotient))
-        case = ast.Comparison(op, ast.BinOp("*", a, b), ast.Num(0))
-        new_head = _replace_atom(head, division, value) if head is not None else None
-        new_body = tuple(_replace_literal(lit, division, value) for lit in body) + (case,)
-        variants.extend(split_divisions(new_head, new_body))
-    return variants
-
-
-def _replace_atom(atom: ast.Atom, old, new) -> ast.Atom:
-    return ast.Atom(atom.rel, tuple(_replace(t, old, new) for t in atom.args), atom.pos)
-
-
-def _replace_literal(lit, old, new):
-    match lit:
-        case ast.Atom():
-            return _replace_atom(lit, old, new)
-        case ast.Negation(atom):
-            return ast.Negation(_replace_atom(atom, old, new), lit.pos)
-        case ast.Comparison(op, left, right):
-            return ast.Comparison(op, _replace(left, old, new), _replace(right, old, new), lit.pos)
-    return lit
-
-
-def _replace(term: ast.Term, old: ast.Term, new: ast.Term) -> ast.Term:
-    """The term with one sub-term (an aggregate, a division) replaced."""
-    if term is old:
-        return new
-    match term:
-        case ast.BinOp(op, left, right):
-            return ast.BinOp(op, _replace(left, old, new), _replace(right, old, new), term.pos)
-        case ast.Negative(operand):
-            return ast.Negative(_replace(operand, old, new), term.pos)
-    return term
 
 
 def _ready(lit, bound, head, body, aggregates) -> bool:
@@ -281,17 +200,21 @@ class PyDatalogEngine:
 
     def __init__(self, checked: CheckedProgram):
         self.checked = checked
+        caller = Logic(True)  # whatever database the calling thread had stays its own
         Logic()  # a fresh database, made current only while this engine works
         self._logic = Logic(True)
+        Logic(caller)
         self._names = itertools.count()
 
     @contextmanager
     def _current(self):
+        caller = Logic(True)
         Logic(self._logic)
         try:
             yield
         finally:
             self._logic = Logic(True)
+            Logic(caller)
 
     def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None, **_ignored) -> Model:
         relations = {name: set(facts.get(name, ())) for name in self.checked.decls}
