@@ -20,7 +20,7 @@ def test_export_writes_rules_every_input_and_the_computed_ones(cli, tmp_path):
     assert {"op", "reads", "writes", "member", "section", "relocated", "supports", "target", "topo"} <= names
     assert (out / "facts" / "target.facts").read_text() == "cuda-lane:h100:Bf16\n"
     topo = [line.split("\t") for line in (out / "facts" / "topo.facts").read_text().splitlines()]
-    assert [int(n) for _, n in topo] == list(range(len(topo)))
+    assert sorted(int(n) for _, n in topo) == list(range(len(topo)))  # one position per statement
     assert (out / "out").is_dir()
 
 
