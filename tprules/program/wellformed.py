@@ -214,7 +214,8 @@ def check_shims(facts: FactBase) -> None:
         if tup[0] not in shims:
             _fail(facts, "limit", tup, f"limit names shim {tup[0]}, which shim.facts does not declare")
         if tup[1] not in LIMIT_KEYS:
-            _fail(facts, "limit", tup, f"limit key {tup[1]}; expected one of {', '.join(LIMIT_KEYS)}")
+            _fail(facts, "limit", tup, f"shim {tup[0]} has a limit {tup[1]}, which is not a limit key; "
+                                       f"expected {', '.join(LIMIT_KEYS[:-1])} or {LIMIT_KEYS[-1]}")
     for tup in facts.ordered("quantized"):
         if tup[0] not in shims:
             _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")

@@ -78,6 +78,7 @@ CASES = {
     "shim_misses_a_class": own_shim({"transpose": "-"}),
     "shim_answers_a_class_twice": add("supports", ("cuda-lane:h100:Bf16", "matmul", "alone")),
     "shim_bad_level": own_shim({"softmax": "sometimes"}),
+    "shim_unknown_limit_key": add("limit", ("cuda-lane:h100:Bf16", "max_matmul", "1")),
     "candidate_with_one_member": drop("member", ("f", "mm1")),
     "candidate_names_undeclared_statement": replace("member", ("f", "mm1"), ("f", "mm9")),
     "wrong_column_count": replace("writes", ("act", "z"), ("act", "z", "extra")),
