@@ -69,3 +69,13 @@ def test_check_of_a_missing_folder_is_bad_input(cli, tmp_path):
     status, out, err = cli("check", tmp_path / "nowhere")
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and "nowhere" in err
+
+
+def test_rules_that_judge_a_candidate_neither_way_are_a_rule_error(cli, rules_copy):
+    tp = rules_copy / "tp.dl"
+    tp.write_text(tp.read_text().replace("legal(F) :- candidate(F), !refused(F, _).",
+                                         'legal(F) :- candidate(F), !refused(F, _), F != "bias_residual".'))
+    status, out, err = cli("check", ROOT / EXAMPLE, "--rules", rules_copy)
+    assert (status, out) == (2, "")
+    assert err.endswith("member.facts:5: rule error: the rules derive neither legal nor refused for candidate "
+                        "bias_residual; exactly one must hold (SPEC §3)\n")

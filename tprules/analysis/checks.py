@@ -163,7 +163,7 @@ class _Typer:
     def _check_comparison(self, lit, op, left, right) -> None:
         for side in (left, right):
             if isinstance(side, ast.Wildcard):
-                self.problems.add(f"wildcard '_' in comparison '{op}'", side.pos)
+                self.problems.add(f"wildcard '_' in comparison '{op}': a wildcard has no value to compare", side.pos)
                 return
         lt, rt = self.term_type(left), self.term_type(right)
         if lt and rt and lt != rt:  # symbols compare alphabetically, as in Soufflé
@@ -234,13 +234,18 @@ def check_safety(program: ast.Program, problems: _Problems) -> None:
         if rule.is_fact:
             for term in rule.head.args:
                 if ast.term_vars(term) or isinstance(term, (ast.Wildcard, ast.Aggregate)):
-                    problems.add(f"fact {rule.head.rel} has a non-constant argument", term.pos)
+                    what = (f"variable {sorted(ast.term_vars(term))[0]}" if ast.term_vars(term)
+                            else "a wildcard '_'" if isinstance(term, ast.Wildcard) else "an aggregate")
+                    problems.add(f"fact {rule.head.rel} has {what}; a fact holds constants only "
+                                 "(a rule with a body binds variables)", term.pos)
             continue
         for term in rule.head.args:
             if isinstance(term, ast.Wildcard):
-                problems.add(f"wildcard '_' in the head of {rule.head.rel}", term.pos)
+                problems.add(f"wildcard '_' in the head of {rule.head.rel}: a head gives every column a value",
+                             term.pos)
             if ast.aggregates_in(term):
-                problems.add(f"aggregate in the head of {rule.head.rel}", term.pos)
+                problems.add(f"aggregate in the head of {rule.head.rel}: bind it in the body "
+                             "(N = count : {...}) and put N in the head", term.pos)
         _check_body_safety(rule.head, rule.body, frozenset(), problems)
 
 

@@ -66,7 +66,8 @@ def check_statements(facts: FactBase) -> None:
         o, cls = tup
         indexes = sorted(operands.get(o, {}))
         if indexes != list(range(len(indexes))):
-            _fail(facts, "op", tup, f"operands of {o} are numbered {indexes}; expected 0..n-1")
+            _fail(facts, "op", tup, f"operands of {o} are numbered {', '.join(map(str, indexes))}; "
+                                    f"expected 0..{len(indexes) - 1} without gaps")
         want = registry.get(cls)
         if want and len(indexes) != want:
             _fail(facts, "op", tup, f"statement {o} ({cls}) has {len(indexes)} operand(s); "
@@ -90,7 +91,8 @@ def check_tensors(facts: FactBase, program: str | None = None) -> dict[str, int 
         if not chips:
             raise IllFormed("the program has no chips fact (chips.facts: one line, the number of chips)",
                             Pos(f"{program}/chips.facts", 0) if program else None)
-        _fail(facts, "chips", chips[1], f"chips is given {len(chips)} times; expected once")
+        _fail(facts, "chips", chips[1], f"chips is given {len(chips)} times "
+                                        f"({', '.join(str(c[0]) for c in chips)}); expected one line, the number of chips")
     n = chips[0][0]
     if n < 1:
         _fail(facts, "chips", chips[0], f"the program runs on {n} chips; expected at least 1")
@@ -166,7 +168,8 @@ def check_sections(facts: FactBase) -> None:
     relocated: dict[str, int] = {}
     for tup in facts.ordered("relocated"):
         if tup[0] in relocated:
-            _fail(facts, "relocated", tup, f"section {tup[0]} is relocated twice")
+            _fail(facts, "relocated", tup, f"section {tup[0]} is relocated twice (to chips {relocated[tup[0]]} "
+                                           f"and {tup[1]})")
         relocated[tup[0]] = tup[1]
     where: dict[str, str] = {}
     for tup in facts.ordered("section"):
