@@ -35,7 +35,8 @@ def emit_json(data) -> None:
     parts = []
     for key, value in data.items():
         if isinstance(value, list) and value:
-            items = ",\n".join("    " + json.dumps(item) for item in value)
+            items = ",\n    ".join(map(json.dumps, value))
+            items = "    " + items
             parts.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
         else:
             parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")

@@ -49,16 +49,15 @@ class FactBase:
         if pos is not None:
             self.origins.setdefault(rel, {}).setdefault(tup, (pos.file, pos.line))
 
-    def merged(self, other: "FactBase") -> "FactBase":
-        out = FactBase({k: set(v) for k, v in self.relations.items()}, {k: dict(v) for k, v in self.origins.items()},
-                       {k: list(v) for k, v in self.files.items()})
+    def absorb(self, other: "FactBase") -> "FactBase":
+        """Add another fact base's tuples to this one (in place; this one's lines come first)."""
         for rel, tuples in other.relations.items():
-            out.relations.setdefault(rel, set()).update(tuples)
-            mine = out.origins.setdefault(rel, {})
+            self.relations.setdefault(rel, set()).update(tuples)
+            mine = self.origins.setdefault(rel, {})
             for tup, origin in other.origins.get(rel, {}).items():
                 mine.setdefault(tup, origin)
-            out.files.setdefault(rel, []).extend(other.files.get(rel, []))
-        return out
+            self.files.setdefault(rel, []).extend(other.files.get(rel, []))
+        return self
 
 
 def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, into: FactBase) -> None:
@@ -71,13 +70,14 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if "\r" in text or any(not line or line.isspace() for line in lines):  # the slow path: skip blank lines
-        numbers = [n for n, line in enumerate(lines, 1) if line.strip()]
-        lines = [lines[n - 1].rstrip("\r") for n in numbers]
+    if "\r" in text or "\n\n" in text or text.startswith("\n"):  # the slow path: skip blank lines
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        numbers = [n for n, line in enumerate(lines, 1) if line]
+        lines = [lines[n - 1] for n in numbers]
     else:
         numbers = range(1, len(lines) + 1)
     rows = [line.split("\t") for line in lines]
-    if any(len(cols) != arity for cols in rows):
+    if set(map(len, rows)) - {arity}:
         k = next(k for k, cols in enumerate(rows) if len(cols) != arity)
         raise FactError(f"{rel} has {arity} column(s) but this line has {len(rows[k])} (columns are TAB-separated)",
                         Pos(display, numbers[k]))
