@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import DATA, ROOT
 from helpers import read_tsv
+from tprules.workspace import ENGINES
 
 EXAMPLE = "facts/megatron-mlp-tp2"
 
@@ -45,11 +48,12 @@ def test_check_json_has_the_shape_of_spec_5(cli, monkeypatch):
     assert got_refused == read_tsv(ROOT / "tests/golden/megatron-mlp-tp2/refused.tsv")
 
 
-def test_check_json_is_the_same_on_both_engines(cli, monkeypatch):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_check_json_is_the_same_on_every_engine(cli, monkeypatch, engine):
     monkeypatch.chdir(ROOT)
     fast = json.loads(cli("check", EXAMPLE, "--format", "json")[1])
-    slow = json.loads(cli("check", EXAMPLE, "--format", "json", "--engine", "pydatalog")[1])
-    assert fast == slow
+    other = json.loads(cli("check", EXAMPLE, "--format", "json", "--engine", engine)[1])
+    assert other == fast
 
 
 def test_check_with_another_shim(cli, monkeypatch):

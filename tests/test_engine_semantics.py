@@ -4,7 +4,7 @@ Each folder under tests/data/engine/ is one case:
 - `program.dl`: declarations, rules, facts written in the rule file, `.output` relations;
 - `facts/<rel>.facts`: facts of the `.input` relations (a missing file is empty);
 - `expected/<rel>.tsv`: the hand-computed answer for every `.output` relation, sorted.
-The same case runs on the compiled evaluator, on pyDatalog, and (where installed) on
+The same case runs on every engine (fast, compiled, pydatalog) and, where installed, on
 Soufflé 2.5, which proves the hand-computed answers are Soufflé's semantics.
 """
 
@@ -19,12 +19,11 @@ from conftest import DATA
 from helpers import case_dirs, case_ids, needs_souffle, read_tsv, run_souffle, tsv_lines
 from tprules.analysis import check_program
 from tprules.engine.evaluate import Evaluator
-from tprules.engine.pydatalog_backend import PyDatalogEngine
 from tprules.lang.parser import parse_file
 from tprules.program.facts import load_fact_dir
+from tprules.workspace import ENGINES, make_engine
 
 CASES = case_dirs(DATA / "engine")
-ENGINES = {"fast": Evaluator, "pydatalog": PyDatalogEngine}
 
 
 def load_case(case: Path):
@@ -44,7 +43,7 @@ def expected(case: Path, checked) -> dict[str, list[str]]:
 @pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
 def test_engine_gives_hand_computed_answer(case, engine):
     checked, facts = load_case(case)
-    model = ENGINES[engine](checked).evaluate(facts)
+    model = make_engine(engine, checked).evaluate(facts)
     for rel, lines in expected(case, checked).items():
         assert tsv_lines(model.tuples(rel)) == lines, f"{case.name}: {rel}"
 
@@ -71,8 +70,8 @@ def test_expected_files_are_sorted(case):
 
 def test_targets_evaluate_only_what_they_need():
     checked, facts = load_case(DATA / "engine" / "stratified_negation")
-    for engine in ENGINES.values():
-        model = engine(checked).evaluate(facts, targets=["no_out"])
+    for engine in ENGINES:
+        model = make_engine(engine, checked).evaluate(facts, targets=["no_out"])
         assert tsv_lines(model.tuples("no_out")) == ["3", "5"]
         assert not model.tuples("unreached_root")  # not needed by no_out, so not evaluated
 
@@ -85,55 +84,11 @@ def test_recursive_strata_record_rounds():
     assert model.rounds["path"][(1, 4)] == 2
 
 
-# An outer variable bound only outside a nested aggregate's inner body: Soufflé (and the
-# fast engine) see the enclosing rule's G inside; pyDatalog folds aggregates in Python and
-# cannot enumerate such groups, so it refuses cleanly instead of answering wrongly.
-SCOPED = """
-.decl e(g: symbol, x: number)
-e("a", 1). e("a", 1). e("a", 2). e("b", 5).
-.decl grp(g: symbol)
-grp("a"). grp("b"). grp("c").
-.decl tag(x: number)
-tag(1). tag(2). tag(5).
-.decl most(g: symbol, n: number)
-.output most
-most(G, N) :- grp(G), N = max M : { tag(X), M = count : { e(G, X) } }.
-"""
-
-
-def test_nested_aggregate_sees_the_enclosing_variable():
-    from tprules.lang.parser import parse_text
-
-    checked = check_program(parse_text(SCOPED, "scoped.dl"))
-    model = Evaluator(checked).evaluate({})
-    # a: tag 1 has one e tuple ("a", 1) (a set), tag 2 one; b: tag 5 one; c: every count is 0.
-    assert tsv_lines(model.tuples("most")) == ["a\t1", "b\t1", "c\t0"]
-
-
-def test_pydatalog_refuses_an_aggregate_it_cannot_group():
-    from tprules.errors import RuleError
-    from tprules.lang.parser import parse_text
-
-    checked = check_program(parse_text(SCOPED, "scoped.dl"))
-    with pytest.raises(RuleError) as err:
-        PyDatalogEngine(checked).evaluate({})
-    assert str(err.value).startswith("scoped.dl:10:")
-    assert "--engine fast" in str(err.value)
-
-
-@needs_souffle
-def test_souffle_agrees_on_the_nested_scope(tmp_path):
-    (tmp_path / "scoped.dl").write_text(SCOPED)
-    (tmp_path / "facts").mkdir()
-    run_souffle(tmp_path / "scoped.dl", tmp_path / "facts", tmp_path / "out")
-    assert read_tsv(tmp_path / "out" / "most.csv") == ["a\t1", "b\t1", "c\t0"]
-
-
 def test_division_by_zero_is_a_rule_error_naming_the_rule():
     from tprules.errors import RuleError
     from tprules.lang.parser import parse_text
 
     checked = check_program(parse_text(".decl n(x: number)\nn(0).\n.decl q(x: number)\nq(1 / X) :- n(X).\n", "z.dl"))
-    for engine in ENGINES.values():
+    for engine in ENGINES:
         with pytest.raises(RuleError, match="division by zero"):
-            engine(checked).evaluate({})
+            make_engine(engine, checked).evaluate({})

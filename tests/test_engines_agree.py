@@ -1,4 +1,5 @@
-"""The two engines, and the incremental path the planner uses, agree on random TP programs."""
+"""The engines (fast, compiled, pydatalog), Soufflé, and the incremental path the planner uses
+agree on random TP programs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from helpers import needs_souffle, read_tsv, run_souffle, verdict_lines
 from strategies import tp_programs
 from test_golden import EXAMPLES
-from tprules.workspace import Workspace, load_checked_rules
+from tprules.workspace import ENGINES, Workspace, load_checked_rules
 
 CHECKED = None
 
@@ -25,18 +26,19 @@ def checked():
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tp_programs(max_statements=10))
-def test_fast_and_pydatalog_give_the_same_verdicts_and_places(builder):
+def test_every_engine_gives_the_same_verdicts_and_places(builder):
     with tempfile.TemporaryDirectory() as tmp:
         program = builder.write(Path(tmp) / "p")
-        fast = Workspace(program, engine="fast", checked=checked())
-        slow = Workspace(program, engine="pydatalog", checked=checked())
-        assert fast.verdicts() == slow.verdicts()
-        assert fast.places() == slow.places()
+        fast, *others = (Workspace(program, engine=e, checked=checked()) for e in ENGINES)
+        for other in others:
+            assert other.verdicts() == fast.verdicts(), other.engine_name
+            assert other.places() == fast.places(), other.engine_name
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
-def test_asking_about_candidates_agrees_with_check(example):
-    ws = Workspace(example, checked=checked())
+def test_asking_about_candidates_agrees_with_check(example, engine):
+    ws = Workspace(example, engine=engine, checked=checked())
     verdicts = ws.verdicts()
     assert ws.ask({v.fusion: v.members for v in verdicts}) == {v.fusion: v.reasons for v in verdicts}
 

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import FACTS, ROOT
 from helpers import read_tsv, tprules_verdicts
+from tprules.workspace import ENGINES
 
 GOLDEN = ROOT / "tests" / "golden"
 EXAMPLES = sorted(p for p in FACTS.iterdir() if p.is_dir() and p.name != "shims" and (p / "op.facts").exists())
@@ -20,7 +21,7 @@ def test_every_example_has_golden_verdicts():
     assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == [e.name for e in EXAMPLES]
 
 
-@pytest.mark.parametrize("engine", ["fast", "pydatalog"])
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_verdicts_match_golden(example, engine):
     legal, refused = golden(example)

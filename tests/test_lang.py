@@ -16,6 +16,7 @@ from helpers import needs_souffle, read_tsv, run_souffle, tsv_lines
 from tprules.lang import ast
 from tprules.lang.parser import parse_file, parse_text
 from tprules.lang.printer import print_program
+from tprules.workspace import ENGINES
 
 SNIPPETS = sorted((DATA / "lang" / "roundtrip").glob("*.dl"))
 RULE_FILES = sorted(RULES.glob("*.dl"))
@@ -170,9 +171,12 @@ def test_souffle_reads_printed_text_the_same(path, tmp_path):
         assert read_tsv(tmp_path / "printed" / name) == read_tsv(tmp_path / "original" / name), name
 
 
+CHECKED = [p for p in SNIPPETS if p.name != "nested_aggregates.dl"]  # the checker refuses nesting
+
+
 @needs_souffle
-@pytest.mark.parametrize("engine", ["fast", "pydatalog"])
-@pytest.mark.parametrize("path", SNIPPETS, ids=[p.name for p in SNIPPETS])
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("path", CHECKED, ids=[p.name for p in CHECKED])
 def test_engines_agree_with_souffle_on_snippets(path, engine, tmp_path):
     from tprules.analysis import check_program
     from tprules.workspace import make_engine

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import DATA
 from helpers import needs_souffle, read_tsv, souffle_verdicts, tprules_verdicts
+from tprules.workspace import ENGINES
 
 ROOT = DATA / "reasons"
 CASES = sorted(p.parent for p in ROOT.glob("*/*/member.facts"))
@@ -26,7 +27,7 @@ def expected(case):
     return read_tsv(case / "expected" / "legal.tsv"), read_tsv(case / "expected" / "refused.tsv")
 
 
-@pytest.mark.parametrize("engine", ["fast", "pydatalog"])
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_verdict_is_the_hand_computed_one(case, engine):
     assert tprules_verdicts(case, engine) == expected(case)

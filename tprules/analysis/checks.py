@@ -286,6 +286,18 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
             _check_body_safety(None, agg.body, frozenset(shared & bound), problems)
 
 
+def check_no_nested_aggregates(program: ast.Program, problems: _Problems) -> None:
+    for rule in program.rules:
+        for lit in rule.body:
+            for agg in ast.literal_aggregates(lit):
+                inside = [a for inner in agg.body for a in ast.literal_aggregates(inner)]
+                inside += ast.aggregates_in(agg.target) if agg.target is not None else []
+                for nested in inside:
+                    problems.add(f"a {nested.func} inside a {agg.func} is not supported: derive the inner "
+                                 "aggregate into a relation of its own with a rule, and use that relation here",
+                                 nested.pos)
+
+
 def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list[RuleError]]:
     """Run every item-level checker; return the declarations and the problems found."""
     problems = _Problems()
@@ -293,4 +305,5 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list
     check_atoms(program, decls, problems)
     check_types(program, decls, problems)
     check_safety(program, problems)
+    check_no_nested_aggregates(program, problems)
     return decls, list(problems)

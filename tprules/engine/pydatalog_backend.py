@@ -286,17 +286,6 @@ class PyDatalogEngine:
                     found[id(agg)] = (f"{name}_v", outer)
         return found
 
-    def _nested(self, body: tuple, scope: list[str], rels) -> dict[int, tuple[str, list[str]]]:
-        """Fold the aggregates inside an aggregate's body first (their bodies lie lower still)."""
-        found: dict[int, tuple[str, list[str]]] = {}
-        for lit in body:
-            for inner in ast.literal_aggregates(lit):
-                outer = sorted(ast.aggregate_vars(inner) & (outside_vars(None, body, inner) | set(scope)))
-                name = f"agg_{next(self._names)}"
-                self._fold(inner, outer, name, rels)
-                found[id(inner)] = (f"{name}_v", outer)
-        return found
-
     def _fold(self, agg: ast.Aggregate, outer: list[str], name: str, rels) -> None:
         """Ask for every group of the aggregate's body, fold each in Python, assert the values."""
         body, witness = _witnessed(agg.body, outer)
@@ -307,7 +296,7 @@ class PyDatalogEngine:
         has_target = agg.target is not None
         if has_target:  # the target becomes a variable bound at the end of the body
             body = body + (ast.Comparison("=", ast.Var("_t"), agg.target),)
-        translator = _Translator(rels, self._nested(body, outer, rels))
+        translator = _Translator(rels, {})
         head = [_var(v) for v in outer + witness] + ([_var("_t")] if has_target else [])
         clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
                    for _, split in split_divisions(None, body)

@@ -58,16 +58,16 @@ def fact_schema(checked: CheckedProgram) -> dict[str, tuple[str, ...]]:
     return schema
 
 
-def choose_shim(facts: FactBase, own: FactBase, requested: str | None) -> str:
+def choose_shim(facts: FactBase, own_shims: set[tuple], requested: str | None) -> str:
+    """--shim if given; else the program's own shim when it declares exactly one; else the default."""
     known = [s for (s,) in facts.ordered("shim")]
     if requested is not None:
         if requested not in known:
             raise UsageError(f"--shim {requested}: no such shim in shim.facts (the shim library's or the "
                              f"program's); known shims: {', '.join(known)}")
         return requested
-    mine = [s for (s,) in own.ordered("shim")]
-    if len(mine) == 1:
-        return mine[0]
+    if len(own_shims) == 1:
+        return next(iter(own_shims))[0]
     if DEFAULT_SHIM not in known:
         raise UsageError(f"no --shim given and the default shim {DEFAULT_SHIM} is not in the shim library")
     return DEFAULT_SHIM
@@ -85,9 +85,10 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
     library = Path(library) if library is not None else shim_library_dir()
     lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
     own = load_fact_dir(directory, schema, display_root=display)
-    facts = lib.merged(own)
+    shim_facts = {rel: set(own.tuples(rel)) for rel in SHIM}
+    facts = own.absorb(lib)
     check_wellformed(facts, program=display)
-    chosen = choose_shim(facts, own, shim)
+    chosen = choose_shim(facts, shim_facts["shim"], shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
     for i, o in enumerate(order):

@@ -203,10 +203,10 @@ def check_shims(facts: FactBase) -> None:
         if level not in LEVELS:
             _fail(facts, "supports", tup, f"shim {s} answers class {cls} with level {level}; "
                                           f"expected {', '.join(LEVELS[:-1])} or {LEVELS[-1]}")
-        if (s, cls) in answers:
-            first = facts.where("supports", answers[(s, cls)])
-            _fail(facts, "supports", tup, f"shim {s} answers class {cls} twice (first at {first}); "
-                                          "a shim answers each class exactly once")
+        if (s, cls) in answers:  # named at the first line: a program's own facts come before the library's
+            again = facts.where("supports", tup)
+            _fail(facts, "supports", answers[(s, cls)], f"shim {s} answers class {cls} twice (again at {again}); "
+                                                        "a shim answers each class exactly once")
         answers[(s, cls)] = tup
     for (s,) in facts.ordered("shim"):
         for cls in classes:
