@@ -18,7 +18,6 @@ import pytest
 from conftest import DATA
 from helpers import case_dirs, case_ids, needs_souffle, read_tsv, run_souffle, tsv_lines
 from tprules.analysis import check_program
-from tprules.engine.evaluate import Evaluator
 from tprules.lang.parser import parse_file
 from tprules.program.facts import load_fact_dir
 from tprules.workspace import ENGINES, make_engine
@@ -76,12 +75,54 @@ def test_targets_evaluate_only_what_they_need():
         assert not model.tuples("unreached_root")  # not needed by no_out, so not evaluated
 
 
-def test_recursive_strata_record_rounds():
+@pytest.mark.parametrize("engine", ["fast", "compiled"])
+def test_recursive_strata_record_rounds(engine):
     checked, facts = load_case(DATA / "engine" / "transitive_closure")
-    model = Evaluator(checked).evaluate(facts)
+    model = make_engine(engine, checked).evaluate(facts)
     assert model.rounds["path"][(1, 2)] == 0  # straight from edge
     assert model.rounds["path"][(1, 3)] == 1  # one join with edge
     assert model.rounds["path"][(1, 4)] == 2
+
+
+# An aggregate correlated with its rule only through a comparison: Soufflé (and the fast and
+# compiled engines) group by the enclosing G; pyDatalog folds aggregates in Python and cannot
+# enumerate such groups, so it refuses cleanly instead of answering wrongly.
+CORRELATED = """
+.decl num(x: number)
+num(0). num(1). num(4).
+.decl tag(x: number)
+tag(1). tag(2). tag(5).
+.decl above(g: number, n: number)
+.output above
+above(G, N) :- num(G), N = count : { tag(X), X > G }.
+"""
+ABOVE = ["0\t3", "1\t2", "4\t1"]
+
+
+@pytest.mark.parametrize("engine", ["fast", "compiled"])
+def test_an_aggregate_correlated_through_a_comparison(engine):
+    from tprules.lang.parser import parse_text
+
+    model = make_engine(engine, check_program(parse_text(CORRELATED, "correlated.dl"))).evaluate({})
+    assert tsv_lines(model.tuples("above")) == ABOVE
+
+
+def test_pydatalog_refuses_an_aggregate_it_cannot_group():
+    from tprules.errors import RuleError
+    from tprules.lang.parser import parse_text
+
+    with pytest.raises(RuleError) as err:
+        make_engine("pydatalog", check_program(parse_text(CORRELATED, "correlated.dl"))).evaluate({})
+    assert str(err.value).startswith("correlated.dl:8:28: rule error: ")
+    assert "--engine fast" in str(err.value)
+
+
+@needs_souffle
+def test_souffle_agrees_on_the_correlated_aggregate(tmp_path):
+    (tmp_path / "correlated.dl").write_text(CORRELATED)
+    (tmp_path / "facts").mkdir()
+    run_souffle(tmp_path / "correlated.dl", tmp_path / "facts", tmp_path / "out")
+    assert read_tsv(tmp_path / "out" / "above.csv") == ABOVE
 
 
 def test_division_by_zero_is_a_rule_error_naming_the_rule():
