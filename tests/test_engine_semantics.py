@@ -1,4 +1,4 @@
-"""Engine semantics against hand-computed answers, on both engines and on Soufflé.
+"""Engine semantics against hand-computed answers, on every engine and on Soufflé.
 
 Each folder under tests/data/engine/ is one case:
 - `program.dl`: declarations, rules, facts written in the rule file, `.output` relations;

@@ -5,7 +5,7 @@ Each folder tests/data/reasons/<reason>/<variant>/ is a program (its .facts, one
 (Soufflé's output relations, sorted). Variant `holds` is a minimal program where the
 reason holds, `not` a near-identical one where it does not; `holds-*`/`not-*` are edges
 (relocated sections, a missing limit, ...). tests/data/reasons/generate.py documents how
-the programs were made. Both engines and Soufflé must give exactly the expected verdict.
+the programs were made. Every engine and Soufflé must give exactly the expected verdict.
 """
 
 from __future__ import annotations
