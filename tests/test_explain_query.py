@@ -53,7 +53,7 @@ def test_read_atom_allows_a_final_period_and_folds_constants(checked):
     ('refusd("f", R)', "unknown relation refusd (did you mean refused?)"),
     ('zzz(1)', "unknown relation zzz"),
     ('refused("f")', "refused has 2 column(s) (f: symbol, reason: symbol) but is given 1"),
-    ('refused(1, R)', "refused.f is a symbol but is given a number"),
+    ('refused(1, R)', "refused.f is a symbol but is given the number 1"),
     ('topo(O, O)', "variable O is a symbol in topo.o but a number in topo.n"),
     ('topo(O, N + 1)', "an atom to explain takes constants, variables and '_' as arguments"),
 ])
@@ -66,7 +66,7 @@ def test_read_atom_errors(checked, text, message):
 @pytest.mark.parametrize("text, message", [
     ("member(F, O), !on_chip(X, _)", "unsafe variable X in the query: no positive atom binds it"),
     ("member(F, O), N > 2", "unsafe variable N in the query: no positive atom binds it"),
-    ("member(F, O), O < 3", "comparison '<' between a symbol and a number"),
+    ("member(F, O), O < 3", "comparison '<' between O (a symbol) and the number 3"),
     ("member(F, _), N = sum X : { member(F, _) }", "unsafe variable X in the target of sum"),
 ])
 def test_read_query_errors(checked, text, message):

@@ -97,8 +97,11 @@ def run(args) -> int:
         raise UsageError("this proof is too deep to build whole; give --depth N and expand with --subproof") from None
     if "timing" in args.show:
         print(f"[timing] why: {time.perf_counter() - started:.3f} s after loading", file=sys.stderr)
-    if args.format == "json":
-        common.emit_json({"shim": ws.shim, **to_json(answer)} if args.subproof is None else to_json(answer))
+    if args.format == "json":  # indented: a tree is read as a tree (common.emit_json puts each element on one line)
+        import json
+
+        data = {"shim": ws.shim, **to_json(answer)} if args.subproof is None else to_json(answer)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return 0
     print_renderable(Renderer("--subproof {id}").any(answer), args)
     return 0

@@ -9,7 +9,7 @@ Atom(rel='e', args=(Str(value='x'), Var(name='N')))
 >>> read_atom('e(1, 2)', checked)
 Traceback (most recent call last):
 ...
-tprules.explain.query.QueryError: <atom>:1:3: query error: e.a is a symbol but is given a number
+tprules.explain.query.QueryError: <atom>:1:3: query error: e.a is a symbol but is given the number 1
 """
 
 from __future__ import annotations

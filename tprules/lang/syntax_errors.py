@@ -33,6 +33,8 @@ def expected_words(names, patterns: dict[str, str]) -> str:
         words.append("an aggregate")
     if len(words) > 8:
         words = words[:7] + ["..."]
+    if not words:  # a complete atom or query (parse_atom, parse_body): only the end may follow
+        return "end of file"
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
