@@ -173,16 +173,19 @@ def _no_attempt_holds(node) -> None:
 # ---- the cases ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("engine", ["fast", "compiled"])  # a columnar model and a model of tuples
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_every_proof_checks_on_the_examples(example):
-    check_everything(Workspace(FACTS / example), per_relation=60)
+def test_every_proof_checks_on_the_examples(example, engine):
+    check_everything(Workspace(FACTS / example, engine=engine), per_relation=60)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tp_programs(max_statements=10))
 def test_every_proof_checks_on_random_tp_programs(builder):
     with tempfile.TemporaryDirectory() as tmp:
-        check_everything(Workspace(builder.write(Path(tmp) / "p")))
+        directory = builder.write(Path(tmp) / "p")
+        for engine in ("fast", "compiled"):
+            check_everything(Workspace(directory, engine=engine))
 
 
 def test_explanations_are_deterministic():

@@ -8,7 +8,8 @@ from conftest import FACTS, RULES
 from tprules.analysis.program import check_program, load_rules
 from tprules.engine.evaluate import Evaluator
 from tprules.explain.query import query_variables, read_atom, read_query
-from tprules.explain.solve import SCANS_BEFORE_INDEX, Solver
+from tprules.explain.access import SCANS_BEFORE_INDEX, ColumnarAccess, TupleAccess
+from tprules.explain.solve import Solver
 from tprules.lang import ast
 from tprules.lang.parser import parse_text
 from tprules.lang.printer import print_program
@@ -57,14 +58,27 @@ PATTERNS = ['member(F, O)', 'member("mm2_bias", O)', 'reads(O, 0, T)', 'reads("m
             'escapes(F, "allreduce")', 'flows(X, X)', 'on_chip(O, 1)', 'refused(_, "cycle")']
 
 
+@pytest.mark.parametrize("engine, reader", [("fast", ColumnarAccess), ("compiled", TupleAccess)])
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_lookups_match_brute_force_whether_scanned_or_indexed(pattern):
-    ws = Workspace(FACTS / "megatron-mlp-tp2")
+def test_lookups_match_brute_force_on_either_model(pattern, engine, reader):
+    ws = Workspace(FACTS / "megatron-mlp-tp2", engine=engine)
     atom = read_atom(pattern, ws.checked)
     want = sorted(t for t in ws.model.tuples(atom.rel) if _brute(atom, t))
     solver = Solver(ws.model)
-    for _ in range(SCANS_BEFORE_INDEX + 2):  # scans first, then an index
+    assert isinstance(solver.read, reader)
+    for _ in range(SCANS_BEFORE_INDEX + 2):  # a tuple model scans first, then indexes
         assert solver.matching(atom) == want
+
+
+@pytest.mark.parametrize("engine", ["fast", "compiled"])
+def test_rounds_and_membership_read_alike(engine):
+    ws = Workspace(FACTS / "megatron-mlp-tp2", engine=engine)
+    read = Solver(ws.model).read
+    for values in sorted(ws.model.tuples("escapes")):
+        assert read.contains("escapes", values)
+        assert read.round("escapes", values) == ws.model.rounds["escapes"][values]
+    assert not read.contains("escapes", ("mm2_bias", "nowhere"))
+    assert read.count("member") == len(ws.model.tuples("member"))
 
 
 def _brute(atom: ast.Atom, values: tuple) -> bool:

@@ -8,12 +8,10 @@ True
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from ..lang import ast
 from ..lang.printer import print_literal
-from ..verdicts import places
 from .proof import Explanation, Fusion, Proof, WhyNot
+from .terms import constant
 from .prove import DEFAULT_DEPTH, Prover
 from .whynot import WhyNotFinder
 
@@ -32,7 +30,7 @@ class Explainer:
 
     @classmethod
     def of(cls, workspace, depth: int | None = DEFAULT_DEPTH) -> "Explainer":
-        """An explainer over a workspace's full model (always the fast engine's: it records rounds)."""
+        """An explainer over a workspace's full model (its engine must record rounds: fast or compiled)."""
         return cls(workspace.checked, workspace.model, workspace.program.facts, workspace.program.position, depth)
 
     @property
@@ -73,18 +71,28 @@ class Explainer:
 
     # -- context for compiler engineers -------------------------------------------------
 
-    @cached_property
-    def _places(self) -> dict[str, str]:
-        return places(self.model)
+    def _holds(self, rel: str, *args) -> list[tuple]:
+        if rel not in self.checked.decls:
+            return []
+        terms = tuple(ast.Wildcard() if a is None else constant(a) for a in args)
+        return self.solver.matching(ast.Atom(rel, terms))
+
+    def place(self, statement: str) -> str:
+        """Where a statement runs, in SPEC words (as verdicts.places says it)."""
+        if self._holds("is_fold", statement):
+            return "collective"
+        chips = self._holds("on_chip", statement, None)
+        if chips:
+            return f"chip:{chips[0][1]}"
+        return "spine" if self._holds("on_spine", statement) else "?"
 
     def fusions(self, names: list[str]) -> tuple[Fusion, ...]:
         """The candidate fusions among `names`, with their members' places and verdicts."""
-        members = self.model.index("member", (0,)) if "member" in self.checked.decls else {}
-        refused = self.model.index("refused", (0,)) if "refused" in self.checked.decls else {}
         found = []
         for name in dict.fromkeys(names):
-            if name in members:
-                ms = sorted({o for _, o in members[name]}, key=lambda o: (self.position.get(o, 0), o))
-                reasons = tuple(sorted({r for _, r in refused.get(name, ())}))
-                found.append(Fusion(name, tuple((o, self._places.get(o, "?")) for o in ms), reasons))
+            members = self._holds("member", name, None)
+            if members:
+                ms = sorted({o for _, o in members}, key=lambda o: (self.position.get(o, 0), o))
+                reasons = tuple(sorted({r for _, r in self._holds("refused", name, None)}))
+                found.append(Fusion(name, tuple((o, self.place(o)) for o in ms), reasons))
         return tuple(found)

@@ -117,7 +117,7 @@ class Prover:
         """The round a tuple of a recursive stratum was first derived in; facts of rule files rank first."""
         if values in self.rule_facts.get(rel, ()):
             return -1
-        return self.model.rounds.get(rel, {}).get(values, 0)
+        return self.solver.read.round(rel, values)
 
     def _admit(self, rel: str, values: tuple):
         stratum = self._stratum.get(rel)

@@ -22,10 +22,10 @@ from ..analysis.checks import outside_vars
 from ..engine.compile import one_positive_atom
 from ..engine.constant import truncating_div
 from ..lang import ast
+from .access import reader
 from .query import QueryError
 
 UNBOUND = object()
-SCANS_BEFORE_INDEX = 2  # lookups on a column with no index that scan before one builds it
 
 _COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
             ">=": operator.ge}
@@ -60,11 +60,6 @@ class _Access:
     same: tuple[tuple[int, int], ...]  # columns that must be equal (a variable repeated)
 
 
-def _key(values: tuple):
-    """An index key as Model.index builds it: the bare value for one column, a tuple for several."""
-    return values[0] if len(values) == 1 else values
-
-
 @dataclass
 class Reach:
     """How far a source-order walk of a body got."""
@@ -89,9 +84,9 @@ class Solver:
 
     def __init__(self, model):
         self.model = model
+        self.read = reader(model)
         self._plans: dict[int, tuple[object, _Plan]] = {}
         self._aggregates: dict[tuple, tuple[ast.Aggregate, AggregateResult]] = {}
-        self._scans: dict[tuple[str, int], int] = {}  # lookups answered by a scan, per (relation, column)
         self.steps = 0
         self.limit: int | None = None
 
@@ -167,40 +162,23 @@ class Solver:
         return _Access(atom.rel, atom.arity, tuple(cols), tuple(key), tuple(binds), tuple(same))
 
     def rank(self, access: "_Access", index: int, late: frozenset[str]) -> tuple:
-        """Join order: membership tests, then the most bound columns, then relations not in
-        `late` (a proof's own recursive stratum, whose tuples are filtered by round), then the
-        smaller relation, then source order. It looks only at the rules and the model, never
-        at which indexes happen to be built, so a tuple gets the same proof in every session."""
-        bound = len(access.cols)
-        return (bound < access.arity, -bound, access.rel in late, len(self.model.tuples(access.rel)), index)
+        """Join order: membership tests first, then the reader's cost (access.py), where
+        `late` relations (a proof's own recursive stratum, filtered by round) come after
+        others, then source order. It depends only on the rules and the model, never on
+        what earlier questions built, so a tuple gets the same proof in every session."""
+        if len(access.cols) == access.arity:
+            return (0, index)
+        return (1, self.read.cost(access.rel, access.cols, access.key, access.rel in late), index)
 
     def fetch(self, access: "_Access"):
-        """The tuples matching the bound columns. An index on all of them is used when built; else an
-        index on one of them, whose bucket is filtered: few indexes serve every lookup. With none
-        built, the first lookups scan (a scan costs a fraction of a build) and a later one builds."""
-        model, rel, cols, key = self.model, access.rel, access.cols, access.key
+        """The tuples matching the bound columns (see access.py for how each model is read)."""
+        read, rel, cols, key = self.read, access.rel, access.cols, access.key
         if len(cols) == access.arity:
-            found = [key] if key in model.tuples(rel) else []
+            found = [key] if read.contains(rel, key) else []
         elif not cols:
-            found = model.tuples(rel)
-        elif model.has_index(rel, cols):
-            found = model.index(rel, cols).get(_key(key), ())
+            found = read.all(rel)
         else:
-            pick = next((i for i, c in enumerate(cols) if model.has_index(rel, (c,))), None)
-            if pick is None and self._scans.get((rel, cols[0]), 0) < SCANS_BEFORE_INDEX:
-                self._scans[(rel, cols[0])] = self._scans.get((rel, cols[0]), 0) + 1
-                return self._scan(access)
-            pick = pick or 0
-            found = model.index(rel, (cols[pick],)).get(key[pick], ())
-            if len(cols) > 1:
-                found = [t for t in found if all(t[c] == v for c, v in zip(cols, key))]
-        if access.same:
-            found = [t for t in found if all(t[a] == t[b] for a, b in access.same)]
-        return found
-
-    def _scan(self, access: "_Access") -> list[tuple]:
-        key, want = operator.itemgetter(*access.cols), _key(access.key)
-        found = [t for t in self.model.tuples(access.rel) if key(t) == want]
+            found = read.rows(rel, cols, key)
         if access.same:
             found = [t for t in found if all(t[a] == t[b] for a, b in access.same)]
         return found

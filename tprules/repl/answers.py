@@ -113,7 +113,7 @@ def relations(session):
     rows = []
     for name, decl in sorted(checked.decls.items()):
         kind = "derived" if name in derived else "input"
-        rows.append((name, kind, len(ws.model.tuples(name)), f"{decl.pos.file}:{decl.pos.line}"))
+        rows.append((name, kind, session.explainer.solver.read.count(name), f"{decl.pos.file}:{decl.pos.line}"))
     if session.format == "json":
         return json.dumps({"relations": [{"relation": n, "kind": k, "tuples": c, "declared": d} for n, k, c, d in rows]})
     table = _table("relation", "kind", "tuples", "declared")

@@ -61,10 +61,8 @@ class ReplCompleter(Completer):
     def _refresh(self) -> None:
         if self._generation == self.session.generation:
             return
-        ws = self.session.workspace
-        self._relations = sorted(ws.checked.decls)
-        symbols = {v for tuples in ws.model.relations.values() for t in tuples for v in t if isinstance(v, str)}
-        self._symbols = sorted(symbols)
+        self._relations = sorted(self.session.workspace.checked.decls)
+        self._symbols = self.session.explainer.solver.read.symbols()
         self._generation = self.session.generation
 
     def get_completions(self, document, complete_event):
