@@ -82,11 +82,21 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
     library = Path(library) if library is not None else shim_library_dir()
     lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
     own = load_fact_dir(directory, schema, display_root=display)
-    facts = lib.merged(own)
+    return prepare_program(lib.merged(own), own, shim, directory, display)
+
+
+def prepare_program(facts: FactBase, own: FactBase, shim: str | None, directory: Path, display: str,
+                    computed: dict[str, set[tuple]] | None = None) -> LoadedProgram:
+    """Check merged facts and add the computed inputs (`target`, `topo`, and any `computed`
+    relations, e.g. a Python base shim's answers). `own` are the program's own facts, which
+    choose the shim when `shim` is None. Used by `load_program` and by tprules.shim."""
     check_wellformed(facts)
     chosen = choose_shim(facts, own, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
     for i, o in enumerate(order):
         facts.add("topo", (o, i))
+    for rel, tuples in (computed or {}).items():
+        for tup in tuples:
+            facts.add(rel, tup)
     return LoadedProgram(directory, display, facts, chosen, order)

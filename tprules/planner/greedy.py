@@ -1,0 +1,201 @@
+"""Greedy fusion that asks the shim before every merge, in rounds of batched questions.
+
+A *proposal* merges two groups: a producer group into its consumer group (vertical), or
+two groups that read the same tensor and share a place (horizontal). Each round picks
+proposals in priority order, each group in at most one of them, asks the shim about all
+of them in one batch (`fits_all`), and applies those the shim allows while the graph of
+groups stays acyclic. Passes run until a round proposes nothing:
+
+1. vertical, producer and consumer in the same place; a matmul's elementwise epilogue first;
+2. horizontal, siblings in the same place;
+3. vertical across places, asked all at once (they are the likeliest to be refused; the
+   rules decide, not the planner).
+
+Every answer is remembered by member set, so no fused op is asked about twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..shim.graph import FusedOp, TensorGraph
+from ..shim.protocol import fits_all
+from .groups import GroupGraph
+
+SIBLINGS_ALL_PAIRS = 8  # readers of one tensor up to which every pair is proposed; beyond, neighbours only
+
+
+@dataclass
+class Stats:
+    """What the planner did, for `--show=plan`."""
+
+    rounds: int = 0
+    asked: int = 0
+    batches: int = 0
+    merged: int = 0
+    refused: int = 0
+    by_pass: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    priority: tuple
+    a: int
+    b: int
+
+
+class Greedy:
+    def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str]):
+        self.g, self.shim, self.places = g, shim, places
+        self.order = g.order()
+        self.position = g.position
+        flows = {o: [s for s in g.nx.successors(o)] for o in self.order}
+        self.groups = GroupGraph(self.order, flows)
+        self.is_matmul = {o: kinds.get(g.op(o).cls) == "matmul" for o in self.order}
+        self.is_elementwise = {o: kinds.get(g.op(o).cls) == "elementwise" for o in self.order}
+        self.legal: dict[frozenset, bool] = {}  # every answer, by member set
+        self.cyclic: set[tuple[int, int]] = set()  # pairs whose merge would cycle (stays so)
+        self.first: dict[int, int] = {i: i for i in range(len(self.order))}  # group → its first statement's position
+        self.place: dict[int, str] = {i: places.get(o, "") for i, o in enumerate(self.order)}
+        self.stats = Stats()
+        self._names = 0
+
+    # -- the passes ------------------------------------------------------------------
+
+    def run(self) -> GroupGraph:
+        passes = [("vertical", self.vertical, True), ("horizontal", self.horizontal, True),
+                  ("cross-place", self.cross_place, False)]
+        changed = True
+        while changed:
+            changed = False
+            for name, propose, disjoint in passes:
+                merged = self.run_pass(propose, disjoint)
+                self.stats.by_pass[name] = self.stats.by_pass.get(name, 0) + merged
+                changed |= merged > 0
+        return self.groups
+
+    def run_pass(self, propose, disjoint: bool) -> int:
+        merged = 0
+        while True:
+            chosen = self.choose(propose(), disjoint)
+            if not chosen:
+                return merged
+            self.stats.rounds += 1
+            self.ask(chosen)
+            used: set[int] = set()
+            for p in chosen:
+                if p.a in used or p.b in used or not self.legal[self.key(p)]:
+                    continue
+                if not self.groups.can_merge(p.a, p.b):
+                    self.cyclic.add((p.a, p.b))
+                    continue
+                self.apply(p)
+                used.update((p.a, p.b))
+                merged += 1
+
+    def choose(self, proposals: list[Proposal], disjoint: bool) -> list[Proposal]:
+        """Proposals worth asking or applying, best first; with `disjoint`, each group once."""
+        chosen, used = [], set()
+        for p in sorted(proposals, key=lambda p: p.priority):
+            if (p.a, p.b) in self.cyclic or self.legal.get(self.key(p)) is False:
+                continue
+            if disjoint and (p.a in used or p.b in used):
+                continue
+            if not self.groups.can_merge(p.a, p.b):
+                self.cyclic.add((p.a, p.b))
+                continue
+            chosen.append(p)
+            used.update((p.a, p.b))
+        return chosen
+
+    # -- proposals -------------------------------------------------------------------
+
+    def vertical(self) -> list[Proposal]:
+        return [self._vertical(a, b) for a, b in self._edges() if self.place[a] == self.place[b]]
+
+    def cross_place(self) -> list[Proposal]:
+        return [self._vertical(a, b) for a, b in self._edges() if self.place[a] != self.place[b]]
+
+    def _edges(self):
+        for a, consumers in self.groups.succ.items():
+            for b in consumers:
+                yield a, b
+
+    def _vertical(self, a: int, b: int) -> Proposal:
+        """Producer group `a` into consumer group `b`; a matmul's elementwise epilogue first,
+        then in topological order of the consumer."""
+        return Proposal((0 if self._epilogue(a, b) else 1, self.first[b], self.first[a]), a, b)
+
+    def _epilogue(self, a: int, b: int) -> bool:
+        group_of, members = self.groups.group_of, self.groups.members
+        for o in members[a]:
+            if self.is_matmul[o]:
+                for c in self.g.nx.successors(o):
+                    if group_of[c] == b and self.is_elementwise[c]:
+                        return True
+        return False
+
+    def horizontal(self) -> list[Proposal]:
+        """Groups that read the same tensor and share a place, neither feeding the other."""
+        group_of = self.groups.group_of
+        out = []
+        for tensor in self.g.tensors:
+            readers = self.g.consumers(tensor.name)
+            if len(readers) < 2:
+                continue
+            by_place: dict[str, list[int]] = {}
+            for op in readers:
+                gid = group_of[op.name]
+                siblings = by_place.setdefault(self.place[gid], [])
+                if gid not in siblings:
+                    siblings.append(gid)
+            for siblings in by_place.values():
+                siblings.sort(key=self.first.__getitem__)
+                if len(siblings) <= SIBLINGS_ALL_PAIRS:
+                    pairs = [(x, y) for i, x in enumerate(siblings) for y in siblings[i + 1:]]
+                else:
+                    pairs = list(zip(siblings, siblings[1:]))
+                out.extend(Proposal((2, self.first[y], self.first[x]), x, y) for x, y in pairs)
+        return out
+
+    # -- asking and merging ----------------------------------------------------------
+
+    def key(self, p: Proposal) -> frozenset:
+        return frozenset(self.groups.members[p.a]) | frozenset(self.groups.members[p.b])
+
+    def ask(self, proposals: list[Proposal]) -> None:
+        """Ask the shim, in one batch, about every proposal it has not answered yet."""
+        fresh: dict[frozenset, FusedOp] = {}
+        for p in proposals:
+            key = self.key(p)
+            if key not in self.legal and key not in fresh:
+                self._names += 1
+                members = tuple(self.g.op(o) for o in sorted(key, key=self.position.__getitem__))
+                fresh[key] = FusedOp(f"proposal{self._names}", members)
+        if not fresh:
+            return
+        answers = fits_all(self.shim, list(fresh.values()), self.g)
+        self.stats.batches += 1
+        self.stats.asked += len(fresh)
+        for key, op in fresh.items():
+            ok = answers[op.name].ok
+            self.legal[key] = ok
+            self.stats.refused += not ok
+
+    def apply(self, p: Proposal) -> None:
+        new = self.groups.merge(p.a, p.b)
+        self.first[new] = min(self.first.pop(p.a), self.first.pop(p.b))
+        place_a, place_b = self.place.pop(p.a), self.place.pop(p.b)
+        self.place[new] = merged_place(place_a, place_b)
+        self.stats.merged += 1
+
+
+def merged_place(a: str, b: str) -> str:
+    """The place of a merged group. Under the project's rules members always share a place;
+    rules that allow more get the chip's place (a chip runs the fused op)."""
+    if a == b:
+        return a
+    for place in (a, b):
+        if place.startswith("chip:"):
+            return place
+    return a
