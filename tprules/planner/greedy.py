@@ -17,6 +17,7 @@ Every answer is remembered by member set, so no fused op is asked about twice.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..shim.graph import FusedOp, TensorGraph
 from ..shim.protocol import fits_all
@@ -37,8 +38,9 @@ class Stats:
     by_pass: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Proposal:
+class Proposal(NamedTuple):
+    """Merge groups `a` and `b`; lower `priority` first."""
+
     priority: tuple
     a: int
     b: int
@@ -59,6 +61,11 @@ class Greedy:
         self.place: dict[int, str] = {i: places.get(o, "") for i, o in enumerate(self.order)}
         self.stats = Stats()
         self._names = 0
+        self._keys: dict[tuple[int, int], frozenset] = {}  # group ids never change members: cache by pair
+        self._vertical_priority: dict[tuple[int, int], tuple] = {}
+        # statements reading each tensor that more than one statement reads (horizontal candidates)
+        self.shared_reads = [[op.name for op in readers] for readers in
+                             (g.consumers(t.name) for t in g.tensors) if len(readers) > 1]
 
     # -- the passes ------------------------------------------------------------------
 
@@ -96,7 +103,7 @@ class Greedy:
     def choose(self, proposals: list[Proposal], disjoint: bool) -> list[Proposal]:
         """Proposals worth asking or applying, best first; with `disjoint`, each group once."""
         chosen, used = [], set()
-        for p in sorted(proposals, key=lambda p: p.priority):
+        for p in sorted(proposals):
             if (p.a, p.b) in self.cyclic or self.legal.get(self.key(p)) is False:
                 continue
             if disjoint and (p.a in used or p.b in used):
@@ -124,7 +131,11 @@ class Greedy:
     def _vertical(self, a: int, b: int) -> Proposal:
         """Producer group `a` into consumer group `b`; a matmul's elementwise epilogue first,
         then in topological order of the consumer."""
-        return Proposal((0 if self._epilogue(a, b) else 1, self.first[b], self.first[a]), a, b)
+        priority = self._vertical_priority.get((a, b))
+        if priority is None:
+            priority = (0 if self._epilogue(a, b) else 1, self.first[b], self.first[a])
+            self._vertical_priority[(a, b)] = priority
+        return Proposal(priority, a, b)
 
     def _epilogue(self, a: int, b: int) -> bool:
         group_of, members = self.groups.group_of, self.groups.members
@@ -139,13 +150,10 @@ class Greedy:
         """Groups that read the same tensor and share a place, neither feeding the other."""
         group_of = self.groups.group_of
         out = []
-        for tensor in self.g.tensors:
-            readers = self.g.consumers(tensor.name)
-            if len(readers) < 2:
-                continue
+        for readers in self.shared_reads:
             by_place: dict[str, list[int]] = {}
-            for op in readers:
-                gid = group_of[op.name]
+            for o in readers:
+                gid = group_of[o]
                 siblings = by_place.setdefault(self.place[gid], [])
                 if gid not in siblings:
                     siblings.append(gid)
@@ -161,7 +169,12 @@ class Greedy:
     # -- asking and merging ----------------------------------------------------------
 
     def key(self, p: Proposal) -> frozenset:
-        return frozenset(self.groups.members[p.a]) | frozenset(self.groups.members[p.b])
+        """The member set of a proposal: what the shim's answer is remembered by."""
+        pair = (p.a, p.b)
+        key = self._keys.get(pair)
+        if key is None:
+            key = self._keys[pair] = frozenset(self.groups.members[p.a]).union(self.groups.members[p.b])
+        return key
 
     def ask(self, proposals: list[Proposal]) -> None:
         """Ask the shim, in one batch, about every proposal it has not answered yet."""

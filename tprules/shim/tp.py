@@ -79,7 +79,7 @@ class TensorParallelShim:
         if single:
             if self.answered_by_rules:
                 found = self.session(g).ask({op.name: op.statements for op in single}, relation="base_refused")
-                answers.update({name: self._fit(name, reasons, {}) for name, reasons in found.items()})
+                answers.update({name: self._fit(name, reasons, None) for name, reasons in found.items()})
             else:
                 answers.update(fits_all(self.base, single, g))
         if fused:
@@ -97,7 +97,7 @@ class TensorParallelShim:
         proposals = {op.name: op.statements for op in fused}
         if self.answered_by_rules:
             found = session.ask(proposals)
-            return {name: self._fit(name, reasons, {}) for name, reasons in found.items()}
+            return {name: self._fit(name, reasons, None) for name, reasons in found.items()}
         said = fits_all(self.base, fused, g)
         facts = {"base_refusal": {(name, r.reason) for name, fit in said.items() for r in fit.refusals}}
         found = session.ask(proposals, facts)
@@ -107,17 +107,19 @@ class TensorParallelShim:
         """The rules' reasons, each explained by base's own refusal when base gave it, else by its rule."""
         if not reasons:
             return Fit(name)
+        given = {r.reason: r for r in base_said.refusals} if base_said is not None else {}
+        return Fit(name, tuple(given.get(reason) or self._refusal(reason) for reason in reasons))
+
+    def _refusal(self, reason: str) -> Refusal:
+        """The refusal of a rule's reason, with the rule's place and comment (built once per reason)."""
         if self._sources is None:
-            self._sources = rule_sources(self.checked)
-        given = {r.reason: r for r in getattr(base_said, "refusals", ())}
-        refusals = []
-        for reason in reasons:
-            if reason in given:
-                refusals.append(given[reason])
-            else:
-                owner, where, why = self._sources.get(reason, ("tp", str(self.checked.source), ""))
-                refusals.append(Refusal(reason, owner, where, why))
-        return Fit(name, tuple(refusals))
+            self._sources = {}
+            for r, (owner, where, why) in rule_sources(self.checked).items():
+                self._sources[r] = Refusal(r, owner, where, why)
+        found = self._sources.get(reason)
+        if found is None:
+            found = self._sources[reason] = Refusal(reason, "tp", str(self.checked.source), "")
+        return found
 
     def session(self, g: TensorGraph):
         """The rules evaluated over `g`, this manifest and base (cached per graph version)."""
