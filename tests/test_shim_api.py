@@ -252,3 +252,17 @@ def test_an_edited_graph_gets_fresh_answers():
     g.add_op(Op("late", "relu", ("z",), "z2"))
     tp.manifest = Manifest(**{**tp.manifest.__dict__, "spine": tp.manifest.spine | {"z2"}})
     assert tp.fits(g.fuse("f", ["bias", "late"]), g).ok
+
+
+def test_adding_ops_in_bulk_is_all_or_nothing_and_nx_follows_the_graph():
+    g = TensorGraph()
+    for t in ("x", "h", "a", "b"):
+        g.add_tensor(t, "f32", (2,))
+    ops = [Op("mm", "relu", ("x",), "h"), Op("act", "gelu", ("h",), "a"), Op("dup", "neg", ("h",), "a")]
+    with pytest.raises(ValueError, match="written by act and by dup"):
+        g.add_ops(ops)
+    assert len(g) == 0 and g.flows() == {}
+    g.add_ops(ops[:2])
+    assert list(g.nx.edges) == [("mm", "act")]
+    g.add_op(Op("late", "neg", ("a",), "b"))
+    assert sorted(g.nx.edges) == [("act", "late"), ("mm", "act")] and g.order() == ["mm", "act", "late"]

@@ -27,10 +27,11 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
     result = plan(ws, stats)
+    from ..planner.render import render_dot, render_json, render_text
+
     if args.format == "json":
-        common.emit_json(result.to_json())
+        sys.stdout.write(render_json(result))
     else:
-        from ..planner.render import render_dot, render_text
 
         facts = ws.program.facts
         classes = dict(facts.tuples("op"))

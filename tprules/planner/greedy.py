@@ -47,12 +47,14 @@ class Proposal(NamedTuple):
 
 
 class Greedy:
-    def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str]):
+    def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str],
+                 across_places: bool = True):
         self.g, self.shim, self.places = g, shim, places
+        self.across_places = across_places
         self.order = g.order()
         self.position = g.position
-        flows = {o: [s for s in g.nx.successors(o)] for o in self.order}
-        self.groups = GroupGraph(self.order, flows)
+        self.flows = g.flows()
+        self.groups = GroupGraph(self.order, self.flows)
         self.is_matmul = {o: kinds.get(g.op(o).cls) == "matmul" for o in self.order}
         self.is_elementwise = {o: kinds.get(g.op(o).cls) == "elementwise" for o in self.order}
         self.legal: dict[frozenset, bool] = {}  # every answer, by member set
@@ -70,8 +72,9 @@ class Greedy:
     # -- the passes ------------------------------------------------------------------
 
     def run(self) -> GroupGraph:
-        passes = [("vertical", self.vertical, True), ("horizontal", self.horizontal, True),
-                  ("cross-place", self.cross_place, False)]
+        passes = [("vertical", self.vertical, True), ("horizontal", self.horizontal, True)]
+        if self.across_places:
+            passes.append(("cross-place", self.cross_place, False))
         changed = True
         while changed:
             changed = False
@@ -141,7 +144,7 @@ class Greedy:
         group_of, members = self.groups.group_of, self.groups.members
         for o in members[a]:
             if self.is_matmul[o]:
-                for c in self.g.nx.successors(o):
+                for c in self.flows[o]:
                     if group_of[c] == b and self.is_elementwise[c]:
                         return True
         return False

@@ -14,6 +14,15 @@ CHIP_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69"
 SPINE_COLOUR = "#e0e0e0"
 
 
+def render_json(plan: Plan) -> str:
+    """SPEC §5's JSON, one group per line (compact lines keep 70B-sized plans fast to write)."""
+    import json
+
+    head = f'{{\n  "shim": {json.dumps(plan.shim)},\n  "groups": ['
+    groups = ",\n".join("    " + json.dumps(g.to_json()) for g in plan.groups)
+    return head + ("\n" + groups + "\n  ]\n}\n" if groups else "]\n}\n")
+
+
 def place_order(place: str) -> tuple:
     """spine first, then chips in number order, then collectives."""
     if place.startswith("chip:"):
@@ -79,7 +88,8 @@ def render_dot(plan: Plan, classes: dict[str, str], folds: dict[str, str], flows
         colour = _colour(place)
         if place == "collective":
             for g in groups:
-                label = "\\n".join(g.members) + "\\nall-reduce " + " ".join(folds.get(o, "") for o in g.members)
+                label = "\\n".join([g.group] + [f"{o} (fold)" for o in g.members]
+                                    + [f"all-reduce {folds[o]}" for o in g.members if o in folds])
                 out.append(f"  {_quote(g.group)} [label={_quote(label)}, shape=octagon, style=\"filled,bold\", "
                            f"fillcolor=white, penwidth=2];")
             continue

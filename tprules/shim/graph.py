@@ -69,16 +69,16 @@ AnyOp = Op | FusedOp
 
 
 class TensorGraph:
-    """Tensors and statements; `nx` is the data flow (statement → statement that reads what it writes).
+    """Tensors and statements, and the data flow between statements (statement → statement
+    that reads what it writes), also as a networkx `DiGraph` (`.nx`) for graph algorithms.
 
-    Program order is the order statements were added. `version` changes with every edit,
-    so shims may cache what they derived from a graph.
+    `version` changes with every edit, so shims may cache what they derived from a graph.
     """
 
     def __init__(self):
-        import networkx as nx
-
-        self.nx = nx.DiGraph()
+        self._succ: dict[str, list[str]] = {}  # the data flow; `.nx` is built from it on demand
+        self._pred: dict[str, list[str]] = {}
+        self._nx: tuple | None = None
         self._tensors: dict[str, Tensor] = {}
         self._ops: dict[str, Op] = {}
         self._writer: dict[str, str] = {}
@@ -105,44 +105,43 @@ class TensorGraph:
                 raise ValueError(f"statement {op.name} binds undeclared tensor {t}")
         if op.writes in self._writer:
             raise ValueError(f"tensor {op.writes} is written by {self._writer[op.writes]} and by {op.name}")
-        self._ops[op.name] = op
-        self.nx.add_node(op.name)
-        self._writer[op.writes] = op.name
-        for t in dict.fromkeys(op.reads):
-            self._readers.setdefault(t, []).append(op.name)
-            producer = self._writer.get(t)
-            if producer is not None:
-                self.nx.add_edge(producer, op.name)
-        for reader in self._readers.get(op.writes, ()):  # statements added before their producer
-            self.nx.add_edge(op.name, reader)
-        self.version += 1
+        self.add_ops([op])
         return op
 
     def add_ops(self, ops: Iterable[Op]) -> None:
-        """Add many statements at once (as `add_op` does one by one, with the graph built in bulk)."""
+        """Add many statements at once (what `add_op` does, in bulk); nothing is added on error."""
         ops = list(ops)
-        edges = []
         writer, readers, tensors = self._writer, self._readers, self._tensors
+        names: set[str] = set()
+        outputs: dict[str, str] = {}
         for op in ops:
-            if op.name in self._ops:
+            if op.name in self._ops or op.name in names:
                 raise ValueError(f"statement {op.name} declared twice")
             for t in (*op.reads, op.writes):
                 if t not in tensors:
                     raise ValueError(f"statement {op.name} binds undeclared tensor {t}")
-            if op.writes in writer:
-                raise ValueError(f"tensor {op.writes} is written by {writer[op.writes]} and by {op.name}")
+            other = writer.get(op.writes) or outputs.get(op.writes)
+            if other is not None:
+                raise ValueError(f"tensor {op.writes} is written by {other} and by {op.name}")
+            names.add(op.name)
+            outputs[op.writes] = op.name
+        earlier = {op.writes: list(readers.get(op.writes, ())) for op in ops}  # readers added before
+        for op in ops:
             self._ops[op.name] = op
             writer[op.writes] = op.name
+            self._succ[op.name], self._pred[op.name] = [], []
             for t in dict.fromkeys(op.reads):
                 readers.setdefault(t, []).append(op.name)
-        new = {op.name for op in ops}
+        edges: dict[tuple[str, str], None] = {}
         for op in ops:  # every output is known now, whatever order the ops came in
             for t in dict.fromkeys(op.reads):
                 if t in writer:
-                    edges.append((writer[t], op.name))
-            edges.extend((op.name, r) for r in readers.get(op.writes, ()) if r not in new)
-        self.nx.add_nodes_from(op.name for op in ops)
-        self.nx.add_edges_from(edges)
+                    edges[(writer[t], op.name)] = None
+            for r in earlier.get(op.writes, ()):
+                edges[(op.name, r)] = None
+        for a, b in edges:
+            self._succ[a].append(b)
+            self._pred[b].append(a)
         self.version += 1
 
     # -- reading -------------------------------------------------------------------
@@ -170,10 +169,28 @@ class TensorGraph:
         return [self._ops[o] for o in self._readers.get(tensor, ())]
 
     def successors(self, name: str) -> list[Op]:
-        return [self._ops[o] for o in self.nx.successors(name)]
+        """Statements that read what `name` writes."""
+        return [self._ops[o] for o in self._succ[name]]
 
     def predecessors(self, name: str) -> list[Op]:
-        return [self._ops[o] for o in self.nx.predecessors(name)]
+        """Statements that write what `name` reads."""
+        return [self._ops[o] for o in self._pred[name]]
+
+    def flows(self) -> dict[str, list[str]]:
+        """The data flow by name: statement → statements that read what it writes."""
+        return self._succ
+
+    @property
+    def nx(self):
+        """The data flow as a networkx `DiGraph` over statement names (rebuilt after an edit)."""
+        import networkx as nx
+
+        if self._nx is None or self._nx[0] != self.version:
+            graph = nx.DiGraph()
+            graph.add_nodes_from(self._ops)
+            graph.add_edges_from((a, b) for a, bs in self._succ.items() for b in bs)
+            self._nx = (self.version, graph)
+        return self._nx[1]
 
     def fuse(self, name: str, members: Iterable[str | Op]) -> FusedOp:
         """The fused op of these statements, members in program order."""
@@ -189,13 +206,7 @@ class TensorGraph:
         order they were added (the order `tprules check` lists members in)."""
         cached = self._order
         if cached is None or cached[0] != self.version:
-            import networkx as nx
-
-            added = {o: i for i, o in enumerate(self._ops)}
-            try:
-                order = list(nx.lexicographical_topological_sort(self.nx, key=added.__getitem__))
-            except nx.NetworkXUnfeasible:
-                raise ValueError("the data flow of this graph has a cycle") from None
+            order = _program_order(list(self._ops), self._succ, self._pred)
             cached = self._order = (self.version, order, {o: i for i, o in enumerate(order)})
         return cached[1]
 
@@ -256,3 +267,25 @@ class TensorGraph:
             facts["writes"].append((op.name, op.writes))
             facts["attr"].extend((op.name, k, v) for k, v in op.attrs)
         return facts
+
+
+def _program_order(added: list[str], succ: dict[str, list[str]], pred: dict[str, list[str]]) -> list[str]:
+    """Kahn's algorithm with ties broken by the order statements were added (as
+    tprules.program.order does for fact files)."""
+    import heapq
+
+    rank = {o: i for i, o in enumerate(added)}
+    waiting = {o: len(pred[o]) for o in added}
+    ready = [rank[o] for o in added if not waiting[o]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        o = added[heapq.heappop(ready)]
+        order.append(o)
+        for s in succ[o]:
+            waiting[s] -= 1
+            if not waiting[s]:
+                heapq.heappush(ready, rank[s])
+    if len(order) < len(added):
+        raise ValueError("the data flow of this graph has a cycle")
+    return order
