@@ -28,10 +28,12 @@ class Verdict:
 
 
 def candidates(facts: FactBase, position: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    """Each candidate's members in program order."""
     members: dict[str, list[str]] = {}
-    for f, o in facts.ordered("member"):
+    for f, o in facts.tuples("member"):
         members.setdefault(f, []).append(o)
-    return {f: tuple(sorted(ms, key=lambda o: position.get(o, 0))) for f, ms in members.items()}
+    rank = position.__getitem__
+    return {f: tuple(sorted(ms, key=rank)) for f, ms in members.items()}
 
 
 def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:

@@ -15,13 +15,18 @@ from .config import default_rules_dir
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .verdicts import Verdict, judge, places
 
-ENGINES = ("fast", "pydatalog")
+ENGINES = ("fast", "compiled", "pydatalog")
 VERDICT_RELATIONS = ("legal", "refused")
 
 
 def make_engine(name: str, checked: CheckedProgram):
-    """The engine that evaluates a checked program: `fast` (compiled joins) or `pydatalog`."""
+    """The engine that evaluates a checked program: `fast` (numpy columns), `compiled`
+    (generated Python joins, tuple at a time) or `pydatalog` (the reference)."""
     if name == "fast":
+        from .engine.columnar import ColumnarEngine
+
+        return ColumnarEngine(checked)
+    if name == "compiled":
         from .engine.evaluate import Evaluator
 
         return Evaluator(checked)
@@ -131,7 +136,7 @@ class Workspace:
             given = {"member": {(f, o) for f, ms in batch.items() for o in ms}}
             for rel, tuples in facts.items():
                 given[rel] = set(tuples) if len(batches) == 1 else {t for t in tuples if t[0] in batch}
-            if self.engine_name == "fast":
+            if self.engine_name in ("fast", "compiled"):
                 model = self.engine.evaluate(given, targets=targets, base=self._base_model,
                                              only=self._dependent(seeds))
             else:

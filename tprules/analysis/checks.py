@@ -241,6 +241,15 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
             _check_body_safety(None, agg.body, frozenset(shared & bound), problems)
 
 
+def check_no_nested_aggregates(program: ast.Program, problems: _Problems) -> None:
+    for rule in program.rules:
+        for lit in rule.body:
+            for agg in ast.literal_aggregates(lit):
+                for inner in agg.body:
+                    for nested in ast.literal_aggregates(inner):
+                        problems.add("an aggregate inside an aggregate is not supported", nested.pos)
+
+
 def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list[RuleError]]:
     """Run every item-level checker; return the declarations and the problems found."""
     problems = _Problems()
@@ -248,4 +257,5 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list
     check_atoms(program, decls, problems)
     check_types(program, decls, problems)
     check_safety(program, problems)
+    check_no_nested_aggregates(program, problems)
     return decls, list(problems)

@@ -27,10 +27,10 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
     result = plan(ws, stats)
-    from ..planner.render import render_dot, render_json, render_text
+    from ..planner.render import render_dot, render_text
 
     if args.format == "json":
-        sys.stdout.write(render_json(result))
+        common.emit_json(result.to_json())
     else:
 
         facts = ws.program.facts

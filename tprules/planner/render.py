@@ -14,15 +14,6 @@ CHIP_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69"
 SPINE_COLOUR = "#e0e0e0"
 
 
-def render_json(plan: Plan) -> str:
-    """SPEC §5's JSON, one group per line (compact lines keep 70B-sized plans fast to write)."""
-    import json
-
-    head = f'{{\n  "shim": {json.dumps(plan.shim)},\n  "groups": ['
-    groups = ",\n".join("    " + json.dumps(g.to_json()) for g in plan.groups)
-    return head + ("\n" + groups + "\n  ]\n}\n" if groups else "]\n}\n")
-
-
 def place_order(place: str) -> tuple:
     """spine first, then chips in number order, then collectives."""
     if place.startswith("chip:"):
