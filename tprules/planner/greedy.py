@@ -55,10 +55,14 @@ class Greedy:
         self.position = g.position
         self.flows = g.flows()
         self.groups = GroupGraph(self.order, self.flows)
-        self.is_matmul = {o: kinds.get(g.op(o).cls) == "matmul" for o in self.order}
-        self.is_elementwise = {o: kinds.get(g.op(o).cls) == "elementwise" for o in self.order}
+        kind = {o: kinds.get(g.op(o).cls) for o in self.order}
+        # matmul → its elementwise consumers: the epilogues the planner fuses first
+        self.epilogues = {o: [c for c in self.flows[o] if kind[c] == "elementwise"]
+                          for o in self.order if kind[o] == "matmul"}
         self.legal: dict[frozenset, bool] = {}  # every answer, by member set
-        self.cyclic: set[tuple[int, int]] = set()  # pairs whose merge would cycle (stays so)
+        # Pairs never to propose again: refused (answers are by member set, and a group's
+        # members never change) or cyclic (merging only adds paths between other groups).
+        self.dead: set[tuple[int, int]] = set()
         self.first: dict[int, int] = {i: i for i in range(len(self.order))}  # group → its first statement's position
         self.place: dict[int, str] = {i: places.get(o, "") for i, o in enumerate(self.order)}
         self.stats = Stats()
@@ -94,12 +98,11 @@ class Greedy:
             self.ask(chosen)
             used: set[int] = set()
             for p in chosen:
-                if p.a in used or p.b in used or not self.legal[self.key(p)]:
+                if p.a in used or p.b in used:
                     continue
-                if not self.groups.can_merge(p.a, p.b):
-                    self.cyclic.add((p.a, p.b))
+                if not self.legal[self.key(p)] or not self.apply(p):
+                    self.dead.add((p.a, p.b))
                     continue
-                self.apply(p)
                 used.update((p.a, p.b))
                 merged += 1
 
@@ -107,12 +110,10 @@ class Greedy:
         """Proposals worth asking or applying, best first; with `disjoint`, each group once."""
         chosen, used = [], set()
         for p in sorted(proposals):
-            if (p.a, p.b) in self.cyclic or self.legal.get(self.key(p)) is False:
-                continue
             if disjoint and (p.a in used or p.b in used):
                 continue
-            if not self.groups.can_merge(p.a, p.b):
-                self.cyclic.add((p.a, p.b))
+            if self.legal.get(self.key(p)) is False or not self.groups.can_merge(p.a, p.b):
+                self.dead.add((p.a, p.b))
                 continue
             chosen.append(p)
             used.update((p.a, p.b))
@@ -121,15 +122,20 @@ class Greedy:
     # -- proposals -------------------------------------------------------------------
 
     def vertical(self) -> list[Proposal]:
-        return [self._vertical(a, b) for a, b in self._edges() if self.place[a] == self.place[b]]
+        return self._edges(same_place=True)
 
     def cross_place(self) -> list[Proposal]:
-        return [self._vertical(a, b) for a, b in self._edges() if self.place[a] != self.place[b]]
+        return self._edges(same_place=False)
 
-    def _edges(self):
+    def _edges(self, same_place: bool) -> list[Proposal]:
+        """A proposal for each live producer → consumer edge between groups (in or across places)."""
+        place, dead, out = self.place, self.dead, []
         for a, consumers in self.groups.succ.items():
+            here = place[a]
             for b in consumers:
-                yield a, b
+                if (place[b] == here) == same_place and (a, b) not in dead:
+                    out.append(self._vertical(a, b))
+        return out
 
     def _vertical(self, a: int, b: int) -> Proposal:
         """Producer group `a` into consumer group `b`; a matmul's elementwise epilogue first,
@@ -141,13 +147,9 @@ class Greedy:
         return Proposal(priority, a, b)
 
     def _epilogue(self, a: int, b: int) -> bool:
-        group_of, members = self.groups.group_of, self.groups.members
-        for o in members[a]:
-            if self.is_matmul[o]:
-                for c in self.flows[o]:
-                    if group_of[c] == b and self.is_elementwise[c]:
-                        return True
-        return False
+        """Whether group b holds an elementwise consumer of a matmul of group a."""
+        group_of, epilogues = self.groups.group_of, self.epilogues
+        return any(group_of[c] == b for o in self.groups.members[a] for c in epilogues.get(o, ()))
 
     def horizontal(self) -> list[Proposal]:
         """Groups that read the same tensor and share a place, neither feeding the other."""
@@ -166,7 +168,8 @@ class Greedy:
                     pairs = [(x, y) for i, x in enumerate(siblings) for y in siblings[i + 1:]]
                 else:
                     pairs = list(zip(siblings, siblings[1:]))
-                out.extend(Proposal((2, self.first[y], self.first[x]), x, y) for x, y in pairs)
+                out.extend(Proposal((2, self.first[y], self.first[x]), x, y) for x, y in pairs
+                           if (x, y) not in self.dead)
         return out
 
     # -- asking and merging ----------------------------------------------------------
@@ -198,12 +201,16 @@ class Greedy:
             self.legal[key] = ok
             self.stats.refused += not ok
 
-    def apply(self, p: Proposal) -> None:
-        new = self.groups.merge(p.a, p.b)
+    def apply(self, p: Proposal) -> bool:
+        """Merge the proposal's groups unless that would make the graph of groups cyclic."""
+        new = self.groups.try_merge(p.a, p.b)
+        if new is None:
+            return False
         self.first[new] = min(self.first.pop(p.a), self.first.pop(p.b))
         place_a, place_b = self.place.pop(p.a), self.place.pop(p.b)
         self.place[new] = merged_place(place_a, place_b)
         self.stats.merged += 1
+        return True
 
 
 def merged_place(a: str, b: str) -> str:

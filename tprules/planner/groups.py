@@ -88,10 +88,18 @@ class GroupGraph:
 
     def merge(self, a: int, b: int) -> int:
         """Merge two groups (which `can_merge`) into a new group; returns its id."""
+        new = self.try_merge(a, b)
+        if new is None:
+            raise ValueError(f"merging groups {a} and {b} would make a cycle")
+        return new
+
+    def try_merge(self, a: int, b: int) -> int | None:
+        """Merge two groups into a new group and return its id; None (and no change) when
+        the merge would make a cycle."""
         lo, hi = self.ordered(a, b)
         after = self._forward(lo, hi)
         if after is None:
-            raise ValueError(f"merging groups {a} and {b} would make a cycle")
+            return None
         before = self._backward(lo, hi)
         # Reorder the affected slots: what reaches hi, then the merged group, then what lo
         # reaches. Everything else keeps its slot; one slot falls free.
