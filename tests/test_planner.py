@@ -268,3 +268,26 @@ def test_bad_input_is_a_clean_error(cli, program_copy, damage):
 def test_unknown_shim_is_a_usage_error(cli):
     status, out, err = cli("plan", FACTS / "megatron-mlp-tp2", "--shim", "nope")
     assert status == 2 and out == "" and "unknown shim nope" in err
+
+
+def test_siblings_that_share_an_input_and_a_place_fuse_horizontally(tmp_path):
+    from tprules.planner import Stats
+    from tprules.program.builder import ProgramBuilder
+
+    b = ProgramBuilder(chips=2)
+    x = b.tensor("x", [2, 4], spine=True)
+    b.stmt("r", "relu", [x], b.tensor("r_out", [2, 4], spine=True))
+    b.stmt("e", "exp", [x], b.tensor("e_out", [2, 4], spine=True))
+    for c in (0, 1):  # readers of x on two chips: same input, different places
+        b.stmt(f"n{c}", "neg", [x], b.tensor(f"n_out{c}", [2, 4], chip=c))
+    stats = Stats()
+    result = plan(Workspace(b.write(tmp_path / "p")), stats)
+    assert [g.members for g in result.groups] == [("r", "e"), ("n0",), ("n1",)]
+    assert stats.by_pass["horizontal"] == 1 and stats.by_pass["vertical"] == 0
+
+
+@pytest.mark.parametrize("engine", ["compiled", "pydatalog"])
+@pytest.mark.parametrize("example", ["megatron-mlp-tp2", "relocated-head-tp2"])
+def test_every_engine_gives_the_same_plan(example, engine):
+    folder = FACTS / example
+    assert plan(Workspace(folder, engine=engine)) == plan(Workspace(folder))
