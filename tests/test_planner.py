@@ -281,7 +281,7 @@ def test_siblings_that_share_an_input_and_a_place_fuse_horizontally(tmp_path):
     for c in (0, 1):  # readers of x on two chips: same input, different places
         b.stmt(f"n{c}", "neg", [x], b.tensor(f"n_out{c}", [2, 4], chip=c))
     stats = Stats()
-    result = plan(Workspace(b.write(tmp_path / "p")), stats)
+    result = plan(Workspace(b.write(tmp_path / "p")), stats=stats)
     assert [g.members for g in result.groups] == [("r", "e"), ("n0",), ("n1",)]
     assert stats.by_pass["horizontal"] == 1 and stats.by_pass["vertical"] == 0
 
@@ -291,3 +291,17 @@ def test_siblings_that_share_an_input_and_a_place_fuse_horizontally(tmp_path):
 def test_every_engine_gives_the_same_plan(example, engine):
     folder = FACTS / example
     assert plan(Workspace(folder, engine=engine)) == plan(Workspace(folder))
+
+
+def test_merges_across_places_follow_the_rules(rules_copy):
+    """Without the chip_and_spine rule, spine work may fuse into a chip's group: the planner
+    asks across places and so finds it; told not to ask across places, it does not."""
+    tp_file = rules_copy / "tp.dl"
+    rule = 'refused(F, "chip_and_spine") :-\n    member(F, A), member(F, B), on_chip(A, _), on_spine(B).\n'
+    assert rule in tp_file.read_text()
+    tp_file.write_text(tp_file.read_text().replace(rule, ""))
+    ws = Workspace(FACTS / "llama-layer-tp4", rules_dir=rules_copy)
+    places = ws.places()
+    mixed = [g for g in plan(ws).groups if len({places[o] for o in g.members}) > 1]
+    assert mixed and all(g.place.startswith("chip:") for g in mixed)
+    assert not [g for g in plan(ws, across_places=False).groups if len({places[o] for o in g.members}) > 1]

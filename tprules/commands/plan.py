@@ -26,7 +26,7 @@ def run(args) -> int:
     started = time.perf_counter()
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
-    result = plan(ws, stats)
+    result = plan(ws, stats=stats)
     from ..planner.render import render_dot, render_text
 
     if args.format == "json":

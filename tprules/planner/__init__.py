@@ -23,8 +23,12 @@ from .plan import Group, Plan
 DEVICE = "device"  # the one place of a shim that does not say where statements run
 
 
-def plan(workspace, stats: Stats | None = None) -> Plan:
-    """The fusion plan of a workspace's program for its shim, asked through the Shim API."""
+def plan(workspace, *, stats: Stats | None = None, across_places: bool = True) -> Plan:
+    """The fusion plan of a workspace's program for its shim, asked through the Shim API.
+
+    `stats` (a `Stats`) is filled with what the planner did; `across_places=False` skips
+    the last pass, which asks about merges across places (the project's rules refuse them all).
+    """
     from ..shim import FactShim, Manifest, TensorGraph, TensorParallelShim
 
     facts = workspace.program.facts
@@ -33,11 +37,11 @@ def plan(workspace, stats: Stats | None = None) -> Plan:
     shim = TensorParallelShim(base, Manifest.from_facts(facts), checked=workspace.checked,
                               engine=workspace.engine_name)
     shim.bind(g, workspace)  # the workspace already holds these facts, loaded and checked
-    return plan_graph(g, shim, name=workspace.shim, stats=stats)
+    return plan_graph(g, shim, name=workspace.shim, stats=stats, across_places=across_places)
 
 
-def plan_graph(g, shim, name: str | None = None, places: dict[str, str] | None = None,
-               kinds: dict[str, str] | None = None, stats: Stats | None = None) -> Plan:
+def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | None = None,
+               kinds: dict[str, str] | None = None, stats: Stats | None = None, across_places: bool = True) -> Plan:
     """Plan a `TensorGraph` for any `Shim` (a compiler's own one too).
 
     `places` defaults to the shim's `places(g)` when it has one (TensorParallelShim does),
@@ -50,7 +54,7 @@ def plan_graph(g, shim, name: str | None = None, places: dict[str, str] | None =
         from ..shim.base import library_facts
 
         kinds = {cls: kind for cls, kind, _ in library_facts()["registry"]}
-    greedy = Greedy(g, shim, places, kinds)
+    greedy = Greedy(g, shim, places, kinds, across_places=across_places)
     groups = greedy.run()
     if stats is not None:
         stats.__dict__.update(greedy.stats.__dict__)
