@@ -75,6 +75,18 @@ def test_api_agrees_with_check_on_every_example(cli, example, shim):
     assert {f: tp.fits(op, g).reasons for f, op in zip(members_of(example), fused)} == expected
 
 
+@pytest.mark.parametrize("shim", SHIMS)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_base_reasons_of_the_tp_shim_are_the_base_shims_answers(example, shim):
+    base = FactShim.load(shim)
+    tp, g = tp_shim(example, base)
+    fused = [g.fuse(f, ms) for f, ms in members_of(example).items()]
+    tp_fits, base_fits = tp.fits_all(fused, g), base.fits_all(fused, g)
+    for op in fused:
+        owned = tuple(r.reason for r in tp_fits[op.name].refusals if r.owner == "base")
+        assert owned == base_fits[op.name].reasons, op.name
+
+
 # -- what the TP shim refuses itself, and what it gives to base --------------------------
 
 
@@ -142,10 +154,12 @@ def test_tp_name_supports_and_activation_come_from_base():
 
 
 def test_every_shim_object_satisfies_the_protocol():
-    tp, _ = tp_shim("megatron-mlp-tp2")
+    tp, g = tp_shim("megatron-mlp-tp2")
     assert isinstance(tp, Shim) and isinstance(tp.base, Shim) and isinstance(RecordingBase(), Shim)
     with pytest.raises(TypeError):
         TensorParallelShim(object(), Manifest(chips=1))
+    with pytest.raises(ValueError, match="distinct names"):
+        tp.fits_all([g.fuse("f", ["mm1_0", "gelu_0"]), g.fuse("f", ["bias", "residual"])], g)
 
 
 # -- single statements -------------------------------------------------------------------

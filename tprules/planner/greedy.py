@@ -8,8 +8,8 @@ groups stays acyclic. Passes run until a round proposes nothing:
 
 1. vertical, producer and consumer in the same place; a matmul's elementwise epilogue first;
 2. horizontal, siblings in the same place;
-3. vertical across places, asked all at once (they are the likeliest to be refused; the
-   rules decide, not the planner).
+3. vertical across places, asked all at once (under the project's rules they are all
+   refused; the rules decide that, not the planner, so a rule edit can change it).
 
 Every answer is remembered by member set, so no fused op is asked about twice.
 """
@@ -47,6 +47,8 @@ class Proposal(NamedTuple):
 
 
 class Greedy:
+    """One planning run over a graph: groups start as single statements and merge as the shim allows."""
+
     def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str],
                  across_places: bool = True):
         self.g, self.shim, self.places = g, shim, places
@@ -89,6 +91,7 @@ class Greedy:
         return self.groups
 
     def run_pass(self, propose, disjoint: bool) -> int:
+        """Rounds of one kind of proposal until a round has none left to ask or apply; returns the merges."""
         merged = 0
         while True:
             chosen = self.choose(propose(), disjoint)

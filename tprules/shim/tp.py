@@ -73,6 +73,8 @@ class TensorParallelShim:
 
         A single statement runs where it runs; its question goes to base.
         """
+        if len({op.name for op in ops}) < len(ops):
+            raise ValueError("ops asked about together need distinct names")
         fused = [op for op in ops if isinstance(op, FusedOp)]
         single = [op for op in ops if not isinstance(op, FusedOp)]
         answers: dict[str, Fit] = {}
