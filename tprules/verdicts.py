@@ -48,7 +48,9 @@ def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:
         mine = tuple(sorted(reasons.get(f, ())))
         if (f in legal) == bool(mine):
             both = "both legal and refused" if mine else "neither legal nor refused"
-            raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)")
+            first = next(t for t in facts.ordered("member") if t[0] == f)  # the candidate's first line
+            raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)",
+                            facts.where("member", first))
         out.append(Verdict(f, members, mine))
     return out
 

@@ -467,20 +467,24 @@ class ColumnarEngine:
         model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
         for rel, tuples in given.items():  # inputs decode to the very sets given
             model.relations.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
+        given_arrays = {rel: arrays[rel] for rel in given}
         for stratum in needed_strata(self.checked.strata, targets):
             if only is not None and not (set(stratum.relations) & only):
                 continue
-            self._run_stratum(model, stratum)
+            self._run_stratum(model, stratum, given_arrays)
         return model
 
     def _facts_of(self, stratum: Stratum, rel: str) -> np.ndarray:
         rows = [tuple(constant_value(t) for t in r.head.args) for r in stratum.rules if r.is_fact and r.head.rel == rel]
         return dedupe(self.encode(rel, rows))
 
-    def _run_stratum(self, model: ColumnarModel, stratum: Stratum) -> None:
+    def _run_stratum(self, model: ColumnarModel, stratum: Stratum, given: dict[str, np.ndarray]) -> None:
         arrays = model.arrays
         for rel in stratum.relations:
             arrays[rel] = self._facts_of(stratum, rel)
+            if rel in given:  # facts written in rule files add to the given facts (an input may have both)
+                arrays[rel] = dedupe(np.concatenate([arrays[rel], given[rel]]))
+                model.relations.decoded.pop(rel, None)
         rules = [r for r in stratum.rules if not r.is_fact]
         if not stratum.recursive:
             for rule in rules:

@@ -184,12 +184,14 @@ class Evaluator:
         for stratum in self.needed_strata(targets):
             if only is not None and not (set(stratum.relations) & only):
                 continue
-            self._run_stratum(model, stratum)
+            self._run_stratum(model, stratum, facts)
         return model
 
-    def _run_stratum(self, model: Model, stratum: Stratum) -> None:
+    def _run_stratum(self, model: Model, stratum: Stratum, facts: dict[str, set]) -> None:
         for rel in stratum.relations:
-            model.relations[rel] = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
+            # Facts written in rule files add to the given facts (an input relation may have both).
+            written = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
+            model.relations[rel] = written | set(facts.get(rel, ()))
             model.forget(rel)
         compiled = self._compile(stratum, ModelStats(model))
         self.last_source.extend(c.source for c in compiled)

@@ -79,8 +79,9 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
     rows = [line.split("\t") for line in lines]
     if set(map(len, rows)) - {arity}:
         k = next(k for k, cols in enumerate(rows) if len(cols) != arity)
-        raise FactError(f"{rel} has {arity} column(s) but this line has {len(rows[k])} (columns are TAB-separated)",
-                        Pos(display, numbers[k]))
+        spaces = "; this line separates with spaces" if " " in lines[k] and len(rows[k]) < arity else ""
+        raise FactError(f"{rel} has {_columns(arity)} but this line has {len(rows[k])} "
+                        f"(columns are separated by one TAB{spaces})", Pos(display, numbers[k]))
     for i, kind in enumerate(types):
         if kind == "number":
             _numbers(rows, i, rel, display, numbers)
@@ -105,7 +106,12 @@ def _numbers(rows: list[list], i: int, rel: str, display: str, numbers) -> None:
             cols[i] = int(cols[i])
     except ValueError:
         k = next(k for k, cols in enumerate(rows) if isinstance(cols[i], str))
-        raise FactError(f"column {i + 1} of {rel} is a number, got {rows[k][i]!r}", Pos(display, numbers[k])) from None
+        raise FactError(f"column {i + 1} of {rel} must be a number (a decimal integer), got {rows[k][i]!r}",
+                        Pos(display, numbers[k])) from None
+
+
+def _columns(n: int) -> str:
+    return f"{n} column" if n == 1 else f"{n} columns"
 
 
 def load_fact_dir(directory: Path, schema: dict[str, tuple[str, ...]], display_root: str | None = None,

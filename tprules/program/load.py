@@ -38,7 +38,9 @@ def check_rule_schema(checked: CheckedProgram) -> None:
         spec = SPEC.get(name)
         if spec is not None and decl.types != spec.types:
             want = ", ".join(f"{c}: {t}" for c, t in spec.columns)
-            problems.append(RuleError(f"{name} is a SPEC §2 relation ({want}); this declaration differs", decl.pos))
+            have = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
+            problems.append(RuleError(f"{name} is a SPEC §2 relation: expected .decl {name}({want}), "
+                                      f"found .decl {name}({have})", decl.pos))
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))
@@ -61,7 +63,8 @@ def choose_shim(facts: FactBase, own_shims: set[tuple], requested: str | None) -
     known = [s for (s,) in facts.ordered("shim")]
     if requested is not None:
         if requested not in known:
-            raise UsageError(f"unknown shim {requested}; known shims: {', '.join(known)}")
+            raise UsageError(f"--shim {requested}: no such shim in shim.facts (the shim library's or the "
+                             f"program's); known shims: {', '.join(known)}")
         return requested
     if len(own_shims) == 1:
         return next(iter(own_shims))[0]
@@ -92,7 +95,7 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     relations, e.g. a Python base shim's answers). `own_shims` are the shims the program
     itself declares, which choose the shim when `shim` is None. Used by `load_program` and
     by tprules.shim."""
-    check_wellformed(facts)
+    check_wellformed(facts, program=display)
     chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
