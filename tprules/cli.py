@@ -11,7 +11,7 @@ import sys
 from .commands import COMMANDS
 from .errors import BadInput
 
-SHOW_CHOICES = ("ast", "strata", "code", "timing", "traceback")
+SHOW_CHOICES = ("ast", "strata", "code", "plan", "timing", "traceback")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -85,12 +85,23 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
     library = Path(library) if library is not None else shim_library_dir()
     lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
     own = load_fact_dir(directory, schema, display_root=display)
-    shim_facts = {rel: set(own.tuples(rel)) for rel in SHIM}
-    facts = own.absorb(lib)
+    own_shims = set(own.tuples("shim"))
+    return prepare_program(own.absorb(lib), own_shims, shim, directory, display)
+
+
+def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, directory: Path, display: str,
+                    computed: dict[str, set[tuple]] | None = None) -> LoadedProgram:
+    """Check merged facts and add the computed inputs (`target`, `topo`, and any `computed`
+    relations, e.g. a Python base shim's answers). `own_shims` are the shims the program
+    itself declares, which choose the shim when `shim` is None. Used by `load_program` and
+    by tprules.shim."""
     check_wellformed(facts, program=display)
-    chosen = choose_shim(facts, shim_facts["shim"], shim)
+    chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
     for i, o in enumerate(order):
         facts.add("topo", (o, i))
+    for rel, tuples in (computed or {}).items():
+        for tup in tuples:
+            facts.add(rel, tup)
     return LoadedProgram(directory, display, facts, chosen, order)
