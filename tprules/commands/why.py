@@ -50,7 +50,7 @@ def depth_of(value: int | None):
 def settle_after_loading() -> None:
     """The loaded model lives as long as the command: move it out of the cyclic collector's sight.
 
-    A full collection would otherwise walk every loaded object (42 ms on the 70B/TP8
+    A full collection would otherwise walk every loaded object (16 ms on the 70B/TP8
     program, 0.1 ms frozen) in the middle of an explanation. Refcounting still frees it.
     """
     import gc
