@@ -187,10 +187,21 @@ def int8_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> Prog
     return b
 
 
+H100, CPU = "cuda-lane:h100:Bf16", "cpu:x86:F32"
+
+
+def meant_for(b: ProgramBuilder, *shims: str) -> ProgramBuilder:
+    """Declare the shims a program is meant for in its own shim.facts (the golden snapshots
+    cover each; `check` without --shim still asks the default shim when there are several)."""
+    b.add_facts("shim", [(s,) for s in shims])
+    return b
+
+
 EXAMPLES = {
-    "megatron-mlp-tp2": lambda: megatron_mlp(2),
+    # The f32 examples run on the CPU reference backend too; the CPU shim runs transpose alone.
+    "megatron-mlp-tp2": lambda: meant_for(megatron_mlp(2), H100, CPU),
     "megatron-mlp-tp4": lambda: megatron_mlp(4),
-    "llama-layer-tp4": lambda: llama_layer(4),
+    "llama-layer-tp4": lambda: meant_for(llama_layer(4), H100, CPU),
     "relocated-head-tp2": lambda: relocated_head(2),
     "int8-mlp-tp2": lambda: int8_mlp(2),
 }
