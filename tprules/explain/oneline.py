@@ -93,11 +93,12 @@ class _Plain:
             return self._blocked(blocked)
         # A rule that fails at a relation empty in this whole model (a Python shim's answers
         # when the rules answer) says nothing about this tuple: named only when nothing else is.
-        telling = [(via, a) for via, a in failures if not self._fails_at_empty(a)]
+        telling = [(via, a) for via, a in failures if self._empty_at(a) is None]
         if not telling:
-            chains = ", ".join(" → ".join([*via, where(a.pos)]) for via, a in failures)
+            chains = "; ".join(f"{' → '.join([*via, where(a.pos)])} from {self._empty_at(a)}, which is empty"
+                               for via, a in failures)
             rules = tuple(dict.fromkeys(where(a.pos) for _, a in failures))
-            return rules, f"no rule derives it: the only rules that could ({chains}) need tuples of an empty relation"
+            return rules, f"no rule derives it: only {chains}"
         failures = telling
         rules, parts = [], []
         for via, attempt in failures[:FAILURES_SHOWN]:
@@ -120,14 +121,15 @@ class _Plain:
             else:
                 yield via, attempt
 
-    def _fails_at_empty(self, attempt: Attempt) -> bool:
+    def _empty_at(self, attempt: Attempt) -> str | None:
+        """The relation the attempt fails at when it has no tuple at all in the model."""
         if attempt.failed is None or attempt.failed.startswith("!"):
-            return False
+            return None
         rel = attempt.failed.split("(", 1)[0].strip()
         decl = self.explainer.checked.decls.get(rel)
-        if decl is None:
-            return False
-        return not self.explainer.holds(ast.Atom(rel, tuple(ast.Wildcard() for _ in decl.attrs)))
+        if decl is None or self.explainer.holds(ast.Atom(rel, tuple(ast.Wildcard() for _ in decl.attrs))):
+            return None
+        return rel
 
     def _renames(self, attempt: Attempt) -> bool:
         rule = self._rules_at.get(attempt.pos)
