@@ -1,4 +1,11 @@
-"""The examples' verdicts, pinned: tests/golden/<example>/{legal,refused}.tsv (see its README)."""
+"""Golden snapshots of every example program, one test per program (see tests/golden/README.md).
+
+Each program under facts/ (the shim library facts/shims/ excepted) has, for every shim it
+is meant for, `legal.tsv`, `refused.tsv` and `groups.tsv` in tests/golden/<program>/<shim>/.
+A mismatch fails with the tuples added and removed, each changed verdict with its one-line
+explanation. After a deliberate change: `tprules golden --update` (or this file with
+`pytest --update-golden`), then review `git diff tests/golden`.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +13,54 @@ import pytest
 
 from conftest import FACTS, ROOT
 from helpers import read_tsv, tprules_verdicts
-from tprules.workspace import ENGINES
+from tprules.golden.check import Golden
+from tprules.golden.corpus import example_programs, targets
+from tprules.golden.render import golden_text
 
 GOLDEN = ROOT / "tests" / "golden"
-EXAMPLES = sorted(p for p in FACTS.iterdir() if p.is_dir() and p.name != "shims" and (p / "op.facts").exists())
+EXAMPLES = example_programs(FACTS)
 
 
-def golden(example):
-    return read_tsv(GOLDEN / example.name / "legal.tsv"), read_tsv(GOLDEN / example.name / "refused.tsv")
+@pytest.fixture(scope="module")
+def golden(request):
+    return Golden(GOLDEN, update=request.config.getoption("--update-golden"))
 
 
-def test_every_example_has_golden_verdicts():
+def _report(golden, results, stale=()):
+    """Pass when everything matches; print what was rewritten under --update-golden."""
+    text = golden_text(results, stale, golden.update,
+                       "tprules golden --update  (or: python -m pytest tests/test_golden.py --update-golden)",
+                       golden.snapshots)
+    if golden.update:
+        print(text)
+        return
+    if any(not r.ok for r in results) or stale:
+        pytest.fail(text, pytrace=False)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_golden(example, golden):
+    result = golden.program(example)
+    assert result.snapshots, "a program with no snapshot pins nothing"
+    _report(golden, [result])
+
+
+def test_no_stale_snapshots(golden):
     assert EXAMPLES, "no example programs under facts/"
-    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == [e.name for e in EXAMPLES]
+    _report(golden, [], golden.stale_programs(EXAMPLES))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+def test_every_reason_is_pinned():
+    """The snapshots refuse for every reason of SPEC §3 somewhere (else a rule could vanish unnoticed)."""
+    from test_reasons import SPEC_REASONS
+
+    seen = {line.split("\t")[1] for e in EXAMPLES for t in targets(e, GOLDEN) for line in read_tsv(t.folder / "refused.tsv")}
+    assert seen == set(SPEC_REASONS)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "pydatalog"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
-def test_verdicts_match_golden(example, engine):
-    legal, refused = golden(example)
-    assert legal or refused, "an empty snapshot pins nothing"
-    assert tprules_verdicts(example, engine) == (legal, refused)
-
-
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
-def test_golden_files_are_sorted_tsv(example):
-    for name in ("legal.tsv", "refused.tsv"):
-        lines = (GOLDEN / example.name / name).read_text().splitlines()
-        assert lines == sorted(lines) and all(line.count("\t") == (name == "refused.tsv") for line in lines)
+def test_every_engine_gives_the_snapshot_verdicts(example, engine):
+    for t in targets(example, GOLDEN):
+        expected = read_tsv(t.folder / "legal.tsv"), read_tsv(t.folder / "refused.tsv")
+        assert tprules_verdicts(example, engine, t.shim) == expected, t.name

@@ -53,8 +53,8 @@ class VerdictChange:
 
 
 def verdict_text(reasons: tuple[str, ...] | None) -> str:
-    if reasons is None:
-        return "not a candidate"
+    if reasons is None:  # not a candidate on that side (or not in the snapshot)
+        return "no verdict"
     return "legal" if not reasons else "refused " + ", ".join(reasons)
 
 

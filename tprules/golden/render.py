@@ -3,6 +3,8 @@ one-line explanation, grouped by fusion; what to run to accept a change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..paths import display_path
 from .changes import VerdictChange, reason_counts, reasons_text, verdict_text
 from .check import CHANGED, MISSING, OK, UPDATED, WRITTEN, ProgramResult, SnapshotResult, Stale
@@ -80,7 +82,8 @@ def stale_line(stale: Stale) -> str:
     return f"STALE    {display_path(stale.path)}: {stale.why}"
 
 
-def golden_text(results: list[ProgramResult], stale: tuple[Stale, ...], update: bool, accept: str) -> str:
+def golden_text(results: list[ProgramResult], stale: tuple[Stale, ...], update: bool, accept: str,
+                snapshots: Path) -> str:
     """The whole report; `accept` is the command that would rewrite these snapshots."""
     lines = []
     for result in results:
@@ -92,7 +95,8 @@ def golden_text(results: list[ProgramResult], stale: tuple[Stale, ...], update: 
     lines.append(summary(results, stale, update))
     failed = not update and (any(not r.ok for r in results) or stale)
     if failed:
-        lines.append(f"to accept these outputs: {accept}   (then review: git diff {_snapshots_of(results)})")
+        lines.append(f"to accept the outputs of the rules now: {accept}")
+        lines.append(f"then review and commit: git diff {display_path(snapshots)}")
     return "\n".join(lines) + "\n"
 
 
@@ -100,6 +104,8 @@ def summary(results: list[ProgramResult], stale: tuple[Stale, ...], update: bool
     snaps = [s for r in results for s in r.snapshots]
     stale_all = [s for r in results for s in r.stale] + list(stale)
     counts = {status: sum(s.status == status for s in snaps) for status in LABEL}
+    if not results:
+        return f"{len(stale_all)} stale" + (" (removed)" if update else "")
     programs = f"{len(results)} program{'s' if len(results) != 1 else ''}, {len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}"
     if update:
         parts = [f"{counts[UPDATED]} updated", f"{counts[WRITTEN]} new", f"{counts[OK]} unchanged",
@@ -108,13 +114,6 @@ def summary(results: list[ProgramResult], stale: tuple[Stale, ...], update: bool
         parts = [f"{counts[OK]} match", f"{counts[CHANGED]} differ", f"{counts[MISSING]} missing",
                  f"{len(stale_all)} stale"]
     return f"{programs}: {', '.join(parts)}"
-
-
-def _snapshots_of(results: list[ProgramResult]) -> str:
-    for r in results:
-        for s in r.snapshots:
-            return display_path(s.target.folder.parent.parent)
-    return "tests/golden"
 
 
 # ---- tprules diff --------------------------------------------------------------------
