@@ -7,5 +7,6 @@ model and the checked rules, never the engine's internals.
 - `prove.py`: proof trees of tuples that hold, with the depth limit and elided ids;
 - `whynot.py`: why an atom does not hold, naming the tuples that block a negation;
 - `explainer.py`: the service commands use (`explain`, `why_not`, `subproof`);
-- `render.py`: rich trees, colour off when not a terminal, ASCII guides on request.
+- `render.py`: rich trees, colour off when not a terminal, ASCII guides on request;
+- `oneline.py`: a verdict tuple's explanation in one line, for diffs (`golden`, `diff`).
 """
