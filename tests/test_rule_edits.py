@@ -123,8 +123,11 @@ def test_diff_of_identical_rule_sets_is_empty(cli, rules_copy):
     status, out, err = cli("diff", "--old", RULES, "--new", rules_copy, *PROGRAMS)
     assert (status, err) == (0, "")
     assert "no verdict differs" in out
-    status, out, _ = cli("diff", "--old", RULES, "--new", rules_copy, PROGRAMS[0], "--format", "json")
-    assert status == 0 and json.loads(out)["changes"] == []
+    status, out, _ = cli("diff", "--old", RULES, "--new", rules_copy, FACTS, "--format", "json")  # a folder of programs
+    report = json.loads(out)
+    assert status == 0 and report["changes"] == []
+    assert [(j["program"].rsplit("/", 1)[-1], j["shim"]) for j in report["judged"]] == \
+        [(p.name, shim) for p in PROGRAMS for shim in meant_for(p)]
 
 
 def test_diff_explains_both_sides_in_text(cli, rules_copy):

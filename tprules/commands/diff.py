@@ -16,7 +16,8 @@ def add_parser(sub):
     p = sub.add_parser("diff", help="report every verdict that differs between two rule sets")
     p.add_argument("--old", metavar="RULES_DIR", required=True, help="the rule folder before the change")
     p.add_argument("--new", metavar="RULES_DIR", required=True, help="the rule folder after the change")
-    p.add_argument("dirs", metavar="DIR", nargs="+", help="program folders of .facts files")
+    p.add_argument("dirs", metavar="DIR", nargs="+",
+                   help="program folders of .facts files, or folders of them (facts/: every example program)")
     p.add_argument("--shim", metavar="NAME", action="append",
                    help="judge with this shim (repeatable; default: each shim the program is meant for: "
                         "its own shim.facts, else cuda-lane:h100:Bf16)")
@@ -27,12 +28,11 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from pathlib import Path
-
+    from ..golden.corpus import expand
     from ..golden.render import rule_diff_text
     from ..golden.rulediff import diff_rules
 
-    diff = diff_rules(args.old, args.new, [Path(d) for d in args.dirs], args.shim, args.engine)
+    diff = diff_rules(args.old, args.new, expand(args.dirs), args.shim, args.engine)
     if args.format == "json":
         import json
 

@@ -16,8 +16,8 @@ from . import common
 def add_parser(sub):
     p = sub.add_parser("golden", help="check (or --update) the golden snapshots of verdicts and plans")
     p.add_argument("dirs", metavar="DIR", nargs="*",
-                   help="program folders (default: every example program under facts/, and then a "
-                        "snapshot of a program that no longer exists is stale)")
+                   help="program folders, or folders of them (default: every example program under "
+                        "facts/, and then a snapshot of a program that no longer exists is stale)")
     common.add_rules(p)
     p.add_argument("--snapshots", metavar="SNAP_DIR", help="snapshot folder (default: the project's tests/golden/)")
     p.add_argument("--update", action="store_true",
@@ -28,14 +28,12 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from ..golden.check import Golden
-    from ..golden.corpus import SNAPSHOTS_DIR, check_distinct, example_programs
+    from ..golden.corpus import SNAPSHOTS_DIR, check_distinct, example_programs, expand
     from ..golden.render import golden_text
 
     whole = not args.dirs
-    programs = example_programs() if whole else [Path(d) for d in args.dirs]
+    programs = example_programs() if whole else expand(args.dirs)
     check_distinct(programs)
     golden = Golden(args.snapshots or SNAPSHOTS_DIR, args.rules, args.engine, args.update)
     results = [golden.program(p) for p in programs]

@@ -28,6 +28,16 @@ def example_programs(root: Path = EXAMPLES_DIR) -> list[Path]:
     return sorted(p for p in Path(root).iterdir() if p.is_dir() and p.name != LIBRARY and (p / "op.facts").exists())
 
 
+def expand(dirs: list[Path | str]) -> list[Path]:
+    """Program folders from the command line: a folder of program folders (such as facts/)
+    stands for its programs, the shim library excepted; anything else is taken as a program."""
+    out = []
+    for d in map(Path, dirs):
+        inner = example_programs(d) if d.is_dir() and not (d / "op.facts").exists() else []
+        out.extend(inner or [d])
+    return out
+
+
 def meant_for(program: Path) -> list[str]:
     """The shims a program is meant for: its own shim.facts, else the default shim."""
     from ..program.facts import FactBase, read_facts_file
