@@ -107,7 +107,9 @@ class _Plain:
             if attempt.failed is None:
                 parts.append(f"{chain}: {attempt.reason}")
             else:
-                parts.append(f"{chain} fails at {attempt.failed}")
+                others = attempt.reached - 1
+                also = f" (as do {others} other bindings)" if others > 1 else " (as does 1 other binding)" if others else ""
+                parts.append(f"{chain} fails at {attempt.failed}{also}")
         more = len(failures) - FAILURES_SHOWN
         return tuple(dict.fromkeys(rules)), "; ".join(parts) + (f"; and {more} more rules" if more > 0 else "")
 
