@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from helpers import needs_souffle, read_tsv, run_souffle, verdict_lines
+from helpers import needs_souffle, read_tsv, run_souffle, tprules_verdicts, verdict_lines
 from strategies import tp_programs
 from test_golden import EXAMPLES
 from tprules.workspace import ENGINES, Workspace, load_checked_rules
@@ -33,6 +33,16 @@ def test_every_engine_gives_the_same_verdicts_and_places(builder):
         for other in others:
             assert other.verdicts() == fast.verdicts(), other.engine_name
             assert other.places() == fast.places(), other.engine_name
+
+
+@pytest.mark.parametrize("engine", ["compiled", "pydatalog"])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_every_engine_gives_the_fast_verdicts_on_the_examples(example, engine):
+    """On every shim the example is meant for (the fast engine's are pinned by tests/golden)."""
+    from tprules.golden.corpus import meant_for
+
+    for shim in meant_for(example):
+        assert tprules_verdicts(example, engine, shim) == tprules_verdicts(example, "fast", shim), shim
 
 
 @pytest.mark.parametrize("engine", ENGINES)
