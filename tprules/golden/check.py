@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..paths import display_path
 from .changes import Side, VerdictChange, verdict_changes
-from .corpus import SNAPSHOTS_DIR, Target, targets
+from .corpus import EXAMPLES_DIR, SNAPSHOTS_DIR, Target, targets
 from .snapshot import RELATIONS, VERDICTS, RelationChange, compare, read, take, verdicts_of
 
 # What happened to one snapshot. Checking: ok, changed, missing. Updating: ok, updated, written.
@@ -72,16 +72,16 @@ class Golden:
         found = tuple(self._snapshot(t) for t in targets(program, self.snapshots))
         return ProgramResult(program, found, self._stale_in(program, found))
 
-    def stale_programs(self, programs: list[Path]) -> tuple[Stale, ...]:
-        """Snapshot folders of programs not among `programs` (call it with the whole corpus)."""
+    def stale_programs(self, programs: list[Path], corpus: Path = EXAMPLES_DIR) -> tuple[Stale, ...]:
+        """Snapshot folders of programs not among `programs`, the whole corpus (a folder of programs)."""
         names = {Path(p).name for p in programs}
         if not self.snapshots.is_dir():
             return ()
         out = []
         for entry in sorted(self.snapshots.iterdir()):
             if entry.is_dir() and entry.name not in names:
-                out.append(self._drop(entry, f"snapshots of a program that no longer exists (no program "
-                                             f"folder named {entry.name} is checked)"))
+                gone = display_path(Path(corpus) / entry.name)
+                out.append(self._drop(entry, f"snapshots of a program that no longer exists: no program {gone}"))
         return tuple(out)
 
     # -- one snapshot ---------------------------------------------------------------------
@@ -121,13 +121,13 @@ class Golden:
         out = []
         for entry in sorted(folder.iterdir()):
             if entry not in wanted:
-                out.append(self._drop(entry, f"not the snapshot of a shim {program.name} is meant for ({shims})"))
+                out.append(self._drop(entry, f"not a shim {program.name} is meant for: it is meant for {shims}"))
         for r in found:
             if not r.target.folder.is_dir():
                 continue
             for entry in sorted(r.target.folder.iterdir()):
                 if entry.name not in {f"{rel}.tsv" for rel in RELATIONS}:
-                    out.append(self._drop(entry, f"not a snapshot relation ({', '.join(RELATIONS)})"))
+                    out.append(self._drop(entry, f"not a snapshot relation: those are {', '.join(RELATIONS)}"))
         return tuple(out)
 
     def _drop(self, path: Path, why: str) -> Stale:
@@ -144,6 +144,3 @@ def _canonical(path: Path, lines: tuple[str, ...] | None) -> bool:
     """The file holds exactly its sorted lines, one tuple a line, each ended by a newline."""
     return lines is not None and path.read_text() == "".join(line + "\n" for line in lines)
 
-
-def where(path: Path) -> str:
-    return display_path(path)

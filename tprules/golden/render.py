@@ -78,7 +78,7 @@ def _signs(change) -> str:
 
 def stale_line(stale: Stale) -> str:
     if stale.removed:
-        return f"removed  {display_path(stale.path)} ({stale.why})"
+        return f"removed  {display_path(stale.path)}: {stale.why}"
     return f"STALE    {display_path(stale.path)}: {stale.why}"
 
 
