@@ -10,7 +10,7 @@ import sys
 from .commands import COMMANDS
 from .errors import BadInput
 
-SHOW_CHOICES = ("ast", "strata", "code", "timing", "traceback")
+SHOW_CHOICES = ("ast", "strata", "code", "timing", "traceback", "kernels")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -25,7 +25,7 @@ def add_engine(parser) -> None:
 
 
 def add_show(parser) -> None:
-    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, timing, traceback")
+    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, timing, traceback, kernels")
 
 
 def emit_json(data) -> None:
