@@ -1,6 +1,7 @@
 """Render a kernel as one Numba-CUDA kernel (also run by Numba's CUDA simulator).
 
-Blocks are one-dimensional, BLOCK = T*T threads, and every stage loops persistently over
+Blocks are one-dimensional (T*T threads for a matmul stage, a power of two up to that for
+the others), and every stage loops persistently over
 its work (tiles, rows, elements), so any grid size is correct: the simulator runs one
 block, a GPU as many as the work has. A kernel with several stages is launched once per
 stage, in stream order: stage n of the kernel is `kernel(n, ...)`. Stages:
@@ -38,12 +39,15 @@ class Target:
 
     def __init__(self, tile: int = 16, simulator: bool = False):
         self.tile = tile
-        self.block = tile * tile
+        self.block = tile * tile  # threads of a matmul stage's block (one per tile element)
+        # threads of the other stages' blocks: fewer in the simulator, where every
+        # barrier costs each thread a Python thread switch
+        self.small_block = 8 if simulator else self.block
         self.simulator = simulator
 
 
-def render(kernel: Kernel, target: Target) -> tuple[str, tuple[int, ...]]:
-    """The kernel's source, and the grid size of each stage's launch."""
+def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The kernel's source, and the (grid, block) of each stage's launch."""
     src = Source()
     for line in HEADER.format(kind=kernel.kind, tile=target.tile, block=target.block,
                               device="cuda.jit(device=True)" if target.simulator
@@ -51,6 +55,9 @@ def render(kernel: Kernel, target: Target) -> tuple[str, tuple[int, ...]]:
         src.line(line)
     for line in HELPERS.splitlines():
         src.line(line)
+    if target.simulator:
+        src.line("import threading")
+        src.line("SHARED_LOCK = threading.Lock()")
     src.line()
     src.line("@cuda.jit" if target.simulator else "@cuda.jit(cache=True)")
     args = ", ".join(["stage"] + [p.name for p in kernel.params])
@@ -58,17 +65,30 @@ def render(kernel: Kernel, target: Target) -> tuple[str, tuple[int, ...]]:
         src.line("tid = cuda.threadIdx.x")
         src.line("bid = cuda.blockIdx.x")
         src.line("nb = cuda.gridDim.x")
+        src.line("nt = cuda.blockDim.x")
+        shared = []
         if any(isinstance(s, RowStage) for s in kernel.stages):
-            src.line("red = cuda.shared.array(BLOCK, f32)")
+            shared.append("red = cuda.shared.array(BLOCK, f32)")
         tiles = max([len(s.matmuls) for s in kernel.stages if isinstance(s, MatmulStage)], default=0)
         for n in range(tiles):
-            src.line(f"sa{n} = cuda.shared.array((T, T), f32)")
-            src.line(f"sb{n} = cuda.shared.array((T, T), f32)")
+            shared.append(f"sa{n} = cuda.shared.array((T, T), f32)")
+            shared.append(f"sb{n} = cuda.shared.array((T, T), f32)")
+        if shared and target.simulator:
+            # The simulator finds a block's shared array by source line, and two of its
+            # threads can each make one on a first call: make them one at a time.
+            src.line("SHARED_LOCK.acquire()")
+            for line in shared:
+                src.line(line)
+            src.line("SHARED_LOCK.release()")
+        else:
+            for line in shared:
+                src.line(line)
         for n, stage in enumerate(kernel.stages):
             with src.block(f"if stage == {n}:  # {type(stage).__name__}"):
                 RENDER[type(stage)](src, stage, kernel, target)
-    grids = tuple(1 if target.simulator else grid(stage, target) for stage in kernel.stages)
-    return src.text(), grids
+    launches = tuple((1 if target.simulator else grid(stage, target),
+                      target.block if isinstance(stage, MatmulStage) else target.small_block) for stage in kernel.stages)
+    return src.text(), launches
 
 
 def grid(stage, target: Target) -> int:
@@ -78,14 +98,14 @@ def grid(stage, target: Target) -> int:
         work = stage.row_count
     else:
         shape = stage.shape if isinstance(stage, Pointwise) else stage.value.shape
-        work = -(-prod(shape) // target.block)
+        work = -(-prod(shape) // target.small_block)
     return max(1, min(work, MAX_GRID))
 
 
 def elements(src: Source, shape):
     """Open a grid-stride loop over the elements of `shape`; returns the index names."""
     flat = src.fresh("flat")
-    src.line(f"for {flat} in range(bid * BLOCK + tid, {prod(shape)}, nb * BLOCK):")
+    src.line(f"for {flat} in range(bid * nt + tid, {prod(shape)}, nb * nt):")
     src.depth += 1
     return unflatten(src, flat, shape)
 
@@ -151,7 +171,7 @@ def reduce_block(src: Source, part: str, how: str) -> str:
     w, out = src.fresh("w"), src.fresh("red")
     src.line(f"red[tid] = {part}")
     src.line("cuda.syncthreads()")
-    src.line(f"{w} = BLOCK // 2")
+    src.line(f"{w} = nt // 2")
     with src.block(f"while {w} > 0:"):
         with src.block(f"if tid < {w}:"):
             if how == "sum":
@@ -168,7 +188,7 @@ def reduce_block(src: Source, part: str, how: str) -> str:
 
 def row_loop(src: Source, values: RowValues, op, lead, h) -> str:
     j = src.fresh("j")
-    src.line(f"for {j} in range(tid, {h}, BLOCK):")
+    src.line(f"for {j} in range(tid, {h}, nt):")
     src.depth += 1
     return Scope(src, row=values.value).at(op.x, lead + (j,))
 
@@ -205,7 +225,7 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
                 se = reduce_block(src, part2, "sum")
                 values.stats[n] = {"mx": mx, "se": se}
         j = src.fresh("j")
-        with src.block(f"for {j} in range(tid, {h}, BLOCK):"):
+        with src.block(f"for {j} in range(tid, {h}, nt):"):
             store(src, Scope(src, row=values.value), stage, lead + (j,), kernel)
 
 

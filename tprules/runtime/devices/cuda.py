@@ -72,9 +72,8 @@ class CudaQueue(Queue):
         return self.upload(np.zeros(shape, dtype))
 
     def launch(self, compiled: "CudaCompiled", buffers: list) -> None:
-        block = self.device.target.block
         with self.gpu:
-            for n, grid in enumerate(compiled.grids):
+            for n, (grid, block) in enumerate(compiled.grids):
                 compiled.fn[grid, block, self.stream](n, *buffers)
 
     def copy_from(self, source: "CudaQueue", buffer):

@@ -4,6 +4,7 @@ simulator (every GPU thread a Python thread). For CI without a GPU: small tiles 
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -11,12 +12,21 @@ import numpy as np
 from .cuda import CudaDevice, CudaQueue
 
 
+SWITCH_INTERVAL = 1e-5  # seconds
+
+
 class SimQueue(CudaQueue):
     def launch(self, compiled, buffers: list) -> None:
         # the simulator computes with numpy scalars, which warn where a GPU silently gives inf or nan
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            super().launch(compiled, buffers)
+        # Its block manager polls the threads for barriers: hand the GIL round often.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                super().launch(compiled, buffers)
+        finally:
+            sys.setswitchinterval(interval)
 
 
 class SimDevice(CudaDevice):
