@@ -32,23 +32,28 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     console.print(f"run {report.program} on {report.device}   shim {report.shim}")
     console.print(f"plan: {report.groups} groups -> {report.kernels} kernels ({kinds}); "
                   f"{report.compiled} distinct sources")
-    chips = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    chips = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for col in ("chip", "kernels", "launches", "busy"):
         chips.add_column(col, justify="right" if col != "chip" else "left")
     for c in report.chips:
         chips.add_row(str(c.chip), str(c.kernels), str(c.launches), seconds(c.busy_s))
+    console.print()
     console.print(chips)
-    outs = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    console.print()
+    outs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for col in ("output", "shape", "chips", "max abs err", "max rel err", "tolerance", ""):
         outs.add_column(col)
     for o in report.outputs:
         outs.add_row(o.tensor, "x".join(map(str, o.shape)) or "scalar", ",".join(map(str, o.chips)),
                      f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if o.ok else "MISMATCH")
     console.print(outs)
+    console.print()
     bad = [o.tensor for o in report.outputs if not o.ok]
-    verdict = (f"{len(bad)} of {len(report.outputs)} outputs differ from the reference: {', '.join(bad)}" if bad
-               else f"all {len(report.outputs)} outputs match the reference")
+    n = len(report.outputs)
+    if bad:
+        verdict = f"MISMATCH: {len(bad)} of {n} outputs differ from the reference ({', '.join(bad)})"
+    else:
+        verdict = "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
-                  f"{report.transfers} transfers ({size(report.moved_bytes)}); max abs err {report.max_abs_err:.2g}: "
-                  f"{verdict}")
+                  f"{report.transfers} transfers ({size(report.moved_bytes)}); {verdict}", soft_wrap=True)
     return buf.getvalue()
