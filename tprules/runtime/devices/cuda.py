@@ -37,15 +37,19 @@ def import_cuda(simulator: bool):
                                     "--device cuda needs a real GPU (unset it, or use --device sim)")
     try:
         from numba import cuda
-        from numba.cuda.core import config
     except ImportError as err:
         raise DeviceUnavailable(f"numba-cuda cannot be imported: {err}") from None
+    try:
+        from numba.cuda.core import config
+    except ImportError:  # an older numba-cuda keeps its settings in numba's
+        from numba.core import config
     if bool(config.ENABLE_CUDASIM) != simulator:
         if simulator:
             raise DeviceUnavailable("numba.cuda was loaded for a real GPU in this process; "
                                     f"set {SIM_VARIABLE}=1 before starting it to use --device sim")
         raise DeviceUnavailable(f"the CUDA simulator is on in this process ({SIM_VARIABLE}=1); "
                                 "--device cuda needs a real GPU (unset it, or use --device sim)")
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0  # small grids are expected on small programs
     return cuda
 
 
