@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from math import prod
 
-from .emit import HELPERS, RowValues, Scope, Source, constant, store_cast, subscript, unflatten
+from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, Kernel, MatmulStage, Pointwise, RowStage
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
@@ -53,12 +53,6 @@ def loops(src: Source, shape, names: list[str], parallel_first: bool = True):
 
 def close(src: Source, n: int) -> None:
     src.depth -= n
-
-
-def store(src: Source, scope: Scope, stage, idx, kernel: Kernel) -> None:
-    for st in stage.stores:
-        v = scope.at(st.value, idx)
-        src.line(f"{subscript(st.param, idx)} = {store_cast(v, kernel.param(st.param).dtype)}")
 
 
 def pointwise(src: Source, stage: Pointwise, kernel: Kernel) -> None:

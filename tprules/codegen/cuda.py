@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from math import prod
 
-from .emit import HELPERS, RowValues, Scope, Source, constant, store_cast, subscript, unflatten
+from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, Kernel, MatmulStage, Pointwise, RowStage
 
 MAX_GRID = 65535
@@ -108,12 +108,6 @@ def elements(src: Source, shape):
     src.line(f"for {flat} in range(bid * nt + tid, {prod(shape)}, nb * nt):")
     src.depth += 1
     return unflatten(src, flat, shape)
-
-
-def store(src: Source, scope: Scope, stage, idx, kernel: Kernel) -> None:
-    for st in stage.stores:
-        v = scope.at(st.value, idx)
-        src.line(f"{subscript(st.param, idx)} = {store_cast(v, kernel.param(st.param).dtype)}")
 
 
 def pointwise(src: Source, stage: Pointwise, kernel: Kernel, target: Target) -> None:

@@ -230,3 +230,11 @@ def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:
             src.line(f"{nxt} = {rest} // {shape[d]}")
             rest = nxt
     return tuple(names)
+
+
+def store(src: Source, scope: Scope, stage, idx: tuple[str, ...], kernel) -> None:
+    """Write a stage's stores at index `idx` (a flipped store at the swapped index)."""
+    for st in stage.stores:
+        v = scope.at(st.value, idx)
+        where = (idx[1], idx[0]) if st.flip else idx
+        src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")

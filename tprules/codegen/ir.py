@@ -79,8 +79,11 @@ Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut]
 
 @dataclass(frozen=True)
 class Store:
+    """`value`, evaluated at the stage's index, stored there (or at the swapped index)."""
+
     param: str
     value: Expr
+    flip: bool = False
 
 
 @dataclass(frozen=True)

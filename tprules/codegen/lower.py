@@ -92,13 +92,23 @@ class Lowering:
                 s = self.prog.statement(o)
                 w = self.operand(s, 1, s.reads[1], i) if len(s.reads) > 1 else None
                 rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, float(s.attr("eps", "1e-6"))))
-        stores = tuple(Store(self.tensor_param(t), self.value(t, i)) for t in plan.stores)
+        stores = tuple(self.store(t, i) for t in plan.stores)
         if plan.kind == "matmul":
             m, n, k = plan.dims
             return MatmulStage(m, n, k, tuple(mms), stores)
         if plan.kind == "row":
             return RowStage(plan.domain, tuple(rows), stores)
         return Pointwise(plan.domain, stores)
+
+    def store(self, t: str, stage: int) -> Store:
+        if t in self.sched.flipped:  # the transpose's operand at this index, stored at the swapped one
+            s = self.produced[t]
+            v = self.operand(s, 0, s.reads[0], stage)
+            dtype = self.prog.tensors[t].dtype
+            if dtype != self.prog.tensors[s.reads[0]].dtype:
+                v = Op("cast", (v,), v.shape, dtype)
+            return Store(self.tensor_param(t), v, flip=True)
+        return Store(self.tensor_param(t), self.value(t, stage))
 
     def kernel(self) -> Kernel:
         stages = []

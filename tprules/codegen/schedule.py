@@ -11,9 +11,10 @@ stage over the rows of its output. Pointwise members never need a stage of their
 
 A value crosses from one stage to a later one only through a buffer (it is *stored*), and
 so does every value another group reads. Stored floating values ride along in the first
-stage of their shape, or get a pointwise stage of their own. An elementwise chain is thus
-one pointwise stage; a matmul with its neighbours one matmul stage; matmul → pointwise →
-matmul two stages of one kernel.
+stage of their shape, or get a pointwise stage of their own. A transpose of a stage's value is stored by that stage at the
+swapped index. An elementwise chain is thus one pointwise stage; a matmul with its
+neighbours (a transpose too) one matmul stage; matmul → pointwise → matmul two stages of
+one kernel.
 
 >>> # see tests/runtime/test_codegen.py for the stage lists of the usual groups
 """
@@ -42,6 +43,7 @@ class Schedule:
     bound: dict[str, int]  # tensor → the stage whose pass computes it
     store_at: dict[str, int]  # stored tensor → the stage that stores it
     escapes: list[str]  # stored tensors that other groups read, or nobody (program outputs)
+    flipped: set[str] = field(default_factory=set)  # transposes stored at the swapped index
 
 
 def operands(s: Statement, produced: dict[str, Statement], fused: bool) -> list[str | None]:
@@ -62,6 +64,7 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
     bound: dict[str, int] = {}
     floating: dict[str, int] = {}  # tensor → first stage that may compute it
     stored: set[str] = set()
+    flipped: set[str] = set()  # bound transposes: stored by their stage, never read in it
 
     def ready(t: str | None) -> int:
         """First stage that may read `t` (storing it when it is bound to a stage)."""
@@ -75,7 +78,7 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
     def inline(t: str | None, out: str, quantized: bool) -> bool:
         """May `out` be computed in the current stage's pass reading `t` at the same index?"""
         cur = len(stages) - 1
-        return (t is not None and bound.get(t) == cur and not quantized and stages[cur].kind != "pointwise"
+        return (t is not None and bound.get(t) == cur and t not in flipped and not quantized
                 and shape(t) == shape(out) == stages[cur].domain)
 
     for s in members:
@@ -101,6 +104,11 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
                     stored.add(reads[0])
                 stages.append(StagePlan("row", shape(t), [s.name]))
             bound[t] = len(stages) - 1
+        elif s.cls == "transpose" and reads[0] in bound and bound[reads[0]] == cur and not quant[0] \
+                and reads[0] not in flipped and shape(reads[0]) == stages[cur].domain:
+            # the transpose of a value of this pass: stored at the swapped index, read later
+            bound[t] = cur
+            flipped.add(t)
         else:  # pointwise (elementwise, transpose, a fused fold)
             same = [u for i, u in enumerate(reads) if s.cls != "transpose" and inline(u, t, quant[i])]
             first = max([0] + [ready(u) for u in reads if u not in same])
@@ -128,4 +136,4 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
                 i = len(stages) - 1
             store_at[t] = i
         stages[store_at[t]].stores.append(t)
-    return Schedule(stages, bound, store_at, escapes)
+    return Schedule(stages, bound, store_at, escapes, flipped)
