@@ -49,5 +49,5 @@ def reference(prog: RunProgram, inputs: dict[str, np.ndarray]) -> Values:
         operands = [values.get(t, prog.tensors[t].home) for t in s.reads]
         out = prog.tensors[s.writes]
         result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype)
-        values.put(s.writes, out.home, np.ascontiguousarray(result.reshape(out.shape)))
+        values.put(s.writes, out.home, result.reshape(out.shape).copy())
     return values
