@@ -74,6 +74,57 @@ class RunReport:
                 "moved_bytes": self.moved_bytes}
 
 
+class Prepared:
+    """A plan lowered and compiled for a device, with its inputs and the reference: run it
+    as often as wanted (`run`), then report on a run (`report`)."""
+
+    def __init__(self, prog: RunProgram, plan, device: str, progress=None, show_kernels=None):
+        from ..codegen import lower
+        from .devices import get_device
+        from .executor import Executor
+        from .inputs import program_inputs
+        from .reference import reference
+
+        self.prog = prog
+        self.plan = plan
+        groups = ordered_groups(plan, prog)
+        self.device = get_device(device)
+        self.kernels = [lower(g, prog) for g in groups]
+        started = time.perf_counter()
+        tick = progress("compile", len(self.kernels)) if progress else None
+        self.compiled = []
+        for k in self.kernels:
+            self.compiled.append(self.device.compile(k))
+            if show_kernels:
+                show_kernels(k, self.compiled[-1].source)
+            if tick:
+                tick()
+        self.compile_s = time.perf_counter() - started
+        inputs = program_inputs(prog)
+        self.expected = reference(prog, inputs)
+        self.executor = Executor(prog, self.device, self.compiled, inputs)
+
+    def run(self, progress=None):
+        """One run of the whole program (an `executor.Execution`)."""
+        return self.executor.run(progress("run", len(self.compiled)) if progress else None)
+
+    def report(self, done, fastest=None) -> RunReport:
+        """The report on run `done`, with the timings of `fastest` (default: `done`)."""
+        prog, best = self.prog, fastest or done
+        kinds: dict[str, int] = {}
+        for k in self.kernels:
+            kinds[k.kind] = kinds.get(k.kind, 0) + 1
+        chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c]) for c in range(prog.chips)]
+        values = {}
+        for t, per_chip in done.outputs.items():
+            home = prog.tensors[t].home
+            values[t] = per_chip[home if home in per_chip else min(per_chip)]
+        return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
+                         len({c.source for c in self.compiled}), kinds, chips,
+                         compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
+                         best.moved_bytes, values)
+
+
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
             progress=None, show_kernels=None, prog: RunProgram | None = None) -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
@@ -83,12 +134,6 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     callback to call once per step of that phase; `show_kernels(kernel, source)` sees
     each kernel's generated source.
     """
-    from ..codegen import lower
-    from .devices import get_device
-    from .executor import Executor
-    from .inputs import program_inputs
-    from .reference import reference
-
     prog = prog or RunProgram.from_workspace(workspace)
     if baseline:
         plan = unfused(prog)
@@ -96,38 +141,13 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
         from ..planner import plan as make_plan
 
         plan = make_plan(workspace)
-    groups = ordered_groups(plan, prog)
-    dev = get_device(device)
-    kernels = [lower(g, prog) for g in groups]
-    started = time.perf_counter()
-    tick = progress("compile", len(kernels)) if progress else None
-    compiled = []
-    for k in kernels:
-        compiled.append(dev.compile(k))
-        if show_kernels:
-            show_kernels(k, compiled[-1].source)
-        if tick:
-            tick()
-    compile_s = time.perf_counter() - started
-    inputs = program_inputs(prog)
-    expected = reference(prog, inputs)
-    runner = Executor(prog, dev, compiled, inputs)
-    best = None
+    prepared = Prepared(prog, plan, device, progress, show_kernels)
+    best = done = None
     for _ in range(max(1, repeat)):
-        tick = progress("run", len(compiled)) if progress else None
-        done = runner.run(tick)
+        done = prepared.run(progress)
         if best is None or done.seconds < best.seconds:
             best = done
-    checks = compare(prog, done.outputs, expected)
-    kinds: dict[str, int] = {}
-    for k in kernels:
-        kinds[k.kind] = kinds.get(k.kind, 0) + 1
-    chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c]) for c in range(prog.chips)]
-    values = {t: per_chip[min(per_chip)] if prog.tensors[t].home is None or prog.tensors[t].home not in per_chip
-              else per_chip[prog.tensors[t].home] for t, per_chip in done.outputs.items()}
-    return RunReport(prog.display, dev.describe(), prog.shim, len(plan.groups), len(kernels),
-                     len({c.source for c in compiled}), kinds, chips, checks, compile_s, best.seconds,
-                     best.transfers, best.moved_bytes, values)
+    return prepared.report(done, best)
 
 
-__all__ = ["BadPlan", "ChipStats", "RunReport", "RunProgram", "execute", "unfused"]
+__all__ = ["BadPlan", "ChipStats", "Prepared", "RunReport", "RunProgram", "execute", "unfused"]

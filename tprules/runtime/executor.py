@@ -30,6 +30,7 @@ class Execution:
     launches: dict[int, int]  # chip → device launches (a CUDA kernel launches once per stage)
     busy: dict[int, float]
     seconds: float
+    cpu: dict[int, float | None] = field(default_factory=dict)  # see Queue.cpu_seconds
     transfers: int = 0
     moved_bytes: int = 0
     held: dict[str, dict[int, object]] = field(default_factory=dict)
@@ -71,7 +72,7 @@ class Executor:
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
                        for t in prog.outputs}
             return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
-                             seconds, run.transfers, run.moved, held)
+                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held)
         finally:
             for q in queues:
                 q.close()

@@ -58,6 +58,11 @@ class Queue:
         """Time this chip spent running work since the queue was made."""
         raise NotImplementedError
 
+    def cpu_seconds(self) -> float | None:
+        """Processor time of that work where the device can tell (a loaded machine's
+        waits for a core left out), else None."""
+        return None
+
     def close(self) -> None:
         pass
 

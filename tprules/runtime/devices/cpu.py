@@ -1,7 +1,8 @@
 """The CPU device: each kernel one Numba CPU function; one worker thread per chip.
 
 The functions release the GIL (`nogil`), so chips run concurrently; a big kernel also
-runs its outer loop on Numba's threads (`prange`). A chip's buffers are numpy arrays, and
+runs its outer loop on Numba's threads (`prange`), each chip on its share of them (all
+threads / chips, at least one). A chip's buffers are numpy arrays, and
 moving a partial to another chip is a copy made by that chip's thread once the source
 chip has finished what it had queued.
 """
@@ -18,11 +19,14 @@ from .base import Compiled, Device, Queue
 
 
 class CpuQueue(Queue):
-    def __init__(self, chip: int):
+    def __init__(self, chip: int, threads: int = 1):
         self.chip = chip
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"tprules-chip{chip}")
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"tprules-chip{chip}", initializer=_threads,
+                                       initargs=(threads,))
         self.last: Future | None = None
         self.busy = 0.0
+        self.cpu = 0.0
+        self.threads = threads
         self.error: BaseException | None = None
 
     def _submit(self, work, wait: Future | None = None) -> None:
@@ -32,9 +36,10 @@ class CpuQueue(Queue):
             try:
                 if wait is not None:
                     wait.result()  # another chip's work this one needs
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.thread_time()
                 work()
                 self.busy += time.perf_counter() - started
+                self.cpu += time.thread_time() - cpu
             except BaseException as err:  # noqa: BLE001 - kept, and raised by synchronize()
                 self.error = err
 
@@ -71,6 +76,10 @@ class CpuQueue(Queue):
     def busy_seconds(self) -> float:
         return self.busy
 
+    def cpu_seconds(self) -> float | None:
+        # the chip's thread does all its kernels' work only when their loops run on it alone
+        return self.cpu if self.threads == 1 else None
+
     def close(self) -> None:
         self.pool.shutdown(wait=True)
 
@@ -102,7 +111,16 @@ class CpuDevice(Device):
         return CpuCompiled(kernel, source, fn)
 
     def queues(self, chips: int) -> list[Queue]:
-        return [CpuQueue(c) for c in range(chips)]
+        import numba
+
+        share = max(1, numba.config.NUMBA_NUM_THREADS // chips)  # the chips share the cores
+        return [CpuQueue(c, share) for c in range(chips)]
+
+
+def _threads(n: int) -> None:
+    import numba
+
+    numba.set_num_threads(n)  # for parallel loops started from this (the chip's) thread
 
 
 def signature(kernel) -> tuple:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -61,8 +60,7 @@ class CudaQueue(Queue):
         self.gpu = gpu
         with gpu:
             self.stream = self.cuda.stream()
-        self.busy = 0.0
-        self.started = time.perf_counter()
+        self.timings: list[tuple] = []  # (start, end) events around each launch
 
     def upload(self, array):
         with self.gpu:
@@ -77,8 +75,12 @@ class CudaQueue(Queue):
 
     def launch(self, compiled: "CudaCompiled", buffers: list) -> None:
         with self.gpu:
+            start, end = self.cuda.event(), self.cuda.event()
+            start.record(self.stream)
             for n, (grid, block) in enumerate(compiled.grids):
                 compiled.fn[grid, block, self.stream](n, *buffers)
+            end.record(self.stream)
+        self.timings.append((start, end))
 
     def copy_from(self, source: "CudaQueue", buffer):
         with self.gpu:
@@ -107,10 +109,12 @@ class CudaQueue(Queue):
     def synchronize(self) -> None:
         with self.gpu:
             self.stream.synchronize()
-        self.busy = time.perf_counter() - self.started
 
     def busy_seconds(self) -> float:
-        return self.busy
+        """The sum of this chip's kernel times, from events around each launch."""
+        self.synchronize()
+        with self.gpu:
+            return sum(start.elapsed_time(end) for start, end in self.timings) / 1e3
 
 
 class CudaCompiled(Compiled):
