@@ -135,3 +135,17 @@ def test_the_rules_matter_for_folds(cli, rules_copy, example):
 
 test_the_rules_matter_for_folds = pytest.mark.xfail(reason="needs the real planner", strict=False)(
     test_the_rules_matter_for_folds)
+
+
+def test_a_mismatch_exits_1_and_says_which_output(cli, monkeypatch, example):
+    """A planner that fuses a fold (what the rules refuse) makes run fail, whatever planner it is."""
+    import tprules.planner
+    from plans import fused_plan
+
+    _, prog = example("megatron-mlp-tp2")
+    monkeypatch.setattr(tprules.planner, "plan", lambda ws: fused_plan(prog, [["allreduce", "bias", "residual"]]))
+    status, out, err = cli("run", FACTS / "megatron-mlp-tp2")
+    assert status == 1 and err == ""
+    (row,) = [line.split() for line in out.splitlines() if line.split()[:1] == ["out"]]
+    assert row[-1] == "MISMATCH"
+    assert "MISMATCH: 1 of 1 outputs differ from the reference (out)" in out.splitlines()[-1]
