@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tprules.runtime import RunProgram
 from tprules.workspace import Workspace
 
-FACTS = __import__("pathlib").Path(__file__).resolve().parent.parent.parent / "facts"
+FACTS = Path(__file__).resolve().parent.parent.parent / "facts"
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if (p / "op.facts").exists())
 
 
