@@ -3,7 +3,6 @@ nest whose outer loop is a `prange` (parallel when the kernel is big enough to g
 
 from __future__ import annotations
 
-
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, Kernel, MatmulStage, Pointwise, RowStage
 
