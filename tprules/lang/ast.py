@@ -17,6 +17,8 @@ class Pos:
     col: int = 0
 
     def __str__(self) -> str:
+        if not self.line:  # a whole file (one that is missing, or unreadable)
+            return self.file
         return f"{self.file}:{self.line}:{self.col}" if self.col else f"{self.file}:{self.line}"
 
 

@@ -9,6 +9,7 @@ and proof leaves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 from ..errors import FactError
@@ -18,17 +19,22 @@ from ..paths import display_path
 
 @dataclass
 class FactBase:
-    """Facts by relation, with the file:line of each tuple's first occurrence."""
+    """Facts by relation, with the file and line of each tuple's first occurrence.
+
+    `origins[rel]` maps each tuple to `(file, line)` in file order; a `Pos` is made only
+    when one is asked for (errors, proofs), which keeps loading fast.
+    """
 
     relations: dict[str, set[tuple]] = field(default_factory=dict)
-    origins: dict[str, dict[tuple, Pos]] = field(default_factory=dict)
+    origins: dict[str, dict[tuple, tuple[str, int]]] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)  # relation → files read
 
     def tuples(self, rel: str) -> set[tuple]:
         return self.relations.get(rel, set())
 
     def where(self, rel: str, tup: tuple) -> Pos | None:
-        return self.origins.get(rel, {}).get(tup)
+        found = self.origins.get(rel, {}).get(tup)
+        return Pos(*found) if found is not None else None
 
     def ordered(self, rel: str) -> list[tuple]:
         """Tuples in file order (first occurrence), then any added without a position."""
@@ -41,18 +47,17 @@ class FactBase:
     def add(self, rel: str, tup: tuple, pos: Pos | None = None) -> None:
         self.relations.setdefault(rel, set()).add(tup)
         if pos is not None:
-            self.origins.setdefault(rel, {}).setdefault(tup, pos)
+            self.origins.setdefault(rel, {}).setdefault(tup, (pos.file, pos.line))
 
-    def merged(self, other: "FactBase") -> "FactBase":
-        out = FactBase({k: set(v) for k, v in self.relations.items()}, {k: dict(v) for k, v in self.origins.items()},
-                       {k: list(v) for k, v in self.files.items()})
+    def absorb(self, other: "FactBase") -> "FactBase":
+        """Add another fact base's tuples to this one (in place; this one's lines come first)."""
         for rel, tuples in other.relations.items():
-            out.relations.setdefault(rel, set()).update(tuples)
-            mine = out.origins.setdefault(rel, {})
-            for tup, pos in other.origins.get(rel, {}).items():
-                mine.setdefault(tup, pos)
-            out.files.setdefault(rel, []).extend(other.files.get(rel, []))
-        return out
+            self.relations.setdefault(rel, set()).update(tuples)
+            mine = self.origins.setdefault(rel, {})
+            for tup, origin in other.origins.get(rel, {}).items():
+                mine.setdefault(tup, origin)
+            self.files.setdefault(rel, []).extend(other.files.get(rel, []))
+        return self
 
 
 def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, into: FactBase) -> None:
@@ -62,32 +67,51 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
     except (OSError, UnicodeDecodeError) as err:
         raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
     arity = len(types)
-    numbers = [i for i, t in enumerate(types) if t == "number"]
-    tuples = into.relations.setdefault(rel, set())
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if "\r" in text or "\n\n" in text or text.startswith("\n"):  # the slow path: skip blank lines
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        numbers = [n for n, line in enumerate(lines, 1) if line]
+        lines = [lines[n - 1] for n in numbers]
+    else:
+        numbers = range(1, len(lines) + 1)
+    rows = [line.split("\t") for line in lines]
+    if set(map(len, rows)) - {arity}:
+        k = next(k for k, cols in enumerate(rows) if len(cols) != arity)
+        spaces = "; this line separates with spaces" if " " in lines[k] and len(rows[k]) < arity else ""
+        raise FactError(f"{rel} has {_columns(arity)} but this line has {len(rows[k])} "
+                        f"(columns are separated by one TAB{spaces})", Pos(display, numbers[k]))
+    for i, kind in enumerate(types):
+        if kind == "number":
+            _numbers(rows, i, rel, display, numbers)
+    tuples = list(map(tuple, rows))
+    into.relations.setdefault(rel, set()).update(tuples)
     origins = into.origins.setdefault(rel, {})
+    if not origins:
+        origins.update(zip(tuples, zip(repeat(display), numbers)))
+        if len(origins) < len(tuples):  # duplicate lines: keep each tuple's first line
+            for tup, n in zip(reversed(tuples), reversed(numbers)):
+                origins[tup] = (display, n)
+    else:
+        for tup, n in zip(tuples, numbers):
+            origins.setdefault(tup, (display, n))
     into.files.setdefault(rel, []).append(display)
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if line.endswith("\r"):
-            line = line[:-1]
-        if not line.strip():
-            continue
-        cols = line.split("\t") if arity != 1 else [line]
-        if len(cols) != arity:
-            raise FactError(
-                f"{rel} has {arity} column(s) but this line has {len(cols)} (columns are TAB-separated)",
-                Pos(display, lineno),
-            )
-        for i in numbers:
-            try:
-                cols[i] = int(cols[i])
-            except ValueError:
-                raise FactError(
-                    f"column {i + 1} of {rel} is a number, got {cols[i]!r}", Pos(display, lineno)
-                ) from None
-        tup = tuple(cols)
-        if tup not in origins:
-            origins[tup] = Pos(display, lineno)
-            tuples.add(tup)
+
+
+def _numbers(rows: list[list], i: int, rel: str, display: str, numbers) -> None:
+    """Turn column i into ints, naming the first line that holds something else."""
+    try:
+        for cols in rows:
+            cols[i] = int(cols[i])
+    except ValueError:
+        k = next(k for k, cols in enumerate(rows) if isinstance(cols[i], str))
+        raise FactError(f"column {i + 1} of {rel} must be a number (a decimal integer), got {rows[k][i]!r}",
+                        Pos(display, numbers[k])) from None
+
+
+def _columns(n: int) -> str:
+    return f"{n} column" if n == 1 else f"{n} columns"
 
 
 def load_fact_dir(directory: Path, schema: dict[str, tuple[str, ...]], display_root: str | None = None,

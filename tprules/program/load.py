@@ -38,7 +38,9 @@ def check_rule_schema(checked: CheckedProgram) -> None:
         spec = SPEC.get(name)
         if spec is not None and decl.types != spec.types:
             want = ", ".join(f"{c}: {t}" for c, t in spec.columns)
-            problems.append(RuleError(f"{name} is a SPEC §2 relation ({want}); this declaration differs", decl.pos))
+            have = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
+            problems.append(RuleError(f"{name} is a SPEC §2 relation: expected .decl {name}({want}), "
+                                      f"found .decl {name}({have})", decl.pos))
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))
@@ -56,15 +58,16 @@ def fact_schema(checked: CheckedProgram) -> dict[str, tuple[str, ...]]:
     return schema
 
 
-def choose_shim(facts: FactBase, own: FactBase, requested: str | None) -> str:
+def choose_shim(facts: FactBase, own_shims: set[tuple], requested: str | None) -> str:
+    """--shim if given; else the program's own shim when it declares exactly one; else the default."""
     known = [s for (s,) in facts.ordered("shim")]
     if requested is not None:
         if requested not in known:
-            raise UsageError(f"unknown shim {requested}; known shims: {', '.join(known)}")
+            raise UsageError(f"--shim {requested}: no such shim in shim.facts (the shim library's or the "
+                             f"program's); known shims: {', '.join(known)}")
         return requested
-    mine = [s for (s,) in own.ordered("shim")]
-    if len(mine) == 1:
-        return mine[0]
+    if len(own_shims) == 1:
+        return next(iter(own_shims))[0]
     if DEFAULT_SHIM not in known:
         raise UsageError(f"no --shim given and the default shim {DEFAULT_SHIM} is not in the shim library")
     return DEFAULT_SHIM
@@ -82,11 +85,23 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
     library = Path(library) if library is not None else shim_library_dir()
     lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
     own = load_fact_dir(directory, schema, display_root=display)
-    facts = lib.merged(own)
-    check_wellformed(facts)
-    chosen = choose_shim(facts, own, shim)
+    own_shims = set(own.tuples("shim"))
+    return prepare_program(own.absorb(lib), own_shims, shim, directory, display)
+
+
+def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, directory: Path, display: str,
+                    computed: dict[str, set[tuple]] | None = None) -> LoadedProgram:
+    """Check merged facts and add the computed inputs (`target`, `topo`, and any `computed`
+    relations, e.g. a Python base shim's answers). `own_shims` are the shims the program
+    itself declares, which choose the shim when `shim` is None. Used by `load_program` and
+    by tprules.shim."""
+    check_wellformed(facts, program=display)
+    chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
     for i, o in enumerate(order):
         facts.add("topo", (o, i))
+    for rel, tuples in (computed or {}).items():
+        for tup in tuples:
+            facts.add(rel, tup)
     return LoadedProgram(directory, display, facts, chosen, order)
