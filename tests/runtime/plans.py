@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from tprules.planner.plan import Group, Plan
 
+FACTS = Path(__file__).resolve().parent.parent.parent / "facts"
+EXAMPLES = sorted(p.name for p in FACTS.iterdir() if (p / "op.facts").exists())
 CASES = Path(__file__).resolve().parent.parent / "data" / "runtime" / "fused"
+
+
+@lru_cache(maxsize=None)
+def example(name: str):
+    """(Workspace, RunProgram) of an example under facts/, loaded once per test session."""
+    from tprules.runtime import RunProgram
+    from tprules.workspace import Workspace
+
+    ws = Workspace(FACTS / name)
+    return ws, RunProgram.from_workspace(ws)
 
 
 def group_place(prog, members) -> str:

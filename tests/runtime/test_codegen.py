@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from plans import cases, fused_plan
+from plans import cases, example, fused_plan
 
 from tprules.codegen import cpu, cuda, lower
 from tprules.codegen.ir import Load, Op, Pointwise
@@ -21,14 +21,14 @@ def kernels_of(prog, groups):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_stages_of_a_fused_group(example, name):
+def test_stages_of_a_fused_group(name):
     case = CASES[name]
     _, prog = example(case["program"])
     kernels = kernels_of(prog, case["groups"])
     assert [kernels[f"g{i}"].kind for i in range(len(case["groups"]))] == case["kinds"]
 
 
-def test_a_chain_stores_only_what_others_read(example):
+def test_a_chain_stores_only_what_others_read():
     _, prog = example("int8-mlp-tp2")
     k = kernels_of(prog, [["relu_1", "u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"]])["g0"]
     roles = {p.tensor: p.role for p in k.params}
@@ -39,13 +39,13 @@ def test_a_chain_stores_only_what_others_read(example):
     assert isinstance(stage, Pointwise) and len(stage.stores) == 2
 
 
-def test_two_matmuls_in_a_row_go_through_a_scratch_buffer(example):
+def test_two_matmuls_in_a_row_go_through_a_scratch_buffer():
     _, prog = example("megatron-mlp-tp4")
     k = kernels_of(prog, [["mm1_2", "gelu_2", "mm2_2"]])["g0"]
     assert {p.tensor: p.role for p in k.params if p.role != "in"} == {"a_2": "scratch", "p_2": "out"}
 
 
-def test_a_fused_fold_reads_only_its_own_chips_partial(example):
+def test_a_fused_fold_reads_only_its_own_chips_partial():
     _, prog = example("megatron-mlp-tp2")
     k = kernels_of(prog, [["allreduce", "bias"]])["g0"]
     (local,) = [p for p in k.params if p.role == "local"]
@@ -56,14 +56,14 @@ def test_a_fused_fold_reads_only_its_own_chips_partial(example):
     assert isinstance(fold, Op) and fold.cls == "sum" and fold.args == (Load(local.name, (8, 16)),)
 
 
-def test_a_fold_alone_sums_every_chips_partial(example):
+def test_a_fold_alone_sums_every_chips_partial():
     _, prog = example("megatron-mlp-tp4")
     k = lower(next(g for g in unfused(prog).groups if g.group == "allreduce"), prog)
     assert k.place == "collective"
     assert [p.tensor for p in k.params if p.role == "in"] == ["p_0", "p_1", "p_2", "p_3"]
 
 
-def test_the_same_group_on_two_chips_renders_the_same_source(example):
+def test_the_same_group_on_two_chips_renders_the_same_source():
     _, prog = example("llama-layer-tp4")
     ks = kernels_of(prog, [["gate_0", "up_0", "silu_0", "swiglu_0"], ["gate_1", "up_1", "silu_1", "swiglu_1"]])
     assert cpu.render(ks["g0"]) == cpu.render(ks["g1"])
@@ -71,7 +71,7 @@ def test_the_same_group_on_two_chips_renders_the_same_source(example):
     assert cuda.render(ks["g0"], target) == cuda.render(ks["g1"], target)
 
 
-def test_unfused_kernels_have_one_stage_and_one_store(example):
+def test_unfused_kernels_have_one_stage_and_one_store():
     _, prog = example("llama-layer-tp4")
     for g in unfused(prog).groups:
         k = lower(g, prog)
@@ -79,7 +79,7 @@ def test_unfused_kernels_have_one_stage_and_one_store(example):
 
 
 @pytest.mark.parametrize("name", ["attention-core", "rmsnorm-into-quantized-matmuls", "broadcast-transpose-softmax"])
-def test_gpu_source_is_python_and_launches_fit(example, name):
+def test_gpu_source_is_python_and_launches_fit(name):
     case = CASES[name]
     _, prog = example(case["program"])
     k = kernels_of(prog, case["groups"])["g0"]

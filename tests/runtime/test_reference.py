@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plans import example
 
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import RunProgram
@@ -17,7 +18,7 @@ def gelu(x):
     return apply("gelu", {}, [x], {}, "f32")
 
 
-def test_megatron_mlp_is_the_sum_of_its_chips_halves(example):
+def test_megatron_mlp_is_the_sum_of_its_chips_halves():
     _, prog = example("megatron-mlp-tp2")
     v = program_inputs(prog)
     ref = reference(prog, v)
@@ -26,14 +27,14 @@ def test_megatron_mlp_is_the_sum_of_its_chips_halves(example):
     np.testing.assert_allclose(ref.get("out"), y + v["b"] + x, rtol=1e-5, atol=1e-5)
 
 
-def test_chip_tensors_live_on_their_chip_and_spine_tensors_once(example):
+def test_chip_tensors_live_on_their_chip_and_spine_tensors_once():
     _, prog = example("megatron-mlp-tp2")
     ref = reference(prog, program_inputs(prog))
     assert "h_0" in ref.chips[0] and "h_0" not in ref.chips[1]
     assert "y" in ref.spine and all("y" not in chip for chip in ref.chips)
 
 
-def test_inputs_are_reproducible_and_suit_their_readers(example):
+def test_inputs_are_reproducible_and_suit_their_readers():
     _, prog = example("int8-mlp-tp2")
     a, b = program_inputs(prog), program_inputs(prog)
     assert all(np.array_equal(a[t], b[t]) for t in a)

@@ -6,8 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, FACTS
-from plans import cases, fused_plan
+from plans import EXAMPLES, FACTS, cases, example, fused_plan
 
 from tprules.planner import plan as make_plan
 from tprules.runtime import execute
@@ -19,7 +18,7 @@ DEVICES = ("cpu", "sim")
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_every_example_matches_the_reference(cli, example, name, device):
+def test_every_example_matches_the_reference(cli, name, device):
     status, out, err = cli("run", FACTS / name, "--device", device, "--format", "json")
     report = json.loads(out)
     assert status == 0 and report["ok"], [o for o in report["outputs"] if not o["ok"]]
@@ -29,7 +28,7 @@ def test_every_example_matches_the_reference(cli, example, name, device):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_hand_made_fused_plans_on_cpu(example, name):
+def test_hand_made_fused_plans_on_cpu(name):
     case = CASES[name]
     ws, prog = example(case["program"])
     plan = fused_plan(prog, case["groups"])
@@ -51,7 +50,7 @@ def sim_batches():
 
 
 @pytest.mark.parametrize("program, groups", sim_batches(), ids=[p for p, _ in sim_batches()])
-def test_hand_made_fused_plans_on_the_simulator(example, program, groups):
+def test_hand_made_fused_plans_on_the_simulator(program, groups):
     ws, prog = example(program)
     plan = fused_plan(prog, groups)
     report = execute(ws, plan, device="sim", prog=prog)
@@ -60,7 +59,7 @@ def test_hand_made_fused_plans_on_the_simulator(example, program, groups):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_fold_fused_into_its_consumer_is_a_local_sum(example, device):
+def test_a_fold_fused_into_its_consumer_is_a_local_sum(device):
     ws, prog = example("megatron-mlp-tp2")
     report = execute(ws, fused_plan(prog, [["allreduce", "bias"]]), device=device, prog=prog)
     (out,) = report.outputs
@@ -69,7 +68,7 @@ def test_a_fold_fused_into_its_consumer_is_a_local_sum(example, device):
     assert report.transfers == 0
 
 
-def test_the_all_reduce_moves_every_partial_to_every_chip(example):
+def test_the_all_reduce_moves_every_partial_to_every_chip():
     ws, prog = example("megatron-mlp-tp4")
     report = execute(ws, unfused(prog), device="cpu", prog=prog)
     assert report.ok
@@ -78,7 +77,7 @@ def test_the_all_reduce_moves_every_partial_to_every_chip(example):
     assert [c.kernels for c in report.chips] == [3 + 1 + 2] * 4  # own statements, the fold, bias and residual
 
 
-def test_devices_agree(example):
+def test_devices_agree():
     ws, prog = example("relocated-head-tp2")
     plan = fused_plan(prog, [["head", "probs", "pick"], ["mm1_0", "gelu_0"]])
     cpu = execute(ws, plan, device="cpu", prog=prog)
@@ -87,7 +86,7 @@ def test_devices_agree(example):
         np.testing.assert_allclose(sim.values[name], value, rtol=1e-5, atol=1e-6)
 
 
-def test_a_relocated_section_runs_on_its_chip(example):
+def test_a_relocated_section_runs_on_its_chip():
     ws, prog = example("relocated-head-tp2")
     report = execute(ws, unfused(prog), device="cpu", prog=prog)
     assert report.ok
@@ -95,7 +94,7 @@ def test_a_relocated_section_runs_on_its_chip(example):
     assert report.chips[0].kernels == report.chips[1].kernels + 3
 
 
-def test_repeat_reports_the_fastest_of_several_runs(example):
+def test_repeat_reports_the_fastest_of_several_runs():
     ws, prog = example("megatron-mlp-tp2")
     once = execute(ws, unfused(prog), device="cpu", prog=prog)
     several = execute(ws, unfused(prog), device="cpu", prog=prog, repeat=3)
