@@ -55,5 +55,5 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     else:
         verdict = "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
-                  f"{report.transfers} transfers ({size(report.moved_bytes)}); {verdict}", soft_wrap=True)
+                  f"{report.transfers} transfer{'' if report.transfers == 1 else 's'} ({size(report.moved_bytes)}); {verdict}", soft_wrap=True)
     return buf.getvalue()
