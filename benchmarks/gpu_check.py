@@ -33,14 +33,14 @@ def environment(device_name: str) -> dict:
 
     from tprules.runtime.devices import get_device
 
+    device = get_device(device_name)  # first: it decides between the simulator and a GPU
     info = {"python": sys.version.split()[0], "numpy": numpy.__version__, "numba": numba.__version__}
     try:
-        import numba_cuda
+        from importlib.metadata import version
 
-        info["numba_cuda"] = getattr(numba_cuda, "__version__", "?")
-    except ImportError:
-        info["numba_cuda"] = "not installed"
-    device = get_device(device_name)
+        info["numba_cuda"] = version("numba-cuda")
+    except Exception:  # noqa: BLE001 - informative only
+        info["numba_cuda"] = "?"
     info["device"] = device.describe()
     try:
         from numba import cuda

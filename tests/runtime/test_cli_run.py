@@ -151,3 +151,12 @@ def test_a_mismatch_exits_1_and_says_which_output(cli, monkeypatch):
     (row,) = [line.split() for line in out.splitlines() if line.split()[:1] == ["out"]]
     assert row[-1] == "MISMATCH"
     assert "MISMATCH: 1 of 1 outputs differ from the reference (out)" in out.splitlines()[-1]
+
+
+def test_the_simulator_needs_no_setting_even_after_numba_was_imported():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    code = ("import numba, sys; from tprules.cli import main; "
+            "sys.exit(main(['run', 'facts/megatron-mlp-tp2', '--device', 'sim', '--unfused', '--format', 'json']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["device"].startswith("sim")

@@ -31,6 +31,9 @@ def import_cuda(simulator: bool):
     if not loaded:
         if simulator:
             os.environ[SIM_VARIABLE] = "1"
+            for name in ("numba.core.config", "numba.cuda.core.config"):  # read when numba was imported
+                if name in sys.modules:
+                    sys.modules[name].reload_config()
         elif os.environ.get(SIM_VARIABLE, "0") not in ("", "0"):
             raise DeviceUnavailable(f"{SIM_VARIABLE}={os.environ[SIM_VARIABLE]} asks for the CUDA simulator; "
                                     "--device cuda needs a real GPU (unset it, or use --device sim)")
