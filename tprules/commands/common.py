@@ -26,7 +26,8 @@ def add_engine(parser) -> None:
 
 
 def add_show(parser) -> None:
-    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, plan, timing, traceback")
+    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, plan, timing, traceback, "
+                                                       "kernels")
 
 
 def emit_json(data) -> None:
