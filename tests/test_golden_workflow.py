@@ -64,7 +64,8 @@ def test_a_mismatch_shows_each_changed_tuple_explained_and_update_accepts_it(cli
     assert f"FAIL     megatron-mlp-tp2 on {H100}: refused +1 ({folder}/{shim_folder(H100)})" in out
     assert "  refusals changed: spans_chips +1\n" in out
     assert "  gelu_0_1: no verdict → refused spans_chips; members gelu_0 (chip:0), gelu_1 (chip:1)\n" in out
-    assert '    + refused("gelu_0_1", "spans_chips")  rules/tp.dl:15 with A = gelu_0 (chip:0), B = gelu_1 (chip:1)' in out
+    assert ('    + refused("gelu_0_1", "spans_chips")  '
+            'rules/tp.dl:15 with A = gelu_0 (chip:0), B = gelu_1 (chip:1)') in out
     status, out, _ = cli("golden", "--update", "--snapshots", folder.parent, program)
     assert status == 0
     assert f"updated  megatron-mlp-tp2 on {H100}: refused +1" in out and "1 updated, 0 new, 1 unchanged" in out

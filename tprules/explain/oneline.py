@@ -107,9 +107,7 @@ class _Plain:
             if attempt.failed is None:
                 parts.append(f"{chain}: {attempt.reason}")
             else:
-                others = attempt.reached - 1
-                also = f" (as do {others} other bindings)" if others > 1 else " (as does 1 other binding)" if others else ""
-                parts.append(f"{chain} fails at {attempt.failed}{also}")
+                parts.append(f"{chain} fails at {attempt.failed}{_others(attempt.reached - 1)}")
         more = len(failures) - FAILURES_SHOWN
         return tuple(dict.fromkeys(rules)), "; ".join(parts) + (f"; and {more} more rules" if more > 0 else "")
 
@@ -163,6 +161,13 @@ def deriving_chain(node: Proof) -> list[Derived]:
             continue
         break
     return chain
+
+
+def _others(n: int) -> str:
+    """How many other bindings reach the same failing literal."""
+    if n <= 0:
+        return ""
+    return " (as does 1 other binding)" if n == 1 else f" (as do {n} other bindings)"
 
 
 def _leaf(node: Proof) -> str:

@@ -95,7 +95,8 @@ def _tuples(fusion: str, reasons: tuple[str, ...] | None) -> set[tuple[str, tupl
     return {("refused", (fusion, r)) for r in reasons}
 
 
-def verdict_changes(old: Verdicts, new: Verdicts, old_side: Side | None, new_side: Side | None) -> tuple[VerdictChange, ...]:
+def verdict_changes(old: Verdicts, new: Verdicts, old_side: Side | None,
+                    new_side: Side | None) -> tuple[VerdictChange, ...]:
     """Every fusion whose verdict differs, sorted by id; `old_side`/`new_side` explain (None: no model)."""
     out = []
     for fusion in sorted(set(old) | set(new)):

@@ -76,6 +76,10 @@ def _signs(change) -> str:
                                 f"-{len(change.removed)}" if change.removed else "") if s)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def stale_line(stale: Stale) -> str:
     if stale.removed:
         return f"removed  {display_path(stale.path)}: {stale.why}"
@@ -106,7 +110,7 @@ def summary(results: list[ProgramResult], stale: tuple[Stale, ...], update: bool
     counts = {status: sum(s.status == status for s in snaps) for status in LABEL}
     if not results:
         return f"{len(stale_all)} stale" + (" (removed)" if update else "")
-    programs = f"{len(results)} program{'s' if len(results) != 1 else ''}, {len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}"
+    programs = f"{_count(len(results), 'program')}, {_count(len(snaps), 'snapshot')}"
     if update:
         parts = [f"{counts[UPDATED]} updated", f"{counts[WRITTEN]} new", f"{counts[OK]} unchanged",
                  f"{sum(s.removed for s in stale_all)} stale removed"]
