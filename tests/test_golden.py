@@ -32,6 +32,7 @@ def _report(golden, results, stale=()):
                        "tprules golden --update  (or: python -m pytest tests/test_golden.py --update-golden)",
                        golden.snapshots)
     if golden.update:
+        golden.commit()
         print(text)
         return
     if any(not r.ok for r in results) or stale:

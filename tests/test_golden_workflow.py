@@ -126,3 +126,14 @@ def test_the_plan_groups_are_pinned(cli, rules_copy):
     status, out, _ = cli("golden", "--rules", rules_copy, FACTS / "int8-mlp-tp2")
     assert status == 1
     assert "  plan groups (place, members):\n    - chip:0  mm2_0\n    - collective  allreduce\n" in out
+
+
+def test_update_writes_nothing_when_a_program_does_not_load(cli, accepted, program_copy):
+    program, folder = accepted
+    refused = folder / shim_folder(H100) / "refused.tsv"
+    refused.write_text("")
+    broken = program_copy("int8-mlp-tp2")
+    (broken / "chips.facts").write_text("two\n")
+    status, out, err = cli("golden", "--update", "--snapshots", folder.parent, program, broken)
+    assert (status, out) == (2, "") and "chips.facts:1" in err
+    assert refused.read_text() == ""

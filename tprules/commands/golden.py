@@ -38,6 +38,7 @@ def run(args) -> int:
     golden = Golden(args.snapshots or SNAPSHOTS_DIR, args.rules, args.engine, args.update)
     results = [golden.program(p) for p in programs]
     stale = golden.stale_programs(programs) if whole else ()
+    golden.commit()  # every program loaded: now write
     sys.stdout.write(golden_text(results, stale, args.update, accept_command(args), golden.snapshots))
     if args.update:
         return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..paths import display_path
@@ -55,7 +56,11 @@ class ProgramResult:
 
 
 class Golden:
-    """Golden snapshots in one folder, checked (or rewritten) with one rule set."""
+    """Golden snapshots in one folder, checked (or rewritten) with one rule set.
+
+    With `update`, the rewrites and removals are only planned until `commit()`, so a
+    program that does not load (exit 2) leaves every snapshot as it was.
+    """
 
     def __init__(self, snapshots: Path | str = SNAPSHOTS_DIR, rules: Path | str | None = None,
                  engine: str = "fast", update: bool = False):
@@ -65,6 +70,13 @@ class Golden:
         self.checked = load_checked_rules(Path(rules) if rules is not None else None)
         self.engine = engine
         self.update = update
+        self._pending: list = []  # what commit() writes and removes
+
+    def commit(self) -> None:
+        """Write and remove what an update decided."""
+        for action in self._pending:
+            action()
+        self._pending.clear()
 
     def program(self, program: Path | str) -> ProgramResult:
         """Check (or rewrite) every snapshot of one program, and find its stale ones."""
@@ -94,7 +106,7 @@ class Golden:
         sizes = tuple((rel, len(actual.lines(rel))) for rel in RELATIONS)
         if not target.folder.is_dir():
             if self.update:
-                actual.write(target.folder)
+                self._pending.append(partial(actual.write, target.folder))
                 return SnapshotResult(target, WRITTEN, sizes=sizes)
             return SnapshotResult(target, MISSING, sizes=sizes)
         stored = read(target.folder)
@@ -107,7 +119,7 @@ class Golden:
         if not relations and not malformed:
             return SnapshotResult(target, OK)
         if self.update:
-            actual.write(target.folder)
+            self._pending.append(partial(actual.write, target.folder))
         return SnapshotResult(target, UPDATED if self.update else CHANGED, relations, verdicts, malformed)
 
     # -- stale files ------------------------------------------------------------------
@@ -133,10 +145,7 @@ class Golden:
     def _drop(self, path: Path, why: str) -> Stale:
         if not self.update:
             return Stale(path, why)
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        self._pending.append(partial(shutil.rmtree, path) if path.is_dir() else path.unlink)
         return Stale(path, why, removed=True)
 
 
