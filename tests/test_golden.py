@@ -26,29 +26,30 @@ def golden(request):
     return Golden(GOLDEN, update=request.config.getoption("--update-golden"))
 
 
-def _report(golden, results, stale=()):
+def _report(golden, capsys, results, stale=()):
     """Pass when everything matches; print what was rewritten under --update-golden."""
     text = golden_text(results, stale, golden.update,
                        "tprules golden --update  (or: python -m pytest tests/test_golden.py --update-golden)",
                        golden.snapshots)
     if golden.update:
         golden.commit()
-        print(text)
+        with capsys.disabled():  # shown without -s: what changed is the point
+            print("\n" + text, end="")
         return
     if any(not r.ok for r in results) or stale:
         pytest.fail(text, pytrace=False)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
-def test_golden(example, golden):
+def test_golden(example, golden, capsys):
     result = golden.program(example)
     assert result.snapshots, "a program with no snapshot pins nothing"
-    _report(golden, [result])
+    _report(golden, capsys, [result])
 
 
-def test_no_stale_snapshots(golden):
+def test_no_stale_snapshots(golden, capsys):
     assert EXAMPLES, "no example programs under facts/"
-    _report(golden, [], golden.stale_programs(EXAMPLES))
+    _report(golden, capsys, [], golden.stale_programs(EXAMPLES))
 
 
 def test_every_reason_is_pinned():
