@@ -8,6 +8,7 @@ not load on either side, named with file:line).
 from __future__ import annotations
 
 import sys
+import time
 
 from . import common
 
@@ -32,6 +33,7 @@ def run(args) -> int:
     from ..golden.render import rule_diff_text
     from ..golden.rulediff import diff_rules
 
+    started = time.perf_counter()
     diff = diff_rules(args.old, args.new, expand(args.dirs), args.shim, args.engine)
     if args.format == "json":
         import json
@@ -39,4 +41,6 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(diff.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(rule_diff_text(diff))
+    if "timing" in args.show:
+        print(f"[timing] diff: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     return 1 if diff.changes else 0

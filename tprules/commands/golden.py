@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 
 from . import common
 
@@ -32,6 +33,7 @@ def run(args) -> int:
     from ..golden.corpus import SNAPSHOTS_DIR, check_distinct, example_programs, expand
     from ..golden.render import golden_text
 
+    started = time.perf_counter()
     whole = not args.dirs
     programs = example_programs() if whole else expand(args.dirs)
     check_distinct(programs)
@@ -40,6 +42,8 @@ def run(args) -> int:
     stale = golden.stale_programs(programs) if whole else ()
     golden.commit()  # every program loaded: now write
     sys.stdout.write(golden_text(results, stale, args.update, accept_command(args), golden.snapshots))
+    if "timing" in args.show:
+        print(f"[timing] golden: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     if args.update:
         return 0
     return 0 if all(r.ok for r in results) and not stale else 1
