@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 
 from .errors import RuleError
 from .program.facts import FactBase
@@ -25,6 +26,13 @@ class Verdict:
     def to_json(self) -> dict:
         return {"fusion": self.fusion, "legal": self.legal, "reasons": list(self.reasons),
                 "members": list(self.members)}
+
+    def json_line(self) -> str:
+        """`json.dumps(self.to_json())`, written directly (check prints tens of thousands)."""
+        quote = encode_basestring_ascii
+        return (f'{{"fusion": {quote(self.fusion)}, "legal": {"false" if self.reasons else "true"}, '
+                f'"reasons": [{", ".join(map(quote, self.reasons))}], '
+                f'"members": [{", ".join(map(quote, self.members))}]}}')
 
 
 def candidates(facts: FactBase, position: dict[str, int]) -> dict[str, tuple[str, ...]]:

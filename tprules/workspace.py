@@ -19,13 +19,15 @@ ENGINES = ("fast", "compiled", "pydatalog")
 VERDICT_RELATIONS = ("legal", "refused")
 
 
-def make_engine(name: str, checked: CheckedProgram):
+def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | None = None):
     """The engine that evaluates a checked program: `fast` (numpy columns), `compiled`
-    (generated Python joins, tuple at a time) or `pydatalog` (the reference)."""
+    (generated Python joins, tuple at a time) or `pydatalog` (the reference). The fast
+    engine shares a loaded program's symbol table, so its encoded facts are reused."""
     if name == "fast":
         from .engine.columnar import ColumnarEngine
 
-        return ColumnarEngine(checked)
+        columns = program.columns if program is not None else None
+        return ColumnarEngine(checked, columns.symbols if columns is not None else None)
     if name == "compiled":
         from .engine.evaluate import Evaluator
 
@@ -49,14 +51,14 @@ class Workspace:
         self.checked = checked if checked is not None else load_checked_rules(rules_dir)
         self.program: LoadedProgram = load_program(Path(program_dir), self.checked, shim)
         self.engine_name = engine
-        self.engine = make_engine(engine, self.checked)
+        self.engine = make_engine(engine, self.checked, self.program)
 
     @classmethod
     def from_program(cls, program: LoadedProgram, checked: CheckedProgram, engine: str = "fast") -> "Workspace":
         """A workspace over an already loaded program (e.g. one tprules.shim built from a graph)."""
         ws = cls.__new__(cls)
         ws.checked, ws.program, ws.engine_name = checked, program, engine
-        ws.engine = make_engine(engine, checked)
+        ws.engine = make_engine(engine, checked, program)
         return ws
 
     @property
@@ -66,14 +68,19 @@ class Workspace:
     @cached_property
     def model(self):
         """Every relation of the rule program, evaluated over this program's facts."""
-        return self.engine.evaluate(self.program.facts.relations)
+        return self._evaluate(self.program.facts.relations)
 
     @cached_property
     def verdict_model(self):
         """Only what `legal` and `refused` need (the fast path for `check`)."""
         if "model" in self.__dict__:
             return self.model
-        return self.engine.evaluate(self.program.facts.relations, targets=VERDICT_RELATIONS)
+        return self._evaluate(self.program.facts.relations, targets=VERDICT_RELATIONS)
+
+    def _evaluate(self, facts, **options):
+        if self.engine_name == "fast":
+            options["encoded"] = self.program.columns
+        return self.engine.evaluate(facts, **options)
 
     def verdicts(self) -> list[Verdict]:
         return judge(self.verdict_model, self.program.facts, self.program.position)

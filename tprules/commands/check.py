@@ -27,7 +27,7 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     verdicts = ws.verdicts()
     if args.format == "json":
-        common.emit_json({"shim": ws.shim, "fusions": [v.to_json() for v in verdicts]})
+        common.emit_json_lines({"shim": ws.shim}, "fusions", [v.json_line() for v in verdicts])
     else:
         from ..verdicts import places
 

@@ -42,3 +42,10 @@ def emit_json(data) -> None:
         else:
             parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
     sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
+
+
+def emit_json_lines(head: dict, key: str, lines: list[str]) -> None:
+    """Like `emit_json(head | {key: items})` for items already written as JSON, one a line."""
+    parts = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
+    parts.append(f"  {json.dumps(key)}: [\n    " + ",\n    ".join(lines) + "\n  ]" if lines else f"  {json.dumps(key)}: []")
+    sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")

@@ -13,7 +13,6 @@ relation into Python tuples only when someone asks for it (proofs, verdicts).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import islice
 
 import numpy as np
 
@@ -25,43 +24,10 @@ from ..lang import ast
 from .compile import one_positive_atom
 from .constant import constant_value
 from .evaluate import Model
-from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys
+from ..program.columns import Symbols, encode_rows
+from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
 
 I64 = np.int64
-
-
-class Symbols:
-    """Interning of symbols to ids, shared by every model of one engine."""
-
-    def __init__(self):
-        self.ids: dict[str, int] = {}
-        self.names: list[str] = []
-        self._ranks: np.ndarray | None = None
-
-    def encode(self, values: Iterable[str]) -> np.ndarray:
-        ids = self.ids
-        out = np.fromiter((ids.setdefault(v, len(ids)) for v in values), dtype=I64)
-        self._sync()
-        return out
-
-    def one(self, value: str) -> int:
-        found = self.ids.setdefault(value, len(self.ids))
-        self._sync()
-        return found
-
-    def _sync(self) -> None:
-        if len(self.names) < len(self.ids):
-            self.names.extend(islice(self.ids, len(self.names), None))
-            self._ranks = None
-
-    def ranks(self) -> np.ndarray:
-        """Each id's position in alphabetical order (symbols compare alphabetically)."""
-        if self._ranks is None or len(self._ranks) < len(self.names):
-            order = sorted(range(len(self.names)), key=self.names.__getitem__)
-            ranks = np.empty(len(order), dtype=I64)
-            ranks[np.asarray(order, dtype=I64)] = np.arange(len(order), dtype=I64)
-            self._ranks = ranks
-        return self._ranks
 
 
 class _Relations(Mapping):
@@ -434,35 +400,32 @@ def _fold(func: str, ids: np.ndarray, values: np.ndarray, groups: int) -> np.nda
 class ColumnarEngine:
     """Evaluates a checked program over numpy columns; same `evaluate` as the other engines."""
 
-    def __init__(self, checked: CheckedProgram):
+    def __init__(self, checked: CheckedProgram, symbols: Symbols | None = None):
         self.checked = checked
-        self.symbols = Symbols()
+        self.symbols = symbols if symbols is not None else Symbols()
+        for rule in checked.program.rules:  # every constant has its id before any stratum runs
+            for value in ast.string_constants(rule):
+                self.symbols.one(value)
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
 
     def encode(self, rel: str, tuples) -> np.ndarray:
-        types = self.checked.decls[rel].types
-        tuples = tuples if isinstance(tuples, (list, tuple)) else list(tuples)
-        if not types:
-            return np.zeros((1 if tuples else 0, 0), dtype=I64)
-        if not tuples:
-            return np.zeros((0, len(types)), dtype=I64)
-        columns = []
-        for i, kind in enumerate(types):
-            column = (t[i] for t in tuples)
-            columns.append(self.symbols.encode(column) if kind == "symbol" else np.fromiter(column, dtype=I64))
-        return np.stack(columns, axis=1)
+        return encode_rows(self.symbols, self.checked.decls[rel].types, tuples)
 
     def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None,
-                 base: ColumnarModel | None = None, only: frozenset[str] | None = None) -> ColumnarModel:
+                 base: ColumnarModel | None = None, only: frozenset[str] | None = None,
+                 encoded: Mapping[str, np.ndarray] | None = None) -> ColumnarModel:
+        """`encoded` may hold the facts already as columns in this engine's symbol table
+        (a loaded program's `columns`), which saves encoding them again."""
         decls = self.checked.decls
         if base is None:
             arrays = {rel: np.zeros((0, d.arity), dtype=I64) for rel, d in decls.items()}
         else:
             arrays = dict(base.arrays)
         given = {}
+        reuse = encoded is not None and getattr(encoded, "symbols", None) is self.symbols
         for rel, tuples in facts.items():
             if rel in decls:
-                arrays[rel] = self.encode(rel, tuples)
+                arrays[rel] = encoded[rel] if reuse and rel in encoded else self.encode(rel, tuples)
                 given[rel] = tuples
         model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
         for rel, tuples in given.items():  # inputs decode to the very sets given
@@ -491,21 +454,18 @@ class ColumnarEngine:
                 fired = self._fire(rule, arrays, {}, None)
                 arrays[rule.head.rel] = dedupe(np.concatenate([arrays[rule.head.rel], fired]))
             return
-        rels = set(stratum.relations)
+        rels = frozenset(stratum.relations)
         rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
+        seen = {rel: _Seen(self.checked.decls[rel].types, len(self.symbols.names), arrays[rel]) for rel in rels}
         produced = {rel: [] for rel in rels}
         for rule in rules:
-            produced[rule.head.rel].append(self._fire(rule, arrays, {}, None, frozenset(rels)))
+            produced[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
         step = 0
         while True:
             delta = {}
             for rel in rels:
-                new = dedupe(np.concatenate(produced[rel])) if produced[rel] else arrays[rel][:0]
-                left, right = joint_keys(list(new.T), list(arrays[rel].T)) if new.shape[1] else (None, None)
-                if new.shape[1]:
-                    new = new[anti_join_mask(left, right)]
-                elif len(arrays[rel]):
-                    new = new[:0]
+                new = np.concatenate(produced[rel]) if produced[rel] else arrays[rel][:0]
+                new = seen[rel].fresh(new, arrays[rel])
                 delta[rel] = new
                 arrays[rel] = np.concatenate([arrays[rel], new])
                 rounds[rel].append(np.full(len(new), step, dtype=I64))
@@ -516,12 +476,13 @@ class ColumnarEngine:
             for rule in rules:
                 for position, lit in enumerate(rule.body):
                     if isinstance(lit, ast.Atom) and lit.rel in rels and len(delta[lit.rel]):
-                        produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, frozenset(rels)))
+                        produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
         for rel in rels:
             model.round_arrays[rel] = np.concatenate(rounds[rel])
 
-    def _fire(self, rule: ast.Rule, arrays, delta, delta_index: int | None, stratum=frozenset()) -> np.ndarray:
-        """The head rows one rule derives."""
+    def _fire(self, rule: ast.Rule, arrays, delta, delta_index: int | None, stratum=frozenset(),
+              unique: bool = True) -> np.ndarray:
+        """The head rows one rule derives (with repeats unless `unique`)."""
         types = _var_types(rule.head, rule.body, self.checked.decls)
         run = _RuleRun(self, arrays, delta, rule, types, stratum)
         table = run.body(_Table(1, {}), rule.body, rule.head, delta_index)
@@ -531,7 +492,44 @@ class ColumnarEngine:
         if arity == 0:
             return np.zeros((1, 0), dtype=I64)
         columns = [np.broadcast_to(np.asarray(run.value(t, table), dtype=I64), (table.n,)) for t in rule.head.args]
-        return dedupe(np.stack(columns, axis=1))
+        rows = np.stack(columns, axis=1)
+        return dedupe(rows) if unique else rows
+
+
+class _Seen:
+    """The keys of a relation growing in a recursive stratum, kept sorted across rounds.
+
+    A relation of symbols only gets one key encoding for the whole stratum (symbol ids are
+    fixed while it runs), so each round merges its new keys in instead of sorting
+    everything again. Relations with number columns are compared afresh each round.
+    """
+
+    def __init__(self, types: tuple[str, ...], symbols: int, rows: np.ndarray):
+        self.fixed = bool(types) and all(t == "symbol" for t in types) and symbols ** len(types) < (1 << 62)
+        self.base = max(symbols, 1)
+        self.sorted = np.sort(self.keys(rows)) if self.fixed else None
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        keys = np.zeros(len(rows), dtype=I64)
+        for i in range(rows.shape[1]):
+            keys = keys * self.base + rows[:, i]
+        return keys
+
+    def fresh(self, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+        """The distinct rows of `new` that `old` does not hold yet (and remember them)."""
+        if not self.fixed:
+            new = dedupe(new)
+            if new.shape[1] == 0:
+                return new[:0] if len(old) else new
+            left, right = joint_keys(list(new.T), list(old.T))
+            return new[anti_join_mask(left, right)]
+        keys, first, _ = unique_sorted(self.keys(new))
+        if len(self.sorted):
+            position = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
+            keep = self.sorted[position] != keys
+            keys, first = keys[keep], first[keep]
+        self.sorted = np.sort(np.concatenate([self.sorted, keys]), kind="stable")
+        return new[np.sort(first)]
 
 
 def dedupe(rows: np.ndarray) -> np.ndarray:

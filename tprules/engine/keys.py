@@ -127,6 +127,18 @@ class KeyIndex:
             self.counts = np.bincount(keys, minlength=size).astype(I64) if self.n else np.zeros(size, dtype=I64)
             self.starts = np.cumsum(self.counts) - self.counts
         self.unique = self.n < 2 or bool(np.all(self.sorted[1:] != self.sorted[:-1]))
+        # Otherwise, when the first column's values are few and each holds few rows (a
+        # candidate's members, say), address the first column directly and scan its bucket.
+        self.bucketed = False
+        if not self.direct and not dense and len(self._ranges) > 1 and self.n:
+            first_span = self._ranges[0][1]
+            self._rest = size // first_span
+            if first_span <= max(8 * self.n, 1 << 16):
+                counts = np.bincount(self.sorted // self._rest, minlength=first_span).astype(I64)
+                self._width = int(counts.max())
+                if self._width <= 16:
+                    self.bucketed = True
+                    self._bucket_counts, self._bucket_starts = counts, np.cumsum(counts) - counts
 
     def encode(self, columns: list) -> np.ndarray:
         """Keys of other rows in this index's encoding; -1 where no row here can match."""
@@ -152,7 +164,9 @@ class KeyIndex:
         """Index pairs (left row, row here) whose key columns are equal."""
         left = self.encode(columns)
         found = left >= 0
-        if self.direct:
+        if self.bucketed:
+            lo, counts = self._scan_buckets(left, found)
+        elif self.direct:
             safe = np.where(found, left, 0)
             lo, counts = self.starts[safe], np.where(found, self.counts[safe], 0)
         else:
@@ -179,5 +193,21 @@ class KeyIndex:
             return np.zeros(len(left), dtype=bool)
         if self.direct:
             return (left >= 0) & (self.counts[np.where(left >= 0, left, 0)] > 0)
+        if self.bucketed:
+            return self._scan_buckets(left, left >= 0)[1] > 0
         position = np.minimum(np.searchsorted(self.sorted, left), self.n - 1)
         return (self.sorted[position] == left) & (left >= 0)
+
+    def _scan_buckets(self, left: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each left key: the position of its first equal key here, and how many there are."""
+        first = np.where(found, left // self._rest, 0)
+        base, width = self._bucket_starts[first], np.where(found, self._bucket_counts[first], 0)
+        lo = np.zeros(len(left), dtype=I64)
+        counts = np.zeros(len(left), dtype=I64)
+        last = self.n - 1
+        for k in range(self._width):
+            position = base + k
+            equal = (k < width) & (self.sorted[np.minimum(position, last)] == left)
+            lo = np.where(equal & (counts == 0), position, lo)
+            counts += equal
+        return lo, counts

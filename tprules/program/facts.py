@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import FactError
 from ..lang.ast import Pos
 from ..paths import display_path
+from .columns import Symbols, encode_rows
 
 
 @dataclass
@@ -28,6 +29,10 @@ class FactBase:
     relations: dict[str, set[tuple]] = field(default_factory=dict)
     origins: dict[str, dict[tuple, tuple[str, int]]] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)  # relation → files read
+    # With a symbol table, each file is also encoded as it is read (its strings are still
+    # hot then): relation → row arrays, one per file. See program/columns.py.
+    symbols: "Symbols | None" = None
+    encoded: dict[str, list] = field(default_factory=dict)
 
     def tuples(self, rel: str) -> set[tuple]:
         return self.relations.get(rel, set())
@@ -46,18 +51,32 @@ class FactBase:
 
     def add(self, rel: str, tup: tuple, pos: Pos | None = None) -> None:
         self.relations.setdefault(rel, set()).add(tup)
+        self.encoded.pop(rel, None)
         if pos is not None:
             self.origins.setdefault(rel, {}).setdefault(tup, (pos.file, pos.line))
 
     def absorb(self, other: "FactBase") -> "FactBase":
         """Add another fact base's tuples to this one (in place; this one's lines come first)."""
         for rel, tuples in other.relations.items():
+            had = bool(self.relations.get(rel))
             self.relations.setdefault(rel, set()).update(tuples)
             mine = self.origins.setdefault(rel, {})
             for tup, origin in other.origins.get(rel, {}).items():
                 mine.setdefault(tup, origin)
             self.files.setdefault(rel, []).extend(other.files.get(rel, []))
+            if other.symbols is self.symbols and rel in other.encoded and (rel in self.encoded or not had):
+                self.encoded.setdefault(rel, []).extend(other.encoded[rel])
+            else:
+                self.encoded.pop(rel, None)
         return self
+
+    def rows(self, rel: str):
+        """The relation as one int64 array in `symbols`' ids, if every file of it was
+        encoded when read; else None."""
+        chunks = self.encoded.get(rel)
+        if chunks is None or self.symbols is None:
+            return None
+        return chunks
 
 
 def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, into: FactBase) -> None:
@@ -85,6 +104,8 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
     for i, kind in enumerate(types):
         if kind == "number":
             _numbers(rows, i, rel, display, numbers)
+    if into.symbols is not None:
+        into.encoded.setdefault(rel, []).append(encode_rows(into.symbols, types, rows))
     tuples = list(map(tuple, rows))
     into.relations.setdefault(rel, set()).update(tuples)
     origins = into.origins.setdefault(rel, {})
@@ -115,7 +136,7 @@ def _columns(n: int) -> str:
 
 
 def load_fact_dir(directory: Path, schema: dict[str, tuple[str, ...]], display_root: str | None = None,
-                  strict: bool = True) -> FactBase:
+                  strict: bool = True, symbols: "Symbols | None" = None) -> FactBase:
     """Load every `<rel>.facts` of a directory whose relation the schema knows.
 
     With `strict`, a `.facts` file of a relation nobody declares is an error.
@@ -124,7 +145,7 @@ def load_fact_dir(directory: Path, schema: dict[str, tuple[str, ...]], display_r
     if not directory.is_dir():
         raise FactError(f"no such program folder: {directory}")
     root = display_root if display_root is not None else display_path(directory)
-    base = FactBase()
+    base = FactBase(symbols=symbols)
     for path in sorted(directory.glob("*.facts")):
         rel = path.stem
         display = f"{root}/{path.name}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..analysis.program import CheckedProgram
@@ -10,6 +11,7 @@ from ..config import DEFAULT_SHIM, shim_library_dir
 from ..errors import FactError, RuleError, UsageError
 from ..lang.ast import Pos
 from ..paths import display_path
+from .columns import Columns, Symbols
 from .facts import FactBase, load_fact_dir
 from .order import topological_order
 from .schema import COMPUTED, PROGRAM, SHIM, SPEC
@@ -25,8 +27,9 @@ class LoadedProgram:
     facts: FactBase
     shim: str
     order: list[str]  # statements in topological order, program order first
+    columns: Columns | None = None  # the SPEC relations encoded, shared with the fast engine
 
-    @property
+    @cached_property
     def position(self) -> dict[str, int]:
         return {o: i for i, o in enumerate(self.order)}
 
@@ -83,8 +86,9 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
                             Pos(f"{display}/{name}.facts", 1))
     schema = fact_schema(checked)
     library = Path(library) if library is not None else shim_library_dir()
-    lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
-    own = load_fact_dir(directory, schema, display_root=display)
+    symbols = Symbols()
+    lib = load_fact_dir(library, schema, strict=False, symbols=symbols) if library.is_dir() else FactBase(symbols=symbols)
+    own = load_fact_dir(directory, schema, display_root=display, symbols=symbols)
     own_shims = set(own.tuples("shim"))
     return prepare_program(own.absorb(lib), own_shims, shim, directory, display)
 
@@ -95,7 +99,8 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     relations, e.g. a Python base shim's answers). `own_shims` are the shims the program
     itself declares, which choose the shim when `shim` is None. Used by `load_program` and
     by tprules.shim."""
-    check_wellformed(facts, program=display)
+    columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
+    check_wellformed(facts, program=display, columns=columns)
     chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
@@ -104,4 +109,4 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     for rel, tuples in (computed or {}).items():
         for tup in tuples:
             facts.add(rel, tup)
-    return LoadedProgram(directory, display, facts, chosen, order)
+    return LoadedProgram(directory, display, facts, chosen, order, columns)

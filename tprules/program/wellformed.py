@@ -10,7 +10,9 @@ from collections import defaultdict
 from ..errors import IllFormed
 from ..lang.ast import Pos
 from .facts import FactBase
-from .schema import DTYPES, LEVELS, LIMIT_KEYS
+from . import guards
+from .columns import Columns
+from .schema import DTYPES, LEVELS, LIMIT_KEYS, SPEC
 
 
 def _fail(facts: FactBase, rel: str, tup: tuple, message: str):
@@ -226,87 +228,24 @@ def check_shims(facts: FactBase) -> None:
             _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")
 
 
-# ---- fast guards ------------------------------------------------------------------
-# Each checker above walks the facts in file order so that it names the first offending
-# line. On a model-sized program that walk costs more than judging it, so the common case
-# (nothing wrong) is settled first by set arithmetic; only a program that fails a guard
-# gets the precise walk, which then raises.
-
-
-def _statements_look_fine(facts: FactBase) -> bool:
-    ops = dict(facts.tuples("op"))
-    if len(ops) != len(facts.tuples("op")):
-        return False
-    registry = {c: n for c, _, n in facts.tuples("registry")}
-    if registry and not set(ops.values()) <= registry.keys():
-        return False
-    for rel, col in (("reads", 0), ("writes", 0), ("attr", 0), ("fold", 0), ("member", 1), ("section", 1)):
-        if not {t[col] for t in facts.tuples(rel)} <= ops.keys():
-            return False
-    writes = facts.tuples("writes")
-    if len(writes) != len(ops) or len({o for o, _ in writes}) != len(ops) or len({t for _, t in writes}) != len(ops):
-        return False
-    reads = facts.tuples("reads")
-    count: dict[str, int] = dict.fromkeys(ops, 0)
-    top: dict[str, int] = dict.fromkeys(ops, -1)
-    for o, i, _ in reads:
-        count[o] += 1
-        if i > top[o]:
-            top[o] = i
-    if len({(o, i) for o, i, _ in reads}) != len(reads) or any(i < 0 for _, i, _ in reads):
-        return False
-    for o, cls in ops.items():
-        want = registry.get(cls)
-        if top[o] != count[o] - 1 or (want and count[o] != want) or (want == 0 and not count[o]):
-            return False
-    return True
-
-
-def _tensors_look_fine(facts: FactBase) -> dict[str, int | None] | None:
-    tensors = facts.tuples("tensor")
-    declared = {t for t, _ in tensors}
-    chips = facts.tuples("chips")
-    if len(declared) != len(tensors) or not {d for _, d in tensors} <= set(DTYPES) or len(chips) != 1:
-        return None
-    n = next(iter(chips))[0]
-    placed = facts.tuples("placed")
-    home: dict[str, int | None] = dict(placed)
-    if n < 1 or len(home) != len(placed) or not all(0 <= c < n for c in home.values()):
-        return None
-    spine = {t for (t,) in facts.tuples("spine")}
-    if spine & home.keys():
-        return None
-    home.update(dict.fromkeys(spine))
-    bound = {t for _, _, t in facts.tuples("reads")} | {t for _, t in facts.tuples("writes")}
-    if not bound <= declared or not bound <= home.keys():
-        return None
-    if not all(0 <= c < n for _, c in facts.tuples("relocated")):
-        return None
-    return home
-
-
-def _non_folds_bind_one_chip(facts: FactBase, home: dict[str, int | None]) -> bool:
-    folds = {o for o, _ in facts.tuples("fold")}
-    chip_of: dict[str, int] = {}
-    for o, t in facts.tuples("writes"):
-        if home[t] is not None and o not in folds:
-            chip_of[o] = home[t]
-    return all(home[t] is None or o in folds or chip_of.setdefault(o, home[t]) == home[t]
-               for o, _, t in facts.tuples("reads"))
-
-
-def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | None = None) -> None:
+def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | None = None,
+                     columns: Columns | None = None) -> None:
     """Raise `IllFormed` for the first violation of SPEC §2, naming its file and line.
-    `program` is the program folder as shown, for facts missing altogether."""
+    `program` is the program folder as shown, for facts missing altogether. `columns`
+    are the facts encoded (made here when not given): the common case is settled on them
+    (guards.py) and only a program that fails a guard is walked line by line."""
     check_shims(facts)
     if shims_only:
         return
-    if not _statements_look_fine(facts):
+    if columns is None:
+        columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
+    if not guards.statements_look_fine(columns):
         check_statements(facts)
-    home = _tensors_look_fine(facts)
-    if home is None:
-        home = check_tensors(facts, program)
-    check_places(facts, home, only_folds=_non_folds_bind_one_chip(facts, home))  # folds are few: always precise
+    if not guards.tensors_look_fine(columns):
+        check_tensors(facts, program)
+    home: dict[str, int | None] = dict(facts.tuples("placed"))
+    home.update(dict.fromkeys(t for (t,) in facts.tuples("spine")))
+    check_places(facts, home, only_folds=guards.non_folds_bind_one_chip(columns))  # folds: always precise
     check_sections(facts)
-    check_candidates(facts)
-
+    if not guards.candidates_look_fine(columns):
+        check_candidates(facts)
