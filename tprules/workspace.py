@@ -98,7 +98,7 @@ class Workspace:
 
         facts = dict(self.program.facts.relations)
         facts["member"] = set()
-        return self.engine.evaluate(facts, targets=VERDICT_RELATIONS + PLACE_RELATIONS)
+        return self._evaluate(facts, targets=VERDICT_RELATIONS + PLACE_RELATIONS)
 
     def _dependent(self, seeds: frozenset[str]) -> frozenset[str]:
         from .analysis.locality import dependent_relations

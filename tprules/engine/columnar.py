@@ -425,7 +425,7 @@ class ColumnarEngine:
         reuse = encoded is not None and getattr(encoded, "symbols", None) is self.symbols
         for rel, tuples in facts.items():
             if rel in decls:
-                arrays[rel] = encoded[rel] if reuse and rel in encoded else self.encode(rel, tuples)
+                arrays[rel] = encoded[rel] if reuse and encoded.holds(rel, tuples) else self.encode(rel, tuples)
                 given[rel] = tuples
         model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
         for rel, tuples in given.items():  # inputs decode to the very sets given

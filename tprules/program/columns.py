@@ -99,6 +99,10 @@ class Columns(Mapping):
             self._arrays[rel], self._sources[rel] = found, source
         return found
 
+    def holds(self, rel: str, tuples) -> bool:
+        """Are these tuples the very relation these columns encode?"""
+        return rel in self.types and self.facts.relations.get(rel) is tuples
+
     def __iter__(self):
         return iter(self.types)
 
