@@ -26,6 +26,7 @@ from .constant import constant_value
 from .evaluate import Model
 from ..program.columns import Symbols, encode_rows
 from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
+from .rewrite import replace
 
 I64 = np.int64
 
@@ -265,7 +266,7 @@ class _RuleRun:
         left, right = lit.left, lit.right
         for agg in ast.literal_aggregates(lit):
             table, name = self.aggregate(table, agg)
-            left, right = _replace(left, agg, name), _replace(right, agg, name)
+            left, right = replace(left, agg, name), replace(right, agg, name)
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
                 if isinstance(var, ast.Var) and var.name not in table.cols:
@@ -368,17 +369,6 @@ def _ready(lit, bound: set[str], run: _RuleRun) -> bool:
                 return any(isinstance(v, ast.Var) and v.name not in bound and ast.term_vars(o) <= bound
                            for v, o in ((left, right), (right, left)))
     return False
-
-
-def _replace(term: ast.Term, agg: ast.Aggregate, var: ast.Var) -> ast.Term:
-    if term is agg:
-        return var
-    match term:
-        case ast.BinOp(op, left, right):
-            return ast.BinOp(op, _replace(left, agg, var), _replace(right, agg, var))
-        case ast.Negative(operand):
-            return ast.Negative(_replace(operand, agg, var))
-    return term
 
 
 def _fold(func: str, ids: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:

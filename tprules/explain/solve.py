@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.checks import outside_vars
 from ..engine.compile import one_positive_atom
-from ..engine.constant import truncating_div
+from ..engine.constant import arithmetic
 from ..lang import ast
 from .access import reader
 from .query import QueryError
@@ -382,13 +382,7 @@ class Solver:
 
 
 def _arith(op: str, a, b, pos):
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if b == 0:
-        raise QueryError("division by zero", pos)
-    q = truncating_div(a, b)
-    return q if op == "/" else a - b * q
+    try:
+        return arithmetic(op, a, b)
+    except ZeroDivisionError:
+        raise QueryError("division by zero", pos) from None
