@@ -43,7 +43,8 @@ def megatron_mlp(tp: int, seq: int = 8, hidden: int = 16, ffn: int = 64) -> Prog
     b.candidate("allreduce_bias", ["allreduce", "bias"])
     # chip_and_spine: chip 0's matmul with the spine's bias add.
     b.candidate("mm2_bias", ["mm2_0", "bias"])
-    # too_many_matmuls (+ cycle: mm1 → gelu → mm2 leaves and re-enters the fusion).
+    # cycle: mm1 → gelu → mm2 leaves and re-enters the fusion (two matmuls are within the
+    # h100's max_matmuls of 2; on the rtx3060 shim this is too_many_matmuls as well).
     b.candidate("mm1_mm2_0", ["mm1_0", "mm2_0"])
     # several reasons at once.
     b.candidate("everything", ["gelu_1", "mm2_0", "allreduce", "bias"])
@@ -84,9 +85,10 @@ def relocated_head(tp: int = 2, seq: int = 8, hidden: int = 16, vocab: int = 32)
     b.section("lm_head", ["head", "probs"], relocated_to=0)
     b.section("mlp_chip1", ["mm1_1", "gelu_1"])  # a section that stays where it is
     b.stmt("pick", "mul", ["p", b.tensor("mask0", [seq, vocab], chip=0)], b.tensor("picked", [seq, vocab], chip=0))
-    # legal: the relocated pair (both chip 0); chip 0 work with relocated chip 0 work.
+    # legal: the relocated pair (both chip 0); relocated chip 0 work with chip 0 work.
     b.candidate("head_probs", ["head", "probs"])
     b.candidate("probs_pick", ["probs", "pick"])
+    # cycle, though both run on chip 0: gelu_0's output reaches probs through the all-reduce.
     b.candidate("gelu0_probs", ["gelu_0", "probs"])
     # spans_chips: relocated chip 0 with chip 1; chip_and_spine: relocated with the spine.
     b.candidate("gelu1_probs", ["gelu_1", "probs"])
@@ -142,10 +144,21 @@ def int8_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> Prog
     return b
 
 
+H100, CPU = "cuda-lane:h100:Bf16", "cpu:x86:F32"
+
+
+def meant_for(b: ProgramBuilder, *shims: str) -> ProgramBuilder:
+    """Declare the shims a program is meant for in its own shim.facts (the golden snapshots
+    cover each; `check` without --shim still asks the default shim when there are several)."""
+    b.add_facts("shim", [(s,) for s in shims])
+    return b
+
+
 EXAMPLES = {
-    "megatron-mlp-tp2": lambda: megatron_mlp(2),
+    # The f32 examples run on the CPU reference backend too; the CPU shim runs transpose alone.
+    "megatron-mlp-tp2": lambda: meant_for(megatron_mlp(2), H100, CPU),
     "megatron-mlp-tp4": lambda: megatron_mlp(4),
-    "llama-layer-tp4": lambda: llama_layer(4),
+    "llama-layer-tp4": lambda: meant_for(llama_layer(4), H100, CPU),
     "relocated-head-tp2": lambda: relocated_head(2),
     "int8-mlp-tp2": lambda: int8_mlp(2),
 }

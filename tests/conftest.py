@@ -14,6 +14,12 @@ FACTS = ROOT / "facts"
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite the golden snapshots in tests/golden/ (as `tprules golden --update`) "
+                          "and print what changed; review with git diff")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     os.environ["TPRULES_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
 from .commands import COMMANDS
 from .errors import BadInput
 
-SHOW_CHOICES = ("ast", "strata", "code", "timing", "traceback")
+SHOW_CHOICES = ("ast", "strata", "code", "plan", "timing", "traceback", "kernels")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +47,16 @@ def parse_show(text: str | None) -> frozenset[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A command builds its facts and model once and keeps them to the end: the cyclic
+    # garbage collector would only re-scan millions of live tuples.
+    gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     show: frozenset[str] = frozenset()

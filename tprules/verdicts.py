@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 
 from .errors import RuleError
 from .program.facts import FactBase
@@ -26,12 +27,21 @@ class Verdict:
         return {"fusion": self.fusion, "legal": self.legal, "reasons": list(self.reasons),
                 "members": list(self.members)}
 
+    def json_line(self) -> str:
+        """`json.dumps(self.to_json())`, written directly (check prints tens of thousands)."""
+        quote = encode_basestring_ascii
+        return (f'{{"fusion": {quote(self.fusion)}, "legal": {"false" if self.reasons else "true"}, '
+                f'"reasons": [{", ".join(map(quote, self.reasons))}], '
+                f'"members": [{", ".join(map(quote, self.members))}]}}')
+
 
 def candidates(facts: FactBase, position: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    """Each candidate's members in program order."""
     members: dict[str, list[str]] = {}
-    for f, o in facts.ordered("member"):
+    for f, o in facts.tuples("member"):
         members.setdefault(f, []).append(o)
-    return {f: tuple(sorted(ms, key=lambda o: position.get(o, 0))) for f, ms in members.items()}
+    rank = position.__getitem__
+    return {f: tuple(sorted(ms, key=rank)) for f, ms in members.items()}
 
 
 def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:
@@ -46,7 +56,9 @@ def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:
         mine = tuple(sorted(reasons.get(f, ())))
         if (f in legal) == bool(mine):
             both = "both legal and refused" if mine else "neither legal nor refused"
-            raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)")
+            first = next(t for t in facts.ordered("member") if t[0] == f)  # the candidate's first line
+            raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)",
+                            facts.where("member", first))
         out.append(Verdict(f, members, mine))
     return out
 

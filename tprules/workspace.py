@@ -15,13 +15,20 @@ from .config import default_rules_dir
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .verdicts import Verdict, judge, places
 
-ENGINES = ("fast", "pydatalog")
+ENGINES = ("fast", "compiled", "pydatalog")
 VERDICT_RELATIONS = ("legal", "refused")
 
 
-def make_engine(name: str, checked: CheckedProgram):
-    """The engine that evaluates a checked program: `fast` (compiled joins) or `pydatalog`."""
+def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | None = None):
+    """The engine that evaluates a checked program: `fast` (numpy columns), `compiled`
+    (generated Python joins, tuple at a time) or `pydatalog` (the reference). The fast
+    engine shares a loaded program's symbol table, so its encoded facts are reused."""
     if name == "fast":
+        from .engine.columnar import ColumnarEngine
+
+        columns = program.columns if program is not None else None
+        return ColumnarEngine(checked, columns.symbols if columns is not None else None)
+    if name == "compiled":
         from .engine.evaluate import Evaluator
 
         return Evaluator(checked)
@@ -44,7 +51,15 @@ class Workspace:
         self.checked = checked if checked is not None else load_checked_rules(rules_dir)
         self.program: LoadedProgram = load_program(Path(program_dir), self.checked, shim)
         self.engine_name = engine
-        self.engine = make_engine(engine, self.checked)
+        self.engine = make_engine(engine, self.checked, self.program)
+
+    @classmethod
+    def from_program(cls, program: LoadedProgram, checked: CheckedProgram, engine: str = "fast") -> "Workspace":
+        """A workspace over an already loaded program (e.g. one tprules.shim built from a graph)."""
+        ws = cls.__new__(cls)
+        ws.checked, ws.program, ws.engine_name = checked, program, engine
+        ws.engine = make_engine(engine, checked, program)
+        return ws
 
     @property
     def shim(self) -> str:
@@ -53,64 +68,95 @@ class Workspace:
     @cached_property
     def model(self):
         """Every relation of the rule program, evaluated over this program's facts."""
-        return self.engine.evaluate(self.program.facts.relations)
+        return self._evaluate(self.program.facts.relations)
 
     @cached_property
     def verdict_model(self):
         """Only what `legal` and `refused` need (the fast path for `check`)."""
         if "model" in self.__dict__:
             return self.model
-        return self.engine.evaluate(self.program.facts.relations, targets=VERDICT_RELATIONS)
+        return self._evaluate(self.program.facts.relations, targets=VERDICT_RELATIONS)
+
+    def _evaluate(self, facts, **options):
+        if self.engine_name == "fast":
+            options["encoded"] = self.program.columns
+        return self.engine.evaluate(facts, **options)
 
     def verdicts(self) -> list[Verdict]:
         return judge(self.verdict_model, self.program.facts, self.program.position)
 
     def places(self) -> dict[str, str]:
-        return places(self.model)
+        # Places do not depend on candidates, so the model without them answers as well.
+        return places(self.model if "model" in self.__dict__ else self._base_model)
 
     # -- asking about fusions that member.facts does not hold (the planner's questions) --
 
     @cached_property
     def _base_model(self):
         """Every relation evaluated with no candidates: what proposed fusions are judged on top of."""
+        from .verdicts import PLACE_RELATIONS
+
         facts = dict(self.program.facts.relations)
         facts["member"] = set()
-        return self.engine.evaluate(facts, targets=VERDICT_RELATIONS)
+        return self._evaluate(facts, targets=VERDICT_RELATIONS + PLACE_RELATIONS)
 
-    @cached_property
-    def _dependent(self) -> frozenset[str]:
+    def _dependent(self, seeds: frozenset[str]) -> frozenset[str]:
         from .analysis.locality import dependent_relations
 
-        return dependent_relations(self.checked.strata, "member")
+        cache = self.__dict__.setdefault("_dependent_cache", {})
+        if seeds not in cache:
+            cache[seeds] = frozenset().union(*(dependent_relations(self.checked.strata, s) for s in seeds))
+        return cache[seeds]
 
-    def ask(self, proposals: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    def _local(self, seeds: frozenset[str]) -> bool:
+        from .analysis.locality import is_candidate_local
+
+        if seeds == {"member"}:
+            return self.checked.candidate_local
+        return all(is_candidate_local(self.checked.strata, self.checked.decls, s) for s in seeds)
+
+    def ask(self, proposals: dict[str, tuple[str, ...]], facts: dict[str, set[tuple]] | None = None,
+            relation: str = "refused") -> dict[str, tuple[str, ...]]:
         """Judge proposed fusions (id → members): the reasons each is refused, () when legal.
 
         Each proposal gets the verdict `check` would give it alone. Only the strata that
         depend on `member` are evaluated again, over the proposals' member facts; when the
         rules are candidate-local (see analysis/locality.py) all proposals share one
         evaluation, else each gets its own.
+
+        `facts` are further inputs keyed by the proposal in their first column (a Python
+        base shim's `base_refusal` answers); they replace the program's. `relation` is the
+        verdict relation read: `refused` (checked against `legal`, SPEC §3) or another
+        relation of the same shape, such as `base_refused`.
         """
         if not proposals:
             return {}
-        batches = [proposals] if self.checked.candidate_local else [{f: ms} for f, ms in proposals.items()]
+        facts = facts or {}
+        seeds = frozenset({"member", *facts})
+        if self._local(seeds):
+            batches = [proposals]
+        else:
+            batches = [{f: ms} for f, ms in proposals.items()]
+        targets = (relation, "legal") if relation == "refused" else (relation,)
         answers: dict[str, tuple[str, ...]] = {}
         for batch in batches:
-            member = {(f, o) for f, ms in batch.items() for o in ms}
-            if self.engine_name == "fast":
-                model = self.engine.evaluate({"member": member}, targets=VERDICT_RELATIONS,
-                                             base=self._base_model, only=self._dependent)
+            given = {"member": {(f, o) for f, ms in batch.items() for o in ms}}
+            for rel, tuples in facts.items():
+                given[rel] = set(tuples) if len(batches) == 1 else {t for t in tuples if t[0] in batch}
+            if self.engine_name in ("fast", "compiled"):
+                model = self.engine.evaluate(given, targets=targets, base=self._base_model,
+                                             only=self._dependent(seeds))
             else:
-                facts = dict(self.program.facts.relations)
-                facts["member"] = member
-                model = self.engine.evaluate(facts, targets=VERDICT_RELATIONS)
-            legal = {f for (f,) in model.tuples("legal")}
+                everything = dict(self.program.facts.relations)
+                everything.update(given)
+                model = self.engine.evaluate(everything, targets=targets)
             reasons: dict[str, list[str]] = {}
-            for f, reason in model.tuples("refused"):
+            for f, reason in model.tuples(relation):
                 reasons.setdefault(f, []).append(reason)
+            legal = {f for (f,) in model.tuples("legal")}
             for f in batch:
                 found = tuple(sorted(reasons.get(f, ())))
-                if (f in legal) == bool(found):
+                if relation == "refused" and (f in legal) == bool(found):
                     from .errors import RuleError
 
                     raise RuleError(f"the rules derive {'both' if found else 'neither'} legal and refused "

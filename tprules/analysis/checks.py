@@ -37,7 +37,7 @@ def check_decls(program: ast.Program, problems: _Problems) -> dict[str, ast.Decl
     for directive in program.directives:
         for name in directive.names:
             if name not in decls:
-                problems.add(f".{directive.kind} of undeclared relation {name}", directive.pos)
+                problems.add(f".{directive.kind} of undeclared relation {name}{_did_you_mean(name, decls)}", directive.pos)
     return decls
 
 
@@ -46,11 +46,21 @@ def check_atoms(program: ast.Program, decls: dict[str, ast.Decl], problems: _Pro
         for atom, _ in [(rule.head, "head"), *ast.body_atoms(rule.body)]:
             decl = decls.get(atom.rel)
             if decl is None:
-                problems.add(f"relation {atom.rel} is used but not declared", atom.pos)
+                problems.add(f"relation {atom.rel} is used but not declared{_did_you_mean(atom.rel, decls)}", atom.pos)
             elif decl.arity != atom.arity:
-                problems.add(
-                    f"relation {atom.rel} has {decl.arity} column(s) ({decl.pos}) but is used with {atom.arity}", atom.pos
-                )
+                problems.add(f"relation {atom.rel} has {_columns(decl.arity)} (declared at {decl.pos}) "
+                             f"but is used here with {atom.arity}", atom.pos)
+
+
+def _columns(n: int) -> str:
+    return f"{n} column" if n == 1 else f"{n} columns"
+
+
+def _did_you_mean(name: str, decls: dict[str, ast.Decl]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(decls), n=1)
+    return f" (did you mean {close[0]}?)" if close else " (add a .decl for it)"
 
 
 # ---- types ----------------------------------------------------------------------
@@ -102,9 +112,12 @@ class _Typer:
 
     def _check_atom(self, atom: ast.Atom) -> None:
         for term, attr in self._columns(atom):
+            if isinstance(term, ast.Var):
+                continue  # a variable's conflicting uses are reported once, by _bind_atom
             found = self.term_type(term)
             if found is not None and attr.type in TYPES and found != attr.type:
-                self.problems.add(f"{atom.rel}.{attr.name} is a {attr.type} but is given a {found}", term.pos)
+                self.problems.add(f"{atom.rel}.{attr.name} is a {attr.type} but is given {_describe(term, found)}",
+                                  term.pos)
 
     def term_type(self, term: ast.Term) -> str | None:
         match term:
@@ -127,11 +140,15 @@ class _Typer:
 
     def _expect_number(self, term: ast.Term, what: str) -> None:
         if isinstance(term, ast.Wildcard):
-            self.problems.add(f"wildcard '_' as the {what}", term.pos)
+            self.problems.add(f"wildcard '_' as the {what}; expected a number", term.pos)
             return
         found = self.term_type(term)
         if found == "symbol":
-            self.problems.add(f"the {what} is a symbol, expected a number", term.pos)
+            if isinstance(term, ast.Var):
+                where = self.types[term.name][2]
+                self.problems.add(f"the {what} is {term.name}, a symbol (from {where}); expected a number", term.pos)
+            else:
+                self.problems.add(f"the {what} is {_describe(term, found)}; expected a number", term.pos)
 
     def _check_literals(self, body: tuple[ast.Literal, ...]) -> None:
         for lit in body:
@@ -146,11 +163,24 @@ class _Typer:
     def _check_comparison(self, lit, op, left, right) -> None:
         for side in (left, right):
             if isinstance(side, ast.Wildcard):
-                self.problems.add(f"wildcard '_' in comparison '{op}'", side.pos)
+                self.problems.add(f"wildcard '_' in comparison '{op}': a wildcard has no value to compare", side.pos)
                 return
         lt, rt = self.term_type(left), self.term_type(right)
         if lt and rt and lt != rt:  # symbols compare alphabetically, as in Soufflé
-            self.problems.add(f"comparison '{op}' between a {lt} and a {rt}", lit.pos)
+            self.problems.add(f"comparison '{op}' between {_describe(left, lt)} and {_describe(right, rt)}; "
+                              "both sides must be numbers or both symbols", lit.pos)
+
+
+def _describe(term: ast.Term, type_: str) -> str:
+    """A term for a message: `the symbol "one"`, `the number 7`, `X (a number)`, `a number expression`."""
+    match term:
+        case ast.Str(value):
+            return f'the symbol "{value}"'
+        case ast.Num(value):
+            return f"the number {value}"
+        case ast.Var(name):
+            return f"{name} (a {type_})"
+    return f"a {type_} expression"
 
 
 def check_types(program: ast.Program, decls: dict[str, ast.Decl], problems: _Problems) -> None:
@@ -204,13 +234,18 @@ def check_safety(program: ast.Program, problems: _Problems) -> None:
         if rule.is_fact:
             for term in rule.head.args:
                 if ast.term_vars(term) or isinstance(term, (ast.Wildcard, ast.Aggregate)):
-                    problems.add(f"fact {rule.head.rel} has a non-constant argument", term.pos)
+                    what = (f"variable {sorted(ast.term_vars(term))[0]}" if ast.term_vars(term)
+                            else "a wildcard '_'" if isinstance(term, ast.Wildcard) else "an aggregate")
+                    problems.add(f"fact {rule.head.rel} has {what}; a fact holds constants only "
+                                 "(a rule with a body binds variables)", term.pos)
             continue
         for term in rule.head.args:
             if isinstance(term, ast.Wildcard):
-                problems.add(f"wildcard '_' in the head of {rule.head.rel}", term.pos)
+                problems.add(f"wildcard '_' in the head of {rule.head.rel}: a head gives every column a value",
+                             term.pos)
             if ast.aggregates_in(term):
-                problems.add(f"aggregate in the head of {rule.head.rel}", term.pos)
+                problems.add(f"aggregate in the head of {rule.head.rel}: bind it in the body "
+                             "(N = count : {...}) and put N in the head", term.pos)
         _check_body_safety(rule.head, rule.body, frozenset(), problems)
 
 
@@ -226,19 +261,41 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
         if isinstance(lit, (ast.Atom, ast.Negation, ast.Comparison)):
             for name in ast.literal_vars(lit) - bound:
                 unsafe.setdefault(name, lit.pos)
+    in_aggregates = set().union(*(ast.aggregate_vars(a) for lit in body for a in ast.literal_aggregates(lit)))
+    in_expressions = {n for lit in body if isinstance(lit, ast.Atom)
+                      for arg in lit.args if not isinstance(arg, ast.Var) for n in ast.term_vars(arg)}
     for name, pos in unsafe.items():
-        problems.add(f"unsafe variable {name} in {where}: no positive atom binds it", pos)
+        if name in in_expressions:
+            problems.add(f"unsafe variable {name} in {where}: it appears in positive atoms only inside "
+                         "expressions, which do not bind it (bind it with a plain variable, then compute)", pos)
+        elif name in in_aggregates:  # bound inside an aggregate only: that binding stays inside
+            problems.add(f"unsafe variable {name} in {where}: no positive atom outside the aggregate binds it "
+                         "(an aggregate's body binds variables for itself only)", pos)
+        else:
+            problems.add(f"unsafe variable {name} in {where}: no positive atom binds it", pos)
     for lit in body:
         for agg in ast.literal_aggregates(lit):
             inner = ast.aggregate_vars(agg)
-            shared = inner & outside_vars(head, body, agg)
-            for name in sorted(shared - bound):
+            shared = inner & (outside_vars(head, body, agg) | outer)  # outer: a nested aggregate's scope
+            for name in sorted(shared - bound - set(unsafe)):
                 problems.add(f"unsafe variable {name} in {where}: used in an aggregate but not bound outside it", agg.pos)
             local_bound = bound_variables(agg.body, frozenset(shared))
             if agg.target is not None:
                 for name in sorted(ast.term_vars(agg.target) - local_bound):
                     problems.add(f"unsafe variable {name} in the target of {agg.func}: its body does not bind it", agg.pos)
             _check_body_safety(None, agg.body, frozenset(shared & bound), problems)
+
+
+def check_no_nested_aggregates(program: ast.Program, problems: _Problems) -> None:
+    for rule in program.rules:
+        for lit in rule.body:
+            for agg in ast.literal_aggregates(lit):
+                inside = [a for inner in agg.body for a in ast.literal_aggregates(inner)]
+                inside += ast.aggregates_in(agg.target) if agg.target is not None else []
+                for nested in inside:
+                    problems.add(f"a {nested.func} inside a {agg.func} is not supported: derive the inner "
+                                 "aggregate into a relation of its own with a rule, and use that relation here",
+                                 nested.pos)
 
 
 def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list[RuleError]]:
@@ -248,4 +305,5 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list
     check_atoms(program, decls, problems)
     check_types(program, decls, problems)
     check_safety(program, problems)
+    check_no_nested_aggregates(program, problems)
     return decls, list(problems)

@@ -49,7 +49,9 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
     for rel in inputs:
         rules = [r for r in program.rules if r.head.rel == rel and not r.is_fact]
         if rules:
-            raise RuleError(f"input relation {rel} is also derived by a rule", rules[0].pos)
+            where = next(d.pos for d in program.directives if d.kind == "input" and rel in d.names)
+            raise RuleError(f"{rel} is an .input relation (at {where}) but this rule derives it; "
+                            "an input gets its tuples from fact files (and facts in rule files) only", rules[0].pos)
     return CheckedProgram(
         program, decls, inputs, outputs, tuple(strata), is_candidate_local(strata, decls), source
     )

@@ -30,6 +30,20 @@ def dependency_graph(rules: tuple[ast.Rule, ...]):
     return graph
 
 
+def _through_recursion(graph, use: str, body_rel: str, head_rel: str) -> str:
+    """Why a negation or aggregate cannot be stratified, naming the recursion it goes through."""
+    import networkx as nx
+
+    verb = "negates" if use == "negative" else "aggregates over"
+    kind = "a negation" if use == "negative" else "an aggregate"
+    if body_rel == head_rel:
+        cycle = f"{body_rel} itself"
+    else:
+        path = nx.shortest_path(graph, head_rel, body_rel)
+        cycle = f"{body_rel}, which depends on {head_rel} ({' -> '.join(path)})"
+    return f"not stratifiable: this rule for {head_rel} {verb} {cycle}; {kind} may not go through recursion"
+
+
 def stratify(rules: tuple[ast.Rule, ...]) -> tuple[list[Stratum], list[RuleError]]:
     """Strata in evaluation order, and an error for each negation or aggregate through recursion."""
     import networkx as nx
@@ -43,14 +57,7 @@ def stratify(rules: tuple[ast.Rule, ...]) -> tuple[list[Stratum], list[RuleError
     problems: list[RuleError] = []
     for body_rel, head_rel, data in graph.edges(data=True):
         if data["use"] != "positive" and component_of[body_rel] == component_of[head_rel]:
-            word = "negation" if data["use"] == "negative" else "aggregate"
-            problems.append(
-                RuleError(
-                    f"{word} of {body_rel} through recursion: {head_rel} depends on it and it depends on "
-                    f"{head_rel} (not stratifiable)",
-                    data["pos"],
-                )
-            )
+            problems.append(RuleError(_through_recursion(graph, data["use"], body_rel, head_rel), data["pos"]))
     condensed = nx.condensation(graph, components)
     heads = {rule.head.rel for rule in rules}
     order = nx.lexicographical_topological_sort(condensed, key=lambda n: min(condensed.nodes[n]["members"]))

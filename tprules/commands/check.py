@@ -27,7 +27,7 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     verdicts = ws.verdicts()
     if args.format == "json":
-        common.emit_json({"shim": ws.shim, "fusions": [v.to_json() for v in verdicts]})
+        common.emit_json_lines({"shim": ws.shim}, "fusions", [v.json_line() for v in verdicts])
     else:
         from ..verdicts import places
 
@@ -50,6 +50,7 @@ def render_text(ws, verdicts, where: dict[str, str]) -> str:
     counts = Counter(r for v in verdicts for r in v.reasons)
     summary = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     lines.append("")
-    lines.append(f"{len(verdicts)} candidates: {legal} legal, {len(verdicts) - legal} refused"
+    noun = "candidate" if len(verdicts) == 1 else "candidates"
+    lines.append(f"{len(verdicts)} {noun}: {legal} legal, {len(verdicts) - legal} refused"
                  + (f" ({summary})" if summary else ""))
     return "\n".join(lines) + "\n"

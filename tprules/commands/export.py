@@ -42,6 +42,7 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "rules.dl").write_text("\n".join(texts))
     write_facts(program.facts, [r for r in checked.inputs], out / "facts")
+    (out / "out").mkdir(exist_ok=True)  # Soufflé writes there but does not create it
     print(f"wrote {out}/rules.dl and {len(checked.inputs)} fact files under {out}/facts "
           f"(shim {program.shim}); run: souffle -F {out}/facts -D {out}/out {out}/rules.dl")
     return 0

@@ -33,7 +33,7 @@ def run(args) -> int:
     if "code" in args.show:
         from ..engine.evaluate import Evaluator
 
-        print(Evaluator(checked).source)
+        print(Evaluator(checked).source())
     rules = len(checked.program.rules)
     message = f"ok: {checked.source}: {len(checked.decls)} relations, {rules} rules, {len(checked.strata)} strata"
     if args.dir:

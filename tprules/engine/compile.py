@@ -1,22 +1,41 @@
 """Compile each checked rule into a Python function that joins set-at-a-time.
 
-A rule becomes nested loops over hash indexes, in a join order chosen once: the delta
-atom first (semi-naive), then the atom with most bound columns, with negations,
-comparisons, assignments and aggregates placed as soon as their variables are bound.
-The generated source is kept (`--show=code`) and cached with the checked program.
+A rule becomes nested loops over hash indexes. The join order is chosen when a stratum
+is about to run, from the sizes of the relations below it: the delta atom first
+(semi-naive), then repeatedly the cheapest atom (a membership test, a unique lookup, the
+smallest expected fan-out), with negations, comparisons, assignments and aggregates
+placed as soon as their variables are bound. Once every head variable is bound, the rest
+of the body only has to hold once: it becomes an existence test that stops at the first
+match, skipped for heads already derived. The generated source is shown by
+`tprules lint --show=code` and reused while the join orders stay the same.
 
-Generated functions have the signature `rule(R, I, D) -> set` where `R` maps a relation
-to its set of tuples, `I(rel, cols)` returns a hash index (key → tuples; the key is the
-bare value for one column, a tuple for several), and `D` holds the deltas.
+Generated functions have the signature `rule(R, I, U, D) -> set` where `R` maps a
+relation to its set of tuples, `I(rel, cols)` returns a hash index (key → list of
+tuples; the key is the bare value for one column, a tuple for several), `U(rel, cols)` a
+unique index (key → the one tuple), and `D` holds the deltas.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from ..analysis.checks import bound_variables, outside_vars
+from ..analysis.checks import outside_vars
 from ..lang import ast
 from ..lang.printer import print_rule
+
+
+class Stats(Protocol):
+    def estimate(self, rel: str, cols: tuple[int, ...]) -> tuple[float, bool]:
+        """Expected tuples per key of a lookup on `cols` (the size for a scan), and whether
+        every key has exactly one tuple."""
+
+
+class NoStats:
+    """Estimates for compiling without data: every lookup fans out a little."""
+
+    def estimate(self, rel: str, cols: tuple[int, ...]) -> tuple[float, bool]:
+        return (1000.0 if not cols else 2.0), False
 
 
 @dataclass(frozen=True)
@@ -31,36 +50,39 @@ def _py(name: str) -> str:
     return "v_" + name.replace("?", "_q_")
 
 
+def one_positive_atom(body: tuple[ast.Literal, ...]) -> bool:
+    return sum(isinstance(lit, ast.Atom) for lit in body) == 1
+
+
 class _Emitter:
-    def __init__(self):
+    def __init__(self, depth: int = 1):
         self.lines: list[str] = []
-        self.depth = 1
-        self.counter = 0
+        self.depth = depth
 
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.depth + line)
 
-    def fresh(self, stem: str) -> str:
-        self.counter += 1
-        return f"{stem}{self.counter}"
+    def open(self, line: str) -> None:
+        self.emit(line)
+        self.depth += 1
 
 
 class _BodyCompiler:
-    """Emits the loops of one body (a rule's, or an aggregate's) given the variables bound before it."""
+    """Emits the loops of one body (a rule's, an aggregate's, or the rest of a rule's body
+    as an existence test) given the variables bound before it."""
 
-    def __init__(self, out: _Emitter, context: "_RuleCompiler", rule_head: ast.Atom | None, body, bound):
-        self.out, self.ctx, self.head, self.body = out, context, rule_head, body
+    def __init__(self, out: _Emitter, ctx: "_RuleCompiler", head: ast.Atom | None, body, indexes, bound):
+        self.out, self.ctx, self.head, self.body = out, ctx, head, body
+        self.pending = list(indexes)  # positions in `body` still to emit
         self.bound: set[str] = set(bound)
-        self.matched: list[str] = []  # names of the tuple variables of scanned atoms
+        self.matched: list[str] = []  # tuple variables of scanned atoms
         self.scan_all = False  # scan even fully bound atoms (an aggregate counting tuples)
 
     def expr(self, term: ast.Term) -> str:
         match term:
             case ast.Var(name):
                 return _py(name)
-            case ast.Num(value):
-                return repr(value)
-            case ast.Str(value):
+            case ast.Num(value) | ast.Str(value):
                 return repr(value)
             case ast.BinOp("/", left, right):
                 return f"_div({self.expr(left)}, {self.expr(right)})"
@@ -74,13 +96,6 @@ class _BodyCompiler:
                 return self.ctx.aggregate_values[id(term)]
         raise TypeError(term)
 
-    def _is_bound(self, term: ast.Term) -> bool:
-        if isinstance(term, ast.Wildcard):
-            return False
-        return ast.term_vars(term) <= self.bound and all(
-            id(a) in self.ctx.aggregate_values for a in ast.aggregates_in(term)
-        )
-
     # -- ordering -------------------------------------------------------------------
 
     def _ready(self, lit: ast.Literal) -> bool:
@@ -89,7 +104,7 @@ class _BodyCompiler:
                 return ast.literal_vars(atom) <= self.bound
             case ast.Comparison(op, left, right):
                 for agg in ast.literal_aggregates(lit):
-                    if not self.ctx.aggregate_outer(agg, self.head, self.body) <= self.bound:
+                    if not self.ctx.aggregate_outer(agg) <= self.bound:
                         return False
                 if ast.term_vars(left) <= self.bound and ast.term_vars(right) <= self.bound:
                     return True
@@ -97,101 +112,134 @@ class _BodyCompiler:
                     for var, other in ((left, right), (right, left)):
                         if isinstance(var, ast.Var) and var.name not in self.bound:
                             return ast.term_vars(other) <= self.bound
-                return False
         return False
 
-    def _score(self, atom: ast.Atom) -> int:
-        return sum(1 for a in atom.args if not isinstance(a, ast.Wildcard) and ast.term_vars(a) <= self.bound)
+    def _key_columns(self, atom: ast.Atom) -> tuple[int, ...]:
+        return tuple(i for i, a in enumerate(atom.args)
+                     if not isinstance(a, ast.Wildcard) and not (isinstance(a, ast.Var) and a.name not in self.bound)
+                     and ast.term_vars(a) <= self.bound)
+
+    def _new_vars(self, atom: ast.Atom) -> set[str]:
+        return {a.name for a in atom.args if isinstance(a, ast.Var) and a.name not in self.bound}
+
+    def _cost(self, i: int) -> tuple:
+        atom = self.body[i]
+        if not self._new_vars(atom) and not self.scan_all:
+            return (0, 0.0, i)  # a membership test
+        fanout, unique = self.ctx.estimate(atom.rel, self._key_columns(atom))
+        return (1, 0.0 if unique else fanout, i)
 
     def compile(self, first: int | None, finish) -> None:
-        """Emit loops for the body in a good join order, then `finish()` at the innermost level."""
-        pending = list(range(len(self.body)))
+        """Emit the body in a good join order, then `finish()` at the innermost level."""
         if first is not None:
-            pending.remove(first)
-            self._emit_literal(self.body[first], delta=True)
-        while pending:
-            ready = next((i for i in pending if not isinstance(self.body[i], ast.Atom) and self._ready(self.body[i])), None)
-            if ready is not None:
-                pending.remove(ready)
-                self._emit_literal(self.body[ready])
-                continue
-            atoms = [i for i in pending if isinstance(self.body[i], ast.Atom)]
-            if not atoms:
-                raise AssertionError(f"unsafe body reached the compiler: {self.body}")
-            best = max(atoms, key=lambda i: (self._score(self.body[i]), -i))
-            pending.remove(best)
-            self._emit_literal(self.body[best])
+            self.pending.remove(first)
+            self._emit_literal(first, delta=True)
+        while self.pending:
+            if self.ctx.existential and self._split_here():
+                self._emit_existence_test(finish)
+                return
+            ready = next((i for i in self.pending if not isinstance(self.body[i], ast.Atom)
+                          and self._ready(self.body[i])), None)
+            if ready is None:
+                atoms = [i for i in self.pending if isinstance(self.body[i], ast.Atom)]
+                if not atoms:
+                    raise AssertionError(f"unsafe body reached the compiler: {self.body}")
+                ready = min(atoms, key=self._cost)
+            self.pending.remove(ready)
+            self._emit_literal(ready)
         finish()
+
+    def _split_here(self) -> bool:
+        """Are the head variables bound, with a loop still to come?"""
+        if self.head is None or not ast.literal_vars(self.head) <= self.bound:
+            return False
+        for i in self.pending:
+            atom = self.body[i]
+            if isinstance(atom, ast.Atom) and self._new_vars(atom):
+                unique = self.ctx.estimate(atom.rel, self._key_columns(atom))[1]
+                if not unique or not self._key_columns(atom):
+                    return True
+        return False
+
+    def _emit_existence_test(self, finish) -> None:
+        name = self.ctx.fresh("exists")
+        params = sorted(v for v in self.bound if any(v in ast.literal_vars(self.body[i])
+                                                     or any(v in ast.aggregate_vars(a) for a in
+                                                            ast.literal_aggregates(self.body[i]))
+                                                     for i in self.pending))
+        inner = _Emitter(depth=2)
+        sub = _BodyCompiler(inner, self.ctx, None, self.body, self.pending, self.bound)
+        sub.compile(None, lambda: inner.emit("return True"))
+        inner.depth = 2
+        inner.emit("return False")
+        self.ctx.helpers.append(f"    def {name}({', '.join(_py(v) for v in params)}):\n" + "\n".join(inner.lines))
+        head = self.ctx.head_tuple(self)
+        self.out.emit(f"h = {head}")
+        self.out.open(f"if h not in out and h not in known and {name}({', '.join(_py(v) for v in params)}):")
+        self.out.emit("add(h)")
 
     # -- literals -------------------------------------------------------------------
 
-    def _emit_literal(self, lit: ast.Literal, delta: bool = False) -> None:
+    def _emit_literal(self, i: int, delta: bool = False) -> None:
+        lit = self.body[i]
         match lit:
             case ast.Atom():
                 self._emit_atom(lit, delta)
             case ast.Negation(atom):
-                self.out.emit(f"if not ({self._membership(atom)}):")
-                self.out.depth += 1
+                self.out.open(f"if not ({self._membership(atom)}):")
             case ast.Comparison():
                 self._emit_comparison(lit)
 
+    def _key(self, atom: ast.Atom, cols) -> str:
+        values = [self.expr(atom.args[i]) for i in cols]
+        return values[0] if len(values) == 1 else f"({', '.join(values)})"
+
     def _membership(self, atom: ast.Atom) -> str:
         """A Python test that some tuple of `atom` matches (all its variables bound)."""
-        cols = [i for i, a in enumerate(atom.args) if not isinstance(a, ast.Wildcard)]
-        values = [self.expr(atom.args[i]) for i in cols]
         if atom.arity == 0:
             return f"() in {self.ctx.relation(atom.rel)}"
+        cols = tuple(i for i, a in enumerate(atom.args) if not isinstance(a, ast.Wildcard))
         if len(cols) == atom.arity:
-            return f"({', '.join(values)},) in {self.ctx.relation(atom.rel)}"
+            return f"({''.join(self.expr(a) + ', ' for a in atom.args)}) in {self.ctx.relation(atom.rel)}"
         if not cols:
             return f"{self.ctx.relation(atom.rel)}"
-        key = values[0] if len(values) == 1 else f"({', '.join(values)})"
-        return f"{key} in {self.ctx.index(atom.rel, tuple(cols))}"
+        return f"{self._key(atom, cols)} in {self.ctx.index(atom.rel, cols)}"
 
     def _emit_atom(self, atom: ast.Atom, delta: bool) -> None:
-        key_cols, key_values, binds, checks = [], [], [], []
-        new: dict[str, int] = {}
+        key_cols = self._key_columns(atom)
+        binds, checks, new = [], [], {}
         for i, arg in enumerate(atom.args):
-            if isinstance(arg, ast.Wildcard):
-                continue
             if isinstance(arg, ast.Var) and arg.name not in self.bound:
                 if arg.name in new:
                     checks.append((i, _py(arg.name)))
                 else:
                     new[arg.name] = i
                     binds.append((i, _py(arg.name)))
-            else:
-                key_cols.append(i)
-                key_values.append(self.expr(arg))
         if not binds and not delta and not self.scan_all:
-            self.out.emit(f"if {self._membership(atom)}:")
-            self.out.depth += 1
+            self.out.open(f"if {self._membership(atom)}:")
             return
-        row = self.out.fresh("t")
+        row = self.ctx.fresh("t")
         self.matched.append(row)
         if delta:
-            self.out.emit(f"for {row} in D[{atom.rel!r}]:")
-            self.out.depth += 1
-            checks = list(zip(key_cols, key_values)) + checks
+            self.out.open(f"for {row} in D[{atom.rel!r}]:")
+            checks = [(i, self.expr(atom.args[i])) for i in key_cols] + checks
+        elif key_cols and self.ctx.estimate(atom.rel, key_cols)[1]:
+            self.out.emit(f"{row} = {self.ctx.index(atom.rel, key_cols, unique=True)}.get({self._key(atom, key_cols)})")
+            self.out.open(f"if {row} is not None:")
         elif key_cols:
-            key = key_values[0] if len(key_values) == 1 else f"({', '.join(key_values)})"
-            self.out.emit(f"for {row} in {self.ctx.index(atom.rel, tuple(key_cols))}.get({key}, ()):")
-            self.out.depth += 1
+            self.out.open(f"for {row} in {self.ctx.index(atom.rel, key_cols)}.get({self._key(atom, key_cols)}, ()):")
         else:
-            self.out.emit(f"for {row} in {self.ctx.relation(atom.rel)}:")
-            self.out.depth += 1
+            self.out.open(f"for {row} in {self.ctx.relation(atom.rel)}:")
         for i, name in binds:
             self.out.emit(f"{name} = {row}[{i}]")
         self.bound |= set(new)
         if checks:
-            self.out.emit("if " + " and ".join(f"{row}[{i}] == {value}" for i, value in checks) + ":")
-            self.out.depth += 1
+            self.out.open("if " + " and ".join(f"{row}[{i}] == {value}" for i, value in checks) + ":")
 
     def _emit_comparison(self, lit: ast.Comparison) -> None:
         for agg in ast.literal_aggregates(lit):
-            value = self.ctx.emit_aggregate(self.out, agg, self.head, self.body)
-            self.out.emit(f"if {value} is not None:")
-            self.out.depth += 1
+            value = self.ctx.emit_aggregate(self.out, agg)
+            self.out.open(f"if {value} is not None:")
         left, right = lit.left, lit.right
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
@@ -200,51 +248,63 @@ class _BodyCompiler:
                     self.bound.add(var.name)
                     return
         op = "==" if lit.op == "=" else lit.op
-        self.out.emit(f"if {self.expr(left)} {op} {self.expr(right)}:")
-        self.out.depth += 1
+        self.out.open(f"if {self.expr(left)} {op} {self.expr(right)}:")
 
 
 class _RuleCompiler:
     """Compiles one rule (one semi-naive version of it) into the source of one function."""
 
-    def __init__(self, rule: ast.Rule, name: str, delta_index: int | None):
+    def __init__(self, rule: ast.Rule, name: str, delta_index: int | None, stats: Stats, stratum: frozenset[str]):
         self.rule, self.name, self.delta_index = rule, name, delta_index
+        self.stats, self.stratum = stats, stratum
         self.relations: dict[str, str] = {}
-        self.indexes: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.indexes: dict[tuple[str, tuple[int, ...], bool], str] = {}
         self.aggregate_values: dict[int, str] = {}
         self.helpers: list[str] = []
-        self._outer_cache: dict[int, frozenset[str]] = {}
+        self.existential = True
+        self._counter = 0
+        self._outer: dict[int, frozenset[str]] = {}
+
+    def fresh(self, stem: str) -> str:
+        self._counter += 1
+        return f"{stem}{self._counter}"
+
+    def estimate(self, rel: str, cols: tuple[int, ...]) -> tuple[float, bool]:
+        if rel in self.stratum:  # still growing: no statistics, never unique
+            return (2.0 if cols else 1000.0), False
+        return self.stats.estimate(rel, cols)
 
     def relation(self, rel: str) -> str:
         return self.relations.setdefault(rel, f"r{len(self.relations)}")
 
-    def index(self, rel: str, cols: tuple[int, ...]) -> str:
-        return self.indexes.setdefault((rel, cols), f"ix{len(self.indexes)}")
+    def index(self, rel: str, cols: tuple[int, ...], unique: bool = False) -> str:
+        return self.indexes.setdefault((rel, cols, unique), f"{'ux' if unique else 'ix'}{len(self.indexes)}")
 
-    def aggregate_outer(self, agg: ast.Aggregate, head, body) -> frozenset[str]:
-        if id(agg) not in self._outer_cache:
-            self._outer_cache[id(agg)] = frozenset(ast.aggregate_vars(agg) & outside_vars(head, body, agg))
-        return self._outer_cache[id(agg)]
+    def aggregate_outer(self, agg: ast.Aggregate) -> frozenset[str]:
+        if id(agg) not in self._outer:
+            inside = ast.aggregate_vars(agg)
+            self._outer[id(agg)] = frozenset(inside & outside_vars(self.rule.head, self.rule.body, agg))
+        return self._outer[id(agg)]
 
-    def emit_aggregate(self, out: _Emitter, agg: ast.Aggregate, head, body) -> str:
+    def head_tuple(self, compiler: _BodyCompiler) -> str:
+        return f"({''.join(compiler.expr(a) + ', ' for a in self.rule.head.args)})"
+
+    def emit_aggregate(self, out: _Emitter, agg: ast.Aggregate) -> str:
         """Define a memoised helper for `agg`, emit a call to it, and return the value's name."""
-        outer = sorted(self.aggregate_outer(agg, head, body))
-        helper = f"agg{len(self.helpers)}"
+        outer = sorted(self.aggregate_outer(agg))
+        helper = self.fresh("agg")
         self.helpers.append(self._aggregate_helper(helper, agg, outer))
-        value = out.fresh("a")
-        args = ", ".join(_py(v) for v in outer)
-        out.emit(f"{value} = {helper}({args})")
+        value = self.fresh("a")
+        out.emit(f"{value} = {helper}({', '.join(_py(v) for v in outer)})")
         self.aggregate_values[id(agg)] = value
         return value
 
     def _aggregate_helper(self, helper: str, agg: ast.Aggregate, outer: list[str]) -> str:
-        body = _Emitter()
-        body.depth = 2
-        key = "(" + "".join(_py(v) + ", " for v in outer) + ")"
-        body.emit(f"key = {key}")
+        body = _Emitter(depth=2)
+        body.emit(f"key = ({''.join(_py(v) + ', ' for v in outer)})")
         body.emit(f"if key in memo_{helper}: return memo_{helper}[key]")
         body.emit("acc = {}")
-        compiler = _BodyCompiler(body, self, None, agg.body, outer)
+        compiler = _BodyCompiler(body, self, None, agg.body, range(len(agg.body)), outer)
         single_atom = one_positive_atom(agg.body)
         compiler.scan_all = single_atom
         local = sorted(ast.aggregate_vars(agg) - set(outer))
@@ -255,48 +315,38 @@ class _RuleCompiler:
             if single_atom and compiler.matched:
                 witness = compiler.matched[0]
             else:
-                witness = "(" + "".join(_py(v) + ", " for v in local) + ")"
+                witness = f"({''.join(_py(v) + ', ' for v in local)})"
             target = "1" if agg.target is None else compiler.expr(agg.target)
             body.emit(f"acc[{witness}] = {target}")
 
         compiler.compile(None, finish)
         body.depth = 2
-        result = {
-            "count": "len(acc)",
-            "sum": "sum(acc.values())",
-            "min": "min(acc.values()) if acc else None",
-            "max": "max(acc.values()) if acc else None",
-        }[agg.func]
+        result = {"count": "len(acc)", "sum": "sum(acc.values())",
+                  "min": "min(acc.values()) if acc else None", "max": "max(acc.values()) if acc else None"}[agg.func]
         body.emit(f"result = memo_{helper}[key] = {result}")
         body.emit("return result")
-        return f"    memo_{helper} = {{}}\n    def {helper}({', '.join(_py(v) for v in outer)}):\n" + "\n".join(body.lines)
+        params = ", ".join(_py(v) for v in outer)
+        return f"    memo_{helper} = {{}}\n    def {helper}({params}):\n" + "\n".join(body.lines)
 
     def compile(self) -> str:
         out = _Emitter()
-        out.emit("out = set()")
-        out.emit("add = out.add")
         head = self.rule.head
-        compiler = _BodyCompiler(out, self, head, self.rule.body, ())
-
-        def finish():
-            out.emit(f"add(({''.join(compiler.expr(a) + ', ' for a in head.args)}))")
-
-        compiler.compile(self.delta_index, finish)
-        prologue = [f"    {var} = R[{rel!r}]" for rel, var in self.relations.items()]
-        prologue += [f"    {var} = I({rel!r}, {cols!r})" for (rel, cols), var in self.indexes.items()]
+        compiler = _BodyCompiler(out, self, head, self.rule.body, range(len(self.rule.body)), ())
+        compiler.compile(self.delta_index, lambda: out.emit(f"add({self.head_tuple(compiler)})"))
+        prologue = ["    out = set()", "    add = out.add", f"    known = R[{head.rel!r}]"]
+        prologue += [f"    {var} = R[{rel!r}]" for rel, var in self.relations.items()]
+        prologue += [f"    {var} = {'U' if unique else 'I'}({rel!r}, {cols!r})"
+                     for (rel, cols, unique), var in self.indexes.items()]
         comment = "    # " + print_rule(self.rule).replace("\n", " ")
-        lines = [f"def {self.name}(R, I, D):", comment, *prologue, *self.helpers, *out.lines, "    return out"]
+        lines = [f"def {self.name}(R, I, U, D):", comment, *prologue, *self.helpers, *out.lines, "    return out"]
         return "\n".join(lines) + "\n"
 
 
-def one_positive_atom(body: tuple[ast.Literal, ...]) -> bool:
-    return sum(isinstance(lit, ast.Atom) for lit in body) == 1
-
-
-def compile_rule(rule: ast.Rule, name: str, delta_rel: str | None = None, delta_index: int | None = None) -> CompiledRule:
+def compile_rule(rule: ast.Rule, name: str, delta_rel: str | None = None, delta_index: int | None = None,
+                 stats: Stats | None = None, stratum: frozenset[str] = frozenset()) -> CompiledRule:
     """Compile one rule; with `delta_index`, that body atom reads only the new tuples `D[rel]`."""
-    assert bound_variables(rule.body) is not None
-    return CompiledRule(rule, name, delta_rel, _RuleCompiler(rule, name, delta_index).compile())
+    compiler = _RuleCompiler(rule, name, delta_index, stats or NoStats(), stratum)
+    return CompiledRule(rule, name, delta_rel, compiler.compile())
 
 
 RUNTIME_HELPERS = '''

@@ -20,14 +20,17 @@ def constant_value(term: ast.Term):
         case ast.Negative(operand):
             return -constant_value(operand)
         case ast.BinOp(op, left, right):
-            a, b = constant_value(left), constant_value(right)
-            if op == "+":
-                return a + b
-            if op == "-":
-                return a - b
-            if op == "*":
-                return a * b
-            if op == "/":
-                return truncating_div(a, b)
-            return a - b * truncating_div(a, b)
+            return arithmetic(op, constant_value(left), constant_value(right))
     raise TypeError(f"not a constant: {term}")
+
+
+def arithmetic(op: str, a: int, b: int) -> int:
+    """One of `+ - * / %` on two numbers as Soufflé computes it (ZeroDivisionError on 0)."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    q = truncating_div(a, b)
+    return q if op == "/" else a - b * q

@@ -21,17 +21,16 @@ from ..analysis.program import CheckedProgram
 from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
-from .compile import RUNTIME_HELPERS, CompiledRule, compile_rule
+from .compile import RUNTIME_HELPERS, CompiledRule, Stats, compile_rule
 
 
 def build_index(tuples: Iterable[tuple], cols: tuple[int, ...]) -> dict:
     index: dict = {}
     if not cols:
         return index
-    key = itemgetter(*cols)
     setdefault = index.setdefault
-    for t in tuples:
-        setdefault(key(t), []).append(t)
+    for k, t in zip(map(itemgetter(*cols), tuples), tuples):
+        setdefault(k, []).append(t)
     return index
 
 
@@ -46,7 +45,7 @@ class Model:
         self.relations = relations
         self.parent = parent
         self.rounds: dict[str, dict[tuple, int]] = {}  # round of first derivation, recursive strata only
-        self._indexes: dict[tuple[str, tuple[int, ...]], dict] = {}
+        self._indexes: dict[tuple, dict] = {}
 
     def tuples(self, rel: str) -> set:
         return self.relations.get(rel, set())
@@ -66,56 +65,108 @@ class Model:
             self._indexes[key] = found
         return found
 
+    def unique_index(self, rel: str, cols: tuple[int, ...]) -> dict:
+        """Key → the one tuple with that key (only asked for when every key has one)."""
+        key = (rel, cols, "unique")
+        found = self._indexes.get(key)
+        if found is None:
+            tuples = self.relations.setdefault(rel, set())
+            found = dict(zip(map(itemgetter(*cols), tuples), tuples))
+            self._indexes[key] = found
+        return found
+
+    def distinct_keys(self, rel: str, cols: tuple[int, ...]) -> int:
+        """How many distinct values the columns take (for join ordering)."""
+        key = (rel, cols, "keys")
+        found = self._indexes.get(key)
+        if found is None:
+            index = self._indexes.get((rel, cols))
+            count = len(index) if index is not None else len(set(map(itemgetter(*cols), self.relations.get(rel, ()))))
+            found = self._indexes[key] = {"count": count}
+        return found["count"]
+
+    def forget_derived(self, rel: str) -> None:
+        """Drop unique indexes and key counts of a relation that grows (they no longer hold)."""
+        self._indexes = {k: v for k, v in self._indexes.items() if not (k[0] == rel and len(k) == 3)}
+
+    def forget(self, rel: str) -> None:
+        """Drop the indexes of a relation about to be recomputed."""
+        self._indexes = {k: v for k, v in self._indexes.items() if k[0] != rel}
+
+    def has_index(self, rel: str, cols: tuple[int, ...]) -> bool:
+        """Whether `index(rel, cols)` is built already (lets a reader avoid building one it can do without)."""
+        if (rel, cols) in self._indexes:
+            return True
+        parent = self.parent
+        return parent is not None and parent.relations.get(rel) is self.relations.get(rel) and parent.has_index(rel, cols)
+
     def add(self, rel: str, new: set) -> None:
         """Add tuples to a relation being derived, keeping its indexes current."""
         self.relations[rel] |= new
-        for (ix_rel, cols), index in self._indexes.items():
-            if ix_rel == rel and cols:
+        self.forget_derived(rel)
+        for (ix_rel, cols, *kind), index in self._indexes.items():
+            if ix_rel == rel and cols and not kind:
                 key = itemgetter(*cols)
                 for t in new:
                     index.setdefault(key(t), []).append(t)
 
 
-class _StratumCode:
-    def __init__(self, stratum: Stratum, full: list[CompiledRule], delta: list[CompiledRule]):
-        self.stratum, self.full, self.delta = stratum, full, delta
-        self.functions: dict[str, object] = {}
+class ModelStats:
+    """Sizes and index shapes of the relations below the stratum being compiled."""
+
+    def __init__(self, model: Model):
+        self.model = model
+
+    def estimate(self, rel: str, cols: tuple[int, ...]) -> tuple[float, bool]:
+        size = len(self.model.relations.get(rel, ()))
+        if not cols:
+            return float(size), False
+        keys = self.model.distinct_keys(rel, cols)
+        return (size / keys if keys else 0.0), keys == size
 
 
 class Evaluator:
-    """Compiles a checked program once; evaluates it over any facts, any number of times."""
+    """Evaluates a checked program over any facts, any number of times.
+
+    Each stratum's rules are compiled when the stratum is about to run, with join orders
+    chosen from the relations below it; compiled functions are reused while the
+    generated source is the same.
+    """
 
     def __init__(self, checked: CheckedProgram):
         self.checked = checked
-        self._strata: list[_StratumCode] = []
-        sources = [RUNTIME_HELPERS]
-        counter = 0
-        for stratum in checked.strata:
-            full, delta = [], []
-            for rule in stratum.rules:
-                counter += 1
-                if rule.is_fact:
-                    continue
-                full.append(compile_rule(rule, f"rule{counter}"))
-                if stratum.recursive:
-                    for position, lit in enumerate(rule.body):
-                        if isinstance(lit, ast.Atom) and lit.rel in stratum.relations:
-                            name = f"rule{counter}_d{position}"
-                            delta.append(compile_rule(rule, name, lit.rel, position))
-            code = _StratumCode(stratum, full, delta)
-            sources.extend(c.source for c in full + delta)
-            self._strata.append(code)
-        self.source = "\n".join(sources)
-        namespace: dict = {}
-        exec(compile(self.source, "<tprules rules>", "exec"), namespace)  # noqa: S102 - our own generated code
-        for code in self._strata:
-            for compiled in code.full + code.delta:
-                code.functions[compiled.name] = namespace[compiled.name]
+        self._functions: dict[str, object] = {}
+        self._namespace: dict = {}
+        exec(compile(RUNTIME_HELPERS, "<tprules helpers>", "exec"), self._namespace)  # noqa: S102
+        self.last_source: list[str] = []
 
-    def needed_strata(self, targets: Iterable[str] | None) -> list[_StratumCode]:
-        """The compiled strata that the target relations depend on (all of them without targets)."""
-        wanted = {id(s) for s in needed_strata(self.checked.strata, targets)}
-        return [code for code in self._strata if id(code.stratum) in wanted]
+    def source(self, stats: Stats | None = None) -> str:
+        """The generated code of every rule (with neutral statistics unless given)."""
+        return "\n".join(c.source for stratum in self.checked.strata for c in self._compile(stratum, stats))
+
+    def _compile(self, stratum: Stratum, stats: Stats | None) -> list[CompiledRule]:
+        rels = frozenset(stratum.relations)
+        compiled = []
+        for number, rule in enumerate(stratum.rules):
+            if rule.is_fact:
+                continue
+            name = f"s{stratum.index}r{number}"
+            compiled.append(compile_rule(rule, name, stats=stats, stratum=rels if stratum.recursive else frozenset()))
+            if stratum.recursive:
+                for position, lit in enumerate(rule.body):
+                    if isinstance(lit, ast.Atom) and lit.rel in rels:
+                        compiled.append(compile_rule(rule, f"{name}d{position}", lit.rel, position, stats, rels))
+        return compiled
+
+    def _function(self, compiled: CompiledRule):
+        fn = self._functions.get(compiled.source)
+        if fn is None:
+            exec(compile(compiled.source, f"<rule {compiled.rule.pos}>", "exec"), self._namespace)  # noqa: S102
+            fn = self._functions[compiled.source] = self._namespace[compiled.name]
+        return fn
+
+    def needed_strata(self, targets: Iterable[str] | None) -> list[Stratum]:
+        return needed_strata(self.checked.strata, targets)
 
     def evaluate(
         self,
@@ -131,35 +182,37 @@ class Evaluator:
         """
         if base is None:
             relations = {name: set() for name in self.checked.decls}
-            for name, tuples in facts.items():
-                relations[name] = set(tuples)
-            model = Model(relations)
         else:
             relations = dict(base.relations)
-            for name, tuples in facts.items():
-                relations[name] = set(tuples)
-            model = Model(relations, parent=base)
-        for code in self.needed_strata(targets):
-            if only is not None and not (set(code.stratum.relations) & only):
+        for name, tuples in facts.items():
+            relations[name] = set(tuples)
+        model = Model(relations, parent=base)
+        self.last_source = []
+        for stratum in self.needed_strata(targets):
+            if only is not None and not (set(stratum.relations) & only):
                 continue
-            self._run_stratum(model, code)
+            self._run_stratum(model, stratum, facts)
         return model
 
-    def _run_stratum(self, model: Model, code: _StratumCode) -> None:
-        stratum = code.stratum
+    def _run_stratum(self, model: Model, stratum: Stratum, facts: dict[str, set]) -> None:
         for rel in stratum.relations:
-            model.relations[rel] = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
-            model._indexes = {k: v for k, v in model._indexes.items() if k[0] != rel}
-        index = model.index
-        relations = model.relations
+            # Facts written in rule files add to the given facts (an input relation may have both).
+            written = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
+            model.relations[rel] = written | set(facts.get(rel, ()))
+            model.forget(rel)
+        compiled = self._compile(stratum, ModelStats(model))
+        self.last_source.extend(c.source for c in compiled)
+        relations, index, unique = model.relations, model.index, model.unique_index
         if not stratum.recursive:
-            for compiled in code.full:
-                relations[compiled.rule.head.rel] |= _call(code, compiled, relations, index, {})
+            for c in compiled:
+                relations[c.rule.head.rel] |= _call(self._function(c), c, relations, index, unique, {})
             return
+        full = [c for c in compiled if c.delta is None]
+        deltas = [c for c in compiled if c.delta is not None]
         rounds = {rel: {t: 0 for t in relations[rel]} for rel in stratum.relations}
         delta = {rel: set() for rel in stratum.relations}
-        for compiled in code.full:
-            delta[compiled.rule.head.rel] |= _call(code, compiled, relations, index, {})
+        for c in full:
+            delta[c.rule.head.rel] |= _call(self._function(c), c, relations, index, unique, {})
         step = 0
         while True:
             for rel in stratum.relations:
@@ -172,15 +225,15 @@ class Evaluator:
                 break
             step += 1
             produced = {rel: set() for rel in stratum.relations}
-            for compiled in code.delta:
-                produced[compiled.rule.head.rel] |= _call(code, compiled, relations, index, delta)
+            for c in deltas:
+                produced[c.rule.head.rel] |= _call(self._function(c), c, relations, index, unique, delta)
             delta = produced
         model.rounds.update(rounds)
 
 
-def _call(code: _StratumCode, compiled: CompiledRule, relations, index, delta) -> set:
+def _call(fn, compiled: CompiledRule, relations, index, unique, delta) -> set:
     try:
-        return code.functions[compiled.name](relations, index, delta)
+        return fn(relations, index, unique, delta)
     except ZeroDivisionError:
         raise RuleError("division by zero while evaluating this rule", compiled.rule.pos) from None
 

@@ -27,6 +27,7 @@ from ..errors import RuleError
 from ..lang import ast
 from .constant import constant_value
 from .evaluate import Model
+from .rewrite import COMPARE, constant, replace, split_divisions
 
 _UNIT = 0  # the placeholder column of a zero-arity relation
 
@@ -148,7 +149,7 @@ class _Translator:
                 empty = f"~{value_pred}_any({', '.join(key) or _UNIT})"
                 new += [x + [empty, f"({_var(value.name)} == 0)"] for x in variants]
             variants = new
-            left, right = _replace(left, agg, value), _replace(right, agg, value)
+            left, right = replace(left, agg, value), replace(right, agg, value)
             bound.add(value.name)
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
@@ -156,73 +157,11 @@ class _Translator:
                     bound.add(var.name)
                     return [x + [f"({self.term(var)} == {self.term(other)})"] for x in variants]
         op = "==" if lit.op == "=" else lit.op
+        if not ast.term_vars(left) and not ast.term_vars(right):
+            # Constants only (e.g. a sign case of `8 / 2`): Python would answer a bool, which
+            # pyDatalog cannot take as a literal. Decide it here: keep or drop the variants.
+            return variants if COMPARE[op](constant(left), constant(right)) else []
         return [x + [f"({self.term(left)} {op} {self.term(right)})"] for x in variants]
-
-
-def _find_division(term: ast.Term):
-    match term:
-        case ast.BinOp(op, left, right):
-            return _find_division(left) or _find_division(right) or (term if op in "/%" else None)
-        case ast.Negative(operand):
-            return _find_division(operand)
-    return None
-
-
-def _terms(head: ast.Atom | None, body) -> list[ast.Term]:
-    found = list(head.args) if head is not None else []
-    for lit in body:
-        match lit:
-            case ast.Atom(_, args) | ast.Negation(ast.Atom(_, args)):
-                found.extend(args)
-            case ast.Comparison(_, left, right):
-                found.extend((left, right))
-    return found
-
-
-def split_divisions(head: ast.Atom | None, body: tuple) -> list[tuple[ast.Atom | None, tuple]]:
-    """Rewrite `/` and `%` (which truncate toward zero, as in C and Soufflé) into floor
-    division `//`, one variant per sign case: pyDatalog has only Python's floor division."""
-    division = next((d for t in _terms(head, body) if (d := _find_division(t)) is not None), None)
-    if division is None:
-        return [(head, body)]
-    a, b = division.left, division.right
-    same_sign = ast.BinOp("//", a, b)
-    other_sign = ast.Negative(ast.BinOp("//", ast.Negative(a), b))
-    variants = []
-    for op, quotient in ((">=", same_sign), ("<", other_sign)):
-        value = quotient if division.op == "/" else ast.BinOp("-", a, ast.BinOp("*", b, quotient))
-        case = ast.Comparison(op, ast.BinOp("*", a, b), ast.Num(0))
-        new_head = _replace_atom(head, division, value) if head is not None else None
-        new_body = tuple(_replace_literal(lit, division, value) for lit in body) + (case,)
-        variants.extend(split_divisions(new_head, new_body))
-    return variants
-
-
-def _replace_atom(atom: ast.Atom, old, new) -> ast.Atom:
-    return ast.Atom(atom.rel, tuple(_replace(t, old, new) for t in atom.args), atom.pos)
-
-
-def _replace_literal(lit, old, new):
-    match lit:
-        case ast.Atom():
-            return _replace_atom(lit, old, new)
-        case ast.Negation(atom):
-            return ast.Negation(_replace_atom(atom, old, new), lit.pos)
-        case ast.Comparison(op, left, right):
-            return ast.Comparison(op, _replace(left, old, new), _replace(right, old, new), lit.pos)
-    return lit
-
-
-def _replace(term: ast.Term, old: ast.Term, new: ast.Term) -> ast.Term:
-    """The term with one sub-term (an aggregate, a division) replaced."""
-    if term is old:
-        return new
-    match term:
-        case ast.BinOp(op, left, right):
-            return ast.BinOp(op, _replace(left, old, new), _replace(right, old, new), term.pos)
-        case ast.Negative(operand):
-            return ast.Negative(_replace(operand, old, new), term.pos)
-    return term
 
 
 def _ready(lit, bound, head, body, aggregates) -> bool:
@@ -240,6 +179,18 @@ def _ready(lit, bound, head, body, aggregates) -> bool:
     return False
 
 
+def _raise_computed_error(rows: set[tuple], pos) -> None:
+    """pyDatalog returns an exception raised by an expression (1 / 0) as a value; raise it instead."""
+    for row in rows:
+        for value in row:
+            if isinstance(value, ZeroDivisionError):
+                raise RuleError("division by zero while evaluating the rules for this relation "
+                                "(pydatalog engine)", pos)
+            if isinstance(value, BaseException):
+                raise RuleError(f"{type(value).__name__} while evaluating the rules for this relation: {value} "
+                                "(pydatalog engine)", pos)
+
+
 @contextmanager
 def _division_errors():
     try:
@@ -253,17 +204,21 @@ class PyDatalogEngine:
 
     def __init__(self, checked: CheckedProgram):
         self.checked = checked
+        caller = Logic(True)  # whatever database the calling thread had stays its own
         Logic()  # a fresh database, made current only while this engine works
         self._logic = Logic(True)
+        Logic(caller)
         self._names = itertools.count()
 
     @contextmanager
     def _current(self):
+        caller = Logic(True)
         Logic(self._logic)
         try:
             yield
         finally:
             self._logic = Logic(True)
+            Logic(caller)
 
     def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None, **_ignored) -> Model:
         relations = {name: set(facts.get(name, ())) for name in self.checked.decls}
@@ -274,7 +229,7 @@ class PyDatalogEngine:
                 self._assert(_pred(name), tuples, self.checked.decls[name].arity)
             for stratum in strata:
                 for rel, tuples in self._stratum(stratum).items():
-                    relations[rel] = tuples
+                    relations[rel] = relations[rel] | tuples  # an input relation may also have facts in rule files
                     self._assert(_pred(rel), tuples, self.checked.decls[rel].arity)
         return Model(relations)
 
@@ -307,7 +262,10 @@ class PyDatalogEngine:
                 for body in translator.body(head, rule_body, set()):
                     clauses.append(self._clause(translator, head, body))
         pyDatalog.load("\n".join(translator.helpers + clauses))
-        return {rel: self._ask(_pred(rel, True), self.checked.decls[rel].arity) for rel in rels}
+        answers = {rel: self._ask(_pred(rel, True), self.checked.decls[rel].arity) for rel in rels}
+        for rel, rows in answers.items():
+            _raise_computed_error(rows, self.checked.rules_for(rel)[0].pos)
+        return answers
 
     def _clause(self, translator: _Translator, head: ast.Atom, body: list[str]) -> str:
         head_args, tests = [], []
@@ -349,7 +307,9 @@ class PyDatalogEngine:
                    for variant in translator.body(None, split, set())]
         pyDatalog.load("\n".join(translator.helpers + clauses))
         groups: dict[tuple, dict[tuple, int]] = {}
-        for row in self._ask(name, len(head)):
+        rows = self._ask(name, len(head))
+        _raise_computed_error(rows, agg.pos)
+        for row in rows:
             key = row[: len(outer)]
             found = row[len(outer): len(row) - (1 if has_target else 0)]
             groups.setdefault(key, {})[found] = row[-1] if has_target else 1

@@ -17,6 +17,8 @@ class Pos:
     col: int = 0
 
     def __str__(self) -> str:
+        if not self.line:  # a whole file (one that is missing, or unreadable)
+            return self.file
         return f"{self.file}:{self.line}:{self.col}" if self.col else f"{self.file}:{self.line}"
 
 
@@ -255,3 +257,24 @@ def body_atoms(body: tuple[Literal, ...], inside: bool = False) -> list[tuple[At
         for agg in literal_aggregates(lit):
             found.extend(body_atoms(agg.body, inside=True))
     return found
+
+
+def string_constants(node) -> set[str]:
+    """Every string constant anywhere in a rule (head, body, comparisons, aggregates)."""
+    match node:
+        case Str(value):
+            return {value}
+        case Rule(head, body):
+            return string_constants(head).union(*(string_constants(lit) for lit in body))
+        case Atom(_, args):
+            return set().union(*(string_constants(t) for t in args))
+        case Negation(atom):
+            return string_constants(atom)
+        case Comparison(_, left, right) | BinOp(_, left, right):
+            return string_constants(left) | string_constants(right)
+        case Negative(operand):
+            return string_constants(operand)
+        case Aggregate(_, target, body):
+            found = string_constants(target) if target is not None else set()
+            return found.union(*(string_constants(lit) for lit in body))
+    return set()

@@ -5,27 +5,26 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Transformer, v_args
+from lark.exceptions import UnexpectedInput, VisitError
 
 from ..errors import RuleSyntaxError
 from . import ast
+from .syntax_errors import syntax_error
 
 _GRAMMAR = Path(__file__).with_name("souffle.lark")
 
-# What the user sees instead of lark's terminal names.
-_TOKEN_WORDS = {
-    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
-    "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "DOT": "'.'", "COLON": "':'",
-    "IF": "':-'", "BANG": "'!'", "LBRACE": "'{'", "RBRACE": "'}'", "MINUS": "'-'",
-    "PLUS": "'+'", "STAR": "'*'", "SLASH": "'/'", "PERCENT": "'%'", "UNDERSCORE": "'_'",
-    "$END": "end of file",
-}
+@lru_cache(maxsize=1)
+def _patterns() -> dict[str, str]:
+    """Terminal name → its literal text, for error messages ('.decl' rather than __ANON_0)."""
+    return {t.name: t.pattern.value for t in _lark().terminals if t.pattern.type == "str"}
 
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+    # Extra start symbols let a query (`body`) or one atom (`atom`) be parsed on its own.
+    return Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True,
+                start=["start", "body", "atom"])
 
 
 def _unescape(text: str) -> str:
@@ -156,45 +155,42 @@ class _ToAst(Transformer):
     sum, min, max = _aggregate("sum"), _aggregate("min"), _aggregate("max")
 
 
-def _describe(token: Token) -> str:
-    if token.type == "$END":
-        return "end of file"
-    return repr(str(token))
-
-
-def _expected(names) -> str:
-    words = sorted({_TOKEN_WORDS.get(n, repr(n.strip('"').lower()) if n.startswith('"') else n) for n in names})
-    if len(words) > 6:
-        words = words[:6] + ["..."]
-    return ", ".join(words)
-
-
 def parse_text(text: str, filename: str = "<text>") -> ast.Program:
     """Parse one rule file's text.
 
     >>> parse_text('.decl e(a: number)\\ne(1).').rules[0].head.args
     (Num(value=1),)
     """
+    return _parse(text, filename, "start")
+
+
+def parse_atom(text: str, filename: str = "<atom>") -> ast.Atom:
+    """Parse one atom written in rule syntax, e.g. a tuple to explain.
+
+    >>> parse_atom('refused("f1", R)').args
+    (Str(value='f1'), Var(name='R'))
+    """
+    return _parse(text, filename, "atom")
+
+
+def parse_body(text: str, filename: str = "<query>") -> tuple[ast.Literal, ...]:
+    """Parse a rule body (literals separated by commas, no final '.'), e.g. a query.
+
+    >>> [type(lit).__name__ for lit in parse_body('member(F, O), !is_fold(O)')]
+    ['Atom', 'Negation']
+    """
+    return _parse(text, filename, "body")
+
+
+def _parse(text: str, filename: str, start: str):
     try:
-        tree = _lark().parse(text)
+        tree = _lark().parse(text, start=start)
     except UnexpectedInput as err:
-        raise _syntax_error(err, filename) from None
+        raise syntax_error(err, text, filename, _patterns()) from None
     try:
         return _ToAst(filename).transform(tree)
     except VisitError as err:  # e.g. a number too large to be one
         raise RuleSyntaxError(str(err.orig_exc), ast.Pos(filename, 0, 0)) from None
-
-
-def _syntax_error(err: UnexpectedInput, filename: str) -> RuleSyntaxError:
-    pos = ast.Pos(filename, getattr(err, "line", 0) or 0, getattr(err, "column", 0) or 0)
-    if isinstance(err, UnexpectedToken):
-        found = _describe(err.token)
-        return RuleSyntaxError(f"unexpected {found}, expected {_expected(err.expected)}", pos)
-    if isinstance(err, UnexpectedCharacters):
-        return RuleSyntaxError(f"unexpected character {err.char!r}", pos)
-    if isinstance(err, UnexpectedEOF):
-        return RuleSyntaxError(f"unexpected end of file, expected {_expected(err.expected)}", pos)
-    return RuleSyntaxError(str(err).splitlines()[0], pos)
 
 
 def parse_file(path: Path, display: str | None = None) -> ast.Program:

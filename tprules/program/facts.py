@@ -9,26 +9,37 @@ and proof leaves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 from ..errors import FactError
 from ..lang.ast import Pos
 from ..paths import display_path
+from .columns import Symbols, encode_rows
 
 
 @dataclass
 class FactBase:
-    """Facts by relation, with the file:line of each tuple's first occurrence."""
+    """Facts by relation, with the file and line of each tuple's first occurrence.
+
+    `origins[rel]` maps each tuple to `(file, line)` in file order; a `Pos` is made only
+    when one is asked for (errors, proofs), which keeps loading fast.
+    """
 
     relations: dict[str, set[tuple]] = field(default_factory=dict)
-    origins: dict[str, dict[tuple, Pos]] = field(default_factory=dict)
+    origins: dict[str, dict[tuple, tuple[str, int]]] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)  # relation → files read
+    # With a symbol table, each file is also encoded as it is read (its strings are still
+    # hot then): relation → row arrays, one per file. See program/columns.py.
+    symbols: "Symbols | None" = None
+    encoded: dict[str, list] = field(default_factory=dict)
 
     def tuples(self, rel: str) -> set[tuple]:
         return self.relations.get(rel, set())
 
     def where(self, rel: str, tup: tuple) -> Pos | None:
-        return self.origins.get(rel, {}).get(tup)
+        found = self.origins.get(rel, {}).get(tup)
+        return Pos(*found) if found is not None else None
 
     def ordered(self, rel: str) -> list[tuple]:
         """Tuples in file order (first occurrence), then any added without a position."""
@@ -40,19 +51,32 @@ class FactBase:
 
     def add(self, rel: str, tup: tuple, pos: Pos | None = None) -> None:
         self.relations.setdefault(rel, set()).add(tup)
+        self.encoded.pop(rel, None)
         if pos is not None:
-            self.origins.setdefault(rel, {}).setdefault(tup, pos)
+            self.origins.setdefault(rel, {}).setdefault(tup, (pos.file, pos.line))
 
-    def merged(self, other: "FactBase") -> "FactBase":
-        out = FactBase({k: set(v) for k, v in self.relations.items()}, {k: dict(v) for k, v in self.origins.items()},
-                       {k: list(v) for k, v in self.files.items()})
+    def absorb(self, other: "FactBase") -> "FactBase":
+        """Add another fact base's tuples to this one (in place; this one's lines come first)."""
         for rel, tuples in other.relations.items():
-            out.relations.setdefault(rel, set()).update(tuples)
-            mine = out.origins.setdefault(rel, {})
-            for tup, pos in other.origins.get(rel, {}).items():
-                mine.setdefault(tup, pos)
-            out.files.setdefault(rel, []).extend(other.files.get(rel, []))
-        return out
+            had = bool(self.relations.get(rel))
+            self.relations.setdefault(rel, set()).update(tuples)
+            mine = self.origins.setdefault(rel, {})
+            for tup, origin in other.origins.get(rel, {}).items():
+                mine.setdefault(tup, origin)
+            self.files.setdefault(rel, []).extend(other.files.get(rel, []))
+            if other.symbols is self.symbols and rel in other.encoded and (rel in self.encoded or not had):
+                self.encoded.setdefault(rel, []).extend(other.encoded[rel])
+            else:
+                self.encoded.pop(rel, None)
+        return self
+
+    def rows(self, rel: str):
+        """The relation as one int64 array in `symbols`' ids, if every file of it was
+        encoded when read; else None."""
+        chunks = self.encoded.get(rel)
+        if chunks is None or self.symbols is None:
+            return None
+        return chunks
 
 
 def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, into: FactBase) -> None:
@@ -62,36 +86,57 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
     except (OSError, UnicodeDecodeError) as err:
         raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
     arity = len(types)
-    numbers = [i for i, t in enumerate(types) if t == "number"]
-    tuples = into.relations.setdefault(rel, set())
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if "\r" in text or "\n\n" in text or text.startswith("\n"):  # the slow path: skip blank lines
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        numbers = [n for n, line in enumerate(lines, 1) if line]
+        lines = [lines[n - 1] for n in numbers]
+    else:
+        numbers = range(1, len(lines) + 1)
+    rows = [line.split("\t") for line in lines]
+    if set(map(len, rows)) - {arity}:
+        k = next(k for k, cols in enumerate(rows) if len(cols) != arity)
+        spaces = "; this line separates with spaces" if " " in lines[k] and len(rows[k]) < arity else ""
+        raise FactError(f"{rel} has {_columns(arity)} but this line has {len(rows[k])} "
+                        f"(columns are separated by one TAB{spaces})", Pos(display, numbers[k]))
+    for i, kind in enumerate(types):
+        if kind == "number":
+            _numbers(rows, i, rel, display, numbers)
+    if into.symbols is not None:
+        into.encoded.setdefault(rel, []).append(encode_rows(into.symbols, types, rows))
+    tuples = list(map(tuple, rows))
+    into.relations.setdefault(rel, set()).update(tuples)
     origins = into.origins.setdefault(rel, {})
+    if not origins:
+        origins.update(zip(tuples, zip(repeat(display), numbers)))
+        if len(origins) < len(tuples):  # duplicate lines: keep each tuple's first line
+            for tup, n in zip(reversed(tuples), reversed(numbers)):
+                origins[tup] = (display, n)
+    else:
+        for tup, n in zip(tuples, numbers):
+            origins.setdefault(tup, (display, n))
     into.files.setdefault(rel, []).append(display)
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if line.endswith("\r"):
-            line = line[:-1]
-        if not line.strip():
-            continue
-        cols = line.split("\t") if arity != 1 else [line]
-        if len(cols) != arity:
-            raise FactError(
-                f"{rel} has {arity} column(s) but this line has {len(cols)} (columns are TAB-separated)",
-                Pos(display, lineno),
-            )
-        for i in numbers:
-            try:
-                cols[i] = int(cols[i])
-            except ValueError:
-                raise FactError(
-                    f"column {i + 1} of {rel} is a number, got {cols[i]!r}", Pos(display, lineno)
-                ) from None
-        tup = tuple(cols)
-        if tup not in origins:
-            origins[tup] = Pos(display, lineno)
-            tuples.add(tup)
+
+
+def _numbers(rows: list[list], i: int, rel: str, display: str, numbers) -> None:
+    """Turn column i into ints, naming the first line that holds something else."""
+    try:
+        for cols in rows:
+            cols[i] = int(cols[i])
+    except ValueError:
+        k = next(k for k, cols in enumerate(rows) if isinstance(cols[i], str))
+        raise FactError(f"column {i + 1} of {rel} must be a number (a decimal integer), got {rows[k][i]!r}",
+                        Pos(display, numbers[k])) from None
+
+
+def _columns(n: int) -> str:
+    return f"{n} column" if n == 1 else f"{n} columns"
 
 
 def load_fact_dir(directory: Path, schema: dict[str, tuple[str, ...]], display_root: str | None = None,
-                  strict: bool = True) -> FactBase:
+                  strict: bool = True, symbols: "Symbols | None" = None) -> FactBase:
     """Load every `<rel>.facts` of a directory whose relation the schema knows.
 
     With `strict`, a `.facts` file of a relation nobody declares is an error.
@@ -100,7 +145,7 @@ def load_fact_dir(directory: Path, schema: dict[str, tuple[str, ...]], display_r
     if not directory.is_dir():
         raise FactError(f"no such program folder: {directory}")
     root = display_root if display_root is not None else display_path(directory)
-    base = FactBase()
+    base = FactBase(symbols=symbols)
     for path in sorted(directory.glob("*.facts")):
         rel = path.stem
         display = f"{root}/{path.name}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..analysis.program import CheckedProgram
@@ -10,6 +11,7 @@ from ..config import DEFAULT_SHIM, shim_library_dir
 from ..errors import FactError, RuleError, UsageError
 from ..lang.ast import Pos
 from ..paths import display_path
+from .columns import Columns, Symbols
 from .facts import FactBase, load_fact_dir
 from .order import topological_order
 from .schema import COMPUTED, PROGRAM, SHIM, SPEC
@@ -25,8 +27,9 @@ class LoadedProgram:
     facts: FactBase
     shim: str
     order: list[str]  # statements in topological order, program order first
+    columns: Columns | None = None  # the SPEC relations encoded, shared with the fast engine
 
-    @property
+    @cached_property
     def position(self) -> dict[str, int]:
         return {o: i for i, o in enumerate(self.order)}
 
@@ -38,7 +41,9 @@ def check_rule_schema(checked: CheckedProgram) -> None:
         spec = SPEC.get(name)
         if spec is not None and decl.types != spec.types:
             want = ", ".join(f"{c}: {t}" for c, t in spec.columns)
-            problems.append(RuleError(f"{name} is a SPEC §2 relation ({want}); this declaration differs", decl.pos))
+            have = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
+            problems.append(RuleError(f"{name} is a SPEC §2 relation: expected .decl {name}({want}), "
+                                      f"found .decl {name}({have})", decl.pos))
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))
@@ -56,15 +61,16 @@ def fact_schema(checked: CheckedProgram) -> dict[str, tuple[str, ...]]:
     return schema
 
 
-def choose_shim(facts: FactBase, own: FactBase, requested: str | None) -> str:
+def choose_shim(facts: FactBase, own_shims: set[tuple], requested: str | None) -> str:
+    """--shim if given; else the program's own shim when it declares exactly one; else the default."""
     known = [s for (s,) in facts.ordered("shim")]
     if requested is not None:
         if requested not in known:
-            raise UsageError(f"unknown shim {requested}; known shims: {', '.join(known)}")
+            raise UsageError(f"--shim {requested}: no such shim in shim.facts (the shim library's or the "
+                             f"program's); known shims: {', '.join(known)}")
         return requested
-    mine = [s for (s,) in own.ordered("shim")]
-    if len(mine) == 1:
-        return mine[0]
+    if len(own_shims) == 1:
+        return next(iter(own_shims))[0]
     if DEFAULT_SHIM not in known:
         raise UsageError(f"no --shim given and the default shim {DEFAULT_SHIM} is not in the shim library")
     return DEFAULT_SHIM
@@ -80,13 +86,27 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
                             Pos(f"{display}/{name}.facts", 1))
     schema = fact_schema(checked)
     library = Path(library) if library is not None else shim_library_dir()
-    lib = load_fact_dir(library, schema, strict=False) if library.is_dir() else FactBase()
-    own = load_fact_dir(directory, schema, display_root=display)
-    facts = lib.merged(own)
-    check_wellformed(facts)
-    chosen = choose_shim(facts, own, shim)
+    symbols = Symbols()
+    lib = load_fact_dir(library, schema, strict=False, symbols=symbols) if library.is_dir() else FactBase(symbols=symbols)
+    own = load_fact_dir(directory, schema, display_root=display, symbols=symbols)
+    own_shims = set(own.tuples("shim"))
+    return prepare_program(own.absorb(lib), own_shims, shim, directory, display)
+
+
+def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, directory: Path, display: str,
+                    computed: dict[str, set[tuple]] | None = None) -> LoadedProgram:
+    """Check merged facts and add the computed inputs (`target`, `topo`, and any `computed`
+    relations, e.g. a Python base shim's answers). `own_shims` are the shims the program
+    itself declares, which choose the shim when `shim` is None. Used by `load_program` and
+    by tprules.shim."""
+    columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
+    check_wellformed(facts, program=display, columns=columns)
+    chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts)
     facts.add("target", (chosen,))
     for i, o in enumerate(order):
         facts.add("topo", (o, i))
-    return LoadedProgram(directory, display, facts, chosen, order)
+    for rel, tuples in (computed or {}).items():
+        for tup in tuples:
+            facts.add(rel, tup)
+    return LoadedProgram(directory, display, facts, chosen, order, columns)

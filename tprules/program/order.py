@@ -30,6 +30,8 @@ def topological_order(facts: FactBase) -> list[str]:
     statements = [o for o, _ in facts.ordered("op")]
     rank = {o: i for i, o in enumerate(statements)}
     succ = data_flow(facts)
+    if all(rank[o] < rank[nxt] for o, targets in succ.items() for nxt in targets):
+        return statements  # written in order already (the common case): no sorting needed
     indegree = dict.fromkeys(statements, 0)
     for targets in succ.values():
         for o in targets:
@@ -45,8 +47,19 @@ def topological_order(facts: FactBase) -> list[str]:
             if indegree[nxt] == 0:
                 heapq.heappush(ready, (rank[nxt], nxt))
     if len(order) < len(statements):
-        stuck = [o for o in statements if indegree[o] > 0]
-        first = ("op", next(t for t in facts.ordered("op") if t[0] == stuck[0]))
-        shown = ", ".join(stuck[:5]) + (", ..." if len(stuck) > 5 else "")
-        raise IllFormed(f"the data flow has a cycle through {shown}", facts.where(*first))
+        cycle = _a_cycle(succ, {o for o in statements if indegree[o] > 0}, rank)
+        first = ("op", next(t for t in facts.ordered("op") if t[0] == cycle[0]))
+        raise IllFormed(f"the data flow has a cycle: {' -> '.join(cycle + cycle[:1])} "
+                        "(each statement reads what the one before it writes)", facts.where(*first))
     return order
+
+
+def _a_cycle(succ: dict[str, set[str]], stuck: set[str], rank: dict[str, int]) -> list[str]:
+    """One cycle among the statements Kahn's algorithm could not order, from its first in program order."""
+    import networkx as nx
+
+    graph = nx.DiGraph((a, b) for a in stuck for b in succ.get(a, ()) if b in stuck)
+    edges = nx.find_cycle(graph, source=min(stuck, key=rank.get))
+    cycle = [a for a, _ in edges]
+    start = cycle.index(min(cycle, key=rank.get))
+    return cycle[start:] + cycle[:start]

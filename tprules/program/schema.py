@@ -57,6 +57,9 @@ SHIM = {r.name: r for r in [
 COMPUTED = {r.name: r for r in [
     _rel("target", "s:symbol", "the shim being asked (from --shim or the default)"),
     _rel("topo", "o:symbol,n:number", "a topological order of the data flow, program order first"),
+    # A base chip written in Python (tprules.shim) answers for itself; its answers become facts.
+    _rel("base_answers", "s:symbol", "base chip s answers fusions itself, not by the base rules"),
+    _rel("base_refusal", "f:symbol,reason:symbol", "the Python base chip refuses fusion f for reason"),
 ]}
 
 SPEC = {**PROGRAM, **SHIM, **COMPUTED}

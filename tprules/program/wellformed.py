@@ -10,7 +10,9 @@ from collections import defaultdict
 from ..errors import IllFormed
 from ..lang.ast import Pos
 from .facts import FactBase
-from .schema import DTYPES, LEVELS, LIMIT_KEYS
+from . import guards
+from .columns import Columns
+from .schema import DTYPES, LEVELS, LIMIT_KEYS, SPEC
 
 
 def _fail(facts: FactBase, rel: str, tup: tuple, message: str):
@@ -32,11 +34,14 @@ def check_statements(facts: FactBase) -> None:
     for tup in facts.ordered("op"):
         if registry and tup[1] not in registry:
             _fail(facts, "op", tup, f"statement {tup[0]} has class {tup[1]}, which the class registry does not know")
-    for rel in ("reads", "writes", "attr", "fold", "member"):
-        col = 1 if rel == "member" else 0
+    for rel in ("reads", "writes", "attr", "fold"):
         for tup in facts.ordered(rel):
-            if tup[col] not in ops:
-                _fail(facts, rel, tup, f"statement {tup[col]} is not declared in op.facts")
+            if tup[0] not in ops:
+                _fail(facts, rel, tup, f"statement {tup[0]} is not declared in op.facts")
+    for tup in facts.ordered("member"):
+        if tup[1] not in ops:
+            _fail(facts, "member", tup, f"candidate fusion {tup[0]} names statement {tup[1]}, "
+                                        "which op.facts does not declare")
     for tup in facts.ordered("section"):
         if tup[1] not in ops:
             _fail(facts, "section", tup, f"statement {tup[1]} is not declared in op.facts")
@@ -63,15 +68,17 @@ def check_statements(facts: FactBase) -> None:
         o, cls = tup
         indexes = sorted(operands.get(o, {}))
         if indexes != list(range(len(indexes))):
-            _fail(facts, "op", tup, f"operands of {o} are numbered {indexes}; expected 0..n-1")
+            _fail(facts, "op", tup, f"operands of {o} are numbered {', '.join(map(str, indexes))}; "
+                                    f"expected 0..{len(indexes) - 1} without gaps")
         want = registry.get(cls)
         if want and len(indexes) != want:
-            _fail(facts, "op", tup, f"{o} is a {cls} with {len(indexes)} operand(s); the registry says {want}")
+            _fail(facts, "op", tup, f"statement {o} ({cls}) has {len(indexes)} operand(s); "
+                                    f"the class registry says {cls} takes {want}")
         if want == 0 and not indexes:
             _fail(facts, "op", tup, f"{o} is a {cls} with no operands")
 
 
-def check_tensors(facts: FactBase) -> dict[str, int | None]:
+def check_tensors(facts: FactBase, program: str | None = None) -> dict[str, int | None]:
     """Every bound tensor is declared, placed once or spine, never both. Returns each tensor's chip."""
     declared: dict[str, str] = {}
     for tup in facts.ordered("tensor"):
@@ -85,8 +92,9 @@ def check_tensors(facts: FactBase) -> dict[str, int | None]:
     if len(chips) != 1:
         if not chips:
             raise IllFormed("the program has no chips fact (chips.facts: one line, the number of chips)",
-                            Pos(facts.files.get("op", ["op.facts"])[0].rsplit("/", 1)[0] + "/chips.facts", 0))
-        _fail(facts, "chips", chips[1], f"chips is given {len(chips)} times; expected once")
+                            Pos(f"{program}/chips.facts", 0) if program else None)
+        _fail(facts, "chips", chips[1], f"chips is given {len(chips)} times "
+                                        f"({', '.join(str(c[0]) for c in chips)}); expected one line, the number of chips")
     n = chips[0][0]
     if n < 1:
         _fail(facts, "chips", chips[0], f"the program runs on {n} chips; expected at least 1")
@@ -115,12 +123,12 @@ def check_tensors(facts: FactBase) -> dict[str, int | None]:
     return home
 
 
-def check_places(facts: FactBase, home: dict[str, int | None]) -> None:
+def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool = False) -> None:
     """A statement that is not a fold binds one chip's tensors at most; folds are all-reduces."""
     folds = {o for o, _ in facts.tuples("fold")}
     n = next(iter(facts.tuples("chips")))[0]
     seen: dict[str, tuple[int, str]] = {}
-    for rel, col in (("writes", 1), ("reads", 2)):
+    for rel, col in () if only_folds else (("writes", 1), ("reads", 2)):
         for tup in facts.ordered(rel):
             o, t = tup[0], tup[col]
             chip = home[t]
@@ -132,24 +140,29 @@ def check_places(facts: FactBase, home: dict[str, int | None]) -> None:
             seen.setdefault(o, (chip, t))
     ops = dict(facts.tuples("op"))
     by_fold: dict[str, list[tuple]] = defaultdict(list)
-    for tup in facts.ordered("reads"):
+    for tup in facts.tuples("reads"):
         if tup[0] in folds:
             by_fold[tup[0]].append(tup)
+    for tuples in by_fold.values():  # file order, for the first offending line
+        tuples.sort(key=lambda r: facts.origins["reads"][r][1])
     output = dict(facts.tuples("writes"))
     for tup in facts.ordered("fold"):
         o = tup[0]
         if ops.get(o) != "sum":
-            _fail(facts, "fold", tup, f"fold {o} is a {ops.get(o)}; a fold is a sum")
-        chips_read = []
+            _fail(facts, "fold", tup, f"fold {o} is of class {ops.get(o)}; a fold is a sum")
+        chips_read: dict[int, str] = {}
         for r in by_fold[o]:
             chip = home[r[2]]
             if chip is None:
                 _fail(facts, "reads", r, f"fold {o} reads spine tensor {r[2]}; a fold reads only chip tensors")
             if chip in chips_read:
-                _fail(facts, "reads", r, f"fold {o} reads two operands of chip {chip}; one operand per chip")
-            chips_read.append(chip)
-        if sorted(chips_read) != list(range(n)):
-            _fail(facts, "fold", tup, f"fold {o} reads chips {sorted(chips_read)}; it must read one operand from each of 0..{n - 1}")
+                _fail(facts, "reads", r, f"fold {o} reads two operands of chip {chip} ({chips_read[chip]} and {r[2]}); "
+                                         "a fold reads one operand per chip")
+            chips_read[chip] = r[2]
+        missing = [str(c) for c in range(n) if c not in chips_read]
+        if missing:
+            _fail(facts, "fold", tup, f"fold {o} reads no operand of chip {', '.join(missing)}; "
+                                      f"a fold reads one operand from each chip 0..{n - 1}")
         out = output[o]
         if home[out] is not None:
             _fail(facts, "fold", tup, f"fold {o} writes {out}, a chip tensor; a fold writes a spine tensor")
@@ -159,7 +172,8 @@ def check_sections(facts: FactBase) -> None:
     relocated: dict[str, int] = {}
     for tup in facts.ordered("relocated"):
         if tup[0] in relocated:
-            _fail(facts, "relocated", tup, f"section {tup[0]} is relocated twice")
+            _fail(facts, "relocated", tup, f"section {tup[0]} is relocated twice (to chips {relocated[tup[0]]} "
+                                           f"and {tup[1]})")
         relocated[tup[0]] = tup[1]
     where: dict[str, str] = {}
     for tup in facts.ordered("section"):
@@ -191,31 +205,47 @@ def check_shims(facts: FactBase) -> None:
         if cls not in classes:
             _fail(facts, "supports", tup, f"shim {s} answers class {cls}, which the class registry does not know")
         if level not in LEVELS:
-            _fail(facts, "supports", tup, f"level {level} for {s} {cls}; expected one of {', '.join(LEVELS)}")
-        if (s, cls) in answers:
-            _fail(facts, "supports", tup, f"shim {s} answers class {cls} twice")
+            _fail(facts, "supports", tup, f"shim {s} answers class {cls} with level {level}; "
+                                          f"expected {', '.join(LEVELS[:-1])} or {LEVELS[-1]}")
+        if (s, cls) in answers:  # named at the first line: a program's own facts come before the library's
+            again = facts.where("supports", tup)
+            _fail(facts, "supports", answers[(s, cls)], f"shim {s} answers class {cls} twice (again at {again}); "
+                                                        "a shim answers each class exactly once")
         answers[(s, cls)] = tup
     for (s,) in facts.ordered("shim"):
         for cls in classes:
             if (s, cls) not in answers:
-                _fail(facts, "shim", (s,), f"shim {s} does not answer supports for class {cls} of the class registry")
+                _fail(facts, "shim", (s,), f"shim {s} does not answer class {cls} of the class registry: "
+                                           f"add a line '{s}<TAB>{cls}<TAB>fused|alone|none' to supports.facts")
     for tup in facts.ordered("limit"):
         if tup[0] not in shims:
             _fail(facts, "limit", tup, f"limit names shim {tup[0]}, which shim.facts does not declare")
         if tup[1] not in LIMIT_KEYS:
-            _fail(facts, "limit", tup, f"limit key {tup[1]}; expected one of {', '.join(LIMIT_KEYS)}")
+            _fail(facts, "limit", tup, f"shim {tup[0]} has a limit {tup[1]}, which is not a limit key; "
+                                       f"expected {', '.join(LIMIT_KEYS[:-1])} or {LIMIT_KEYS[-1]}")
     for tup in facts.ordered("quantized"):
         if tup[0] not in shims:
             _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")
 
 
-def check_wellformed(facts: FactBase, shims_only: bool = False) -> None:
-    """Raise `IllFormed` for the first violation of SPEC §2, naming its file and line."""
+def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | None = None,
+                     columns: Columns | None = None) -> None:
+    """Raise `IllFormed` for the first violation of SPEC §2, naming its file and line.
+    `program` is the program folder as shown, for facts missing altogether. `columns`
+    are the facts encoded (made here when not given): the common case is settled on them
+    (guards.py) and only a program that fails a guard is walked line by line."""
     check_shims(facts)
     if shims_only:
         return
-    check_statements(facts)
-    home = check_tensors(facts)
-    check_places(facts, home)
+    if columns is None:
+        columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
+    if not guards.statements_look_fine(columns):
+        check_statements(facts)
+    if not guards.tensors_look_fine(columns):
+        check_tensors(facts, program)
+    home: dict[str, int | None] = dict(facts.tuples("placed"))
+    home.update(dict.fromkeys(t for (t,) in facts.tuples("spine")))
+    check_places(facts, home, only_folds=guards.non_folds_bind_one_chip(columns))  # folds: always precise
     check_sections(facts)
-    check_candidates(facts)
+    if not guards.candidates_look_fine(columns):
+        check_candidates(facts)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Check tprules' CUDA kernels on a machine with a GPU and time fused against unfused:
+#
+#     bash benchmarks/gpu_check.sh [OUT_DIR] [gpu_check.py options, e.g. --repeat 20]
+#
+# Needs python3 with numpy, numba, numba-cuda (`pip install "numba-cuda[cu12]"` on a CUDA 12
+# driver, "numba-cuda[cu13]" on CUDA 13), networkx, rich and lark. A package missing there
+# can travel as wheels in .whl/ at the repository's root (see docs/runtime.md); they are
+# installed into /tmp/tprules-site first. Writes OUT_DIR/gpu_check.json and the log there.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+OUT_DIR=${OUT:-/tmp/tprules-gpu-check}
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then OUT_DIR=$1; shift; fi
+mkdir -p "$OUT_DIR"
+if ls .whl/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/tprules-site .whl/*.whl \
+        && export PYTHONPATH=/tmp/tprules-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+unset NUMBA_ENABLE_CUDASIM
+export PYTHONUNBUFFERED=1
+export TPRULES_CACHE_DIR=${TPRULES_CACHE_DIR:-/tmp/tprules-cache}
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not found"
+$PY -c "import numba, numba_cuda, numpy, networkx, rich, lark" || { echo "missing Python packages (see above)"; exit 2; }
+$PY benchmarks/ptx_check.py --cc 9.0 > "$OUT_DIR/ptx_check.log" 2>&1; echo "ptx_check: exit $? ($(tail -1 "$OUT_DIR/ptx_check.log"))"
+$PY benchmarks/gpu_check.py --json "$OUT_DIR/gpu_check.json" "$@" 2>&1 | tee "$OUT_DIR/gpu_check.log"
+exit "${PIPESTATUS[0]}"

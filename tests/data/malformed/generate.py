@@ -1,0 +1,113 @@
+"""Rewrite the malformed-input cases: `python tests/data/malformed/generate.py`.
+
+Each case is the small valid TP program BASE (case `valid`) with one violation of SPEC §2.
+The folders are the test data; this script only documents how they were made. Each
+case's expected.txt is the message reviewed by hand (not written by this script).
+"""
+import copy
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+BASE = {
+    "chips": [("2",)],
+    "tensor": [(t, "f32") for t in ("x", "w0", "w1", "h0", "h1", "y", "z")],
+    "placed": [("w0", "0"), ("h0", "0"), ("w1", "1"), ("h1", "1")],
+    "spine": [("x",), ("y",), ("z",)],
+    "op": [("mm0", "matmul"), ("mm1", "matmul"), ("ar", "sum"), ("act", "relu")],
+    "reads": [("mm0", "0", "x"), ("mm0", "1", "w0"), ("mm1", "0", "x"), ("mm1", "1", "w1"),
+              ("ar", "0", "h0"), ("ar", "1", "h1"), ("act", "0", "y")],
+    "writes": [("mm0", "h0"), ("mm1", "h1"), ("ar", "y"), ("act", "z")],
+    "fold": [("ar", "mlp_out")],
+    "member": [("f", "mm0"), ("f", "mm1")],
+}
+CLASSES = [l.split("\t")[0] for l in (ROOT.parents[2] / "facts/shims/registry.facts").read_text().splitlines() if l]
+
+
+def replace(rel, old, new):
+    def f(p):
+        p[rel] = [new if t == old else t for t in p[rel]]
+    return f
+
+
+def add(rel, *tuples):
+    def f(p):
+        p.setdefault(rel, []).extend(tuples)
+    return f
+
+
+def drop(rel, tup):
+    def f(p):
+        p[rel].remove(tup)
+    return f
+
+
+def both(*fs):
+    def f(p):
+        for g in fs:
+            g(p)
+    return f
+
+
+def own_shim(levels):
+    return both(add("shim", ("mychip",)), add("supports", *[("mychip", c, levels.get(c, "fused")) for c in CLASSES if levels.get(c) != "-"]))
+
+
+CASES = {
+    "undeclared_tensor": replace("reads", ("act", "0", "y"), ("act", "0", "q")),
+    "tensor_placed_and_spine": add("spine", ("h0",)),
+    "tensor_placed_twice": add("placed", ("h0", "1")),
+    "tensor_neither_placed_nor_spine": drop("spine", ("z",)),
+    "tensor_bad_dtype": replace("tensor", ("z", "f32"), ("z", "f64")),
+    "statement_writes_nothing": drop("writes", ("act", "z")),
+    "statement_writes_two_tensors": both(add("tensor", ("z2", "f32")), add("spine", ("z2",)), add("writes", ("act", "z2"))),
+    "tensor_two_writers": replace("writes", ("act", "z"), ("act", "y")),
+    "statement_class_unknown": replace("op", ("act", "relu"), ("act", "gelu_fast")),
+    "statement_operand_count": add("reads", ("act", "1", "x")),
+    "chip_out_of_range_placed": replace("placed", ("w1", "1"), ("w1", "2")),
+    "chip_out_of_range_relocated": both(add("section", ("tail", "act")), add("relocated", ("tail", "2"))),
+    "no_chips_fact": lambda p: p.pop("chips"),
+    "non_fold_binds_two_chips": replace("reads", ("mm0", "1", "w0"), ("mm0", "1", "w1")),
+    "fold_reads_spine_tensor": add("reads", ("ar", "2", "x")),
+    "fold_reads_two_operands_of_one_chip": both(add("tensor", ("h0b", "f32")), add("placed", ("h0b", "0")),
+                                                 replace("reads", ("ar", "1", "h1"), ("ar", "1", "h0b")),
+                                                 add("reads", ("ar", "2", "h1"))),
+    "fold_misses_a_chip": drop("reads", ("ar", "1", "h1")),
+    "fold_writes_chip_tensor": both(drop("spine", ("y",)), add("placed", ("y", "0"))),
+    "fold_not_a_sum": replace("op", ("ar", "sum"), ("ar", "add")),
+    "shim_misses_a_class": own_shim({"transpose": "-"}),
+    "shim_answers_a_class_twice": add("supports", ("cuda-lane:h100:Bf16", "matmul", "alone")),
+    "shim_bad_level": own_shim({"softmax": "sometimes"}),
+    "shim_unknown_limit_key": add("limit", ("cuda-lane:h100:Bf16", "max_matmul", "1")),
+    "shim_undeclared_in_supports": add("supports", ("cuda-lane:b200:Fp8", "matmul", "fused")),
+    "shim_answers_unknown_class": add("supports", ("cuda-lane:h100:Bf16", "conv2d", "fused")),
+    "statement_two_classes": add("op", ("act", "gelu")),
+    "statement_operands_misnumbered": replace("reads", ("mm1", "1", "w1"), ("mm1", "2", "w1")),
+    "chips_given_twice": add("chips", ("4",)),
+    "section_relocated_twice": both(add("section", ("tail", "act")), add("relocated", ("tail", "0"), ("tail", "1"))),
+    "statement_in_two_relocated_sections": both(add("section", ("s1", "act"), ("s2", "act")),
+                                                add("relocated", ("s1", "0"), ("s2", "1"))),
+    "candidate_with_one_member": drop("member", ("f", "mm1")),
+    "candidate_names_undeclared_statement": replace("member", ("f", "mm1"), ("f", "mm9")),
+    "wrong_column_count": replace("writes", ("act", "z"), ("act", "z", "extra")),
+    "non_number": replace("placed", ("w1", "1"), ("w1", "one")),
+    "data_flow_cycle": both(replace("op", ("act", "relu"), ("act", "add")), add("reads", ("act", "1", "q")),
+                            add("op", ("back", "neg")), add("reads", ("back", "0", "z")), add("writes", ("back", "q")),
+                            add("tensor", ("q", "f32")), add("spine", ("q",))),
+    "unknown_shim": lambda p: None,
+    "valid": lambda p: None,
+}
+ARGS = {"unknown_shim": "--shim cuda-lane:h200:Fp8\n"}
+
+for name, change in CASES.items():
+    p = copy.deepcopy(BASE)
+    change(p)
+    case = ROOT / name
+    if (case / "program").exists():
+        shutil.rmtree(case / "program")
+    (case / "program").mkdir(parents=True)
+    for rel, tuples in p.items():
+        (case / "program" / f"{rel}.facts").write_text("".join("\t".join(t) + "\n" for t in tuples))
+    if name in ARGS:
+        (case / "args.txt").write_text(ARGS[name])
+print(len(CASES), "cases")

@@ -1,0 +1,186 @@
+"""Rewrite the reason cases: `python tests/data/reasons/generate.py`.
+
+For each reason of SPEC §3, tests/data/reasons/<reason>/<variant>/ holds a minimal program
+(its .facts, one candidate `f`) and the verdict worked out by hand in expected/legal.tsv
+and expected/refused.tsv. Variant `holds` is a program where the reason holds, `not` a
+near-identical one where it does not; `holds-*` and `not-*` are further edges. The folders
+are the test data; this script documents how they were made.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+from tprules.program.builder import ProgramBuilder  # noqa: E402
+
+H100, INT8, CPU = "cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32"
+
+
+def tp_program(shim: str = H100, pre2: str = "neg", section=None, relocated_to=None) -> ProgramBuilder:
+    """pre (spine) feeds a column-parallel matmul on chips 0 and 1, GELU, an all-reduce, two
+    spine statements after it; pre2 is a spine side branch of pre.
+
+        pre: xr = relu(x)          pre2: xq = <pre2>(xr)
+        mm0: h0 = xr @ w0  (chip 0)    mm1: h1 = xr @ w1  (chip 1)
+        g0:  a0 = gelu(h0) (chip 0)    g1:  a1 = gelu(h1) (chip 1)
+        ar:  y = a0 + a1   (the fold)
+        act: z = relu(y)           act2: u = neg(z)
+    """
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    x = b.tensor("x", [2, 4], spine=True)
+    xr = b.stmt("pre", "relu", [x], b.tensor("xr", [2, 4], spine=True))
+    b.stmt("pre2", pre2, [xr], b.tensor("xq", [2, 4], spine=True))
+    for c in (0, 1):
+        h = b.stmt(f"mm{c}", "matmul", [xr, b.tensor(f"w{c}", [4, 4], chip=c)], b.tensor(f"h{c}", [2, 4], chip=c))
+        b.stmt(f"g{c}", "gelu", [h], b.tensor(f"a{c}", [2, 4], chip=c))
+    y = b.fold("ar", ["a0", "a1"], b.tensor("y", [2, 4], spine=True), "out")
+    z = b.stmt("act", "relu", [y], b.tensor("z", [2, 4], spine=True))
+    b.stmt("act2", "neg", [z], b.tensor("u", [2, 4], spine=True))
+    if section:
+        b.section("s", section, relocated_to=relocated_to)
+    return b
+
+
+def chain_program(shim: str, length: int) -> ProgramBuilder:
+    """A chain of unary spine statements c0 .. c{length-1}."""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    prev = b.tensor("x", [2, 4], spine=True)
+    for i in range(length):
+        prev = b.stmt(f"c{i}", ("neg", "exp")[i % 2], [prev], b.tensor(f"t{i}", [2, 4], spine=True))
+    return b
+
+
+def adds_program(shim: str, biases: list[str]) -> ProgramBuilder:
+    """A chain of adds b0 .. bn, each adding a bias tensor: b_i = b_{i-1} + <bias i>."""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    prev = b.tensor("x", [2, 4], spine=True)
+    for k in dict.fromkeys(biases):
+        b.tensor(k, [2, 4], spine=True)
+    for i, k in enumerate(biases):
+        prev = b.stmt(f"b{i}", "add", [prev, k], b.tensor(f"s{i}", [2, 4], spine=True))
+    return b
+
+
+def matmuls_program(shim: str) -> ProgramBuilder:
+    """m0: h = x @ w0; m1: o = w1 @ h (h as operand 1, read unquantized everywhere); e: r = relu(h)."""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    x, w0, w1 = (b.tensor(n, [4, 4], spine=True) for n in ("x", "w0", "w1"))
+    h = b.stmt("m0", "matmul", [x, w0], b.tensor("h", [4, 4], spine=True))
+    b.stmt("m1", "matmul", [w1, h], b.tensor("o", [4, 4], spine=True))
+    b.stmt("e", "relu", [h], b.tensor("r", [4, 4], spine=True))
+    return b
+
+
+def quantized_program(shim: str, operand: int) -> ProgramBuilder:
+    """p: t = relu(x); m: a matmul reading t as operand `operand` (operand 0 is quantized on INT8)."""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    x, w = b.tensor("x", [4, 4], spine=True), b.tensor("w", [4, 4], spine=True)
+    t = b.stmt("p", "relu", [x], b.tensor("t", [4, 4], spine=True))
+    b.stmt("m", "matmul", [t, w] if operand == 0 else [w, t], b.tensor("o", [4, 4], spine=True))
+    return b
+
+
+def path_program() -> ProgramBuilder:
+    """a: t1 = relu(x); b: t2 = neg(t1); c: t3 = add(t1, t2); d: t4 = exp(t1) (a side output)."""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(H100,)])
+    x = b.tensor("x", [2, 4], spine=True)
+    t1 = b.stmt("a", "relu", [x], b.tensor("t1", [2, 4], spine=True))
+    t2 = b.stmt("b", "neg", [t1], b.tensor("t2", [2, 4], spine=True))
+    b.stmt("c", "add", [t1, t2], b.tensor("t3", [2, 4], spine=True))
+    b.stmt("d", "exp", [t1], b.tensor("t4", [2, 4], spine=True))
+    return b
+
+
+LEGAL = ()
+# reason → variant → (program, members of f, the reasons worked out by hand; () is legal)
+CASES = {
+    "collective_fold": {
+        "holds": (tp_program(), ["g0", "ar"], ["collective_fold"]),  # a fold has no place: not spans_chips
+        "holds-with-spine": (tp_program(), ["ar", "act"], ["collective_fold"]),  # nor chip_and_spine
+        "not": (tp_program(), ["act", "act2"], LEGAL),
+    },
+    "spans_chips": {
+        "holds": (tp_program(), ["g0", "g1"], ["spans_chips"]),
+        "not": (tp_program(), ["mm0", "g0"], LEGAL),
+        "holds-relocated": (tp_program(section=["pre"], relocated_to=1), ["pre", "mm0"], ["spans_chips"]),
+        "not-relocated": (tp_program(section=["pre"], relocated_to=1), ["pre", "mm1"], LEGAL),
+    },
+    "chip_and_spine": {
+        "holds": (tp_program(), ["pre", "mm0"], ["chip_and_spine"]),
+        "not": (tp_program(), ["pre", "pre2"], LEGAL),
+        "holds-relocated": (tp_program(section=["pre"], relocated_to=1), ["pre", "pre2"], ["chip_and_spine"]),
+        "not-relocated": (tp_program(section=["pre", "pre2"], relocated_to=1), ["pre", "pre2"], LEGAL),
+        "holds-section-not-relocated": (tp_program(section=["pre"]), ["pre", "mm0"], ["chip_and_spine"]),
+    },
+    "unsupported": {  # the INT8 shim does not build rsqrt
+        "holds": (tp_program(INT8, pre2="rsqrt"), ["pre", "pre2"], ["unsupported"]),
+        "not": (tp_program(INT8, pre2="neg"), ["pre", "pre2"], LEGAL),
+    },
+    "not_fusible": {  # the INT8 shim runs softmax only alone
+        "holds": (tp_program(INT8, pre2="softmax"), ["pre", "pre2"], ["not_fusible"]),
+        "not": (tp_program(INT8, pre2="exp"), ["pre", "pre2"], LEGAL),
+    },
+    "too_many_members": {  # INT8: max_members 8
+        "holds": (chain_program(INT8, 9), [f"c{i}" for i in range(9)], ["too_many_members"]),
+        "not": (chain_program(INT8, 9), [f"c{i}" for i in range(8)], LEGAL),
+    },
+    "too_many_inputs": {  # INT8: max_inputs 4; CPU has no max_inputs
+        "holds": (adds_program(INT8, ["k0", "k1", "k2", "k3"]), ["b0", "b1", "b2", "b3"], ["too_many_inputs"]),
+        "not": (adds_program(INT8, ["k0", "k1", "k2", "k3"]), ["b0", "b1", "b2"], LEGAL),
+        "not-distinct": (adds_program(INT8, ["k0", "k1", "k2", "k0"]), ["b0", "b1", "b2", "b3"], LEGAL),
+        "not-no-limit": (adds_program(CPU, ["k0", "k1", "k2", "k3"]), ["b0", "b1", "b2", "b3"], LEGAL),
+    },
+    "too_many_matmuls": {  # INT8: max_matmuls 1; H100: 2; CPU: none
+        "holds": (matmuls_program(INT8), ["m0", "m1"], ["too_many_matmuls"]),
+        "not": (matmuls_program(INT8), ["m0", "e"], LEGAL),
+        "not-at-limit": (matmuls_program(H100), ["m0", "m1"], LEGAL),
+        "not-no-limit": (matmuls_program(CPU), ["m0", "m1"], LEGAL),
+    },
+    "quantized_inside": {  # INT8 reads matmul operand 0 as int8_two_pass
+        "holds": (quantized_program(INT8, 0), ["p", "m"], ["quantized_inside"]),
+        "not": (quantized_program(INT8, 1), ["p", "m"], LEGAL),
+        "not-other-shim": (quantized_program(H100, 0), ["p", "m"], LEGAL),
+    },
+    "cycle": {
+        "holds": (path_program(), ["a", "c"], ["cycle"]),  # a -> b -> c leaves and re-enters
+        "not": (path_program(), ["a", "b"], LEGAL),  # a -> d leaves and never comes back
+        "not-whole-path": (path_program(), ["a", "b", "c"], LEGAL),
+    },
+    "several_at_once": {  # every reason that holds is reported
+        "holds": (tp_program(INT8), ["pre", "mm0", "mm1", "g1", "ar", "act"],
+                  ["chip_and_spine", "collective_fold", "cycle", "quantized_inside", "spans_chips",
+                   "too_many_matmuls"]),
+        "holds-tp-only": (tp_program(), ["g1", "mm0", "ar", "act"],
+                          ["chip_and_spine", "collective_fold", "cycle", "spans_chips"]),
+    },
+}
+
+
+def write(reason: str, variant: str, program: ProgramBuilder, members: list[str], reasons) -> None:
+    case = HERE / reason / variant
+    if case.exists():
+        shutil.rmtree(case)
+    program.facts["member"].clear()
+    program.candidate("f", members)
+    program.write(case)
+    (case / "expected").mkdir()
+    (case / "expected" / "legal.tsv").write_text("" if reasons else "f\n")
+    (case / "expected" / "refused.tsv").write_text("".join(f"f\t{r}\n" for r in sorted(reasons)))
+
+
+if __name__ == "__main__":
+    for reason, variants in CASES.items():
+        for variant, (program, members, reasons) in variants.items():
+            write(reason, variant, program, members, reasons)
+    print(sum(len(v) for v in CASES.values()), "cases")

@@ -1,0 +1,41 @@
+"""`tprules export DIR OUT`: what Soufflé needs to run the same rules on the same program."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from conftest import FACTS, RULES
+from helpers import needs_souffle, read_tsv, tprules_verdicts
+
+
+def test_export_writes_rules_every_input_and_the_computed_ones(cli, tmp_path):
+    out = tmp_path / "export"
+    status, stdout, err = cli("export", FACTS / "relocated-head-tp2", out)
+    assert (status, err) == (0, "")
+    text = (out / "rules.dl").read_text()
+    for path in RULES.glob("*.dl"):
+        assert path.read_text() in text
+    names = {p.stem for p in (out / "facts").glob("*.facts")}
+    assert {"op", "reads", "writes", "member", "section", "relocated", "supports", "target", "topo"} <= names
+    assert (out / "facts" / "target.facts").read_text() == "cuda-lane:h100:Bf16\n"
+    topo = [line.split("\t") for line in (out / "facts" / "topo.facts").read_text().splitlines()]
+    assert sorted(int(n) for _, n in topo) == list(range(len(topo)))  # one position per statement
+    assert (out / "out").is_dir()
+
+
+def test_export_names_the_shim_asked_for(cli, tmp_path):
+    out = tmp_path / "export"
+    assert cli("export", FACTS / "megatron-mlp-tp2", out, "--shim", "cpu:x86:F32")[0] == 0
+    assert (out / "facts" / "target.facts").read_text() == "cpu:x86:F32\n"
+
+
+@needs_souffle
+def test_the_printed_souffle_command_runs(cli, tmp_path):
+    example = FACTS / "megatron-mlp-tp2"
+    status, stdout, _ = cli("export", example, tmp_path / "export")
+    command = stdout.split("run: ", 1)[1].strip()
+    assert command.startswith("souffle ")
+    subprocess.run(shlex.split(command), check=True, capture_output=True, timeout=300)
+    legal, _ = tprules_verdicts(example)
+    assert read_tsv(tmp_path / "export" / "out" / "legal.csv") == legal

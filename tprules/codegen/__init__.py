@@ -1,0 +1,17 @@
+"""Code generation: each planned group becomes one kernel.
+
+The passes, in order:
+1. schedule.py  split the group's members into stages (tiled matmul, row, pointwise) and
+                decide which values go through memory;
+2. lower.py     build the kernel IR (ir.py): parameters, and per stage the expressions it
+                stores, with quantized reads as an absmax pass and a quantized load;
+3. cpu.py       render it as one Numba CPU function, or
+   cuda.py      as one Numba-CUDA kernel (real GPUs and the simulator);
+4. cache.py     write the source under the cache folder and import it (Numba caches the
+                machine code beside it).
+"""
+
+from .ir import Kernel
+from .lower import lower
+
+__all__ = ["Kernel", "lower"]

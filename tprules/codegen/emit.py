@@ -1,0 +1,240 @@
+"""Shared by both renderers: write Python lines that compute an expression at an index.
+
+The same source text runs under Numba on the CPU, Numba-CUDA on a GPU and Numba's CUDA
+simulator, so the helpers below are written once, in plain Python arithmetic on float32.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
+
+# A class's formula over its operands' variables; helpers are defined in HELPERS.
+FORMULAS = {
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "div": "{0} / {1}",
+    "neg": "-{0}",
+    "exp": "fexp({0})",
+    "relu": "relu({0})",
+    "silu": "silu({0})",
+    "rsqrt": "rsqrt({0})",
+    "gelu": "gelu({0})",
+    "cast": "{0}",
+}
+
+# Device functions, decorated by each renderer. Written to behave the same compiled and
+# interpreted (the simulator runs them as Python: math.exp and math.sqrt would raise there).
+HELPERS = '''
+GELU_C = f32(0.7978845608028654)
+GELU_K = f32(0.044715)
+INF = f32(math.inf)
+NAN = f32(math.nan)
+
+
+@DEVICE
+def fexp(x):
+    if x > f32(88.72283):
+        return INF
+    return f32(math.exp(x))
+
+
+@DEVICE
+def fsqrt(x):
+    if x >= f32(0):
+        return f32(math.sqrt(x))
+    return NAN
+
+
+@DEVICE
+def relu(x):
+    if x < f32(0):
+        return f32(0)
+    return x
+
+
+@DEVICE
+def silu(x):
+    return x / (f32(1) + fexp(-x))
+
+
+@DEVICE
+def gelu(x):
+    return f32(0.5) * x * (f32(1) + f32(math.tanh(GELU_C * (x + GELU_K * x * x * x))))
+
+
+@DEVICE
+def rsqrt(x):
+    return f32(1) / fsqrt(x)
+
+
+@DEVICE
+def q8(x, s):
+    # int8 with scale s: clip(round(x / s), -127, 127) * s, round half to even
+    if s == f32(0):
+        return f32(0)
+    y = x / s
+    if not (y == y):
+        return y
+    if y > f32(127):
+        y = f32(127)
+    elif y < f32(-127):
+        y = f32(-127)
+    f = f32(math.floor(y))
+    d = y - f
+    if d > f32(0.5) or (d == f32(0.5) and f - f32(2) * f32(math.floor(f / f32(2))) != f32(0)):
+        f = f + f32(1)
+    return f * s
+
+
+@DEVICE
+def rbf16(x):
+    # round to 8 significant bits (Veltkamp's split)
+    c = x * f32(65537)
+    return c - (c - x)
+
+
+@DEVICE
+def rf16(x):
+    c = x * f32(8193)
+    return c - (c - x)
+'''
+
+
+def constant(x: float) -> str:
+    """A float32 constant, exactly."""
+    return f"f32({float(np.float32(x))!r})"
+
+
+def convert(text: str, dtype: str) -> str:
+    """A float32 value as its destination dtype keeps it (still a float32)."""
+    return {"f32": text, "f16": f"rf16({text})", "bf16": f"rbf16({text})",
+            "i32": f"f32(i32({text}))", "i8": f"f32(i8(i32({text})))"}[dtype]
+
+
+def store_cast(text: str, dtype: str) -> str:
+    return {"i32": f"i32({text})", "i8": f"i8(i32({text}))"}.get(dtype, text)
+
+
+def child_index(idx: tuple[str, ...], shape, child) -> tuple[str, ...]:
+    """NumPy broadcasting: the operand's index for the result's index `idx`."""
+    off = len(shape) - len(child)
+    return tuple("0" if c == 1 and shape[off + d] != 1 else idx[off + d] for d, c in enumerate(child))
+
+
+def subscript(param: str, idx: tuple[str, ...]) -> str:
+    return f"{param}[{', '.join(idx) if idx else '0'}]"
+
+
+class Source:
+    """Lines with indentation, and a counter for fresh variable names."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+        self.count = 0
+
+    def line(self, text: str = "") -> None:
+        self.lines.append("    " * self.depth + text if text else "")
+
+    @contextmanager
+    def block(self, header: str):
+        self.line(header)
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def fresh(self, stem: str = "v") -> str:
+        self.count += 1
+        return f"{stem}{self.count}"
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+class Scope:
+    """Computes expressions into variables at the current indentation, each (expression,
+    index) once. `acc` and `row` name a stage's matmul results and row op outputs."""
+
+    def __init__(self, src: Source, acc=None, row=None):
+        self.src = src
+        self.acc = acc
+        self.row = row
+        self.memo: dict[tuple, str] = {}
+
+    def at(self, e: Expr, idx: tuple[str, ...]) -> str:
+        key = (e, idx)
+        if key in self.memo:
+            return self.memo[key]
+        if isinstance(e, Load):
+            text = f"f32({subscript(e.param, idx)})"
+        elif isinstance(e, Op):
+            args = [self.at(a, child_index(idx, e.shape, a.shape)) for a in e.args]
+            if e.cls == "sum":
+                text = " + ".join(args)
+            elif e.cls == "scale":
+                text = f"{args[0]} * {constant(float(dict(e.attrs)['factor']))}"
+            else:
+                text = FORMULAS[e.cls].format(*args)
+            text = convert(text, e.dtype)
+        elif isinstance(e, Transpose):
+            text = convert(self.at(e.arg, (idx[1], idx[0])), e.dtype)
+        elif isinstance(e, Quant):
+            text = f"q8({self.at(e.arg, idx)}, {e.scale}[0])"
+        elif isinstance(e, Acc):
+            text = convert(self.acc(e.index), e.dtype)
+        elif isinstance(e, RowOut):
+            text = convert(self.row(e.index, idx, self), e.dtype)
+        else:
+            raise TypeError(f"not an expression: {e!r}")
+        name = self.src.fresh()
+        self.src.line(f"{name} = {text}")
+        self.memo[key] = name
+        return name
+
+
+class RowValues:
+    """A row stage's row op outputs, from the row statistics computed before the store pass:
+    rmsnorm x / d * w with d = sqrt(mean(x²) + eps); softmax exp(x - max) / sum."""
+
+    def __init__(self, stage):
+        self.stage = stage
+        self.stats: dict[int, dict[str, str]] = {}
+
+    def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
+        op = self.stage.rows[n]
+        stats = self.stats[n]
+        x = scope.at(op.x, idx)
+        if op.cls == "rmsnorm":
+            text = f"{x} / {stats['d']}"
+            return f"{text} * {scope.at(op.w, idx[-1:])}" if op.w is not None else text
+        return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+
+
+def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:
+    """Index names for position `flat` of a C-ordered array of `shape`."""
+    names = [src.fresh("i") for _ in shape]
+    rest = flat
+    for d in range(len(shape) - 1, -1, -1):
+        if d == 0:
+            src.line(f"{names[d]} = {rest}")
+        else:
+            src.line(f"{names[d]} = {rest} % {shape[d]}")
+            nxt = src.fresh("q")
+            src.line(f"{nxt} = {rest} // {shape[d]}")
+            rest = nxt
+    return tuple(names)
+
+
+def store(src: Source, scope: Scope, stage, idx: tuple[str, ...], kernel) -> None:
+    """Write a stage's stores at index `idx` (a flipped store at the swapped index)."""
+    for st in stage.stores:
+        v = scope.at(st.value, idx)
+        where = (idx[1], idx[0]) if st.flip else idx
+        src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")

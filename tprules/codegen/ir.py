@@ -1,0 +1,198 @@
+"""Kernel IR: what one planned group computes, before it is rendered for a device.
+
+A kernel is a sequence of stages over its parameters (buffers). Each stage iterates over
+one domain and stores values given as expressions; an expression is evaluated at an index
+of its own shape (operands of other shapes are broadcast as NumPy does). Frozen and
+hashable, so the renderers can share common subexpressions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Union
+
+Shape = tuple[int, ...]
+
+
+# -- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    """An element of a buffer parameter."""
+
+    param: str
+    shape: Shape
+
+
+@dataclass(frozen=True)
+class Op:
+    """A pointwise class (SPEC §4 kind elementwise) over its operands, kept in `dtype`."""
+
+    cls: str
+    args: tuple["Expr", ...]
+    shape: Shape
+    dtype: str
+    attrs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Transpose:
+    arg: "Expr"
+    shape: Shape
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Quant:
+    """The second pass of a quantized read: `arg` as int8 with the scale of parameter `scale`."""
+
+    arg: "Expr"
+    scale: str
+    shape: Shape
+
+
+@dataclass(frozen=True)
+class Acc:
+    """The result of matmul number `index` of the current matmul stage, at the stage's index."""
+
+    index: int
+    shape: Shape
+    dtype: str
+
+
+@dataclass(frozen=True)
+class RowOut:
+    """The output of row op number `index` of the current row stage, at the stage's index."""
+
+    index: int
+    shape: Shape
+    dtype: str
+
+
+Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut]
+
+
+# -- stages ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Store:
+    """`value`, evaluated at the stage's index, stored there (or at the swapped index)."""
+
+    param: str
+    value: Expr
+    flip: bool = False
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """One pass over `shape`: every store is evaluated at each index."""
+
+    shape: Shape
+    stores: tuple[Store, ...]
+
+
+@dataclass(frozen=True)
+class Matmul:
+    a: Expr  # [M, K]
+    b: Expr  # [K, N], or [N, K] with transpose_b
+    transpose_b: bool
+
+
+@dataclass(frozen=True)
+class MatmulStage:
+    """Matmuls of one size [M, K] x [K, N] sharing a tiled loop; their operands' pointwise
+    producers are the prologue, the stores (at [M, N]) the epilogue."""
+
+    m: int
+    n: int
+    k: int
+    matmuls: tuple[Matmul, ...]
+    stores: tuple[Store, ...]
+
+
+@dataclass(frozen=True)
+class RowOp:
+    cls: str  # rmsnorm | softmax
+    x: Expr
+    w: Expr | None = None
+    eps: float = 1e-6
+
+
+@dataclass(frozen=True)
+class RowStage:
+    """Row ops over the last axis of `shape`, one row at a time: their reductions in order,
+    then one pass that stores (the row ops' pointwise neighbours ride along)."""
+
+    shape: Shape
+    rows: tuple[RowOp, ...]
+    stores: tuple[Store, ...]
+
+    @property
+    def row_count(self) -> int:
+        return prod(self.shape[:-1])
+
+
+@dataclass(frozen=True)
+class AbsMax:
+    """The first pass of a quantized read: max |value| / 127 into the one-element `scale`."""
+
+    scale: str
+    value: Expr
+
+
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax]
+
+
+# -- the kernel --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel argument. Roles: `in` (a tensor read, already resident), `out` (a tensor the
+    group writes for others), `scratch` (lives for one launch), `scale` (a quantized read's
+    scale), `local` (a fused fold's operand: the partial of the chip the kernel runs on)."""
+
+    name: str
+    role: str
+    shape: Shape
+    dtype: str
+    tensor: str | None = None
+    local: tuple[tuple[int, str], ...] = ()  # chip → tensor, for role local
+
+    @property
+    def buffer_shape(self) -> Shape:
+        return self.shape or (1,)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    group: str
+    members: tuple[str, ...]
+    place: str
+    params: tuple[Param, ...]
+    stages: tuple[Stage, ...]
+
+    @property
+    def kind(self) -> str:
+        """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
+        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax"}
+        return "+".join(names[type(s)] for s in self.stages)
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    @property
+    def work(self) -> int:
+        """Rough element operations, to decide whether threads pay off."""
+        total = 0
+        for s in self.stages:
+            if isinstance(s, MatmulStage):
+                total += s.m * s.n * s.k * len(s.matmuls)
+            elif isinstance(s, (Pointwise, RowStage)):
+                total += prod(s.shape) * (1 + len(getattr(s, "rows", ())) * 2)
+            else:
+                total += prod(s.value.shape)
+        return total

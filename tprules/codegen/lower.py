@@ -1,0 +1,126 @@
+"""Lower a scheduled group to the kernel IR: expressions per stage, parameters, stores.
+
+Parameters are named p0, p1, ... in order of first use, and sizes are constants, so two
+groups that compute the same thing on the same shapes (chip 0's and chip 1's GELU) render
+to the same source and compile once.
+"""
+
+from __future__ import annotations
+
+from ..runtime.program import MATMUL, ROW, RunProgram, Statement
+from .ir import (AbsMax, Acc, Expr, Kernel, Load, Matmul, MatmulStage, Op, Param, Pointwise, Quant, RowOp,
+                 RowOut, RowStage, Store, Transpose)
+from .schedule import LOCAL, Schedule, operands, schedule
+
+
+class Lowering:
+    def __init__(self, group, prog: RunProgram):
+        self.group = group
+        self.prog = prog
+        self.members = sorted((prog.statement(o) for o in group.members), key=lambda s: prog.position[s.name])
+        self.produced = {s.writes: s for s in self.members}
+        self.fused = len(self.members) > 1
+        self.sched: Schedule = schedule(self.members, prog)
+        self.params: dict[object, Param] = {}
+        self.scales: list[AbsMax] = []  # first passes the current stage needs
+
+    # -- parameters ----------------------------------------------------------------------
+
+    def _param(self, key, role: str, shape, dtype: str, tensor=None, local=()) -> str:
+        if key not in self.params:
+            self.params[key] = Param(f"p{len(self.params)}", role, tuple(shape), dtype, tensor, tuple(local))
+        return self.params[key].name
+
+    def tensor_param(self, t: str) -> str:
+        info = self.prog.tensors[t]
+        role = "in" if t not in self.produced else ("out" if t in self.sched.escapes else "scratch")
+        return self._param(t, role, info.shape, info.dtype, tensor=t)
+
+    def local_param(self, fold: Statement) -> str:
+        homes = tuple(sorted((self.prog.tensors[t].home, t) for t in fold.reads))
+        first = self.prog.tensors[fold.reads[0]]
+        return self._param(("local", fold.name), "local", first.shape, first.dtype, local=homes)
+
+    # -- values --------------------------------------------------------------------------
+
+    def value(self, t: str | None, stage: int, fold: Statement | None = None) -> Expr:
+        """The value of tensor `t` as the pass of schedule stage `stage` computes it."""
+        if t is LOCAL:
+            return Load(self.local_param(fold), self.prog.tensors[fold.reads[0]].shape)
+        info = self.prog.tensors[t]
+        if t not in self.produced or self.sched.store_at.get(t, stage) < stage:
+            return Load(self.tensor_param(t), info.shape)
+        s = self.produced[t]
+        plan = self.sched.stages[stage]
+        if s.cls in (MATMUL, *ROW):
+            if self.sched.bound.get(t) != stage:
+                raise AssertionError(f"{s.name} read in stage {stage} but computed in {self.sched.bound.get(t)}")
+            node = Acc if s.cls == MATMUL else RowOut
+            return node(plan.anchors.index(s.name), info.shape, info.dtype)
+        reads = operands(s, self.produced, self.fused)
+        if s.cls == "transpose":
+            return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
+        args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
+        cls = "sum" if s.fold else s.cls
+        return Op(cls, args, info.shape, info.dtype, s.attrs)
+
+    def operand(self, s: Statement, i: int, t: str | None, stage: int) -> Expr:
+        v = self.value(t, stage, fold=s)
+        if s.quant_format(i) is None:
+            return v
+        key = ("scale", stage, v)
+        fresh = key not in self.params
+        scale = self._param(key, "scale", (1,), "f32")
+        if fresh:
+            self.scales.append(AbsMax(scale, v))
+        return Quant(v, scale, v.shape)
+
+    # -- stages --------------------------------------------------------------------------
+
+    def stage(self, i: int):
+        plan = self.sched.stages[i]
+        # anchors first: their operands are what the pass reads
+        if plan.kind == "matmul":
+            mms = []
+            for o in plan.anchors:
+                s = self.prog.statement(o)
+                mms.append(Matmul(self.operand(s, 0, s.reads[0], i), self.operand(s, 1, s.reads[1], i),
+                                  s.attr("transpose_b") == "1"))
+        elif plan.kind == "row":
+            rows = []
+            for o in plan.anchors:
+                s = self.prog.statement(o)
+                w = self.operand(s, 1, s.reads[1], i) if len(s.reads) > 1 else None
+                rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, float(s.attr("eps", "1e-6"))))
+        stores = tuple(self.store(t, i) for t in plan.stores)
+        if plan.kind == "matmul":
+            m, n, k = plan.dims
+            return MatmulStage(m, n, k, tuple(mms), stores)
+        if plan.kind == "row":
+            return RowStage(plan.domain, tuple(rows), stores)
+        return Pointwise(plan.domain, stores)
+
+    def store(self, t: str, stage: int) -> Store:
+        if t in self.sched.flipped:  # the transpose's operand at this index, stored at the swapped one
+            s = self.produced[t]
+            v = self.operand(s, 0, s.reads[0], stage)
+            dtype = self.prog.tensors[t].dtype
+            if dtype != self.prog.tensors[s.reads[0]].dtype:
+                v = Op("cast", (v,), v.shape, dtype)
+            return Store(self.tensor_param(t), v, flip=True)
+        return Store(self.tensor_param(t), self.value(t, stage))
+
+    def kernel(self) -> Kernel:
+        stages = []
+        for i in range(len(self.sched.stages)):
+            self.scales = []
+            main = self.stage(i)
+            stages.extend(self.scales)  # the quantized reads' first pass, just before
+            stages.append(main)
+        return Kernel(self.group.group, tuple(s.name for s in self.members), self.group.place,
+                      tuple(self.params.values()), tuple(stages))
+
+
+def lower(group, prog: RunProgram) -> Kernel:
+    """The kernel of one planned group (see ir.py for what a kernel holds)."""
+    return Lowering(group, prog).kernel()

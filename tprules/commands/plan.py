@@ -1,0 +1,54 @@
+"""`tprules plan DIR`: fuse the program greedily, asking the rules before every merge."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("plan", help="plan fused groups, asking the rules before every merge")
+    p.add_argument("dir", metavar="DIR", help="program folder of .facts files")
+    common.add_rules(p)
+    common.add_shim(p)
+    common.add_format(p, choices=("text", "json", "dot"))
+    common.add_engine(p)
+    common.add_show(p)
+    return p
+
+
+def run(args) -> int:
+    from ..planner import Stats, plan
+    from ..workspace import Workspace
+
+    started = time.perf_counter()
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    stats = Stats()
+    result = plan(ws, stats=stats)
+    from ..planner.render import render_dot, render_text
+
+    if args.format == "json":
+        common.emit_json(result.to_json())
+    else:
+
+        facts = ws.program.facts
+        classes = dict(facts.tuples("op"))
+        folds = dict(facts.tuples("fold"))
+        if args.format == "dot":
+            from ..program.order import data_flow
+
+            flows = {o: sorted(rs) for o, rs in data_flow(facts).items()}
+            sys.stdout.write(render_dot(result, classes, folds, flows,
+                                        f"{ws.program.display}   shim {ws.shim}"))
+        else:
+            header = f"plan {ws.program.display}   shim {ws.shim}   rules {ws.checked.source}"
+            sys.stdout.write(render_text(result, classes, folds, header))
+    if "plan" in args.show:
+        print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "
+              f"({stats.refused} refused), {stats.merged} merges "
+              f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})", file=sys.stderr)
+    if "timing" in args.show:
+        print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)
+    return 0

@@ -1,0 +1,91 @@
+"""`tprules run DIR`: run the planned program, one device per chip, and compare every
+program output with the unfused reference (exit 1 on a mismatch)."""
+
+from __future__ import annotations
+
+import sys
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="run the planned program on a device and check it against the reference")
+    p.add_argument("dir", metavar="DIR", help="program folder of .facts files (inputs from DIR/data/*.npy)")
+    common.add_rules(p)
+    common.add_shim(p)
+    p.add_argument("--device", choices=("cpu", "sim", "cuda"), default="cpu",
+                   help="cpu: Numba CPU functions (default); sim: Numba's CUDA simulator; cuda: real GPUs")
+    p.add_argument("--save", metavar="OUT", help="write each program output as OUT/<tensor>.npy")
+    p.add_argument("--unfused", action="store_true", help="run one kernel per statement (the baseline) instead of the plan")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the fastest (default 1)")
+    common.add_format(p)
+    common.add_engine(p)
+    common.add_show(p)
+    return p
+
+
+def run(args) -> int:
+    from ..runtime import execute
+    from ..workspace import Workspace
+
+    if args.repeat < 1:
+        from ..errors import UsageError
+
+        raise UsageError("--repeat takes a count of at least 1")
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    with progress_bar(enabled=sys.stderr.isatty()) as progress:
+        report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
+                         show_kernels=_show_kernels if "kernels" in args.show else None)
+    if args.save:
+        save(report, args.save)
+    if args.format == "json":
+        common.emit_json(report.to_json())
+    else:
+        from ..runtime.report import render_text
+
+        sys.stdout.write(render_text(report))
+    return 0 if report.ok else 1
+
+
+def _show_kernels(kernel, source: str) -> None:
+    print(f"# --- group {kernel.group}: {kernel.kind} [{', '.join(kernel.members)}] on {kernel.place}", file=sys.stderr)
+    print(source, file=sys.stderr)
+
+
+def save(report, out: str) -> None:
+    from pathlib import Path
+
+    import numpy as np
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in report.values.items():
+        np.save(folder / f"{name}.npy", value)
+
+
+class progress_bar:
+    """A rich progress bar on stderr for the compile and run phases, on a terminal only."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(file=sys.stderr), transient=True)
+        self.bar.start()
+        return self.phase
+
+    def phase(self, name: str, total: int):
+        task = self.bar.add_task(name, total=total)
+        return lambda: self.bar.advance(task)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

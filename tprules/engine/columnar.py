@@ -1,0 +1,530 @@
+"""The fast engine: stratified, semi-naive evaluation with set-at-a-time joins over numpy columns.
+
+Every relation is an int64 array of unique rows; symbols are interned to ids. A rule is
+evaluated as a table of variable bindings that grows literal by literal: a positive atom
+is a sort-merge hash join (searchsorted over combined keys), a negation an anti-join, a
+comparison or assignment a vectorised expression, an aggregate a correlated group-by
+joined back. Semi-naive recursion reads one atom from the delta of the last round.
+
+The result is a `ColumnarModel`: the same interface as `evaluate.Model`, decoding a
+relation into Python tuples only when someone asks for it (proofs, verdicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from ..analysis.checks import outside_vars
+from ..analysis.program import CheckedProgram
+from ..analysis.strata import Stratum, needed_strata
+from ..errors import RuleError
+from ..lang import ast
+from .compile import one_positive_atom
+from .constant import constant_value
+from .evaluate import Model
+from ..program.columns import Symbols, encode_rows
+from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
+from .rewrite import replace
+
+I64 = np.int64
+
+
+class _Relations(Mapping):
+    """Relations as Python sets of tuples, decoded from the arrays on first access."""
+
+    def __init__(self, model: "ColumnarModel"):
+        self.model = model
+        self.decoded: dict[str, set] = {}
+
+    def __getitem__(self, rel: str) -> set:
+        found = self.decoded.get(rel)
+        if found is None:
+            if rel not in self.model.arrays:
+                raise KeyError(rel)
+            found = self.decoded[rel] = self.model.decode(rel)
+        return found
+
+    def __iter__(self):
+        return iter(self.model.arrays)
+
+    def __len__(self) -> int:
+        return len(self.model.arrays)
+
+    def setdefault(self, rel: str, default=None):
+        return self[rel] if rel in self.model.arrays else self.decoded.setdefault(rel, default or set())
+
+
+class _Rounds(Mapping):
+    def __init__(self, model: "ColumnarModel"):
+        self.model = model
+        self.decoded: dict[str, dict] = {}
+
+    def __getitem__(self, rel: str) -> dict:
+        if rel not in self.decoded:
+            rounds = self.model.round_arrays[rel]
+            tuples = self.model.decode_rows(rel, self.model.arrays[rel])
+            self.decoded[rel] = dict(zip(tuples, rounds.tolist()))
+        return self.decoded[rel]
+
+    def __iter__(self):
+        return iter(self.model.round_arrays)
+
+    def __len__(self) -> int:
+        return len(self.model.round_arrays)
+
+
+class ColumnarModel(Model):
+    """An evaluated program: int64 rows per relation, decoded to tuples on demand."""
+
+    def __init__(self, checked: CheckedProgram, symbols: Symbols, arrays: dict[str, np.ndarray],
+                 parent: "ColumnarModel | None" = None):
+        self.checked, self.symbols, self.arrays = checked, symbols, arrays
+        self.round_arrays: dict[str, np.ndarray] = {}
+        super().__init__(_Relations(self), parent=None)
+        self.rounds = _Rounds(self)
+        self._parent_model = parent
+
+    def decode_rows(self, rel: str, rows: np.ndarray) -> list[tuple]:
+        types = self.checked.decls[rel].types
+        if not types:
+            return [()] * len(rows)
+        names = self.symbols.names
+        columns = []
+        for i, kind in enumerate(types):
+            values = rows[:, i].tolist()
+            columns.append([names[v] for v in values] if kind == "symbol" else values)
+        return list(zip(*columns))
+
+    def decode(self, rel: str) -> set:
+        parent = self._parent_model
+        if parent is not None and parent.arrays.get(rel) is self.arrays.get(rel):
+            return parent.relations[rel]
+        return set(self.decode_rows(rel, self.arrays[rel]))
+
+    def index(self, rel: str, cols: tuple[int, ...]) -> dict:
+        parent = self._parent_model
+        if parent is not None and parent.arrays.get(rel) is self.arrays.get(rel):
+            return parent.index(rel, cols)
+        return super().index(rel, cols)
+
+    def count(self, rel: str) -> int:
+        return len(self.arrays.get(rel, ()))
+
+
+class _Table:
+    """Bindings of the variables seen so far: one array per variable, all of length n."""
+
+    __slots__ = ("n", "cols")
+
+    def __init__(self, n: int, cols: dict[str, np.ndarray]):
+        self.n, self.cols = n, cols
+
+    def take(self, index: np.ndarray) -> "_Table":
+        return _Table(len(index), {v: a[index] for v, a in self.cols.items()})
+
+    def where(self, mask: np.ndarray) -> "_Table":
+        return self.take(np.flatnonzero(mask))
+
+
+def _var_types(rule_head: ast.Atom | None, body, decls) -> dict[str, str]:
+    """Each variable's type, from the atoms it appears in (the checker made them agree)."""
+    types: dict[str, str] = {}
+    atoms = ([(rule_head, "head")] if rule_head is not None else []) + ast.body_atoms(body)
+    for atom, _ in atoms:
+        for term, kind in zip(atom.args, decls[atom.rel].types):
+            if isinstance(term, ast.Var):
+                types.setdefault(term.name, kind)
+    return types
+
+
+class _RuleRun:
+    """Evaluates one body over the current relations into a table of bindings."""
+
+    def __init__(self, engine: "ColumnarEngine", arrays: dict[str, np.ndarray], delta: dict[str, np.ndarray],
+                 rule: ast.Rule, types: dict[str, str], stratum: frozenset[str]):
+        self.engine, self.arrays, self.delta, self.rule, self.types = engine, arrays, delta, rule, types
+        self.stratum = stratum
+        self.symbols = engine.symbols
+        self.fresh = 0
+
+    # -- values ---------------------------------------------------------------------
+
+    def const(self, term) -> int:
+        value = constant_value(term)
+        return self.symbols.one(value) if isinstance(value, str) else int(value)
+
+    def value(self, term: ast.Term, table: _Table):
+        """An int64 array (or scalar) for a term over the table."""
+        match term:
+            case ast.Var(name):
+                return table.cols[name]
+            case ast.Num() | ast.Str():
+                return self.const(term)
+            case ast.Negative(operand):
+                return -np.asarray(self.value(operand, table), dtype=I64)
+            case ast.BinOp(op, left, right):
+                a = np.asarray(self.value(left, table), dtype=I64)
+                b = np.asarray(self.value(right, table), dtype=I64)
+                if op == "+":
+                    return a + b
+                if op == "-":
+                    return a - b
+                if op == "*":
+                    return a * b
+                if np.any(b == 0):
+                    raise RuleError("division by zero while evaluating this rule", self.rule.pos)
+                q = np.abs(a) // np.abs(b)
+                q = np.where((a >= 0) == (b >= 0), q, -q)  # truncate toward zero, as C and Soufflé
+                return q if op == "/" else a - b * q
+        raise TypeError(term)
+
+    def is_symbol(self, term: ast.Term) -> bool:
+        match term:
+            case ast.Str():
+                return True
+            case ast.Var(name):
+                return self.types.get(name) == "symbol"
+        return False
+
+    # -- literals -------------------------------------------------------------------
+
+    def rows_of(self, atom: ast.Atom, from_delta: bool) -> np.ndarray:
+        rows = self.delta[atom.rel] if from_delta else self.arrays[atom.rel]
+        mask = None
+        first: dict[str, int] = {}
+        for i, term in enumerate(atom.args):
+            test = None
+            if isinstance(term, (ast.Num, ast.Str, ast.Negative, ast.BinOp)) and not ast.term_vars(term):
+                test = rows[:, i] == self.const(term)
+            elif isinstance(term, ast.Var):
+                if term.name in first:
+                    test = rows[:, i] == rows[:, first[term.name]]
+                else:
+                    first[term.name] = i
+            if test is not None:
+                mask = test if mask is None else mask & test
+        return rows if mask is None else rows[mask]
+
+    def join_atom(self, table: _Table, atom: ast.Atom, from_delta: bool, rowid: str | None = None) -> _Table:
+        rows = self.rows_of(atom, from_delta)
+        shared, new, exprs = [], {}, []
+        for i, term in enumerate(atom.args):
+            match term:
+                case ast.Var(name) if name in table.cols:
+                    shared.append((i, table.cols[name]))
+                case ast.Var(name) if name not in new:
+                    new[name] = i
+                case ast.Var():
+                    pass
+                case ast.Wildcard():
+                    pass
+                case _ if ast.term_vars(term):
+                    exprs.append((i, term))
+        for i, term in exprs:  # an argument computed from bound variables is a key column
+            shared.append((i, np.broadcast_to(np.asarray(self.value(term, table), dtype=I64), (table.n,))))
+        if shared:
+            index = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
+            li, ri = index.join([v for _, v in shared])
+        else:  # a cross product (rare: rules are usually connected)
+            li = np.repeat(np.arange(table.n), len(rows))
+            ri = np.tile(np.arange(len(rows)), table.n)
+        out = table.take(li)
+        for name, i in new.items():
+            out.cols[name] = rows[ri, i]
+        if rowid is not None:
+            out.cols[rowid] = rows[ri] if rows.shape[1] else np.zeros((len(ri), 1), dtype=I64)
+        return out
+
+    def negate(self, table: _Table, atom: ast.Atom) -> _Table:
+        rows = self.rows_of(atom, False)
+        keys = [(i, t) for i, t in enumerate(atom.args) if isinstance(t, ast.Var) or
+                (not isinstance(t, ast.Wildcard) and ast.term_vars(t))]
+        if not keys:
+            return table if len(rows) == 0 else table.take(np.zeros(0, dtype=I64))
+        left_cols = [np.broadcast_to(np.asarray(self.value(t, table), dtype=I64), (table.n,)) for _, t in keys]
+        index = self.key_index(atom, rows, tuple(i for i, _ in keys), False)
+        return table.where(~index.contains(left_cols))
+
+    def key_index(self, atom: ast.Atom, rows: np.ndarray, cols: tuple[int, ...], from_delta: bool) -> KeyIndex:
+        """A sorted key index of an atom's rows on some columns, reused while the relation is unchanged."""
+        if from_delta or atom.rel in self.stratum:
+            return KeyIndex([rows[:, i] for i in cols])
+        filters = tuple((i, repr(t)) for i, t in enumerate(atom.args) if not isinstance(t, (ast.Var, ast.Wildcard)))
+        repeats = tuple(t.name for t in atom.args if isinstance(t, ast.Var))
+        key = (atom.rel, cols, filters, repeats if len(set(repeats)) < len(repeats) else ())
+        base = self.arrays[atom.rel]
+        cached = self.engine.indexes.get(key)
+        if cached is not None and cached[0] is base:
+            return cached[1]
+        index = KeyIndex([rows[:, i] for i in cols])
+        self.engine.indexes[key] = (base, index)
+        return index
+
+    def compare(self, table: _Table, lit: ast.Comparison) -> _Table:
+        left, right = lit.left, lit.right
+        for agg in ast.literal_aggregates(lit):
+            table, name = self.aggregate(table, agg)
+            left, right = replace(left, agg, name), replace(right, agg, name)
+        if lit.op == "=":
+            for var, other in ((left, right), (right, left)):
+                if isinstance(var, ast.Var) and var.name not in table.cols:
+                    table.cols[var.name] = np.broadcast_to(np.asarray(self.value(other, table), dtype=I64),
+                                                           (table.n,)).copy()
+                    return table
+        a = np.asarray(self.value(left, table), dtype=I64)
+        b = np.asarray(self.value(right, table), dtype=I64)
+        if lit.op not in ("=", "!=") and (self.is_symbol(left) or self.is_symbol(right)):
+            ranks = self.symbols.ranks()
+            a, b = ranks[a], ranks[b]
+        mask = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+                ">": np.greater, ">=": np.greater_equal}[lit.op](a, b)
+        return table.where(np.broadcast_to(mask, (table.n,)))
+
+    def aggregate(self, table: _Table, agg: ast.Aggregate) -> tuple[_Table, ast.Var]:
+        """Evaluate an aggregate for every distinct binding of its outer variables."""
+        outer = sorted(ast.aggregate_vars(agg) & outside_vars(self.rule.head, self.rule.body, agg) & set(table.cols))
+        self.fresh += 1
+        result = ast.Var(f"_agg{self.fresh}")
+        if outer:
+            first = dedupe_rows([table.cols[v] for v in outer])
+            start = _Table(len(first), {v: table.cols[v][first] for v in outer})
+        else:
+            start = _Table(1, {})
+        single = one_positive_atom(agg.body)
+        rowid = "#row" if single else None
+        sub = self.body(start, agg.body, None, None, rowid=rowid)
+        local = sorted(ast.aggregate_vars(agg) - set(outer))
+        witness = [sub.cols[v] for v in outer]
+        if single:
+            witness += [sub.cols["#row"][:, i] for i in range(sub.cols["#row"].shape[1])]
+        else:
+            witness += [sub.cols[v] for v in local if v in sub.cols]
+        if sub.n:
+            sub = sub.take(dedupe_rows(witness) if witness else np.zeros(1, dtype=I64))
+        values = (np.ones(sub.n, dtype=I64) if agg.target is None
+                  else np.broadcast_to(np.asarray(self.value(agg.target, sub), dtype=I64), (sub.n,)))
+        group_keys, table_keys = joint_keys([sub.cols[v] for v in outer], [table.cols[v] for v in outer]) if outer \
+            else (np.zeros(sub.n, dtype=I64), np.zeros(table.n, dtype=I64))
+        ids, uniques = group_ids(group_keys)
+        totals = _fold(agg.func, ids, values, len(uniques))
+        position = np.searchsorted(uniques, table_keys)
+        position = np.minimum(position, max(len(uniques) - 1, 0))
+        found = (uniques[position] == table_keys) if len(uniques) else np.zeros(table.n, dtype=bool)
+        if agg.func in ("count", "sum"):  # an empty group counts and sums to 0
+            table.cols[result.name] = np.where(found, totals[position] if len(uniques) else 0, 0).astype(I64)
+            return table, result
+        table = table.where(found)
+        table.cols[result.name] = totals[position[found]]
+        return table, result
+
+    # -- bodies ---------------------------------------------------------------------
+
+    def body(self, table: _Table, body, head: ast.Atom | None, delta_index: int | None,
+             rowid: str | None = None) -> _Table:
+        pending = list(range(len(body)))
+        if delta_index is not None:
+            pending.remove(delta_index)
+            table = self.join_atom(table, body[delta_index], True)
+        while pending and table.n:
+            bound = set(table.cols)
+            ready = next((i for i in pending if not isinstance(body[i], ast.Atom) and _ready(body[i], bound, self)),
+                         None)
+            if ready is None:
+                atoms = [i for i in pending if isinstance(body[i], ast.Atom)]
+                ready = min(atoms, key=lambda i: self._cost(body[i], bound, i))
+            pending.remove(ready)
+            lit = body[ready]
+            match lit:
+                case ast.Atom():
+                    table = self.join_atom(table, lit, False, rowid if rowid else None)
+                case ast.Negation(atom):
+                    table = self.negate(table, atom)
+                case ast.Comparison():
+                    table = self.compare(table, lit)
+        if pending:  # the table emptied early: what is left cannot add rows
+            return _Table(0, {})
+        return table
+
+    def _cost(self, atom: ast.Atom, bound: set[str], position: int) -> tuple:
+        connected = any(isinstance(t, ast.Var) and t.name in bound for t in atom.args) or not bound
+        return (0 if connected else 1, len(self.arrays[atom.rel]), position)
+
+    def outer_of(self, agg: ast.Aggregate) -> set[str]:
+        return ast.aggregate_vars(agg) & outside_vars(self.rule.head, self.rule.body, agg)
+
+
+def _ready(lit, bound: set[str], run: _RuleRun) -> bool:
+    match lit:
+        case ast.Negation(atom):
+            return ast.literal_vars(atom) <= bound
+        case ast.Comparison(op, left, right):
+            for agg in ast.literal_aggregates(lit):
+                if not run.outer_of(agg) <= bound:
+                    return False
+            if ast.term_vars(left) <= bound and ast.term_vars(right) <= bound:
+                return True
+            if op == "=":
+                return any(isinstance(v, ast.Var) and v.name not in bound and ast.term_vars(o) <= bound
+                           for v, o in ((left, right), (right, left)))
+    return False
+
+
+def _fold(func: str, ids: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    if func == "count":
+        return np.bincount(ids, minlength=groups).astype(I64)
+    if func == "sum":
+        totals = np.zeros(groups, dtype=I64)
+        np.add.at(totals, ids, values)
+        return totals
+    if func == "min":
+        totals = np.full(groups, np.iinfo(I64).max, dtype=I64)
+        np.minimum.at(totals, ids, values)
+        return totals
+    totals = np.full(groups, np.iinfo(I64).min, dtype=I64)
+    np.maximum.at(totals, ids, values)
+    return totals
+
+
+class ColumnarEngine:
+    """Evaluates a checked program over numpy columns; same `evaluate` as the other engines."""
+
+    def __init__(self, checked: CheckedProgram, symbols: Symbols | None = None):
+        self.checked = checked
+        self.symbols = symbols if symbols is not None else Symbols()
+        for rule in checked.program.rules:  # every constant has its id before any stratum runs
+            for value in ast.string_constants(rule):
+                self.symbols.one(value)
+        self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
+
+    def encode(self, rel: str, tuples) -> np.ndarray:
+        return encode_rows(self.symbols, self.checked.decls[rel].types, tuples)
+
+    def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None,
+                 base: ColumnarModel | None = None, only: frozenset[str] | None = None,
+                 encoded: Mapping[str, np.ndarray] | None = None) -> ColumnarModel:
+        """`encoded` may hold the facts already as columns in this engine's symbol table
+        (a loaded program's `columns`), which saves encoding them again."""
+        decls = self.checked.decls
+        if base is None:
+            arrays = {rel: np.zeros((0, d.arity), dtype=I64) for rel, d in decls.items()}
+        else:
+            arrays = dict(base.arrays)
+        given = {}
+        reuse = encoded is not None and getattr(encoded, "symbols", None) is self.symbols
+        for rel, tuples in facts.items():
+            if rel in decls:
+                arrays[rel] = encoded[rel] if reuse and encoded.holds(rel, tuples) else self.encode(rel, tuples)
+                given[rel] = tuples
+        model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
+        for rel, tuples in given.items():  # inputs decode to the very sets given
+            model.relations.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
+        given_arrays = {rel: arrays[rel] for rel in given}
+        for stratum in needed_strata(self.checked.strata, targets):
+            if only is not None and not (set(stratum.relations) & only):
+                continue
+            self._run_stratum(model, stratum, given_arrays)
+        return model
+
+    def _facts_of(self, stratum: Stratum, rel: str) -> np.ndarray:
+        rows = [tuple(constant_value(t) for t in r.head.args) for r in stratum.rules if r.is_fact and r.head.rel == rel]
+        return dedupe(self.encode(rel, rows))
+
+    def _run_stratum(self, model: ColumnarModel, stratum: Stratum, given: dict[str, np.ndarray]) -> None:
+        arrays = model.arrays
+        for rel in stratum.relations:
+            arrays[rel] = self._facts_of(stratum, rel)
+            if rel in given:  # facts written in rule files add to the given facts (an input may have both)
+                arrays[rel] = dedupe(np.concatenate([arrays[rel], given[rel]]))
+                model.relations.decoded.pop(rel, None)
+        rules = [r for r in stratum.rules if not r.is_fact]
+        if not stratum.recursive:
+            for rule in rules:
+                fired = self._fire(rule, arrays, {}, None)
+                arrays[rule.head.rel] = dedupe(np.concatenate([arrays[rule.head.rel], fired]))
+            return
+        rels = frozenset(stratum.relations)
+        rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
+        seen = {rel: _Seen(self.checked.decls[rel].types, len(self.symbols.names), arrays[rel]) for rel in rels}
+        produced = {rel: [] for rel in rels}
+        for rule in rules:
+            produced[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
+        step = 0
+        while True:
+            delta = {}
+            for rel in rels:
+                new = np.concatenate(produced[rel]) if produced[rel] else arrays[rel][:0]
+                new = seen[rel].fresh(new, arrays[rel])
+                delta[rel] = new
+                arrays[rel] = np.concatenate([arrays[rel], new])
+                rounds[rel].append(np.full(len(new), step, dtype=I64))
+            if not any(len(d) for d in delta.values()):
+                break
+            step += 1
+            produced = {rel: [] for rel in rels}
+            for rule in rules:
+                for position, lit in enumerate(rule.body):
+                    if isinstance(lit, ast.Atom) and lit.rel in rels and len(delta[lit.rel]):
+                        produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
+        for rel in rels:
+            model.round_arrays[rel] = np.concatenate(rounds[rel])
+
+    def _fire(self, rule: ast.Rule, arrays, delta, delta_index: int | None, stratum=frozenset(),
+              unique: bool = True) -> np.ndarray:
+        """The head rows one rule derives (with repeats unless `unique`)."""
+        types = _var_types(rule.head, rule.body, self.checked.decls)
+        run = _RuleRun(self, arrays, delta, rule, types, stratum)
+        table = run.body(_Table(1, {}), rule.body, rule.head, delta_index)
+        arity = rule.head.arity
+        if not table.n:
+            return np.zeros((0, arity), dtype=I64)
+        if arity == 0:
+            return np.zeros((1, 0), dtype=I64)
+        columns = [np.broadcast_to(np.asarray(run.value(t, table), dtype=I64), (table.n,)) for t in rule.head.args]
+        rows = np.stack(columns, axis=1)
+        return dedupe(rows) if unique else rows
+
+
+class _Seen:
+    """The keys of a relation growing in a recursive stratum, kept sorted across rounds.
+
+    A relation of symbols only gets one key encoding for the whole stratum (symbol ids are
+    fixed while it runs), so each round merges its new keys in instead of sorting
+    everything again. Relations with number columns are compared afresh each round.
+    """
+
+    def __init__(self, types: tuple[str, ...], symbols: int, rows: np.ndarray):
+        self.fixed = bool(types) and all(t == "symbol" for t in types) and symbols ** len(types) < (1 << 62)
+        self.base = max(symbols, 1)
+        self.sorted = np.sort(self.keys(rows)) if self.fixed else None
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        keys = np.zeros(len(rows), dtype=I64)
+        for i in range(rows.shape[1]):
+            keys = keys * self.base + rows[:, i]
+        return keys
+
+    def fresh(self, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+        """The distinct rows of `new` that `old` does not hold yet (and remember them)."""
+        if not self.fixed:
+            new = dedupe(new)
+            if new.shape[1] == 0:
+                return new[:0] if len(old) else new
+            left, right = joint_keys(list(new.T), list(old.T))
+            return new[anti_join_mask(left, right)]
+        keys, first, _ = unique_sorted(self.keys(new))
+        if len(self.sorted):
+            position = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
+            keep = self.sorted[position] != keys
+            keys, first = keys[keep], first[keep]
+        self.sorted = np.sort(np.concatenate([self.sorted, keys]), kind="stable")
+        return new[np.sort(first)]
+
+
+def dedupe(rows: np.ndarray) -> np.ndarray:
+    if len(rows) < 2:
+        return rows
+    if rows.shape[1] == 0:
+        return rows[:1]
+    return rows[dedupe_rows(list(rows.T))]

@@ -1,0 +1,213 @@
+"""Row keys and joins over int64 columns (the building blocks of the columnar engine)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+I64 = np.int64
+_LIMIT = 1 << 62
+
+
+def unique_sorted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct keys in order, the position of each one's first occurrence, and each
+    key's group number. Sort-based: numpy's hash-based `unique` is several times slower
+    on int64 keys."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    group = np.cumsum(starts) - 1
+    inverse = np.empty(len(keys), dtype=I64)
+    inverse[order] = group
+    return ordered[starts], order[starts], inverse
+
+
+def _compress(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    uniques, _, inverse = unique_sorted(np.concatenate([left, right]))
+    return inverse[: len(left)], inverse[len(left):], len(uniques)
+
+
+def joint_keys(left: list, right: list) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 key per row of each side, equal exactly when the rows are equal column by column."""
+    nl = len(left[0]) if left else 0
+    nr = len(right[0]) if right else 0
+    if not left:
+        return np.zeros(nl, dtype=I64), np.zeros(nr, dtype=I64)
+    lk = rk = None
+    size = 1
+    for j, column in enumerate(left):
+        a = np.asarray(column, dtype=I64)
+        b = np.asarray(right[j], dtype=I64) if right else np.zeros(0, dtype=I64)
+        both = [x for x in (a, b) if len(x)]
+        lo = min(int(x.min()) for x in both) if both else 0
+        hi = max(int(x.max()) for x in both) if both else 0
+        span = hi - lo + 1
+        if lk is None:
+            lk, rk, size = a - lo, b - lo, span
+            continue
+        if size * span >= _LIMIT:
+            lk, rk, size = _compress(lk, rk)
+        lk = lk * span + (a - lo)
+        rk = rk * span + (b - lo)
+        size *= span
+    return lk, rk
+
+
+def equi_join(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) with left[i] == right[j], grouped by i."""
+    order = np.argsort(right, kind="stable")
+    ordered = right[order]
+    lo = np.searchsorted(ordered, left, "left")
+    hi = np.searchsorted(ordered, left, "right")
+    counts = hi - lo
+    total = int(counts.sum())
+    li = np.repeat(np.arange(len(left), dtype=I64), counts)
+    if total == 0:
+        return li, np.zeros(0, dtype=I64)
+    offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return li, order[np.repeat(lo, counts) + offsets]
+
+
+def anti_join_mask(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """True where a left key has no equal right key."""
+    if len(right) == 0:
+        return np.ones(len(left), dtype=bool)
+    ordered = np.sort(right, kind="stable")
+    position = np.minimum(np.searchsorted(ordered, left), len(ordered) - 1)
+    return ordered[position] != left
+
+
+def dedupe_rows(columns: list) -> np.ndarray:
+    """Positions of one occurrence of each distinct row (in key order)."""
+    keys = joint_keys(columns, [])[0]
+    return unique_sorted(keys)[1]
+
+
+def group_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row its group number, and the sorted distinct keys."""
+    uniques, _, inverse = unique_sorted(keys)
+    return inverse, uniques
+
+
+class KeyIndex:
+    """Rows keyed on some columns and sorted, for repeated lookups from other tables.
+
+    The key encoding depends only on these rows (a value outside a column's range cannot
+    match), so one index serves every join against the same relation.
+    """
+
+    def __init__(self, columns: list[np.ndarray]):
+        self.n = len(columns[0]) if columns else 0
+        self._ranges = []  # per column: (lo, span) or the sorted distinct values
+        keys = np.zeros(self.n, dtype=I64)
+        size = 1
+        dense = False
+        for column in columns:
+            column = np.asarray(column, dtype=I64)
+            lo = int(column.min()) if self.n else 0
+            span = (int(column.max()) - lo + 1) if self.n else 1
+            if size * span >= _LIMIT:
+                dense = True
+                break
+            self._ranges.append((lo, span))
+            keys = keys * span + (column - lo)
+            size *= span
+        if dense:  # fall back to dense ranks per column
+            self._ranges, keys, size = [], np.zeros(self.n, dtype=I64), 1
+            for column in columns:
+                values = unique_sorted(np.asarray(column, dtype=I64))[0]
+                self._ranges.append(values)
+                keys = keys * len(values) + np.searchsorted(values, column)
+                size *= len(values)
+        self.order = np.argsort(keys, kind="stable")
+        self.sorted = keys[self.order]
+        # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
+        self.direct = size <= max(8 * self.n, 1 << 16)
+        if self.direct:
+            self.counts = np.bincount(keys, minlength=size).astype(I64) if self.n else np.zeros(size, dtype=I64)
+            self.starts = np.cumsum(self.counts) - self.counts
+        self.unique = self.n < 2 or bool(np.all(self.sorted[1:] != self.sorted[:-1]))
+        # Otherwise, when the first column's values are few and each holds few rows (a
+        # candidate's members, say), address the first column directly and scan its bucket.
+        self.bucketed = False
+        if not self.direct and not dense and len(self._ranges) > 1 and self.n:
+            first_span = self._ranges[0][1]
+            self._rest = size // first_span
+            if first_span <= max(8 * self.n, 1 << 16):
+                counts = np.bincount(self.sorted // self._rest, minlength=first_span).astype(I64)
+                self._width = int(counts.max())
+                if self._width <= 16:
+                    self.bucketed = True
+                    self._bucket_counts, self._bucket_starts = counts, np.cumsum(counts) - counts
+
+    def encode(self, columns: list) -> np.ndarray:
+        """Keys of other rows in this index's encoding; -1 where no row here can match."""
+        n = len(columns[0])
+        keys = np.zeros(n, dtype=I64)
+        miss = np.zeros(n, dtype=bool)
+        for rng, column in zip(self._ranges, columns):
+            column = np.asarray(column, dtype=I64)
+            if isinstance(rng, tuple):
+                lo, span = rng
+                offset = column - lo
+                miss |= (offset < 0) | (offset >= span)
+                keys = keys * span + np.clip(offset, 0, span - 1)
+            else:
+                position = np.searchsorted(rng, column)
+                clipped = np.minimum(position, max(len(rng) - 1, 0))
+                miss |= (rng[clipped] != column) if len(rng) else True
+                keys = keys * max(len(rng), 1) + clipped
+        keys[miss] = -1
+        return keys
+
+    def join(self, columns: list) -> tuple[np.ndarray, np.ndarray]:
+        """Index pairs (left row, row here) whose key columns are equal."""
+        left = self.encode(columns)
+        found = left >= 0
+        if self.bucketed:
+            lo, counts = self._scan_buckets(left, found)
+        elif self.direct:
+            safe = np.where(found, left, 0)
+            lo, counts = self.starts[safe], np.where(found, self.counts[safe], 0)
+        else:
+            lo = np.searchsorted(self.sorted, left, "left")
+            if self.unique:
+                position = np.minimum(lo, max(self.n - 1, 0))
+                counts = (found & (self.sorted[position] == left)).astype(I64) if self.n else np.zeros(len(left), I64)
+            else:
+                counts = np.where(found, np.searchsorted(self.sorted, left, "right") - lo, 0)
+        if self.unique:  # at most one row per key: no repetition needed
+            hit = np.flatnonzero(counts)
+            return hit.astype(I64, copy=False), self.order[lo[hit]]
+        total = int(counts.sum())
+        li = np.repeat(np.arange(len(left), dtype=I64), counts)
+        if total == 0:
+            return li, np.zeros(0, dtype=I64)
+        offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return li, self.order[np.repeat(lo, counts) + offsets]
+
+    def contains(self, columns: list) -> np.ndarray:
+        """True where a row with equal key columns is here."""
+        left = self.encode(columns)
+        if self.n == 0:
+            return np.zeros(len(left), dtype=bool)
+        if self.direct:
+            return (left >= 0) & (self.counts[np.where(left >= 0, left, 0)] > 0)
+        if self.bucketed:
+            return self._scan_buckets(left, left >= 0)[1] > 0
+        position = np.minimum(np.searchsorted(self.sorted, left), self.n - 1)
+        return (self.sorted[position] == left) & (left >= 0)
+
+    def _scan_buckets(self, left: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each left key: the position of its first equal key here, and how many there are."""
+        first = np.where(found, left // self._rest, 0)
+        base, width = self._bucket_starts[first], np.where(found, self._bucket_counts[first], 0)
+        lo = np.zeros(len(left), dtype=I64)
+        counts = np.zeros(len(left), dtype=I64)
+        last = self.n - 1
+        for k in range(self._width):
+            position = base + k
+            equal = (k < width) & (self.sorted[np.minimum(position, last)] == left)
+            lo = np.where(equal & (counts == 0), position, lo)
+            counts += equal
+        return lo, counts

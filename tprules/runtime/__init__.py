@@ -1,0 +1,153 @@
+"""Running a planned program: the steps of `tprules run`, in order.
+
+1. program.py    the program as the runtime sees it (shapes checked against SPEC §4);
+2. groups.py     the plan checked and its groups ordered (producers first);
+3. codegen       each group lowered to one kernel and compiled for the device;
+4. inputs.py     program inputs, from DIR/data/*.npy or a fixed seed;
+5. reference.py  the unfused numpy reference (semantics.py: SPEC §4, the living definition);
+6. executor.py   the kernels run on one device queue per chip, partials all-reduced;
+7. compare.py    every program output compared with the reference.
+
+>>> from tprules.workspace import Workspace                        # doctest: +SKIP
+>>> report = execute(Workspace("facts/megatron-mlp-tp2"), device="cpu")
+>>> report.ok, report.kernels
+(True, 10)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .compare import OutputCheck, compare
+from .groups import BadPlan, ordered_groups, unfused
+from .program import RunProgram
+
+
+@dataclass
+class ChipStats:
+    chip: int
+    kernels: int
+    launches: int
+    busy_s: float
+
+
+@dataclass
+class RunReport:
+    program: str
+    device: str
+    shim: str
+    groups: int
+    kernels: int  # one per group
+    compiled: int  # distinct kernel sources (equal groups on different chips share one)
+    kinds: dict[str, int]  # kernel kind → count
+    chips: list[ChipStats]
+    outputs: list[OutputCheck]
+    compile_s: float
+    run_s: float
+    transfers: int
+    moved_bytes: int
+    values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # an output's device value
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def max_abs_err(self) -> float:
+        return max((o.max_abs_err for o in self.outputs), default=0.0)
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((o.max_rel_err for o in self.outputs), default=0.0)
+
+    def to_json(self) -> dict:
+        return {"program": self.program, "device": self.device, "shim": self.shim, "ok": self.ok,
+                "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
+                "outputs": [o.to_json() for o in self.outputs], "kernels": self.kernels, "groups": self.groups,
+                "compiled": self.compiled, "kinds": self.kinds,
+                "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s}
+                          for c in self.chips],
+                "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,
+                "moved_bytes": self.moved_bytes}
+
+
+class Prepared:
+    """A plan lowered and compiled for a device, with its inputs and the reference: run it
+    as often as wanted (`run`), then report on a run (`report`)."""
+
+    def __init__(self, prog: RunProgram, plan, device: str, progress=None, show_kernels=None):
+        from ..codegen import lower
+        from .devices import get_device
+        from .executor import Executor
+        from .inputs import program_inputs
+        from .reference import reference
+
+        self.prog = prog
+        self.plan = plan
+        groups = ordered_groups(plan, prog)
+        self.device = get_device(device)
+        self.kernels = [lower(g, prog) for g in groups]
+        started = time.perf_counter()
+        tick = progress("compile", len(self.kernels)) if progress else None
+        self.compiled = []
+        for k in self.kernels:
+            self.compiled.append(self.device.compile(k))
+            if show_kernels:
+                show_kernels(k, self.compiled[-1].source)
+            if tick:
+                tick()
+        self.compile_s = time.perf_counter() - started
+        inputs = program_inputs(prog)
+        self.expected = reference(prog, inputs)
+        self.executor = Executor(prog, self.device, self.compiled, inputs)
+
+    def run(self, progress=None):
+        """One run of the whole program (an `executor.Execution`)."""
+        return self.executor.run(progress("run", len(self.compiled)) if progress else None)
+
+    def report(self, done, fastest=None) -> RunReport:
+        """The report on run `done`, with the timings of `fastest` (default: `done`)."""
+        prog, best = self.prog, fastest or done
+        kinds: dict[str, int] = {}
+        for k in self.kernels:
+            kinds[k.kind] = kinds.get(k.kind, 0) + 1
+        chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c]) for c in range(prog.chips)]
+        values = {}
+        for t, per_chip in done.outputs.items():
+            home = prog.tensors[t].home
+            values[t] = per_chip[home if home in per_chip else min(per_chip)]
+        return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
+                         len({c.source for c in self.compiled}), kinds, chips,
+                         compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
+                         best.moved_bytes, values)
+
+
+def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
+            progress=None, show_kernels=None, prog: RunProgram | None = None) -> RunReport:
+    """Plan (unless given), compile, run on `device` and compare with the reference.
+
+    `baseline` runs one kernel per statement instead of the plan; `repeat` runs the
+    program that many times and reports the fastest; `progress(phase, total)` returns a
+    callback to call once per step of that phase; `show_kernels(kernel, source)` sees
+    each kernel's generated source.
+    """
+    prog = prog or RunProgram.from_workspace(workspace)
+    if baseline:
+        plan = unfused(prog)
+    elif plan is None:
+        from ..planner import plan as make_plan
+
+        plan = make_plan(workspace)
+    prepared = Prepared(prog, plan, device, progress, show_kernels)
+    best = done = None
+    for _ in range(max(1, repeat)):
+        done = prepared.run(progress)
+        if best is None or done.seconds < best.seconds:
+            best = done
+    return prepared.report(done, best)
+
+
+__all__ = ["BadPlan", "ChipStats", "Prepared", "RunReport", "RunProgram", "execute", "unfused"]

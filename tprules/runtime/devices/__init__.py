@@ -1,0 +1,32 @@
+"""One module per device. A device compiles kernels and gives each chip a queue:
+
+- `cpu`:  each kernel one Numba CPU function (parallel when big), one worker thread per
+          chip, so the chips run concurrently;
+- `sim`:  Numba's CUDA simulator running the CUDA kernels (CI, tiny shapes);
+- `cuda`: real GPUs; chip i on GPU i mod k, each chip with its own stream and buffers.
+"""
+
+from __future__ import annotations
+
+from .base import Compiled, Device, DeviceUnavailable, Queue
+
+DEVICES = ("cpu", "sim", "cuda")
+
+
+def get_device(name: str) -> Device:
+    if name == "cpu":
+        from .cpu import CpuDevice
+
+        return CpuDevice()
+    if name == "sim":
+        from .sim import SimDevice
+
+        return SimDevice()
+    if name == "cuda":
+        from .cuda import CudaDevice
+
+        return CudaDevice()
+    raise DeviceUnavailable(f"unknown device {name}; devices are {', '.join(DEVICES)}")
+
+
+__all__ = ["DEVICES", "Compiled", "Device", "DeviceUnavailable", "Queue", "get_device"]

@@ -1,0 +1,80 @@
+"""What the executor asks of a device, and of each chip's queue on it.
+
+A queue runs its work in order (a stream); `copy_from` is the only point where one chip
+waits for another, so chips run concurrently between all-reduces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import BadInput
+
+
+class DeviceUnavailable(BadInput):
+    """The device asked for cannot run here (no GPU, the simulator is on, ...)."""
+
+    kind = "device"
+
+
+class Compiled:
+    """A kernel ready to launch: `launch(queue, buffers)` enqueues every stage."""
+
+    def __init__(self, kernel, source: str, launches: int):
+        self.kernel = kernel
+        self.source = source
+        self.launches = launches  # launches per run of the kernel (CUDA: one per stage)
+
+
+class Queue:
+    """One chip's stream of work on a device; buffers are the device's arrays."""
+
+    chip: int
+
+    def upload(self, array: np.ndarray):
+        raise NotImplementedError
+
+    def empty(self, shape, dtype: np.dtype):
+        raise NotImplementedError
+
+    def zeros(self, shape, dtype: np.dtype):
+        raise NotImplementedError
+
+    def launch(self, compiled: Compiled, buffers: list) -> None:
+        raise NotImplementedError
+
+    def copy_from(self, source: "Queue", buffer):
+        """A copy, in this chip's memory, of `buffer` held by `source`'s chip; it is taken
+        once everything `source` had enqueued so far is done."""
+        raise NotImplementedError
+
+    def download(self, buffer) -> np.ndarray:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        raise NotImplementedError
+
+    def busy_seconds(self) -> float:
+        """Time this chip spent running work since the queue was made."""
+        raise NotImplementedError
+
+    def cpu_seconds(self) -> float | None:
+        """Processor time of that work where the device can tell (a loaded machine's
+        waits for a core left out), else None."""
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class Device:
+    name: str = "?"
+
+    def describe(self) -> str:
+        return self.name
+
+    def compile(self, kernel) -> Compiled:
+        raise NotImplementedError
+
+    def queues(self, chips: int) -> list[Queue]:
+        raise NotImplementedError

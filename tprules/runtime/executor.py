@@ -1,0 +1,129 @@
+"""Run compiled kernels on one device queue per chip.
+
+A kernel runs where its group's place says: on chip K, or on every chip (spine groups and
+folds). Every tensor is held by the chips that computed it (a spine tensor by all of
+them); a kernel that reads a tensor its chip does not hold first copies it from a chip
+that does. A fold alone is therefore a real all-reduce: each chip receives every other
+chip's partial into its own buffer and sums them there with the fold's kernel. A fold
+fused into a bigger group reads only its own chip's partial (a `local` parameter): the
+local sum that the collective_fold rule exists to refuse.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codegen.ir import Kernel
+from .devices.base import Compiled, Queue
+from .program import RunProgram
+
+
+@dataclass
+class Execution:
+    """What one run left: program outputs per chip that holds them, and per-chip counts."""
+
+    outputs: dict[str, dict[int, np.ndarray]]
+    kernels: dict[int, int]  # chip → kernels run
+    launches: dict[int, int]  # chip → device launches (a CUDA kernel launches once per stage)
+    busy: dict[int, float]
+    seconds: float
+    cpu: dict[int, float | None] = field(default_factory=dict)  # see Queue.cpu_seconds
+    transfers: int = 0
+    moved_bytes: int = 0
+    held: dict[str, dict[int, object]] = field(default_factory=dict)
+
+
+def chips_of(kernel: Kernel, chips: int) -> list[int]:
+    if kernel.place.startswith("chip:"):
+        return [int(kernel.place.split(":")[1])]
+    return list(range(chips))  # spine, or a fold's all-reduce
+
+
+class Executor:
+    def __init__(self, prog: RunProgram, device, compiled: list[Compiled], inputs: dict[str, np.ndarray]):
+        self.prog = prog
+        self.device = device
+        self.compiled = compiled  # in an order where producers come first
+        self.inputs = inputs
+
+    def run(self, progress=None) -> Execution:
+        prog = self.prog
+        queues = self.device.queues(prog.chips)
+        try:
+            held: dict[str, dict[int, object]] = {}
+            for name, value in self.inputs.items():
+                home = prog.tensors[name].home
+                for c in ([home] if home is not None else range(prog.chips)):
+                    held.setdefault(name, {})[c] = queues[c].upload(value.reshape(prog.tensors[name].buffer_shape))
+            for q in queues:
+                q.synchronize()
+            run = _Run(prog, queues, held)
+            started = time.perf_counter()
+            for compiled in self.compiled:
+                run.launch(compiled)
+                if progress is not None:
+                    progress()
+            for q in queues:
+                q.synchronize()
+            seconds = time.perf_counter() - started
+            outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
+                       for t in prog.outputs}
+            return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
+                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held)
+        finally:
+            for q in queues:
+                q.close()
+
+
+class _Run:
+    def __init__(self, prog: RunProgram, queues: list[Queue], held: dict):
+        self.prog = prog
+        self.queues = queues
+        self.held = held
+        self.kernels = {q.chip: 0 for q in queues}
+        self.launches = {q.chip: 0 for q in queues}
+        self.transfers = 0
+        self.moved = 0
+
+    def on(self, tensor: str, chip: int):
+        """The tensor's buffer on `chip`, copied there from a chip that holds it if need be."""
+        where = self.held[tensor]
+        if chip in where:
+            return where[chip]
+        home = self.prog.tensors[tensor].home
+        source = home if home in where else min(where)
+        buf = self.queues[chip].copy_from(self.queues[source], where[source])
+        where[chip] = buf
+        self.transfers += 1
+        self.moved += buf.nbytes
+        return buf
+
+    def launch(self, compiled: Compiled) -> None:
+        kernel = compiled.kernel
+        for chip in chips_of(kernel, self.prog.chips):
+            q = self.queues[chip]
+            buffers = []
+            for p in kernel.params:
+                storage = _storage(p.dtype)
+                if p.role == "in":
+                    buf = self.on(p.tensor, chip)
+                elif p.role == "local":
+                    buf = self.on(dict(p.local)[chip], chip)
+                elif p.role == "out":
+                    buf = q.empty(p.buffer_shape, storage)
+                    self.held.setdefault(p.tensor, {})[chip] = buf
+                elif p.role == "scratch":
+                    buf = q.empty(p.buffer_shape, storage)
+                else:  # scale: a quantized read's max starts at zero
+                    buf = q.zeros(p.buffer_shape, storage)
+                buffers.append(buf)
+            q.launch(compiled, buffers)
+            self.kernels[chip] += 1
+            self.launches[chip] += compiled.launches
+
+
+def _storage(dtype: str) -> np.dtype:
+    return np.dtype({"i8": np.int8, "i32": np.int32}.get(dtype, np.float32))

@@ -1,0 +1,70 @@
+"""Program inputs (tensors no statement writes): `<dir>/data/<tensor>.npy` when present, else
+values generated from a fixed seed per tensor name, so a run is reproducible anywhere.
+
+Generated values suit how the tensor is read: a matmul's right operand is scaled by
+1/sqrt(K) so activations keep unit size through a layer; what rsqrt or a divisor reads
+is kept in [0.5, 1.5]; integers lie in [-8, 8].
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ..errors import IllFormed
+from ..lang.ast import Pos
+from .program import RunProgram, Tensor
+from .semantics import store
+
+
+def program_inputs(prog: RunProgram) -> dict[str, np.ndarray]:
+    """Every program input's value, as its dtype is stored."""
+    roles = _roles(prog)
+    values = {}
+    for name in prog.inputs:
+        tensor = prog.tensors[name]
+        path = prog.directory / "data" / f"{name}.npy"
+        if path.exists():
+            values[name] = _load(path, tensor, f"{prog.display}/data/{name}.npy")
+        else:
+            values[name] = generate(tensor, roles.get(name, "plain"))
+    return values
+
+
+def generate(tensor: Tensor, role: str) -> np.ndarray:
+    rng = np.random.default_rng(zlib.crc32(tensor.name.encode()))
+    shape = tensor.shape
+    if tensor.dtype in ("i8", "i32"):
+        return rng.integers(-8, 9, size=shape).astype(tensor.storage)
+    if role == "positive":
+        x = rng.uniform(0.5, 1.5, size=shape)
+    elif role.startswith("weight:"):
+        x = rng.standard_normal(size=shape) / np.sqrt(int(role.split(":")[1]))
+    else:
+        x = rng.standard_normal(size=shape)
+    return store(x.astype(np.float32), tensor.dtype)
+
+
+def _roles(prog: RunProgram) -> dict[str, str]:
+    roles = {}
+    for s in prog.statements:
+        if s.cls == "matmul":
+            k = prog.tensors[s.reads[0]].shape[-1]
+            roles.setdefault(s.reads[1], f"weight:{k}")
+        elif s.cls == "rsqrt" or (s.cls == "div" and len(s.reads) > 1):
+            roles.setdefault(s.reads[-1], "positive")
+        elif s.cls == "rmsnorm" and len(s.reads) > 1:
+            roles.setdefault(s.reads[1], "positive")
+    return roles
+
+
+def _load(path, tensor: Tensor, display: str) -> np.ndarray:
+    try:
+        value = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise IllFormed(f"cannot read input {tensor.name}: {err}", Pos(display, 0)) from None
+    if tuple(value.shape) != tensor.shape:
+        raise IllFormed(f"input {tensor.name} has shape {list(value.shape)}; the facts say {list(tensor.shape)}",
+                        Pos(display, 0))
+    return store(value.astype(np.float32), tensor.dtype) if value.dtype.kind == "f" else value.astype(tensor.storage)

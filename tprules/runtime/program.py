@@ -1,0 +1,229 @@
+"""The program as the runtime sees it: statements in topological order, tensors with their
+shapes, dtypes and homes, each statement's place, the operands the shim reads quantized.
+
+Shapes are checked here against SPEC §4 (the rule engine never looks at them), so a bad
+shape is a clear `file:line` error before anything is computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import IllFormed
+
+DTYPES = ("f32", "f16", "bf16", "i8", "i32")
+QUANT_FORMATS = ("int8_two_pass",)
+
+MATMUL = "matmul"
+ROW = ("rmsnorm", "softmax")
+ANCHORS = (MATMUL, *ROW)  # classes whose output element needs more than one input element
+UNARY = ("neg", "exp", "relu", "silu", "rsqrt", "gelu", "scale", "cast")
+BINARY = ("add", "sub", "mul", "div")
+POINTWISE = (*UNARY, *BINARY, "sum")  # one output element from the same element of each operand
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    home: int | None  # the chip that owns it; None for a spine tensor
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def storage(self) -> np.dtype:
+        """How values of this dtype are kept in buffers (f16 and bf16 as rounded f32)."""
+        return np.dtype({"i8": np.int8, "i32": np.int32}.get(self.dtype, np.float32))
+
+    @property
+    def buffer_shape(self) -> tuple[int, ...]:
+        return self.shape or (1,)  # a scalar lives in a one-element buffer
+
+
+@dataclass(frozen=True)
+class Statement:
+    name: str
+    cls: str
+    reads: tuple[str, ...]
+    writes: str
+    attrs: tuple[tuple[str, str], ...] = ()
+    fold: bool = False
+    quantized: tuple[tuple[int, str], ...] = ()  # (operand, format) the shim reads quantized
+
+    def attr(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.attrs).get(key, default)
+
+    def quant_format(self, operand: int) -> str | None:
+        return dict(self.quantized).get(operand)
+
+
+@dataclass
+class RunProgram:
+    """Everything `run` needs from a loaded program (see `from_workspace`)."""
+
+    directory: Path
+    display: str
+    shim: str
+    chips: int
+    statements: tuple[Statement, ...]  # topological order, program order first
+    tensors: dict[str, Tensor]
+    places: dict[str, str]  # statement → chip:K | spine | collective
+    writer: dict[str, str] = field(default_factory=dict)
+    readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.by_name = {s.name: s for s in self.statements}
+        self.position = {s.name: i for i, s in enumerate(self.statements)}
+        self.writer = {s.writes: s.name for s in self.statements}
+        readers: dict[str, list[str]] = {}
+        for s in self.statements:
+            for t in dict.fromkeys(s.reads):
+                readers.setdefault(t, []).append(s.name)
+        self.readers = {t: tuple(r) for t, r in readers.items()}
+
+    def statement(self, name: str) -> Statement:
+        return self.by_name[name]
+
+    @property
+    def inputs(self) -> list[str]:
+        """Tensors some statement reads and none writes, in order of first read."""
+        seen = dict.fromkeys(t for s in self.statements for t in s.reads if t not in self.writer)
+        return list(seen)
+
+    @property
+    def outputs(self) -> list[str]:
+        """Tensors no statement reads (SPEC §5), in program order."""
+        return [s.writes for s in self.statements if s.writes not in self.readers]
+
+    def quantized_path(self, tensor: str) -> bool:
+        """Whether the tensor's value depends on a quantized read (its tolerance is looser)."""
+        seen, todo = set(), [tensor]
+        while todo:
+            t = todo.pop()
+            o = self.writer.get(t)
+            if o is None or o in seen:
+                continue
+            seen.add(o)
+            s = self.by_name[o]
+            if s.quantized:
+                return True
+            todo.extend(s.reads)
+        return False
+
+    @classmethod
+    def from_workspace(cls, ws) -> "RunProgram":
+        loaded = ws.program
+        facts = loaded.facts
+        shim = loaded.shim
+        operands: dict[str, dict[int, str]] = {}
+        for o, i, t in facts.tuples("reads"):
+            operands.setdefault(o, {})[i] = t
+        writes = dict(facts.tuples("writes"))
+        classes = dict(facts.tuples("op"))
+        attrs: dict[str, list[tuple[str, str]]] = {}
+        for o, key, value in facts.ordered("attr"):
+            attrs.setdefault(o, []).append((key, value))
+        folds = {o for o, _ in facts.tuples("fold")}
+        quantized = {(c, i): f for s, c, i, f in facts.tuples("quantized") if s == shim}
+        statements = []
+        for o in loaded.order:
+            reads = tuple(t for _, t in sorted(operands.get(o, {}).items()))
+            q = tuple(sorted((i, f) for (c, i), f in quantized.items() if c == classes[o] and i < len(reads)))
+            statements.append(Statement(o, classes[o], reads, writes[o], tuple(attrs.get(o, ())), o in folds, q))
+        tensors = _tensors(facts)
+        (chips,) = next(iter(facts.tuples("chips")), (1,))
+        prog = cls(loaded.directory, loaded.display, shim, chips, tuple(statements), tensors, ws.places())
+        check_shapes(prog, facts)
+        return prog
+
+
+def _tensors(facts) -> dict[str, Tensor]:
+    axes: dict[str, dict[int, int]] = {}
+    for t, axis, size in facts.tuples("shape"):
+        if axis in axes.setdefault(t, {}):
+            raise IllFormed(f"axis {axis} of {t} has two sizes", facts.where("shape", (t, axis, size)))
+        if size < 1:
+            raise IllFormed(f"axis {axis} of {t} has size {size}; sizes are at least 1",
+                            facts.where("shape", (t, axis, size)))
+        axes[t][axis] = size
+    home = {t: c for t, c in facts.tuples("placed")}
+    tensors = {}
+    for t, dtype in facts.ordered("tensor"):
+        if dtype not in DTYPES:
+            raise IllFormed(f"tensor {t} has dtype {dtype}; dtypes are {', '.join(DTYPES)}", facts.where("tensor", (t, dtype)))
+        sizes = axes.get(t, {})
+        if sorted(sizes) != list(range(len(sizes))):
+            raise IllFormed(f"the axes of {t} are {sorted(sizes)}; expected 0..{len(sizes) - 1}",
+                            facts.where("tensor", (t, dtype)))
+        tensors[t] = Tensor(t, tuple(sizes[a] for a in range(len(sizes))), dtype, home.get(t))
+    return tensors
+
+
+# -- shapes (SPEC §4) ------------------------------------------------------------------
+
+
+def statement_shape(s: Statement, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape a statement computes from its operands' shapes; ValueError when they do not fit."""
+    if s.cls == MATMUL:
+        a, b = shapes
+        if len(a) != 2 or len(b) != 2:
+            raise ValueError(f"matmul operands are 2-D; got {_fmt(a)} and {_fmt(b)}")
+        k, n = (b[1], b[0]) if s.attr("transpose_b") == "1" else b
+        if a[1] != k:
+            raise ValueError(f"matmul of {_fmt(a)} by {_fmt(b)}: inner sizes {a[1]} and {k} differ")
+        return (a[0], n)
+    if s.cls in ROW:
+        x = shapes[0]
+        if not x:
+            raise ValueError(f"{s.cls} needs at least one axis")
+        if s.cls == "rmsnorm" and len(shapes) > 1 and shapes[1] != x[-1:]:
+            raise ValueError(f"rmsnorm weight has shape {_fmt(shapes[1])}; expected {_fmt(x[-1:])}")
+        return x
+    if s.cls == "transpose":
+        if len(shapes[0]) != 2:
+            raise ValueError(f"transpose is 2-D; got {_fmt(shapes[0])}")
+        return shapes[0][::-1]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"operand shapes {', '.join(_fmt(x) for x in shapes)} do not broadcast") from None
+
+
+def check_shapes(prog: RunProgram, facts) -> None:
+    for s in prog.statements:
+        where = facts.where("op", (s.name, s.cls))
+        try:
+            got = statement_shape(s, [prog.tensors[t].shape for t in s.reads])
+        except ValueError as err:
+            raise IllFormed(f"{s.name} ({s.cls}): {err}", where) from None
+        want = prog.tensors[s.writes].shape
+        if got != want:
+            raise IllFormed(f"{s.name} ({s.cls}) computes shape {_fmt(got)} but writes {s.writes} of shape {_fmt(want)}",
+                            where)
+        for i, fmt in s.quantized:
+            if fmt not in QUANT_FORMATS:
+                raise IllFormed(f"the shim reads operand {i} of {s.cls} as {fmt}; run knows {', '.join(QUANT_FORMATS)}",
+                                where)
+        if s.cls == "scale":
+            _number(s, "factor", None, where)
+        if s.cls == "rmsnorm":
+            _number(s, "eps", "1e-6", where)
+
+
+def _number(s: Statement, key: str, default: str | None, where) -> float:
+    text = s.attr(key, default)
+    try:
+        return float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise IllFormed(f"{s.name} ({s.cls}) needs a number attribute {key}; got {text!r}", where) from None
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"

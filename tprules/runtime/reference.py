@@ -1,0 +1,53 @@
+"""The unfused reference: numpy, statement by statement, exactly SPEC §4.
+
+Chip tensors have one value on their own chip, spine tensors one value for every chip; a
+fold sums its partials (one per chip) into the spine. Nothing is fused, nothing moves.
+
+>>> from tprules.workspace import Workspace                        # doctest: +SKIP
+>>> prog = RunProgram.from_workspace(Workspace("facts/megatron-mlp-tp2"))
+>>> values = reference(prog, program_inputs(prog))
+>>> values.get("out").shape
+(8, 16)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .program import RunProgram
+from .semantics import apply
+
+
+@dataclass
+class Values:
+    """Tensor values: `chips[k]` for chip k's own tensors, `spine` for replicated ones."""
+
+    spine: dict[str, np.ndarray] = field(default_factory=dict)
+    chips: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+    def get(self, tensor: str, home: int | None = None) -> np.ndarray:
+        if tensor in self.spine:
+            return self.spine[tensor]
+        if home is not None:
+            return self.chips[home][tensor]
+        for chip in self.chips:
+            if tensor in chip:
+                return chip[tensor]
+        raise KeyError(tensor)
+
+    def put(self, tensor: str, home: int | None, value: np.ndarray) -> None:
+        (self.spine if home is None else self.chips[home])[tensor] = value
+
+
+def reference(prog: RunProgram, inputs: dict[str, np.ndarray]) -> Values:
+    values = Values(chips=[{} for _ in range(prog.chips)])
+    for name, value in inputs.items():
+        values.put(name, prog.tensors[name].home, value)
+    for s in prog.statements:
+        operands = [values.get(t, prog.tensors[t].home) for t in s.reads]
+        out = prog.tensors[s.writes]
+        result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype)
+        values.put(s.writes, out.home, result.reshape(out.shape).copy())
+    return values

@@ -1,0 +1,131 @@
+"""A base chip described by shim facts (SPEC §2 `shim`, `supports`, `limit`, `quantized`).
+
+Its `fits` is answered by the base rules (`rules/base.dl`, `base_refused`) over the graph,
+as one device: every tensor on the spine of a one-chip program.
+
+>>> from tprules.shim import TensorGraph, Op
+>>> base = FactShim.load("cuda-lane:rtx3060:TwoPassInt8")
+>>> base.supports("softmax")
+<Support.ALONE: 'alone'>
+>>> g = TensorGraph()
+>>> for t in ("x", "w", "h", "r"):
+...     _ = g.add_tensor(t, "f32", (4, 4))
+>>> mm = g.add_op(Op("mm", "matmul", ("x", "w"), "h"))
+>>> relu = g.add_op(Op("relu", "relu", ("h",), "r"))
+>>> base.fits(g.fuse("mm_relu", ["mm", "relu"]), g).ok
+True
+>>> str(base.activation(mm, 0, g))
+'int8_two_pass'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+from ..program.facts import FactBase
+from .graph import AnyOp, Op, TensorGraph
+from .protocol import Fit, QuantFormat, Refusal, Support
+from .session import SessionCache, open_session, rule_sources
+
+SHIM_RELATIONS = ("shim", "supports", "limit", "quantized")
+
+
+class FactShim:
+    """A base shim from shim facts, answered by the rules of `rules` (default: the project's)."""
+
+    def __init__(self, name: str, facts: FactBase, rules: Path | str | None = None, engine: str = "fast",
+                 checked=None):
+        known = [s for (s,) in facts.ordered("shim")]
+        if name not in known:
+            raise UsageError(f"unknown shim {name}; known shims: {', '.join(known)}")
+        self._name = name
+        self._facts = facts
+        self._rules, self._engine, self._checked = rules, engine, checked
+        self._levels = {c: Support(level) for s, c, level in facts.tuples("supports") if s == name}
+        self._quantized = {(c, i): QuantFormat(f) for s, c, i, f in facts.tuples("quantized") if s == name}
+        self._sessions = SessionCache()
+
+    @classmethod
+    def load(cls, name: str, library: Path | str | None = None, **options) -> "FactShim":
+        """A shim of the shim library (`facts/shims/` unless `library` names another folder)."""
+        return cls(name, load_library(library), **options)
+
+    @property
+    def checked(self):
+        if self._checked is None:
+            from ..workspace import load_checked_rules
+
+            self._checked = load_checked_rules(self._rules)
+        return self._checked
+
+    # -- the Shim protocol -----------------------------------------------------------
+
+    def name(self) -> str:
+        return self._name
+
+    def supports(self, cls: str) -> Support:
+        if cls not in self._levels:
+            raise ValueError(f"shim {self._name} does not answer class {cls} (not in the class registry)")
+        return self._levels[cls]
+
+    def activation(self, consumer: AnyOp, operand: int, g: TensorGraph) -> QuantFormat | None:
+        if not isinstance(consumer, Op):
+            return None
+        return self._quantized.get((consumer.cls, operand))
+
+    def fits(self, op: AnyOp, g: TensorGraph) -> Fit:
+        return self.fits_all([op], g)[op.name]
+
+    def fits_all(self, ops: list[AnyOp], g: TensorGraph) -> dict[str, Fit]:
+        """`fits` for many ops in one evaluation of the base rules."""
+        session = self._session(g)
+        answers = session.ask({op.name: op.statements for op in ops}, relation="base_refused")
+        sources = rule_sources(self.checked)
+        return {op.name: _fit(op.name, answers[op.name], sources) for op in ops}
+
+    # -- facts -------------------------------------------------------------------------
+
+    def shim_facts(self) -> dict[str, list[tuple]]:
+        """This shim's facts and the class registry, as fact tuples."""
+        out = {rel: [t for t in self._facts.ordered(rel) if t[0] == self._name] for rel in SHIM_RELATIONS}
+        out["registry"] = self._facts.ordered("registry")
+        return out
+
+    def _session(self, g: TensorGraph):
+        session = self._sessions.get(g)
+        if session is None:
+            relations = g.to_facts()
+            relations.update(self.shim_facts())
+            relations["chips"] = [(1,)]
+            relations["spine"] = [(t.name,) for t in g.tensors]  # one device: nothing is placed
+            session = open_session(relations, self._name, self.checked, self._engine)
+            self._sessions.put(g, session)
+        return session
+
+
+def _fit(name: str, reasons: tuple[str, ...], sources: dict) -> Fit:
+    refusals = []
+    for reason in reasons:
+        owner, where, why = sources.get(reason, ("base", "rules", ""))
+        refusals.append(Refusal(reason, owner, where, why))
+    return Fit(name, tuple(refusals))
+
+
+def load_library(library: Path | str | None = None) -> FactBase:
+    """The shim library's facts (`facts/shims/` unless `library` names another folder), checked."""
+    from ..config import shim_library_dir
+    from ..program.facts import load_fact_dir
+    from ..program.schema import SHIM
+    from ..program.wellformed import check_wellformed
+
+    folder = Path(library) if library is not None else shim_library_dir()
+    facts = load_fact_dir(folder, {n: r.types for n, r in SHIM.items()}, strict=False)
+    check_wellformed(facts, shims_only=True)
+    return facts
+
+
+def library_facts(library: Path | str | None = None) -> dict[str, list[tuple]]:
+    """The shim library's facts by relation, in file order (e.g. `registry`, the class registry)."""
+    facts = load_library(library)
+    return {rel: facts.ordered(rel) for rel in (*SHIM_RELATIONS, "registry")}
