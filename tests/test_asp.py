@@ -12,9 +12,8 @@ from conftest import FACTS
 from strategies import rule_sets
 from tprules.analysis import check_program
 from tprules.engine.asp import ClingoEngine, facts_to_asp, predicate, program_to_asp, quote
-from tprules.engine.evaluate import Evaluator
 from tprules.lang.parser import parse_text
-from tprules.workspace import Workspace
+from tprules.workspace import Workspace, make_engine
 
 clingo = pytest.importorskip("clingo")
 
@@ -62,7 +61,7 @@ def test_aggregates_follow_souffle():
     assert answer.tuples("nothing") == set()  # min of no value derives nothing (clingo says #sup)
     assert answer.tuples("none_counted") == {(0,)}
     assert answer.tuples("per_key") == {(1, 5), (2, 5), (5, 1)}
-    assert _differences(checked, Evaluator(checked).evaluate(facts), answer) == []
+    assert _differences(checked, make_engine("fast", checked).evaluate(facts), answer) == []
 
 
 def test_names_and_symbols_are_escaped():
@@ -83,5 +82,5 @@ def test_show_lists_only_the_asked_relations():
 @given(rule_set=rule_sets())
 def test_random_rule_sets_agree_with_clingo(rule_set):
     checked = check_program(parse_text(rule_set.text, "random.dl"))
-    fast = Evaluator(checked).evaluate(rule_set.facts)
+    fast = make_engine("fast", checked).evaluate(rule_set.facts)
     assert _differences(checked, fast, ClingoEngine(checked).evaluate(rule_set.facts)) == [], rule_set.text

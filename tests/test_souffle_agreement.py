@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from conftest import FACTS
 from strategies import rule_sets
 from tprules.analysis import check_program
-from tprules.engine.evaluate import Evaluator
 from tprules.lang.parser import parse_text
-from tprules.workspace import Workspace
+from tprules.workspace import Workspace, make_engine
 
 SOUFFLE = shutil.which("souffle")
 pytestmark = pytest.mark.skipif(SOUFFLE is None, reason="souffle is not on PATH")
@@ -53,7 +52,7 @@ def test_examples_agree_with_souffle(cli, tmp_path, example):
 @given(rule_set=rule_sets(souffle_compatible=True))
 def test_random_rule_sets_agree_with_souffle(rule_set):
     checked = check_program(parse_text(rule_set.text, "random.dl"))
-    fast = Evaluator(checked).evaluate(rule_set.facts)
+    fast = make_engine("fast", checked).evaluate(rule_set.facts)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "rules.dl").write_text(rule_set.text + "".join(f".output {rel}\n" for rel in rule_set.idb))
@@ -87,4 +86,4 @@ def test_aggregate_target_variable_scoping_matches_souffle(tmp_path):
     souffle = read_output(tmp_path / "out" / "smallest.csv", ("number", "number"))
     assert souffle == {(1, 0)}  # Soufflé: the minimum over every e(X)
     checked = check_program(parse_text(TARGET_SCOPING, "scoping.dl"))
-    assert Evaluator(checked).evaluate({"e": {(0,), (1,), (2,)}}).tuples("smallest") == souffle  # tprules: {(1, 1)}
+    assert make_engine("fast", checked).evaluate({"e": {(0,), (1,), (2,)}}).tuples("smallest") == souffle  # tprules: {(1, 1)}

@@ -295,6 +295,13 @@ class _RuleRun:
         single = one_positive_atom(agg.body)
         rowid = "#row" if single else None
         sub = self.body(start, agg.body, None, None, rowid=rowid)
+        if not sub.n:  # every group is empty (and a body that emptied early binds no columns)
+            if agg.func in ("count", "sum"):
+                table.cols[result.name] = np.zeros(table.n, dtype=I64)
+                return table, result
+            table = table.where(np.zeros(table.n, dtype=bool))
+            table.cols[result.name] = np.zeros(0, dtype=I64)
+            return table, result
         local = sorted(ast.aggregate_vars(agg) - set(outer))
         witness = [sub.cols[v] for v in outer]
         if single:
