@@ -8,13 +8,16 @@ For each size it writes the program (benchmarks/generate.py), then runs each com
 its own process, start-up included, and records wall time and peak memory (the child's
 maximum resident set, from GNU time):
 
-- load       `tprules lint DIR`            (rules from the cache, facts read and checked)
-- check      `tprules check DIR --format json`
-- plan       `tprules plan DIR --format json`   (skipped while the command does not exist)
-- why        `tprules why DIR 'legal("F")'`     (skipped while the command does not exist)
-- souffle    `souffle -F facts -D out rules.dl` on `tprules export DIR` (when souffle is on PATH)
-- clingo     `python -m clingo rules.lp facts.lp` on the rules translated by tprules/engine/asp.py
-- pydatalog  `tprules check DIR --engine pydatalog` (one run, with a timeout; --pydatalog-sizes)
+- load         `tprules lint DIR`: rules parsed and checked (lint skips the cache), facts read and checked
+- check        `tprules check DIR --format json`
+- plan         `tprules plan DIR --format json`
+- why-legal    `tprules why DIR 'legal("F")'` for a legal candidate F from the middle of the program
+- why-refused  `tprules why DIR 'refused("F", R)'` for a refused one (every reason, each with its proof)
+- souffle      `souffle -F facts -D out rules.dl` on `tprules export DIR` (when souffle is on PATH)
+- clingo       `python -m clingo rules.lp facts.lp` on the rules translated by tprules/engine/asp.py
+- pydatalog    `tprules check DIR --engine pydatalog` (one run, with a timeout; --pydatalog-sizes)
+
+A command that does not exist yet is skipped with a note.
 
 Each command runs --repeat times and the median is reported: this machine is shared and
 noisy, so the ratios matter more than single timings. The verdicts of Soufflé and clingo
@@ -140,11 +143,10 @@ def write_clingo(program: Path, out: Path) -> None:
     (out / "facts.lp").write_text(facts_to_asp({r: ws.program.facts.ordered(r) for r in ws.checked.inputs}))
 
 
-def pick_legal(check_json: Path) -> str | None:
-    """A legal candidate from the middle of the program, for `why`."""
-    fusions = json.loads(check_json.read_text())["fusions"]
-    legal = [f["fusion"] for f in fusions if f["legal"]]
-    return legal[len(legal) // 2] if legal else None
+def pick(check_json: Path, legal: bool) -> str | None:
+    """A legal (or refused) candidate from the middle of the program, for `why`."""
+    fusions = [f["fusion"] for f in json.loads(check_json.read_text())["fusions"] if f["legal"] == legal]
+    return fusions[len(fusions) // 2] if fusions else None
 
 
 def run_row(size: str, tool: str, cmd: list[str], work: Path, repeat: int, timeout: float | None) -> Row:
@@ -213,15 +215,17 @@ def bench_size(size: str, work: Path, repeat: int, timeout: float, pydatalog: bo
 
     add("load", tprules("lint", program))
     check = add("check", tprules("check", program, "--format", "json"))
-    for name, args in (("plan", ("plan", program, "--format", "json")), ("why", None)):
-        if name not in commands:
-            rows.append(Row(size, name, f"tprules {name}", [], "command not built yet"))
-            log(f"  {name:<10} skipped: command not built yet")
+    if "plan" in commands:
+        add("plan", tprules("plan", program, "--format", "json"))
+    else:
+        rows.append(Row(size, "plan", "tprules plan", [], "command not built yet"))
+    for tool, legal in (("why-legal", True), ("why-refused", False)):
+        fusion = pick(base / "check.0.out", legal) if check.ok else None
+        if "why" not in commands or fusion is None:
+            rows.append(Row(size, tool, "tprules why", [], "command not built yet" if "why" not in commands
+                            else "no such candidate"))
             continue
-        if name == "why":
-            fusion = pick_legal(base / "check.0.out") if check.ok else None
-            args = ("why", program, f'legal("{fusion}")')
-        add(name, tprules(*args))
+        add(tool, tprules("why", program, f'legal("{fusion}")' if legal else f'refused("{fusion}", R)'))
     if shutil.which("souffle"):
         out = base / "souffle" / "out"
         out.mkdir(exist_ok=True)
@@ -296,7 +300,7 @@ def report(infos: dict[str, dict], rows: list[Row], repeat: int) -> str:
         target = TARGETS.get(s)
         verdict = "-" if target is None or check is None or check.wall is None else (
             f"{'met' if check.wall <= target else 'missed'} ({_fmt(check.wall)} s vs {target} s)")
-        peak = max((r.peak for r in rows if r.size == s and r.tool in ("load", "check", "plan", "why")
+        peak = max((r.peak for r in rows if r.size == s and r.tool in ("load", "check", "plan", "why-legal", "why-refused")
                     and r.peak is not None), default=None)
         memory = "-" if peak is None else f"{'met' if peak <= MEMORY_TARGET_MIB else 'missed'} ({peak:.0f} MiB)"
         info = infos[s]
