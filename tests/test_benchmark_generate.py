@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
+import subprocess
+import sys
 from collections import defaultdict
 
 import pytest
@@ -66,3 +70,19 @@ def test_example_generator_output_is_unchanged(tmp_path):
         assert sorted(p.name for p in (tmp_path / name).glob("*.facts")) == committed, name
         for file in committed:
             assert (tmp_path / name / file).read_text() == (FACTS / name / file).read_text(), f"{name}/{file}"
+
+
+def test_benchmark_runs_every_tool_and_they_agree(tmp_path):
+    """`benchmarks/bench.py` on the small size: every command runs, every engine gives check's verdicts."""
+    pytest.importorskip("clingo")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--sizes", "small", "-r", "1",
+                           "--pydatalog-sizes", "small", "--work", str(tmp_path), "--json", str(tmp_path / "f.json")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    ran = {row["tool"] for row in figures["rows"] if row["wall_s"] is not None}
+    assert {"load", "check", "plan", "why-legal", "why-refused", "clingo", "pydatalog"} <= ran
+    agree = figures["sizes"]["small"]["agree"]
+    if shutil.which("souffle"):
+        assert agree.pop("souffle") is True
+    assert agree == {"clingo": True, "pydatalog": True}
