@@ -96,8 +96,7 @@ class _Rule:
 
     def __init__(self, draw, edb, idb, level: int, souffle_compatible: bool = False):
         self.draw, self.edb, self.idb, self.level = draw, edb, idb, level
-        # Soufflé 2.5 rejects `_` in a negation inside an aggregate ("Ungrounded variable"),
-        # and reads an aggregate's target variables as its own even when bound outside it.
+        # Soufflé 2.5 rejects `_` in a negation inside an aggregate ("Ungrounded variable").
         self.souffle_compatible = souffle_compatible
         self.bound: dict[str, str] = {}  # variable → type
         self.names = itertools.count()
@@ -181,8 +180,8 @@ class _Rule:
                 body.append(found)
         func = self.draw(st.sampled_from(("count", "sum", "min", "max")))
         numbers = sorted(v for v, k in in_atoms.items() if k == "number")
-        if self.souffle_compatible:  # Soufflé 2.5 makes a target variable local even when bound outside
-            numbers = [v for v in numbers if v not in self.bound]
+        # A target variable bound outside the aggregate is refused (Soufflé 2.5 reads it as local).
+        numbers = [v for v in numbers if v not in self.bound]
         if func != "count":
             if not numbers:
                 func = "count"

@@ -283,6 +283,12 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
             if agg.target is not None:
                 for name in sorted(ast.term_vars(agg.target) - local_bound):
                     problems.add(f"unsafe variable {name} in the target of {agg.func}: its body does not bind it", agg.pos)
+                for name in sorted(ast.term_vars(agg.target) & shared):
+                    # Soufflé 2.5 reads a target variable as the aggregate's own even when the
+                    # rule binds it outside, so the two would answer differently.
+                    problems.add(f"the target {name} of {agg.func} is also a variable of the rule outside the "
+                                 f"aggregate; Soufflé reads it as the aggregate's own, so rename it inside the "
+                                 "aggregate", agg.pos)
             _check_body_safety(None, agg.body, frozenset(shared & bound), problems)
 
 
