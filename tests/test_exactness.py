@@ -166,7 +166,7 @@ none_counted(N) :- e(X), N = count : { e(X), !e(X) }.
 .decl none_summed(n: number)
 none_summed(N) :- e(X), N = sum Y : { e(X), !e(X), e(Y) }.
 .decl no_minimum(n: number)
-no_minimum(N) :- e(X), N = min X : { e(X), !e(X) }.
+no_minimum(N) :- e(X), N = min Y : { e(Y), !e(Y), Y != X }.
 """
 
 
