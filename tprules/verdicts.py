@@ -35,8 +35,11 @@ class Verdict:
                 f'"members": [{", ".join(map(quote, self.members))}]}}')
 
 
-def candidates(facts: FactBase, position: dict[str, int]) -> dict[str, tuple[str, ...]]:
-    """Each candidate's members in program order."""
+def candidates(facts: FactBase, position: dict[str, int], columns=None) -> dict[str, tuple[str, ...]]:
+    """Each candidate's members in program order (sorted in one go over the encoded
+    columns when the program has them: a model-sized program has tens of thousands)."""
+    if columns is not None and columns.holds("member", facts.tuples("member")):
+        return _candidates_from_columns(columns, position)
     members: dict[str, list[str]] = {}
     for f, o in facts.tuples("member"):
         members.setdefault(f, []).append(o)
@@ -44,7 +47,24 @@ def candidates(facts: FactBase, position: dict[str, int]) -> dict[str, tuple[str
     return {f: tuple(sorted(ms, key=rank)) for f, ms in members.items()}
 
 
-def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:
+def _candidates_from_columns(columns, position: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    import numpy as np
+
+    member, names = columns["member"], columns.symbols.names
+    if not len(member):
+        return {}
+    rank = np.zeros(len(names), dtype=np.int64)
+    rank[np.fromiter(map(columns.symbols.ids.get, position), dtype=np.int64, count=len(position))] = \
+        np.fromiter(position.values(), dtype=np.int64, count=len(position))
+    order = np.lexsort((rank[member[:, 1]], member[:, 0]))
+    fusions, stmts = member[order, 0], member[order, 1]
+    starts = np.flatnonzero(np.concatenate(([True], fusions[1:] != fusions[:-1])))
+    stmt_names = [names[i] for i in stmts.tolist()]
+    bounds = starts.tolist() + [len(order)]
+    return {names[f]: tuple(stmt_names[a:b]) for f, a, b in zip(fusions[starts].tolist(), bounds, bounds[1:])}
+
+
+def judge(model, facts: FactBase, position: dict[str, int], columns=None) -> list[Verdict]:
     """One verdict per candidate, sorted by id. The rules must derive exactly one of
     legal(f) or refused(f, _) for each candidate; anything else is a rule error."""
     legal = {f for (f,) in model.tuples("legal")}
@@ -52,7 +72,7 @@ def judge(model, facts: FactBase, position: dict[str, int]) -> list[Verdict]:
     for f, reason in model.tuples("refused"):
         reasons.setdefault(f, []).append(reason)
     out = []
-    for f, members in sorted(candidates(facts, position).items()):
+    for f, members in sorted(candidates(facts, position, columns).items()):
         mine = tuple(sorted(reasons.get(f, ())))
         if (f in legal) == bool(mine):
             both = "both legal and refused" if mine else "neither legal nor refused"

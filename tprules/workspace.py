@@ -83,7 +83,7 @@ class Workspace:
         return self.engine.evaluate(facts, **options)
 
     def verdicts(self) -> list[Verdict]:
-        return judge(self.verdict_model, self.program.facts, self.program.position)
+        return judge(self.verdict_model, self.program.facts, self.program.position, self.program.columns)
 
     def places(self) -> dict[str, str]:
         # Places do not depend on candidates, so the model without them answers as well.

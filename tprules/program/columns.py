@@ -15,23 +15,30 @@ import numpy as np
 I64 = np.int64
 
 
+class _Ids(dict):
+    """symbol → id; a symbol seen for the first time gets the next id. Looking up a known
+    symbol stays in C (`map(ids.__getitem__, ...)`); only a new one calls back here."""
+
+    def __missing__(self, symbol: str) -> int:
+        found = self[symbol] = len(self)
+        return found
+
+
 class Symbols:
     """Interning of symbols to ids, shared by a program's columns and the engine's models."""
 
     def __init__(self):
-        self.ids: dict[str, int] = {}
+        self.ids: dict[str, int] = _Ids()
         self.names: list[str] = []
         self._ranks: np.ndarray | None = None
 
     def encode(self, values: Iterable[str], count: int = -1) -> np.ndarray:
-        ids = self.ids
-        intern = ids.setdefault
-        out = np.fromiter((intern(v, len(ids)) for v in values), dtype=I64, count=count)
+        out = np.fromiter(map(self.ids.__getitem__, values), dtype=I64, count=count)
         self._sync()
         return out
 
     def one(self, value: str) -> int:
-        found = self.ids.setdefault(value, len(self.ids))
+        found = self.ids[value]
         self._sync()
         return found
 

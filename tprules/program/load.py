@@ -102,7 +102,7 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
     check_wellformed(facts, program=display, columns=columns)
     chosen = choose_shim(facts, own_shims, shim)
-    order = topological_order(facts)
+    order = topological_order(facts, columns)
     facts.add("target", (chosen,))
     for i, o in enumerate(order):
         facts.add("topo", (o, i))

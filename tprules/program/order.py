@@ -25,9 +25,29 @@ def data_flow(facts: FactBase) -> dict[str, set[str]]:
     return succ
 
 
-def topological_order(facts: FactBase) -> list[str]:
+def _in_order(facts: FactBase, columns, statements: list[str]) -> bool:
+    """Does every producer come before its readers in program order? (on encoded columns)"""
+    import numpy as np
+
+    if columns is None or not columns.holds("op", facts.tuples("op")):
+        return False
+    ids = columns.symbols.ids
+    size = len(columns.symbols.names)
+    rank = np.full(size, -1, dtype=np.int64)
+    rank[np.fromiter(map(ids.get, statements), dtype=np.int64, count=len(statements))] = np.arange(len(statements))
+    writes, reads = columns["writes"], columns["reads"]
+    writer = np.full(size, -1, dtype=np.int64)
+    writer[writes[:, 1]] = writes[:, 0]
+    producer = writer[reads[:, 2]]
+    made = producer >= 0
+    return bool(np.all(rank[producer[made]] < rank[reads[made, 0]]))
+
+
+def topological_order(facts: FactBase, columns=None) -> list[str]:
     """Every statement, producers before consumers, ties in program (op.facts) order."""
     statements = [o for o, _ in facts.ordered("op")]
+    if _in_order(facts, columns, statements):
+        return statements  # written in order already (the common case): nothing to sort
     rank = {o: i for i, o in enumerate(statements)}
     succ = data_flow(facts)
     if all(rank[o] < rank[nxt] for o, targets in succ.items() for nxt in targets):
