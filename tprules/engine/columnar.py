@@ -21,96 +21,14 @@ from ..analysis.program import CheckedProgram
 from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
+from ..program.columns import Symbols, encode_rows
+from .column_model import ColumnarModel
 from .compile import one_positive_atom
 from .constant import constant_value
-from .evaluate import Model
-from ..program.columns import Symbols, encode_rows
 from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
 from .rewrite import replace
 
 I64 = np.int64
-
-
-class _Relations(Mapping):
-    """Relations as Python sets of tuples, decoded from the arrays on first access."""
-
-    def __init__(self, model: "ColumnarModel"):
-        self.model = model
-        self.decoded: dict[str, set] = {}
-
-    def __getitem__(self, rel: str) -> set:
-        found = self.decoded.get(rel)
-        if found is None:
-            if rel not in self.model.arrays:
-                raise KeyError(rel)
-            found = self.decoded[rel] = self.model.decode(rel)
-        return found
-
-    def __iter__(self):
-        return iter(self.model.arrays)
-
-    def __len__(self) -> int:
-        return len(self.model.arrays)
-
-    def setdefault(self, rel: str, default=None):
-        return self[rel] if rel in self.model.arrays else self.decoded.setdefault(rel, default or set())
-
-
-class _Rounds(Mapping):
-    def __init__(self, model: "ColumnarModel"):
-        self.model = model
-        self.decoded: dict[str, dict] = {}
-
-    def __getitem__(self, rel: str) -> dict:
-        if rel not in self.decoded:
-            rounds = self.model.round_arrays[rel]
-            tuples = self.model.decode_rows(rel, self.model.arrays[rel])
-            self.decoded[rel] = dict(zip(tuples, rounds.tolist()))
-        return self.decoded[rel]
-
-    def __iter__(self):
-        return iter(self.model.round_arrays)
-
-    def __len__(self) -> int:
-        return len(self.model.round_arrays)
-
-
-class ColumnarModel(Model):
-    """An evaluated program: int64 rows per relation, decoded to tuples on demand."""
-
-    def __init__(self, checked: CheckedProgram, symbols: Symbols, arrays: dict[str, np.ndarray],
-                 parent: "ColumnarModel | None" = None):
-        self.checked, self.symbols, self.arrays = checked, symbols, arrays
-        self.round_arrays: dict[str, np.ndarray] = {}
-        super().__init__(_Relations(self), parent=None)
-        self.rounds = _Rounds(self)
-        self._parent_model = parent
-
-    def decode_rows(self, rel: str, rows: np.ndarray) -> list[tuple]:
-        types = self.checked.decls[rel].types
-        if not types:
-            return [()] * len(rows)
-        names = self.symbols.names
-        columns = []
-        for i, kind in enumerate(types):
-            values = rows[:, i].tolist()
-            columns.append([names[v] for v in values] if kind == "symbol" else values)
-        return list(zip(*columns))
-
-    def decode(self, rel: str) -> set:
-        parent = self._parent_model
-        if parent is not None and parent.arrays.get(rel) is self.arrays.get(rel):
-            return parent.relations[rel]
-        return set(self.decode_rows(rel, self.arrays[rel]))
-
-    def index(self, rel: str, cols: tuple[int, ...]) -> dict:
-        parent = self._parent_model
-        if parent is not None and parent.arrays.get(rel) is self.arrays.get(rel):
-            return parent.index(rel, cols)
-        return super().index(rel, cols)
-
-    def count(self, rel: str) -> int:
-        return len(self.arrays.get(rel, ()))
 
 
 class _Table:
