@@ -53,21 +53,6 @@ def joint_keys(left: list, right: list) -> tuple[np.ndarray, np.ndarray]:
     return lk, rk
 
 
-def equi_join(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (i, j) with left[i] == right[j], grouped by i."""
-    order = np.argsort(right, kind="stable")
-    ordered = right[order]
-    lo = np.searchsorted(ordered, left, "left")
-    hi = np.searchsorted(ordered, left, "right")
-    counts = hi - lo
-    total = int(counts.sum())
-    li = np.repeat(np.arange(len(left), dtype=I64), counts)
-    if total == 0:
-        return li, np.zeros(0, dtype=I64)
-    offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
-    return li, order[np.repeat(lo, counts) + offsets]
-
-
 def anti_join_mask(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """True where a left key has no equal right key."""
     if len(right) == 0:

@@ -71,8 +71,8 @@ class FactBase:
         return self
 
     def rows(self, rel: str):
-        """The relation as one int64 array in `symbols`' ids, if every file of it was
-        encoded when read; else None."""
+        """The relation's rows in `symbols`' ids, one int64 array per file, if every file
+        of it was encoded when read; else None (`Columns` joins them)."""
         chunks = self.encoded.get(rel)
         if chunks is None or self.symbols is None:
             return None
