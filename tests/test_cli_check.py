@@ -37,8 +37,8 @@ def test_check_json_has_the_shape_of_spec_5(cli, monkeypatch):
     status, out, err = cli("check", EXAMPLE, "--format", "json")
     assert (status, err) == (0, "")
     data = json.loads(out)
-    assert set(data) == {"shim", "fusions"}
-    assert data["shim"] == "cuda-lane:h100:Bf16"
+    assert set(data) == {"shim", "shim_source", "fusions"}
+    assert (data["shim"], data["shim_source"]) == ("cuda-lane:h100:Bf16", "library")
     ids = [f["fusion"] for f in data["fusions"]]
     assert ids == sorted(ids) and len(ids) == len(set(ids))
     for fusion in data["fusions"]:

@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT
 
 MODULES = ["tprules.shim.protocol", "tprules.shim.graph", "tprules.shim.manifest", "tprules.shim.base",
-           "tprules.shim.tp", "tprules.planner", "tprules.planner.groups"]
+           "tprules.shim.tp", "tprules.planner", "tprules.planner.groups", "tprules", "tprules.program.shimsource",
+           "tprules.analysis.domains", "tprules.repl.complete"]
 
 
 @pytest.mark.parametrize("name", MODULES)

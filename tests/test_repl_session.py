@@ -149,6 +149,59 @@ def test_completer_offers_the_model_symbols(session):
     assert found == ['mm1_gelu_0"']
 
 
+FUSIONS = ["allreduce_bias", "bias_residual", "everything", "gelu_0_1", "gelu_mm2_1", "mm1_gelu_0",
+           "mm1_mm2_0", "mm2_allreduce", "mm2_bias"]
+STATEMENTS = ["allreduce", "bias", "gelu_0", "gelu_1", "mm1_0", "mm1_1", "mm2_0", "mm2_1", "residual"]
+
+
+def completions(completer, text: str) -> list[str]:
+    from prompt_toolkit.document import Document
+
+    return [c.text.rstrip('"') for c in completer.get_completions(Document(text), None)]
+
+
+@pytest.mark.parametrize("text, want", [
+    ('why legal("', FUSIONS),  # every fusion id (refused ones too: a why-not needs them), no statements
+    ('?- legal("m', [f for f in FUSIONS if f.startswith("m")]),
+    ('why on_chip("', STATEMENTS),  # statement ids, no fusion ids or tensors
+    ('?- op("g', ["gelu_0", "gelu_1"]),
+    ('?- member("mm2_b', ["mm2_bias"]),
+    ('?- member(F, "mm2', ["mm2_0", "mm2_1"]),
+    ('?- refused(F, "c', ["chip_and_spine", "collective_fold", "cycle"]),
+    ('?- tensor("a_', ["a_0", "a_1"]),
+])
+def test_completion_follows_the_column(session, text, want):
+    assert completions(ReplCompleter(session, NAMES), text) == want
+
+
+@pytest.mark.parametrize("engine", ["fast", "compiled"])
+def test_both_model_readers_give_a_columns_symbols(engine):
+    from tprules.explain.access import reader
+    from tprules.workspace import Workspace
+
+    read = reader(Workspace(FACTS / "megatron-mlp-tp2", engine=engine).model)
+    assert read.column_symbols("member", 0) == set(FUSIONS)
+    assert read.column_symbols("legal", 0) == {"bias_residual", "gelu_mm2_1", "mm1_gelu_0"}
+    assert read.column_symbols("on_chip", 1) == set()  # a number column
+    assert read.column_symbols("no_such_relation", 0) == set()
+
+
+def test_completion_of_an_empty_domain_offers_nothing(session):
+    completer = ReplCompleter(session, NAMES)
+    assert completions(completer, '?- relocated("') == []  # no sections in this program
+    assert completions(completer, '?- limit(S, "max_') == ["max_inputs", "max_matmuls", "max_members"]
+
+
+def test_completion_follows_the_rules_after_reload(session, rules_copy):
+    with open(rules_copy / "tp.dl", "a") as f:
+        f.write('\n.decl waived(f: symbol)\nwaived(F) :- member(F, "bias").\n')
+    completer = ReplCompleter(session, NAMES)
+    before = completions(completer, '?- waived("')  # not a relation yet: every symbol of the model
+    assert set(FUSIONS) | set(STATEMENTS) | {"a_0", "f32"} <= set(before)
+    assert say(session, ":reload").startswith("reloaded ")
+    assert completions(completer, '?- waived("') == FUSIONS
+
+
 # ---- the terminal loop --------------------------------------------------------------
 
 

@@ -3,6 +3,35 @@
 Rule text → AST (`lang`) → checks and strata (`analysis`) → engines (`engine`) →
 verdicts (`verdicts`) → planner (`planner`) → kernels (`codegen`) → devices (`runtime`);
 the REPL, reports, golden snapshots and the Shim API sit beside that pipeline.
+
+The Shim API is the package's face, as a compiler's fusion optimizer uses it:
+
+>>> import tprules
+>>> base = tprules.FactShim.load("cuda-lane:h100:Bf16")
+>>> tp = tprules.TensorParallelShim(base, tprules.Manifest.load("facts/megatron-mlp-tp2"))
+>>> g = tprules.TensorGraph.load("facts/megatron-mlp-tp2")
+>>> tp.fits(g.fuse("f", ["gelu_0", "gelu_1"]), g).reasons
+('spans_chips',)
+
+The names are loaded on first use, so `import tprules` stays as cheap as the command line needs.
 """
 
 __version__ = "0.1.0"
+
+# The Shim API (tprules.shim), exported from the package's face.
+_SHIM_API = ("FactShim", "Fit", "FusedOp", "Manifest", "Op", "QuantFormat", "Refusal", "Shim", "Support",
+             "Tensor", "TensorGraph", "TensorParallelShim", "fits_all")
+
+__all__ = ["__version__", *_SHIM_API]
+
+
+def __getattr__(name: str):
+    if name in _SHIM_API:
+        from . import shim
+
+        return getattr(shim, name)
+    raise AttributeError(f"module 'tprules' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SHIM_API))

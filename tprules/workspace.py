@@ -65,6 +65,15 @@ class Workspace:
     def shim(self) -> str:
         return self.program.shim
 
+    @property
+    def shim_source(self) -> str:
+        """Where the shim is described: `program` (the program's own folder) or `library`."""
+        return self.program.shim_source
+
+    def header(self, command: str) -> str:
+        """The first line of a command's text output: program, shim (and its source), rules."""
+        return f"{command} {self.program.display}   shim {self.program.shim_label}   rules {self.checked.source}"
+
     @cached_property
     def model(self):
         """Every relation of the rule program, evaluated over this program's facts."""

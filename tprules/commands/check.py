@@ -27,7 +27,7 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     verdicts = ws.verdicts()
     if args.format == "json":
-        common.emit_json_lines({"shim": ws.shim}, "fusions", [v.json_line() for v in verdicts])
+        common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions", [v.json_line() for v in verdicts])
     else:
         from ..verdicts import places
 
@@ -43,7 +43,7 @@ def render_text(ws, verdicts, where: dict[str, str]) -> str:
         members = ", ".join(f"{o} ({where.get(o, '?')})" for o in v.members)
         rows.append((v.fusion, "legal" if v.legal else "refused", ", ".join(v.reasons) or "-", members))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"check {ws.program.display}   shim {ws.shim}   rules {ws.checked.source}", ""]
+    lines = [ws.header("check"), ""]
     for r in rows:
         lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip())
     legal = sum(v.legal for v in verdicts)

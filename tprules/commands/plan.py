@@ -30,7 +30,8 @@ def run(args) -> int:
     from ..planner.render import render_dot, render_text
 
     if args.format == "json":
-        common.emit_json(result.to_json())
+        data = result.to_json()
+        common.emit_json({"shim": data.pop("shim"), "shim_source": ws.shim_source, **data})
     else:
 
         facts = ws.program.facts
@@ -41,9 +42,9 @@ def run(args) -> int:
 
             flows = {o: sorted(rs) for o, rs in data_flow(facts).items()}
             sys.stdout.write(render_dot(result, classes, folds, flows,
-                                        f"{ws.program.display}   shim {ws.shim}"))
+                                        f"{ws.program.display}   shim {ws.program.shim_label}"))
         else:
-            header = f"plan {ws.program.display}   shim {ws.shim}   rules {ws.checked.source}"
+            header = ws.header("plan")
             sys.stdout.write(render_text(result, classes, folds, header))
     if "plan" in args.show:
         print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "

@@ -100,8 +100,11 @@ def run(args) -> int:
     if args.format == "json":  # indented: a tree is read as a tree (common.emit_json puts each element on one line)
         import json
 
-        data = {"shim": ws.shim, **to_json(answer)} if args.subproof is None else to_json(answer)
+        data = {"shim": ws.shim, "shim_source": ws.shim_source, **to_json(answer)}
+        if args.subproof is not None:
+            data = to_json(answer)
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return 0
+    sys.stdout.write(ws.header("why") + "\n")
     print_renderable(Renderer("--subproof {id}").any(answer), args)
     return 0

@@ -73,6 +73,10 @@ class TupleAccess:
     def symbols(self) -> list[str]:
         return sorted({v for tuples in self.model.relations.values() for t in tuples for v in t if isinstance(v, str)})
 
+    def column_symbols(self, rel: str, col: int) -> set[str]:
+        """The symbols in one column of a relation (empty for an unknown relation or column)."""
+        return {t[col] for t in self.model.tuples(rel) if len(t) > col and isinstance(t[col], str)}
+
 
 class ColumnarAccess:
     def __init__(self, model):
@@ -148,3 +152,14 @@ class ColumnarAccess:
 
     def symbols(self) -> list[str]:
         return sorted(self.ids)
+
+    def column_symbols(self, rel: str, col: int) -> set[str]:
+        """The symbols in one column of a relation (empty for an unknown relation or column)."""
+        import numpy as np
+
+        rows = self.model.arrays.get(rel)
+        decl = self.model.checked.decls.get(rel)
+        if rows is None or decl is None or col >= len(decl.types) or decl.types[col] != "symbol" or not len(rows):
+            return set()
+        names = self.model.symbols.names
+        return {names[i] for i in np.unique(rows[:, col]).tolist()}

@@ -15,6 +15,7 @@ from .columns import Columns, Symbols
 from .facts import FactBase, load_fact_dir
 from .order import topological_order
 from .schema import COMPUTED, PROGRAM, SHIM, SPEC
+from .shimsource import LIBRARY, shadow
 from .wellformed import check_wellformed
 
 
@@ -28,6 +29,17 @@ class LoadedProgram:
     shim: str
     order: list[str]  # statements in topological order, program order first
     columns: Columns | None = None  # the SPEC relations encoded, shared with the fast engine
+    shim_sources: dict[str, str] | None = None  # shim → "program" | "library" | "graph" (shimsource.py)
+
+    @property
+    def shim_source(self) -> str:
+        """Where the chosen shim is described: `program` (its own folder), `library` or `graph`."""
+        return (self.shim_sources or {}).get(self.shim, LIBRARY)
+
+    @property
+    def shim_label(self) -> str:
+        """The chosen shim and where it comes from, as headers show it: `cuda-lane:h100:Bf16 (program)`."""
+        return f"{self.shim} ({self.shim_source})"
 
     @cached_property
     def position(self) -> dict[str, int]:
@@ -90,17 +102,22 @@ def load_program(directory: Path, checked: CheckedProgram, shim: str | None = No
     lib = load_fact_dir(library, schema, strict=False, symbols=symbols) if library.is_dir() else FactBase(symbols=symbols)
     own = load_fact_dir(directory, schema, display_root=display, symbols=symbols)
     own_shims = set(own.tuples("shim"))
-    return prepare_program(own.absorb(lib), own_shims, shim, directory, display)
+    sources, shadowed = shadow(own, lib)  # the program's description of a shim shadows the library's
+    return prepare_program(own.absorb(lib), own_shims, shim, directory, display, shim_sources=sources,
+                           shadowed=shadowed)
 
 
 def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, directory: Path, display: str,
-                    computed: dict[str, set[tuple]] | None = None) -> LoadedProgram:
+                    computed: dict[str, set[tuple]] | None = None,
+                    shim_sources: dict[str, str] | None = None,
+                    shadowed: frozenset[str] = frozenset()) -> LoadedProgram:
     """Check merged facts and add the computed inputs (`target`, `topo`, and any `computed`
     relations, e.g. a Python base shim's answers). `own_shims` are the shims the program
-    itself declares, which choose the shim when `shim` is None. Used by `load_program` and
-    by tprules.shim."""
+    itself declares, which choose the shim when `shim` is None; `shim_sources` says where
+    each shim is described and `shadowed` which library shims the program's own replace
+    (program/shimsource.py). Used by `load_program` and by tprules.shim."""
     columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
-    check_wellformed(facts, program=display, columns=columns)
+    check_wellformed(facts, program=display, columns=columns, shadowed=shadowed)
     chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts, columns)
     facts.add("target", (chosen,))
@@ -109,4 +126,4 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     for rel, tuples in (computed or {}).items():
         for tup in tuples:
             facts.add(rel, tup)
-    return LoadedProgram(directory, display, facts, chosen, order, columns)
+    return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources)

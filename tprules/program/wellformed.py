@@ -193,8 +193,12 @@ def check_candidates(facts: FactBase) -> None:
             _fail(facts, "member", tuples[0], f"candidate fusion {f} has one member; a fusion needs at least two")
 
 
-def check_shims(facts: FactBase) -> None:
-    """Every shim answers `supports` for every registry class exactly once."""
+def check_shims(facts: FactBase, shadowed: frozenset[str] = frozenset()) -> None:
+    """Every shim answers `supports` for every registry class exactly once; every line of a
+    shim's description names a declared shim, a known class, level and limit key.
+
+    `shadowed` are the shims whose library description the program's own replaces
+    (program/shimsource.py): a gap in one is named at the program's description."""
     shims = [s for (s,) in facts.ordered("shim")]
     classes = [c for c, _, _ in facts.ordered("registry")]
     answers: dict[tuple[str, str], tuple] = {}
@@ -212,11 +216,6 @@ def check_shims(facts: FactBase) -> None:
             _fail(facts, "supports", answers[(s, cls)], f"shim {s} answers class {cls} twice (again at {again}); "
                                                         "a shim answers each class exactly once")
         answers[(s, cls)] = tup
-    for (s,) in facts.ordered("shim"):
-        for cls in classes:
-            if (s, cls) not in answers:
-                _fail(facts, "shim", (s,), f"shim {s} does not answer class {cls} of the class registry: "
-                                           f"add a line '{s}<TAB>{cls}<TAB>fused|alone|none' to supports.facts")
     for tup in facts.ordered("limit"):
         if tup[0] not in shims:
             _fail(facts, "limit", tup, f"limit names shim {tup[0]}, which shim.facts does not declare")
@@ -226,15 +225,37 @@ def check_shims(facts: FactBase) -> None:
     for tup in facts.ordered("quantized"):
         if tup[0] not in shims:
             _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")
+    check_shims_total(facts, shims, classes, answers, shadowed)
+
+
+def check_shims_total(facts: FactBase, shims: list[str], classes: list[str], answers: dict,
+                      shadowed: frozenset[str]) -> None:
+    """Every declared shim answers every registry class (SPEC §2's totality rule)."""
+    for s in shims:
+        missing = [c for c in classes if (s, c) not in answers]
+        if not missing:
+            continue
+        line = f"'{s}<TAB>{missing[0]}<TAB>fused|alone|none'"
+        if s in shadowed:  # the program's description stands alone: name its first line
+            rel, tup = next((rel, t) for rel in ("supports", "limit", "quantized") for t in facts.ordered(rel)
+                            if t[0] == s)
+            _fail(facts, rel, tup, f"shim {s} does not answer class {missing[0]} of the class registry: add a "
+                                   f"line {line} to this folder's supports.facts (its description of the shim "
+                                   "shadows the library's as a whole)")
+        if len(missing) == len(classes):
+            _fail(facts, "shim", (s,), f"shim {s} is described nowhere: neither this folder's supports.facts "
+                                       "nor the shim library's answers a class for it")
+        _fail(facts, "shim", (s,), f"shim {s} does not answer class {missing[0]} of the class registry: "
+                                   f"add a line {line} to supports.facts")
 
 
 def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | None = None,
-                     columns: Columns | None = None) -> None:
+                     columns: Columns | None = None, shadowed: frozenset[str] = frozenset()) -> None:
     """Raise `IllFormed` for the first violation of SPEC §2, naming its file and line.
     `program` is the program folder as shown, for facts missing altogether. `columns`
     are the facts encoded (made here when not given): the common case is settled on them
     (guards.py) and only a program that fails a guard is walked line by line."""
-    check_shims(facts)
+    check_shims(facts, shadowed)
     if shims_only:
         return
     if columns is None:

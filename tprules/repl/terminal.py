@@ -45,7 +45,7 @@ def run_terminal(session: Session, width: int | None = None) -> None:
         store = InMemoryHistory()
     prompt = PromptSession(history=store, completer=ReplCompleter(session, [c.name for c in COMMANDS]))
     ws = session.workspace
-    console.print(Text(f"tprules repl: {ws.program.display} (shim {ws.shim}, rules {ws.checked.source}); "
+    console.print(Text(f"tprules repl: {ws.program.display} (shim {ws.program.shim_label}, rules {ws.checked.source}); "
                        f":help lists the commands, Ctrl-D leaves", style="dim"))
     while True:
         try:

@@ -50,6 +50,7 @@ class RunReport:
     transfers: int
     moved_bytes: int
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # an output's device value
+    shim_source: str = "library"  # where the shim is described: program | library
 
     @property
     def ok(self) -> bool:
@@ -64,7 +65,8 @@ class RunReport:
         return max((o.max_rel_err for o in self.outputs), default=0.0)
 
     def to_json(self) -> dict:
-        return {"program": self.program, "device": self.device, "shim": self.shim, "ok": self.ok,
+        return {"program": self.program, "device": self.device, "shim": self.shim,
+                "shim_source": self.shim_source, "ok": self.ok,
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
                 "outputs": [o.to_json() for o in self.outputs], "kernels": self.kernels, "groups": self.groups,
                 "compiled": self.compiled, "kinds": self.kinds,
@@ -122,7 +124,7 @@ class Prepared:
         return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
                          len({c.source for c in self.compiled}), kinds, chips,
                          compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
-                         best.moved_bytes, values)
+                         best.moved_bytes, values, prog.shim_source)
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,

@@ -77,6 +77,7 @@ class RunProgram:
     places: dict[str, str]  # statement → chip:K | spine | collective
     writer: dict[str, str] = field(default_factory=dict)
     readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    shim_source: str = "library"  # where the shim is described: program | library (program/shimsource.py)
 
     def __post_init__(self):
         self.by_name = {s.name: s for s in self.statements}
@@ -139,7 +140,8 @@ class RunProgram:
             statements.append(Statement(o, classes[o], reads, writes[o], tuple(attrs.get(o, ())), o in folds, q))
         tensors = _tensors(facts)
         (chips,) = next(iter(facts.tuples("chips")), (1,))
-        prog = cls(loaded.directory, loaded.display, shim, chips, tuple(statements), tensors, ws.places())
+        prog = cls(loaded.directory, loaded.display, shim, chips, tuple(statements), tensors, ws.places(),
+                   shim_source=loaded.shim_source)
         check_shapes(prog, facts)
         return prog
 

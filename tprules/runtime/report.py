@@ -29,7 +29,7 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system="standard" if color else None, highlight=False)
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(report.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-    console.print(f"run {report.program} on {report.device}   shim {report.shim}", soft_wrap=True)
+    console.print(f"run {report.program} on {report.device}   shim {report.shim} ({report.shim_source})", soft_wrap=True)
     console.print(f"plan: {report.groups} groups -> {report.kernels} kernels ({kinds}); "
                   f"{report.compiled} distinct sources", soft_wrap=True)
     chips = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)

@@ -16,6 +16,12 @@ as one device: every tensor on the spine of a one-chip program.
 True
 >>> str(base.activation(mm, 0, g))
 'int8_two_pass'
+
+A program folder may describe a shim itself; its description shadows the library's shim
+of the same name as a whole (SPEC §2), and `load` with the folder answers from it:
+
+>>> FactShim.load("cuda-lane:h100:Bf16").source
+'library'
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..program.facts import FactBase
+from ..program.shimsource import LIBRARY
 from .graph import AnyOp, Op, TensorGraph
 from .protocol import Fit, QuantFormat, Refusal, Support
 from .session import SessionCache, open_session, rule_sources
@@ -35,11 +42,12 @@ class FactShim:
     """A base shim from shim facts, answered by the rules of `rules` (default: the project's)."""
 
     def __init__(self, name: str, facts: FactBase, rules: Path | str | None = None, engine: str = "fast",
-                 checked=None):
+                 checked=None, source: str = LIBRARY):
         known = [s for (s,) in facts.ordered("shim")]
         if name not in known:
             raise UsageError(f"unknown shim {name}; known shims: {', '.join(known)}")
         self._name = name
+        self.source = source  # where the shim is described: "program" or "library"
         self._facts = facts
         self._rules, self._engine, self._checked = rules, engine, checked
         self._levels = {c: Support(level) for s, c, level in facts.tuples("supports") if s == name}
@@ -47,9 +55,13 @@ class FactShim:
         self._sessions = SessionCache()
 
     @classmethod
-    def load(cls, name: str, library: Path | str | None = None, **options) -> "FactShim":
-        """A shim of the shim library (`facts/shims/` unless `library` names another folder)."""
-        return cls(name, load_library(library), **options)
+    def load(cls, name: str, program_dir: Path | str | None = None, library: Path | str | None = None,
+             **options) -> "FactShim":
+        """A shim of the shim library (`facts/shims/` unless `library` names another folder), or
+        the program's own when `program_dir` describes a shim of that name (which then shadows
+        the library's as a whole)."""
+        facts, sources = load_shims(program_dir, library)
+        return cls(name, facts, source=sources.get(name, LIBRARY), **options)
 
     @property
     def checked(self):
@@ -114,15 +126,27 @@ def _fit(name: str, reasons: tuple[str, ...], sources: dict) -> Fit:
 
 def load_library(library: Path | str | None = None) -> FactBase:
     """The shim library's facts (`facts/shims/` unless `library` names another folder), checked."""
+    return load_shims(None, library)[0]
+
+
+def load_shims(program_dir: Path | str | None = None,
+               library: Path | str | None = None) -> tuple[FactBase, dict[str, str]]:
+    """The shim library's facts with a program folder's own shims shadowing it, checked, and
+    where each shim is described (program/shimsource.py)."""
     from ..config import shim_library_dir
     from ..program.facts import load_fact_dir
     from ..program.schema import SHIM
+    from ..program.shimsource import shadow
     from ..program.wellformed import check_wellformed
 
+    schema = {n: r.types for n, r in SHIM.items()}
     folder = Path(library) if library is not None else shim_library_dir()
-    facts = load_fact_dir(folder, {n: r.types for n, r in SHIM.items()}, strict=False)
-    check_wellformed(facts, shims_only=True)
-    return facts
+    facts = load_fact_dir(folder, schema, strict=False)
+    own = load_fact_dir(Path(program_dir), schema, strict=False) if program_dir is not None else FactBase()
+    sources, shadowed = shadow(own, facts)
+    facts = own.absorb(facts)
+    check_wellformed(facts, shims_only=True, shadowed=shadowed)
+    return facts, sources
 
 
 def library_facts(library: Path | str | None = None) -> dict[str, list[tuple]]:
