@@ -326,24 +326,27 @@ class ColumnarEngine:
     def encode(self, rel: str, tuples) -> np.ndarray:
         return encode_rows(self.symbols, self.checked.decls[rel].types, tuples)
 
-    def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None,
-                 base: ColumnarModel | None = None, only: frozenset[str] | None = None,
-                 encoded: Mapping[str, np.ndarray] | None = None) -> ColumnarModel:
-        """`encoded` may hold the facts already as columns in this engine's symbol table
-        (a loaded program's `columns`), which saves encoding them again."""
+    def evaluate(self, facts: Mapping[str, set], targets: Iterable[str] | None = None,
+                 base: ColumnarModel | None = None, only: frozenset[str] | None = None) -> ColumnarModel:
+        """`facts` may be a fact base's `relations` in this engine's symbol table, whose
+        rows are taken as they are (nothing is encoded or decoded again)."""
         decls = self.checked.decls
         if base is None:
             arrays = {rel: np.zeros((0, d.arity), dtype=I64) for rel, d in decls.items()}
         else:
             arrays = dict(base.arrays)
-        given = {}
-        reuse = encoded is not None and getattr(encoded, "symbols", None) is self.symbols
-        for rel, tuples in facts.items():
+        given, decoded = [], {}
+        encoded = facts.rows if getattr(facts, "symbols", None) is self.symbols else None
+        for rel in facts:
             if rel in decls:
-                arrays[rel] = encoded[rel] if reuse and encoded.holds(rel, tuples) else self.encode(rel, tuples)
-                given[rel] = tuples
+                rows = encoded(rel) if encoded is not None else None
+                if rows is None:
+                    tuples = decoded[rel] = facts[rel]
+                    rows = self.encode(rel, tuples)
+                arrays[rel] = rows
+                given.append(rel)
         model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
-        for rel, tuples in given.items():  # inputs decode to the very sets given
+        for rel, tuples in decoded.items():  # inputs decode to the very sets given
             model.relations.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
         given_arrays = {rel: arrays[rel] for rel in given}
         for stratum in needed_strata(self.checked.strata, targets):
