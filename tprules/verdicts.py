@@ -78,8 +78,9 @@ class VerdictTable:
     def text_columns(self, place_of: dict[int, str]) -> tuple[list[str], list[str], list[str]]:
         """Fusion, reasons and members (with their places) of each verdict, as `check` shows them."""
         names = self.symbols.names
-        shown = {i: f"{names[i]} ({place_of.get(i, '?')})" for i in np.unique(self.members).tolist()}
-        members = _joined([shown[i] for i in self.members.tolist()], self.member_start)
+        statements, of = np.unique(self.members, return_inverse=True)
+        shown = [f"{names[i]} ({place_of.get(i, '?')})" for i in statements.tolist()]
+        members = _joined(list(map(shown.__getitem__, of.reshape(-1).tolist())), self.member_start)
         reasons = [r or "-" for r in _joined(self._names(self.reasons), self.reason_start)]
         return self._names(self.fusions), reasons, members
 
@@ -93,6 +94,7 @@ class VerdictTable:
 
 
 def _joined(flat: list[str], starts: np.ndarray) -> list[str]:
+    """Each run flat[starts[k]:starts[k + 1]] joined by ", "."""
     bounds = starts.tolist()
     return [", ".join(flat[a:b]) for a, b in zip(bounds, bounds[1:])]
 

@@ -45,7 +45,7 @@ def render_text(ws, verdicts, place_of: dict[int, str]) -> str:
     row = f"{{:<{widths[0]}}}  {{:<{widths[1]}}}  {{:<{widths[2]}}}  {{}}".format
     lines = [f"check {ws.program.display}   shim {ws.shim}   rules {ws.checked.source}", "",
              row("fusion", "verdict", "reasons", "members").rstrip()]
-    lines += [row(*r).rstrip() for r in zip(fusions, shown, reasons, members)]
+    lines += map(row, fusions, shown, reasons, members)
     legal = int(verdicts.legal.sum())
     counts = verdicts.reason_counts()
     summary = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

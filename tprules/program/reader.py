@@ -49,7 +49,7 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
     line of the first bad file.
 
     Every symbol column of every file read by pyarrow is interned in one go: the files'
-    dictionaries are encoded together in C++, so Python sees each distinct symbol once."""
+    dictionaries are unified in C++, so Python sees each distinct symbol once."""
     read: list[_Parsed | tuple[np.ndarray, np.ndarray | None]] = []
     for path, rel, types, display in files:
         try:
@@ -92,17 +92,17 @@ def _read_columnar(data: bytes, types: tuple[str, ...]):
 
 
 def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
-    """Turn each parsed table into rows of symbol ids (in place: `table` becomes the rows)."""
+    """Turn each parsed table into rows of symbol ids (in place: `table` becomes the rows).
+
+    The symbol columns of every file are unified into one dictionary (in C++, without
+    pyarrow's compute module, which is slow to load), whose strings are interned once."""
     import pyarrow as pa
 
+    symbol = pa.dictionary(pa.int32(), pa.string())
     chunks = [chunk for p in parsed for i, kind in enumerate(p.types) if kind == "symbol"
               for chunk in p.table.column(i).chunks]
-    dictionaries = [chunk.dictionary for chunk in chunks]
-    if dictionaries:  # one dictionary over every file's: each distinct symbol is interned once
-        joint = pa.concat_arrays(dictionaries).dictionary_encode()
-        ids_of_joint = symbols.intern(joint.dictionary.to_pylist())
-        positions = joint.indices.to_numpy()
-    offset, taken = 0, iter(range(len(chunks)))
+    unified = iter(pa.chunked_array(chunks, type=symbol).unify_dictionaries().chunks if chunks else ())
+    ids_of: np.ndarray | None = None
     for p in parsed:
         table = p.table
         rows = np.empty((table.num_rows, len(p.types)), dtype=I64)
@@ -112,11 +112,11 @@ def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
                 rows[:, i] = column.to_numpy()
                 continue
             start = 0
-            for chunk in column.chunks:
-                k = next(taken)
-                ids = ids_of_joint[positions[offset:offset + len(dictionaries[k])]]
-                offset += len(dictionaries[k])
-                rows[start:start + len(chunk), i] = ids[chunk.indices.to_numpy()]
+            for _ in column.chunks:
+                chunk = next(unified)
+                if ids_of is None:
+                    ids_of = symbols.intern(chunk.dictionary.to_pylist())
+                rows[start:start + len(chunk), i] = ids_of[chunk.indices.to_numpy()]
                 start += len(chunk)
         p.table = rows
 
