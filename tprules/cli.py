@@ -19,14 +19,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: usage: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `only`, just that command's options (the others' modules
+    are then not imported: `check` starts faster)."""
     parser = _Parser(prog="tprules", description="Fusion legality for tensor-parallel programs, as Datalog rules.")
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"tprules {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMANDS:
+    for name in [only] if only in COMMANDS else COMMANDS:
         module = importlib.import_module(f".commands.{name}", __package__)
         command = module.add_parser(sub)
         command.set_defaults(handler=module.run)
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words[0] if words else None)  # the command comes first
     args = parser.parse_args(argv)
     show: frozenset[str] = frozenset()
     try:

@@ -123,12 +123,12 @@ def first_occurrences(rows: np.ndarray) -> np.ndarray | None:
             _, first = np.unique(rows, axis=0, return_index=True)
             return None if len(first) == n else np.sort(first)
         key, size = key * span + (column - low), size * span
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    repeat = ordered[1:] == ordered[:-1]
-    if not repeat.any():
+    ordered = np.sort(key)
+    if not np.any(ordered[1:] == ordered[:-1]):
         return None
-    return np.sort(order[np.concatenate(([True], ~repeat))])
+    order = np.argsort(key, kind="stable")  # repeats: keep each row's first line
+    ordered = key[order]
+    return np.sort(order[np.concatenate(([True], ordered[1:] != ordered[:-1]))])
 
 
 class Columns(Mapping):

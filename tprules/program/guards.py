@@ -17,7 +17,7 @@ I64 = np.int64
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    values = np.sort(values, kind="stable")
+    values = np.sort(values)
     if len(values) < 2:
         return values
     return values[np.concatenate(([True], values[1:] != values[:-1]))]
