@@ -248,7 +248,7 @@ def bench_size(size: str, work: Path, repeat: int, timeout: float, pydatalog: bo
                          base / "souffle" / "rules.dl"], shutil.which("souffle") is not None, "souffle not on PATH"),
             ("clingo", [PY, "-m", "clingo", base / "clingo" / "rules.lp", base / "clingo" / "facts.lp", "-V0",
                         "--warn=none", "--outf=0"], importlib.util.find_spec("clingo") is not None,
-             "clingo not installed (pip install -e '.[bench]')")):
+             "clingo not installed")):
         if ok:
             timed.append((tool, cmd))
         else:

@@ -53,6 +53,7 @@ class FactBase:
         self._chunks: dict[str, list[Chunk]] = {}
         self._pending: dict[str, list[tuple]] = {}  # (tuple, Pos | None) added one at a time, encoded when read
         self._rows: dict[str, np.ndarray] = {}
+        self._ordered: dict[str, list[tuple]] = {}
         self._tuples: dict[str, set[tuple]] = {}
         self._origins: dict[str, dict[tuple, tuple[str, int]]] = {}
 
@@ -94,10 +95,15 @@ class FactBase:
 
     def ordered(self, rel: str) -> list[tuple]:
         """Tuples in file order (first occurrence), then any added without a position, sorted."""
-        if all(c.file is not None for c in self.chunks(rel)):
-            return self._decode(rel, self.rows(rel)) if rel in self.types else []
-        origins = self._origins_of(rel)
-        return list(origins) + sorted(t for t in self.tuples(rel) if t not in origins)
+        found = self._ordered.get(rel)
+        if found is None:
+            if all(c.file is not None for c in self.chunks(rel)):
+                found = self._decode(rel, self.rows(rel)) if rel in self.types else []
+            else:
+                origins = self._origins_of(rel)
+                found = list(origins) + sorted(t for t in self.tuples(rel) if t not in origins)
+            self._ordered[rel] = found
+        return list(found)
 
     def where(self, rel: str, tup: tuple) -> Pos | None:
         found = self._origins_of(rel).get(tup)
@@ -114,6 +120,7 @@ class FactBase:
         chunk = Chunk(rows, file, lines)
         self._chunks.setdefault(rel, []).append(chunk)
         self._rows.pop(rel, None)
+        self._ordered.pop(rel, None)
         if rel in self._tuples or rel in self._origins:
             decoded = self._decode(rel, rows)
             if rel in self._tuples:
@@ -137,6 +144,7 @@ class FactBase:
         self.types.setdefault(rel, _types_of(tup))
         self._pending.setdefault(rel, []).append((tup, pos))
         self._rows.pop(rel, None)
+        self._ordered.pop(rel, None)
         if rel in self._tuples:
             self._tuples[rel].add(tup)
         if rel in self._origins and pos is not None:
