@@ -58,6 +58,17 @@ def main(argv: list[str] | None = None) -> int:
         gc.enable()
 
 
+def entry() -> None:
+    """The `tprules` command (and `python -m tprules`)."""
+    status = main()
+    # At exit Python collects garbage once more over every object still alive: for a
+    # model-sized program, the facts and the model, about 0.1 to 0.5 s of nothing found.
+    # Frozen objects are left out of that collection; the interpreter still shuts down
+    # normally (buffers flushed, atexit handlers run).
+    gc.freeze()
+    sys.exit(status)
+
+
 def _main(argv: list[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(words[0] if words else None)  # the command comes first
@@ -83,4 +94,4 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

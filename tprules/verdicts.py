@@ -113,18 +113,25 @@ def _starts(groups: np.ndarray, count: int) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(np.bincount(groups, minlength=count)))).astype(I64)
 
 
-def judge(model, facts: FactBase, order: list[str]) -> VerdictTable:
-    """Every candidate's verdict, sorted by id. The rules must derive exactly one of
-    legal(f) or refused(f, _) for each candidate; anything else is a rule error."""
+def _distinct(values: np.ndarray) -> np.ndarray:
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+def judge(model, facts: FactBase) -> VerdictTable:
+    """Every candidate's verdict, sorted by id, its members in program order (the computed
+    `topo` facts). The rules must derive exactly one of legal(f) or refused(f, _) for each
+    candidate; anything else is a rule error."""
     symbols = facts.symbols
-    member = facts.rows("member")
+    member, topo = facts.rows("member"), facts.rows("topo")
     member = member if member is not None else np.zeros((0, 2), dtype=I64)
+    topo = topo if topo is not None else np.zeros((0, 2), dtype=I64)
     legal = _model_rows(model, "legal", 1, symbols)
     refused = _model_rows(model, "refused", 2, symbols)
-    rank = np.full(len(symbols.names) + 1, len(order), dtype=I64)  # program order of statements
-    rank[symbols.encode(order, len(order))] = np.arange(len(order))
     size = len(symbols.names) + 1
-    ids = np.unique(member[:, 0])
+    rank = np.full(size, len(topo), dtype=I64)  # program order of statements
+    rank[topo[:, 0]] = topo[:, 1]
+    ids = _distinct(member[:, 0])
     by_name = sorted(range(len(ids)), key=[symbols.names[i] for i in ids.tolist()].__getitem__)
     fusions = ids[np.asarray(by_name, dtype=I64)]
     slot = np.full(size, -1, dtype=I64)  # each candidate's place in the table
@@ -135,7 +142,7 @@ def judge(model, facts: FactBase, order: list[str]) -> VerdictTable:
     members, member_start = member[ordered, 1], _starts(of, len(fusions))
 
     refused = refused[slot[refused[:, 0]] >= 0]
-    kinds = np.unique(refused[:, 1])
+    kinds = _distinct(refused[:, 1])
     reason_rank = np.zeros(size, dtype=I64)
     reason_rank[kinds[np.asarray(sorted(range(len(kinds)), key=lambda k: symbols.names[kinds[k]]), dtype=I64)]] = \
         np.arange(len(kinds))

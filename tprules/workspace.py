@@ -84,7 +84,7 @@ class Workspace:
 
     def verdict_table(self) -> VerdictTable:
         """Every candidate's verdict as columns (what `check` prints from)."""
-        return judge(self.verdict_model, self.program.facts, self.program.order)
+        return judge(self.verdict_model, self.program.facts)
 
     def places(self) -> dict[str, str]:
         # Places do not depend on candidates, so the model without them answers as well.

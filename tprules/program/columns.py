@@ -38,13 +38,15 @@ class Symbols:
         self._sync()
         return out
 
-    def intern(self, values: list[str]) -> np.ndarray:
-        """Ids of many values at once (a column's dictionary): the new ones are added in
-        one update, without a call back into Python per symbol."""
+    def intern(self, values: list[str], distinct: bool = False) -> np.ndarray:
+        """Ids of many values at once (a column's dictionary, `distinct` values): the new
+        ones are added in one update, without a call back into Python per symbol."""
         self._sync()
         ids = self.ids
         start = len(ids)
-        new = list(dict.fromkeys(filterfalse(ids.__contains__, values)))
+        new = list(filterfalse(ids.__contains__, values))
+        if not distinct:
+            new = list(dict.fromkeys(new))
         if new:
             ids.update(zip(new, range(start, start + len(new))))
             self.names.extend(new)

@@ -115,7 +115,7 @@ def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
             for _ in column.chunks:
                 chunk = next(unified)
                 if ids_of is None:
-                    ids_of = symbols.intern(chunk.dictionary.to_pylist())
+                    ids_of = symbols.intern(chunk.dictionary.to_pylist(), distinct=True)
                 rows[start:start + len(chunk), i] = ids_of[chunk.indices.to_numpy()]
                 start += len(chunk)
         p.table = rows
