@@ -265,8 +265,10 @@ class _RuleRun:
             ready = next((i for i in pending if isinstance(body[i], ast.Comparison) and _ready(body[i], bound, self)),
                          None)
             if ready is None:
-                ready = next((i for i in pending if isinstance(body[i], ast.Atom) and self.is_lookup(body[i], bound)),
-                             None)
+                waiting = {v for i in pending if isinstance(body[i], ast.Comparison)
+                           for v in ast.literal_vars(body[i])} - bound
+                ready = next((i for i in pending if isinstance(body[i], ast.Atom) and waiting & ast.literal_vars(body[i])
+                              and self.is_lookup(body[i], bound)), None)
             if ready is None:
                 ready = next((i for i in pending if isinstance(body[i], ast.Negation) and _ready(body[i], bound, self)),
                              None)
