@@ -81,6 +81,11 @@ class FactBase:
             self._rows[rel] = found = found if first is None else found[first]
         return found
 
+    def count(self, rel: str) -> int:
+        """How many distinct tuples the relation has (nothing decoded)."""
+        rows = self.rows(rel)
+        return len(rows) if rows is not None else 0
+
     def chunks(self, rel: str) -> list[Chunk]:
         self._flush(rel)
         return self._chunks.get(rel, [])
