@@ -57,7 +57,7 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
         except OSError as err:
             raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
         table = _read_columnar(data, types) if _columnar_reads(data, types) else None
-        read.append(_Parsed(table, types, _line_numbers(data)) if table is not None
+        read.append(_Parsed(table, types, _line_numbers(data, table.num_rows)) if table is not None
                     else read_lines(data, rel, types, display, symbols))
     _intern([p for p in read if isinstance(p, _Parsed)], symbols)
     return [(p.table, p.lines) if isinstance(p, _Parsed) else p for p in read]
@@ -121,9 +121,10 @@ def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
         p.table = rows
 
 
-def _line_numbers(data: bytes) -> np.ndarray | None:
-    """The line of each non-empty line, when some lines are empty (else None: row k is line k + 1)."""
-    if not (data.startswith(b"\n") or b"\n\n" in data):
+def _line_numbers(data: bytes, rows: int) -> np.ndarray | None:
+    """The line of each of the `rows` non-empty lines, when some lines are empty (else
+    None: row k is line k + 1, which a count of the newlines tells)."""
+    if rows == data.count(b"\n") + (not data.endswith(b"\n")):
         return None
     text = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(text == 10)
