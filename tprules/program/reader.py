@@ -1,12 +1,13 @@
-"""Reading one fact file into encoded rows (SPEC §2's layout).
+"""Reading fact files (SPEC §2's layout) into encoded rows.
 
 One tuple per line, columns separated by one TAB, no header, no quoting, symbols
 unquoted, numbers in decimal; empty lines are ignored. A file is read in one of two ways:
 
 - **columnar**: pyarrow's CSV reader (C++) splits the file, parses the number columns and
-  dictionary-encodes the symbol columns; each dictionary is interned into the shared
-  symbol table once, and its codes become symbol ids with one numpy take. No Python
-  object is made per line.
+  dictionary-encodes the symbol columns; the dictionaries of all the files read together
+  are unified, each distinct symbol is interned into the shared symbol table once, and
+  each column's codes become symbol ids with one numpy take. No Python object is made
+  per line.
 - **by lines**: the definition of the format in Python, line by line. It reads what the
   columnar reader declines (a CR, a byte-order mark, a `0x` that pyarrow would take for a
   hexadecimal number, a relation without columns) and every file the columnar reader
@@ -59,8 +60,9 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
         table = _read_columnar(data, types) if _columnar_reads(data, types) else None
         read.append(_Parsed(table, types, _line_numbers(data, table.num_rows)) if table is not None
                     else read_lines(data, rel, types, display, symbols))
-    _intern([p for p in read if isinstance(p, _Parsed)], symbols)
-    return [(p.table, p.lines) if isinstance(p, _Parsed) else p for p in read]
+    parsed = [p for p in read if isinstance(p, _Parsed)]
+    encoded = iter(zip(_intern(parsed, symbols), [p.lines for p in parsed]))
+    return [next(encoded) if isinstance(p, _Parsed) else p for p in read]
 
 
 def _columnar_reads(data: bytes, types: tuple[str, ...]) -> bool:
@@ -91,8 +93,8 @@ def _read_columnar(data: bytes, types: tuple[str, ...]):
         return None
 
 
-def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
-    """Turn each parsed table into rows of symbol ids (in place: `table` becomes the rows).
+def _intern(parsed: list[_Parsed], symbols: Symbols) -> list[np.ndarray]:
+    """Each parsed table as rows of symbol ids (and numbers).
 
     The symbol columns of every file are unified into one dictionary (in C++, without
     pyarrow's compute module, which is slow to load), whose strings are interned once."""
@@ -103,6 +105,7 @@ def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
               for chunk in p.table.column(i).chunks]
     unified = iter(pa.chunked_array(chunks, type=symbol).unify_dictionaries().chunks if chunks else ())
     ids_of: np.ndarray | None = None
+    out = []
     for p in parsed:
         table = p.table
         rows = np.empty((table.num_rows, len(p.types)), dtype=I64)
@@ -118,7 +121,8 @@ def _intern(parsed: list[_Parsed], symbols: Symbols) -> None:
                     ids_of = symbols.intern(chunk.dictionary.to_pylist(), distinct=True)
                 rows[start:start + len(chunk), i] = ids_of[chunk.indices.to_numpy()]
                 start += len(chunk)
-        p.table = rows
+        out.append(rows)
+    return out
 
 
 def _line_numbers(data: bytes, rows: int) -> np.ndarray | None:
