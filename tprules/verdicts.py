@@ -1,11 +1,21 @@
-"""Verdicts out of an evaluated model (SPEC §3): legal, or refused with every reason that holds."""
+"""Verdicts out of an evaluated model (SPEC §3): legal, or refused with every reason that holds.
+
+`judge` builds every candidate's verdict as columns (a `VerdictTable`) with group-bys over
+the model's `legal` and `refused` rows and the program's `member` rows; strings are made
+only for what is shown (`json_lines`, the text of `check`), and `Verdict` objects only
+for code that asks for them one by one.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii
+from functools import cached_property
+from json.encoder import encode_basestring_ascii as quote
+
+import numpy as np
 
 from .errors import RuleError
+from .program.columns import I64, Symbols, encode_rows
 from .program.facts import FactBase
 
 # Relations the tools read from the model, besides `legal` and `refused`. They are defined
@@ -27,60 +37,129 @@ class Verdict:
         return {"fusion": self.fusion, "legal": self.legal, "reasons": list(self.reasons),
                 "members": list(self.members)}
 
-    def json_line(self) -> str:
-        """`json.dumps(self.to_json())`, written directly (check prints tens of thousands)."""
-        quote = encode_basestring_ascii
-        return (f'{{"fusion": {quote(self.fusion)}, "legal": {"false" if self.reasons else "true"}, '
-                f'"reasons": [{", ".join(map(quote, self.reasons))}], '
-                f'"members": [{", ".join(map(quote, self.members))}]}}')
+
+class VerdictTable:
+    """Every candidate's verdict, sorted by fusion id, as columns of symbol ids: `fusions`;
+    each one's `members` (program order) and `reasons` (sorted) as runs of a flat array
+    that start at `member_start[k]` / `reason_start[k]`."""
+
+    def __init__(self, symbols: Symbols, fusions: np.ndarray, members: np.ndarray, member_start: np.ndarray,
+                 reasons: np.ndarray, reason_start: np.ndarray):
+        self.symbols, self.fusions = symbols, fusions
+        self.members, self.member_start = members, member_start
+        self.reasons, self.reason_start = reasons, reason_start
+
+    def __len__(self) -> int:
+        return len(self.fusions)
+
+    @cached_property
+    def legal(self) -> np.ndarray:
+        return np.diff(self.reason_start) == 0
+
+    def __iter__(self):
+        names = self.symbols.names
+        for fusion, members, reasons in zip(self._names(self.fusions), self._runs(self.members, self.member_start),
+                                            self._runs(self.reasons, self.reason_start)):
+            yield Verdict(fusion, tuple(map(names.__getitem__, members)), tuple(map(names.__getitem__, reasons)))
+
+    def reason_counts(self) -> dict[str, int]:
+        """reason → how many candidates it refuses."""
+        ids, counts = np.unique(self.reasons, return_counts=True)
+        return dict(zip(self._names(ids), counts.tolist()))
+
+    def json_lines(self) -> list[str]:
+        """Each verdict as one line of JSON (`Verdict.to_json`, written directly)."""
+        legal = np.where(self.legal, "true", "false").tolist()
+        reasons = _joined(list(map(quote, self._names(self.reasons))), self.reason_start)
+        members = _joined(list(map(quote, self._names(self.members))), self.member_start)
+        return [f'{{"fusion": {f}, "legal": {lg}, "reasons": [{r}], "members": [{m}]}}'
+                for f, lg, r, m in zip(map(quote, self._names(self.fusions)), legal, reasons, members)]
+
+    def text_columns(self, place_of: dict[int, str]) -> tuple[list[str], list[str], list[str]]:
+        """Fusion, reasons and members (with their places) of each verdict, as `check` shows them."""
+        names = self.symbols.names
+        statements, of = np.unique(self.members, return_inverse=True)
+        shown = [f"{names[i]} ({place_of.get(i, '?')})" for i in statements.tolist()]
+        members = _joined(list(map(shown.__getitem__, of.reshape(-1).tolist())), self.member_start)
+        reasons = [r or "-" for r in _joined(self._names(self.reasons), self.reason_start)]
+        return self._names(self.fusions), reasons, members
+
+    def _names(self, ids: np.ndarray) -> list[str]:
+        return list(map(self.symbols.names.__getitem__, ids.tolist()))
+
+    @staticmethod
+    def _runs(values: np.ndarray, starts: np.ndarray):
+        flat, bounds = values.tolist(), starts.tolist()
+        return (flat[a:b] for a, b in zip(bounds, bounds[1:]))
 
 
-def candidates(facts: FactBase, position: dict[str, int], columns=None) -> dict[str, tuple[str, ...]]:
-    """Each candidate's members in program order (sorted in one go over the encoded
-    columns when the program has them: a model-sized program has tens of thousands)."""
-    if columns is not None and columns.holds("member", facts.tuples("member")):
-        return _candidates_from_columns(columns, position)
-    members: dict[str, list[str]] = {}
-    for f, o in facts.tuples("member"):
-        members.setdefault(f, []).append(o)
-    rank = position.__getitem__
-    return {f: tuple(sorted(ms, key=rank)) for f, ms in members.items()}
+def _joined(flat: list[str], starts: np.ndarray) -> list[str]:
+    """Each run flat[starts[k]:starts[k + 1]] joined by ", "."""
+    bounds = starts.tolist()
+    return [", ".join(flat[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
-def _candidates_from_columns(columns, position: dict[str, int]) -> dict[str, tuple[str, ...]]:
-    import numpy as np
-
-    member, names = columns["member"], columns.symbols.names
-    if not len(member):
-        return {}
-    rank = np.zeros(len(names), dtype=np.int64)
-    rank[np.fromiter(map(columns.symbols.ids.get, position), dtype=np.int64, count=len(position))] = \
-        np.fromiter(position.values(), dtype=np.int64, count=len(position))
-    order = np.lexsort((rank[member[:, 1]], member[:, 0]))
-    fusions, stmts = member[order, 0], member[order, 1]
-    starts = np.flatnonzero(np.concatenate(([True], fusions[1:] != fusions[:-1])))
-    stmt_names = [names[i] for i in stmts.tolist()]
-    bounds = starts.tolist() + [len(order)]
-    return {names[f]: tuple(stmt_names[a:b]) for f, a, b in zip(fusions[starts].tolist(), bounds, bounds[1:])}
+def _model_rows(model, rel: str, width: int, symbols: Symbols) -> np.ndarray:
+    """A verdict relation of the model as rows in `symbols`' ids (as they are, for the fast engine)."""
+    if getattr(model, "symbols", None) is symbols:
+        found = model.arrays.get(rel)
+        if found is not None:
+            return found
+    return encode_rows(symbols, ("symbol",) * width, list(model.tuples(rel)))
 
 
-def judge(model, facts: FactBase, position: dict[str, int], columns=None) -> list[Verdict]:
-    """One verdict per candidate, sorted by id. The rules must derive exactly one of
-    legal(f) or refused(f, _) for each candidate; anything else is a rule error."""
-    legal = {f for (f,) in model.tuples("legal")}
-    reasons: dict[str, list[str]] = {}
-    for f, reason in model.tuples("refused"):
-        reasons.setdefault(f, []).append(reason)
-    out = []
-    for f, members in sorted(candidates(facts, position, columns).items()):
-        mine = tuple(sorted(reasons.get(f, ())))
-        if (f in legal) == bool(mine):
-            both = "both legal and refused" if mine else "neither legal nor refused"
-            first = next(t for t in facts.ordered("member") if t[0] == f)  # the candidate's first line
-            raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)",
-                            facts.where("member", first))
-        out.append(Verdict(f, members, mine))
-    return out
+def _starts(groups: np.ndarray, count: int) -> np.ndarray:
+    """Where each group's run starts in rows sorted by group (and where the last ends)."""
+    return np.concatenate(([0], np.cumsum(np.bincount(groups, minlength=count)))).astype(I64)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+def judge(model, facts: FactBase) -> VerdictTable:
+    """Every candidate's verdict, sorted by id, its members in program order (the computed
+    `topo` facts). The rules must derive exactly one of legal(f) or refused(f, _) for each
+    candidate; anything else is a rule error."""
+    symbols = facts.symbols
+    member, topo = facts.rows("member"), facts.rows("topo")
+    member = member if member is not None else np.zeros((0, 2), dtype=I64)
+    topo = topo if topo is not None else np.zeros((0, 2), dtype=I64)
+    legal = _model_rows(model, "legal", 1, symbols)
+    refused = _model_rows(model, "refused", 2, symbols)
+    size = len(symbols.names) + 1
+    rank = np.full(size, len(topo), dtype=I64)  # program order of statements
+    rank[topo[:, 0]] = topo[:, 1]
+    ids = _distinct(member[:, 0])
+    by_name = sorted(range(len(ids)), key=[symbols.names[i] for i in ids.tolist()].__getitem__)
+    fusions = ids[np.asarray(by_name, dtype=I64)]
+    slot = np.full(size, -1, dtype=I64)  # each candidate's place in the table
+    slot[fusions] = np.arange(len(fusions))
+
+    of = slot[member[:, 0]]
+    ordered = np.lexsort((rank[member[:, 1]], of))
+    members, member_start = member[ordered, 1], _starts(of, len(fusions))
+
+    refused = refused[slot[refused[:, 0]] >= 0]
+    kinds = _distinct(refused[:, 1])
+    reason_rank = np.zeros(size, dtype=I64)
+    reason_rank[kinds[np.asarray(sorted(range(len(kinds)), key=lambda k: symbols.names[kinds[k]]), dtype=I64)]] = \
+        np.arange(len(kinds))
+    of = slot[refused[:, 0]]
+    ordered = np.lexsort((reason_rank[refused[:, 1]], of))
+    table = VerdictTable(symbols, fusions, members, member_start, refused[ordered, 1], _starts(of, len(fusions)))
+
+    said_legal = np.zeros(len(fusions), dtype=bool)
+    said_legal[slot[legal[:, 0]][slot[legal[:, 0]] >= 0]] = True
+    wrong = np.flatnonzero(said_legal != table.legal)
+    if len(wrong):
+        f = symbols.names[int(fusions[wrong[0]])]
+        both = "both legal and refused" if said_legal[wrong[0]] else "neither legal nor refused"
+        first = next(t for t in facts.ordered("member") if t[0] == f)  # the candidate's first line
+        raise RuleError(f"the rules derive {both} for candidate {f}; exactly one must hold (SPEC §3)",
+                        facts.where("member", first))
+    return table
 
 
 def places(model) -> dict[str, str]:
@@ -92,4 +171,20 @@ def places(model) -> dict[str, str]:
         found[o] = f"chip:{chip}"
     for (o,) in model.tuples("is_fold"):
         found[o] = "collective"
+    return found
+
+
+def place_ids(model, symbols: Symbols) -> dict[int, str]:
+    """`places`, keyed by symbol id (read off the fast engine's rows without decoding them)."""
+    if getattr(model, "symbols", None) is not symbols:
+        return {symbols.ids[o]: p for o, p in places(model).items() if o in symbols.ids}
+    found: dict[int, str] = {}
+    for rel, label in (("on_spine", None), ("on_chip", "chip"), ("is_fold", "collective")):
+        rows = model.arrays.get(rel)
+        if rows is None:
+            continue
+        if label == "chip":
+            found.update(zip(rows[:, 0].tolist(), [f"chip:{c}" for c in rows[:, 1].tolist()]))
+        else:
+            found.update(dict.fromkeys(rows[:, 0].tolist(), label or "spine"))
     return found

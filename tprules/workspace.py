@@ -13,7 +13,7 @@ from pathlib import Path
 from .analysis.program import CheckedProgram, load_rules
 from .config import default_rules_dir
 from .program.load import LoadedProgram, check_rule_schema, load_program
-from .verdicts import Verdict, judge, places
+from .verdicts import Verdict, VerdictTable, judge, places
 
 ENGINES = ("fast", "compiled", "pydatalog")
 VERDICT_RELATIONS = ("legal", "refused")
@@ -26,8 +26,7 @@ def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | Non
     if name == "fast":
         from .engine.columnar import ColumnarEngine
 
-        columns = program.columns if program is not None else None
-        return ColumnarEngine(checked, columns.symbols if columns is not None else None)
+        return ColumnarEngine(checked, program.facts.symbols if program is not None else None)
     if name == "compiled":
         from .engine.evaluate import Evaluator
 
@@ -87,12 +86,14 @@ class Workspace:
         return self._evaluate(self.program.facts.relations, targets=VERDICT_RELATIONS)
 
     def _evaluate(self, facts, **options):
-        if self.engine_name == "fast":
-            options["encoded"] = self.program.columns
         return self.engine.evaluate(facts, **options)
 
     def verdicts(self) -> list[Verdict]:
-        return judge(self.verdict_model, self.program.facts, self.program.position, self.program.columns)
+        return list(self.verdict_table())
+
+    def verdict_table(self) -> VerdictTable:
+        """Every candidate's verdict as columns (what `check` prints from)."""
+        return judge(self.verdict_model, self.program.facts)
 
     def places(self) -> dict[str, str]:
         # Places do not depend on candidates, so the model without them answers as well.
@@ -105,8 +106,7 @@ class Workspace:
         """Every relation evaluated with no candidates: what proposed fusions are judged on top of."""
         from .verdicts import PLACE_RELATIONS
 
-        facts = dict(self.program.facts.relations)
-        facts["member"] = set()
+        facts = self.program.facts.relations.replacing(member=set())
         return self._evaluate(facts, targets=VERDICT_RELATIONS + PLACE_RELATIONS)
 
     def _dependent(self, seeds: frozenset[str]) -> frozenset[str]:

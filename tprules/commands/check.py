@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import Counter
 
 from . import common
 
@@ -25,32 +24,32 @@ def run(args) -> int:
 
     started = time.perf_counter()
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
-    verdicts = ws.verdicts()
+    verdicts = ws.verdict_table()
     if args.format == "json":
-        common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions", [v.json_line() for v in verdicts])
+        common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions", verdicts.json_lines())
     else:
-        from ..verdicts import places
+        from ..verdicts import place_ids
 
-        sys.stdout.write(render_text(ws, verdicts, places(ws.verdict_model)))
+        sys.stdout.write(render_text(ws, verdicts, place_ids(ws.verdict_model, verdicts.symbols)))
     if "timing" in args.show:
         print(f"[timing] check: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     return 0
 
 
-def render_text(ws, verdicts, where: dict[str, str]) -> str:
-    rows = [("fusion", "verdict", "reasons", "members")]
-    for v in verdicts:
-        members = ", ".join(f"{o} ({where.get(o, '?')})" for o in v.members)
-        rows.append((v.fusion, "legal" if v.legal else "refused", ", ".join(v.reasons) or "-", members))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [ws.header("check"), ""]
-    for r in rows:
-        lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip())
-    legal = sum(v.legal for v in verdicts)
-    counts = Counter(r for v in verdicts for r in v.reasons)
+def render_text(ws, verdicts, place_of: dict[int, str]) -> str:
+    """The table of verdicts (a `VerdictTable`) and a summary line."""
+    fusions, reasons, members = verdicts.text_columns(place_of)
+    shown = ["legal" if legal else "refused" for legal in verdicts.legal.tolist()]
+    widths = [max(map(len, [head, *column])) for head, column in
+              (("fusion", fusions), ("verdict", shown), ("reasons", reasons))]
+    row = f"{{:<{widths[0]}}}  {{:<{widths[1]}}}  {{:<{widths[2]}}}  {{}}".format
+    lines = [ws.header("check"), "",
+             row("fusion", "verdict", "reasons", "members").rstrip()]
+    lines += map(row, fusions, shown, reasons, members)
+    legal = int(verdicts.legal.sum())
+    counts = verdicts.reason_counts()
     summary = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    lines.append("")
     noun = "candidate" if len(verdicts) == 1 else "candidates"
-    lines.append(f"{len(verdicts)} {noun}: {legal} legal, {len(verdicts) - legal} refused"
-                 + (f" ({summary})" if summary else ""))
+    lines += ["", f"{len(verdicts)} {noun}: {legal} legal, {len(verdicts) - legal} refused"
+              + (f" ({summary})" if summary else "")]
     return "\n".join(lines) + "\n"

@@ -38,7 +38,7 @@ def run(args) -> int:
     message = f"ok: {checked.source}: {len(checked.decls)} relations, {rules} rules, {len(checked.strata)} strata"
     if args.dir:
         program = load_program(args.dir, checked, args.shim)
-        facts = sum(len(v) for v in program.facts.relations.values())
+        facts = sum(map(program.facts.count, program.facts.names()))
         message += f"; {program.display}: {len(program.order)} statements, {facts} facts"
     print(message)
     return 0

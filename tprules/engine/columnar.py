@@ -43,6 +43,8 @@ class _Table:
         return _Table(len(index), {v: a[index] for v, a in self.cols.items()})
 
     def where(self, mask: np.ndarray) -> "_Table":
+        if mask.all():  # a filter that keeps every row (a negation that blocks nothing, say)
+            return _Table(self.n, dict(self.cols))
         return self.take(np.flatnonzero(mask))
 
 
@@ -146,9 +148,13 @@ class _RuleRun:
             index = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
             li, ri = index.join([v for _, v in shared])
         else:  # a cross product (rare: rules are usually connected)
+            index = None
             li = np.repeat(np.arange(table.n), len(rows))
             ri = np.tile(np.arange(len(rows)), table.n)
-        out = table.take(li)
+        if index is not None and index.unique and len(li) == table.n:  # a lookup that finds every row: no copy
+            out = _Table(table.n, dict(table.cols))
+        else:
+            out = table.take(li)
         for name, i in new.items():
             out.cols[name] = rows[ri, i]
         if rowid is not None:
@@ -254,8 +260,18 @@ class _RuleRun:
             table = self.join_atom(table, body[delta_index], True)
         while pending and table.n:
             bound = set(table.cols)
-            ready = next((i for i in pending if not isinstance(body[i], ast.Atom) and _ready(body[i], bound, self)),
+            # Filters first; a negation only after the lookups (atoms that cannot add rows)
+            # that bind what a comparison waits for: `N < M` usually filters more cheaply.
+            ready = next((i for i in pending if isinstance(body[i], ast.Comparison) and _ready(body[i], bound, self)),
                          None)
+            if ready is None:
+                waiting = {v for i in pending if isinstance(body[i], ast.Comparison)
+                           for v in ast.literal_vars(body[i])} - bound
+                ready = next((i for i in pending if isinstance(body[i], ast.Atom) and waiting & ast.literal_vars(body[i])
+                              and self.is_lookup(body[i], bound)), None)
+            if ready is None:
+                ready = next((i for i in pending if isinstance(body[i], ast.Negation) and _ready(body[i], bound, self)),
+                             None)
             if ready is None:
                 atoms = [i for i in pending if isinstance(body[i], ast.Atom)]
                 ready = min(atoms, key=lambda i: self._cost(body[i], bound, i))
@@ -271,6 +287,17 @@ class _RuleRun:
         if pending:  # the table emptied early: what is left cannot add rows
             return _Table(0, {})
         return table
+
+    def is_lookup(self, atom: ast.Atom, bound: set[str]) -> bool:
+        """Is the atom bound on a key of its relation (at most one row per binding), so
+        that joining it cannot add rows? Only for relations that this stratum does not change."""
+        if atom.rel in self.stratum or any(not isinstance(t, (ast.Var, ast.Wildcard)) for t in atom.args):
+            return False
+        cols = tuple(i for i, t in enumerate(atom.args) if isinstance(t, ast.Var) and t.name in bound)
+        if not cols or len({t.name for t in atom.args if isinstance(t, ast.Var)}) < \
+                sum(isinstance(t, ast.Var) for t in atom.args):
+            return False
+        return self.key_index(atom, self.arrays[atom.rel], cols, False).unique
 
     def _cost(self, atom: ast.Atom, bound: set[str], position: int) -> tuple:
         connected = any(isinstance(t, ast.Var) and t.name in bound for t in atom.args) or not bound
@@ -326,24 +353,27 @@ class ColumnarEngine:
     def encode(self, rel: str, tuples) -> np.ndarray:
         return encode_rows(self.symbols, self.checked.decls[rel].types, tuples)
 
-    def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None,
-                 base: ColumnarModel | None = None, only: frozenset[str] | None = None,
-                 encoded: Mapping[str, np.ndarray] | None = None) -> ColumnarModel:
-        """`encoded` may hold the facts already as columns in this engine's symbol table
-        (a loaded program's `columns`), which saves encoding them again."""
+    def evaluate(self, facts: Mapping[str, set], targets: Iterable[str] | None = None,
+                 base: ColumnarModel | None = None, only: frozenset[str] | None = None) -> ColumnarModel:
+        """`facts` may be a fact base's `relations` in this engine's symbol table, whose
+        rows are taken as they are (nothing is encoded or decoded again)."""
         decls = self.checked.decls
         if base is None:
             arrays = {rel: np.zeros((0, d.arity), dtype=I64) for rel, d in decls.items()}
         else:
             arrays = dict(base.arrays)
-        given = {}
-        reuse = encoded is not None and getattr(encoded, "symbols", None) is self.symbols
-        for rel, tuples in facts.items():
+        given, decoded = [], {}
+        encoded = facts.rows if getattr(facts, "symbols", None) is self.symbols else None
+        for rel in facts:
             if rel in decls:
-                arrays[rel] = encoded[rel] if reuse and encoded.holds(rel, tuples) else self.encode(rel, tuples)
-                given[rel] = tuples
+                rows = encoded(rel) if encoded is not None else None
+                if rows is None:
+                    tuples = decoded[rel] = facts[rel]
+                    rows = self.encode(rel, tuples)
+                arrays[rel] = rows
+                given.append(rel)
         model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
-        for rel, tuples in given.items():  # inputs decode to the very sets given
+        for rel, tuples in decoded.items():  # inputs decode to the very sets given
             model.relations.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
         given_arrays = {rel: arrays[rel] for rel in given}
         for stratum in needed_strata(self.checked.strata, targets):

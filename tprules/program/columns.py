@@ -1,13 +1,14 @@
-"""A program's facts as int64 columns: symbols interned to ids, one array of rows per relation.
+"""Facts as int64 columns: symbols interned to ids, one array of rows per relation.
 
-Encoded once when a program loads, then shared by the well-formedness guards and the fast
-engine (which takes the same symbol table), so a model-sized program is encoded once.
+A program's facts are encoded as they are read (program/reader.py), then shared by the
+well-formedness guards, the fast engine (which takes the same symbol table) and the
+verdicts, so a model-sized program is encoded once and decoded only where text is shown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import islice
+from itertools import filterfalse, islice
 from operator import itemgetter
 
 import numpy as np
@@ -36,6 +37,23 @@ class Symbols:
         out = np.fromiter(map(self.ids.__getitem__, values), dtype=I64, count=count)
         self._sync()
         return out
+
+    def intern(self, values: list[str], distinct: bool = False) -> np.ndarray:
+        """Ids of many values at once (a column's dictionary, `distinct` values): the new
+        ones are added in one update, without a call back into Python per symbol."""
+        self._sync()
+        ids = self.ids
+        start = len(ids)
+        new = list(filterfalse(ids.__contains__, values))
+        if not distinct:
+            new = list(dict.fromkeys(new))
+        if new:
+            ids.update(zip(new, range(start, start + len(new))))
+            self.names.extend(new)
+            self._ranks = None
+        if len(new) == len(values):  # all new and distinct (a first dictionary): ids in order
+            return np.arange(start, start + len(new), dtype=I64)
+        return np.fromiter(map(ids.__getitem__, values), dtype=I64, count=len(values))
 
     def one(self, value: str) -> int:
         found = self.ids[value]
@@ -78,46 +96,57 @@ def encode_rows(symbols: Symbols, types: tuple[str, ...], tuples) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
+def decode_rows(symbols: Symbols, types: tuple[str, ...], rows: np.ndarray) -> list[tuple]:
+    """Rows back into Python tuples (symbols as strings, numbers as ints)."""
+    if not types:
+        return [()] * len(rows)
+    names = symbols.names
+    columns = []
+    for i, kind in enumerate(types):
+        values = rows[:, i].tolist()
+        columns.append([names[v] for v in values] if kind == "symbol" else values)
+    return list(zip(*columns))
+
+
+def first_occurrences(rows: np.ndarray) -> np.ndarray | None:
+    """Positions of the first occurrence of each distinct row, in order; None when no row
+    repeats (the common case, found with one sort of a combined key)."""
+    n = len(rows)
+    if n < 2:
+        return None
+    if rows.shape[1] == 0:
+        return np.zeros(1, dtype=I64)
+    key, size = np.zeros(n, dtype=I64), 1
+    for i in range(rows.shape[1]):
+        column = rows[:, i]
+        low = int(column.min())
+        span = int(column.max()) - low + 1
+        if size * span >= 1 << 62:  # no room for a combined key: compare whole rows
+            _, first = np.unique(rows, axis=0, return_index=True)
+            return None if len(first) == n else np.sort(first)
+        key, size = key * span + (column - low), size * span
+    ordered = np.sort(key)
+    if not np.any(ordered[1:] == ordered[:-1]):
+        return None
+    order = np.argsort(key, kind="stable")  # repeats: keep each row's first line
+    ordered = key[order]
+    return np.sort(order[np.concatenate(([True], ordered[1:] != ordered[:-1]))])
+
+
 class Columns(Mapping):
-    """Relation → rows (distinct), from the fact base's encoding made while reading when it
-    has one, else encoded from its tuples on first access; kept until the relation changes."""
+    """A fact base's relations as int64 rows (distinct, file order); a relation of `types`
+    that has no facts is an empty array of its width."""
 
     def __init__(self, facts, types: Mapping[str, tuple[str, ...]]):
         self.facts, self.types = facts, types
-        if facts.symbols is None:
-            facts.symbols = Symbols()
         self.symbols = facts.symbols
-        self._arrays: dict[str, np.ndarray] = {}
-        self._sources: dict[str, tuple] = {}
 
     def __getitem__(self, rel: str) -> np.ndarray:
-        types = self.types[rel]
-        tuples = self.facts.relations.get(rel, ())
-        source = (id(tuples), len(tuples))
-        found = self._arrays.get(rel)
-        if found is None or self._sources[rel] != source:
-            chunks = self.facts.rows(rel)
-            if chunks is not None and chunks:
-                found = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-                if len(found) != len(tuples):  # a line given twice: keep each row once
-                    found = found[_first_rows(found)]
-            else:
-                found = encode_rows(self.symbols, types, tuples)
-            self._arrays[rel], self._sources[rel] = found, source
-        return found
-
-    def holds(self, rel: str, tuples) -> bool:
-        """Are these tuples the very relation these columns encode?"""
-        return rel in self.types and self.facts.relations.get(rel) is tuples
+        found = self.facts.rows(rel)
+        return found if found is not None else np.zeros((0, len(self.types[rel])), dtype=I64)
 
     def __iter__(self):
         return iter(self.types)
 
     def __len__(self) -> int:
         return len(self.types)
-
-
-def _first_rows(rows: np.ndarray) -> np.ndarray:
-    """Positions of the first occurrence of each distinct row."""
-    _, first = np.unique(rows, axis=0, return_index=True)
-    return np.sort(first)

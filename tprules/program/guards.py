@@ -17,7 +17,7 @@ I64 = np.int64
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    values = np.sort(values, kind="stable")
+    values = np.sort(values)
     if len(values) < 2:
         return values
     return values[np.concatenate(([True], values[1:] != values[:-1]))]
@@ -115,6 +115,29 @@ def non_folds_bind_one_chip(c: Columns) -> bool:
         return True
     pairs = _sorted_unique((stmts - int(stmts.min())) * (int(chips.max()) + 1) + chips)
     return len(pairs) == len(_sorted_unique(stmts))
+
+
+def folds_look_fine(c: Columns) -> bool:
+    """Each fold is a sum that reads one chip tensor of every chip and writes a spine tensor."""
+    fold = c["fold"]
+    if not len(fold):
+        return True
+    folds = _sorted_unique(fold[:, 0])
+    op, reads, writes, placed = c["op"], c["reads"], c["writes"], c["placed"]
+    is_fold = np.zeros(len(c.symbols.names) + 1, dtype=bool)
+    is_fold[folds] = True
+    sums = op[is_fold[op[:, 0]]]
+    if len(sums) != len(folds) or np.any(sums[:, 1] != c.symbols.one("sum")):
+        return False
+    chip_of = np.full(len(c.symbols.names) + 1, -1, dtype=I64)
+    chip_of[placed[:, 0]] = placed[:, 1]
+    n = int(c["chips"][0, 0])
+    read = reads[is_fold[reads[:, 0]]]
+    chips = chip_of[read[:, 2]]
+    if np.any(chips < 0) or len(read) != n * len(folds) or not _pairs_distinct(read[:, 0], chips):
+        return False
+    written = writes[is_fold[writes[:, 0]], 1]
+    return len(written) == len(folds) and not np.any(chip_of[written] >= 0)
 
 
 def candidates_look_fine(c: Columns) -> bool:

@@ -120,10 +120,8 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     check_wellformed(facts, program=display, columns=columns, shadowed=shadowed)
     chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts, columns)
-    facts.add("target", (chosen,))
-    for i, o in enumerate(order):
-        facts.add("topo", (o, i))
+    facts.extend("target", [(chosen,)], types=COMPUTED["target"].types)
+    facts.extend("topo", zip(order, range(len(order))), types=COMPUTED["topo"].types)
     for rel, tuples in (computed or {}).items():
-        for tup in tuples:
-            facts.add(rel, tup)
+        facts.extend(rel, tuples, types=COMPUTED[rel].types if rel in COMPUTED else None)
     return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
+import numpy as np
+
 from ..errors import IllFormed
 from .facts import FactBase
 
@@ -25,16 +27,11 @@ def data_flow(facts: FactBase) -> dict[str, set[str]]:
     return succ
 
 
-def _in_order(facts: FactBase, columns, statements: list[str]) -> bool:
+def _in_order(columns, statements: np.ndarray) -> bool:
     """Does every producer come before its readers in program order? (on encoded columns)"""
-    import numpy as np
-
-    if columns is None or not columns.holds("op", facts.tuples("op")):
-        return False
-    ids = columns.symbols.ids
     size = len(columns.symbols.names)
     rank = np.full(size, -1, dtype=np.int64)
-    rank[np.fromiter(map(ids.get, statements), dtype=np.int64, count=len(statements))] = np.arange(len(statements))
+    rank[statements] = np.arange(len(statements))
     writes, reads = columns["writes"], columns["reads"]
     writer = np.full(size, -1, dtype=np.int64)
     writer[writes[:, 1]] = writes[:, 0]
@@ -44,10 +41,16 @@ def _in_order(facts: FactBase, columns, statements: list[str]) -> bool:
 
 
 def topological_order(facts: FactBase, columns=None) -> list[str]:
-    """Every statement, producers before consumers, ties in program (op.facts) order."""
-    statements = [o for o, _ in facts.ordered("op")]
-    if _in_order(facts, columns, statements):
-        return statements  # written in order already (the common case): nothing to sort
+    """Every statement, producers before consumers, ties in program (op.facts) order.
+    `columns` are the facts encoded: a program written in order is recognised on them."""
+    if columns is not None:
+        ids = columns["op"][:, 0]
+        names = columns.symbols.names
+        statements = [names[i] for i in ids.tolist()]
+        if _in_order(columns, ids):
+            return statements  # written in order already (the common case): nothing to sort
+    else:
+        statements = [o for o, _ in facts.ordered("op")]
     rank = {o: i for i, o in enumerate(statements)}
     succ = data_flow(facts)
     if all(rank[o] < rank[nxt] for o, targets in succ.items() for nxt in targets):

@@ -52,14 +52,8 @@ def shadow(own: FactBase, library: FactBase) -> tuple[dict[str, str], frozenset[
     drop = set(mine)
     shadowed = frozenset(drop & set(described(library)))
     for rel in DESCRIBING:
-        tuples = library.relations.get(rel)
-        if not tuples or not any(t[0] in drop for t in tuples):
-            continue
-        library.relations[rel] = {t for t in tuples if t[0] not in drop}
-        origins = library.origins.get(rel)
-        if origins is not None:
-            library.origins[rel] = {t: o for t, o in origins.items() if t[0] not in drop}
-        library.encoded.pop(rel, None)  # encoded rows would still hold the dropped lines
+        if any(t[0] in drop for t in library.tuples(rel)):
+            library.keep(rel, lambda t: t[0] not in drop)
     sources = dict.fromkeys(mine, PROGRAM)
     for rel in SHIM_RELATIONS:
         for tup in library.ordered(rel):

@@ -144,7 +144,7 @@ def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool 
         if tup[0] in folds:
             by_fold[tup[0]].append(tup)
     for tuples in by_fold.values():  # file order, for the first offending line
-        tuples.sort(key=lambda r: facts.origins["reads"][r][1])
+        tuples.sort(key=lambda r: facts.where("reads", r).line)
     output = dict(facts.tuples("writes"))
     for tup in facts.ordered("fold"):
         o = tup[0]
@@ -264,9 +264,11 @@ def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | N
         check_statements(facts)
     if not guards.tensors_look_fine(columns):
         check_tensors(facts, program)
-    home: dict[str, int | None] = dict(facts.tuples("placed"))
-    home.update(dict.fromkeys(t for (t,) in facts.tuples("spine")))
-    check_places(facts, home, only_folds=guards.non_folds_bind_one_chip(columns))  # folds: always precise
+    one_chip = guards.non_folds_bind_one_chip(columns)
+    if not (one_chip and guards.folds_look_fine(columns)):
+        home: dict[str, int | None] = dict(facts.tuples("placed"))
+        home.update(dict.fromkeys(t for (t,) in facts.tuples("spine")))
+        check_places(facts, home, only_folds=one_chip)
     check_sections(facts)
     if not guards.candidates_look_fine(columns):
         check_candidates(facts)

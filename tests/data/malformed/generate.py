@@ -97,10 +97,18 @@ CASES = {
     "data_flow_cycle": both(replace("op", ("act", "relu"), ("act", "add")), add("reads", ("act", "1", "q")),
                             add("op", ("back", "neg")), add("reads", ("back", "0", "z")), add("writes", ("back", "q")),
                             add("tensor", ("q", "f32")), add("spine", ("q",))),
+    "number_too_large": replace("placed", ("w1", "1"), ("w1", "18446744073709551616")),
+    "number_in_hexadecimal": replace("placed", ("w1", "1"), ("w1", "0x1")),  # pyarrow alone would read 1
+    "blank_lines_then_error": replace("placed", ("w1", "1"), ("w1", "one")),
+    "crlf_then_error": replace("placed", ("w1", "1"), ("w1", "one")),
     "unknown_shim": lambda p: None,
     "valid": lambda p: None,
 }
 ARGS = {"unknown_shim": "--shim cuda-lane:h200:Fp8\n"}
+# Cases whose fact files are written differently: blank lines count in line numbers, and a
+# CRLF file is read line by line (both name the same line as in the file).
+TEXT = {"blank_lines_then_error": lambda rel, lines: ("\n\n" if rel == "placed" else "\n").join(lines) + "\n",
+        "crlf_then_error": lambda rel, lines: "".join(line + "\r\n" for line in lines)}
 
 for name, change in CASES.items():
     p = copy.deepcopy(BASE)
@@ -110,7 +118,9 @@ for name, change in CASES.items():
         shutil.rmtree(case / "program")
     (case / "program").mkdir(parents=True)
     for rel, tuples in p.items():
-        (case / "program" / f"{rel}.facts").write_text("".join("\t".join(t) + "\n" for t in tuples))
+        lines = ["\t".join(t) for t in tuples]
+        text = TEXT[name](rel, lines) if name in TEXT else "".join(line + "\n" for line in lines)
+        (case / "program" / f"{rel}.facts").write_bytes(text.encode())
     if name in ARGS:
         (case / "args.txt").write_text(ARGS[name])
 print(len(CASES), "cases")
