@@ -32,6 +32,7 @@ class ChipStats:
     kernels: int
     launches: int
     busy_s: float
+    threads: int | None = None  # CPU threads the chip got (None on a GPU)
 
 
 @dataclass
@@ -68,8 +69,8 @@ class RunReport:
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
                 "outputs": [o.to_json() for o in self.outputs], "kernels": self.kernels, "groups": self.groups,
                 "compiled": self.compiled, "kinds": self.kinds,
-                "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s}
-                          for c in self.chips],
+                "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s,
+                           "threads": c.threads} for c in self.chips],
                 "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,
                 "moved_bytes": self.moved_bytes}
 
@@ -78,7 +79,7 @@ class Prepared:
     """A plan lowered and compiled for a device, with its inputs and the reference: run it
     as often as wanted (`run`), then report on a run (`report`)."""
 
-    def __init__(self, prog: RunProgram, plan, device: str, progress=None, show_kernels=None):
+    def __init__(self, prog: RunProgram, plan, device: str, progress=None, show_kernels=None, matmul: str = "auto"):
         from ..codegen import lower
         from .devices import get_device
         from .executor import Executor
@@ -88,7 +89,7 @@ class Prepared:
         self.prog = prog
         self.plan = plan
         groups = ordered_groups(plan, prog)
-        self.device = get_device(device)
+        self.device = get_device(device, matmul)
         self.kernels = [lower(g, prog) for g in groups]
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
@@ -114,7 +115,8 @@ class Prepared:
         kinds: dict[str, int] = {}
         for k in self.kernels:
             kinds[k.kind] = kinds.get(k.kind, 0) + 1
-        chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c]) for c in range(prog.chips)]
+        chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c], best.threads.get(c))
+                 for c in range(prog.chips)]
         values = {}
         for t, per_chip in done.outputs.items():
             home = prog.tensors[t].home
@@ -126,13 +128,14 @@ class Prepared:
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
-            progress=None, show_kernels=None, prog: RunProgram | None = None) -> RunReport:
+            progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto") -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
 
     `baseline` runs one kernel per statement instead of the plan; `repeat` runs the
     program that many times and reports the fastest; `progress(phase, total)` returns a
     callback to call once per step of that phase; `show_kernels(kernel, source)` sees
-    each kernel's generated source.
+    each kernel's generated source; `matmul` (auto | library | own) picks the device's matmul
+    core (runtime/devices/matmul.py).
     """
     prog = prog or RunProgram.from_workspace(workspace)
     if baseline:
@@ -141,7 +144,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
         from ..planner import plan as make_plan
 
         plan = make_plan(workspace)
-    prepared = Prepared(prog, plan, device, progress, show_kernels)
+    prepared = Prepared(prog, plan, device, progress, show_kernels, matmul)
     best = done = None
     for _ in range(max(1, repeat)):
         done = prepared.run(progress)

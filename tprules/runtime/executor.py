@@ -34,6 +34,7 @@ class Execution:
     transfers: int = 0
     moved_bytes: int = 0
     held: dict[str, dict[int, object]] = field(default_factory=dict)
+    threads: dict[int, int | None] = field(default_factory=dict)  # chip → CPU threads (see Queue.threads)
 
 
 def chips_of(kernel: Kernel, chips: int) -> list[int]:
@@ -72,7 +73,8 @@ class Executor:
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
                        for t in prog.outputs}
             return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
-                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held)
+                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held,
+                             {q.chip: q.threads for q in queues})
         finally:
             for q in queues:
                 q.close()

@@ -30,6 +30,7 @@ class Queue:
     """One chip's stream of work on a device; buffers are the device's arrays."""
 
     chip: int
+    threads: int | None = None  # CPU threads the chip's kernels run on (None: not a CPU)
 
     def upload(self, array: np.ndarray):
         raise NotImplementedError

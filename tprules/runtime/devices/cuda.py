@@ -132,11 +132,14 @@ class CudaDevice(Device):
     simulator = False
     tile = 16
 
-    def __init__(self):
+    def __init__(self, matmul: str = "auto"):
+        from .matmul import gpu_core
+
         self.cuda = import_cuda(self.simulator)
         self.target = render_cuda.Target(self.tile, self.simulator)
         self.gpus = self._gpus()
         self._compiled: dict[str, object] = {}
+        self.core = gpu_core(matmul, self.simulator)
 
     def _gpus(self) -> list:
         try:

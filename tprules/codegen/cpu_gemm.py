@@ -1,0 +1,110 @@
+"""Render a matmul stage for the CPU as BLAS tiles, the prologue before and the epilogue on each tile.
+
+The stage's [M, N] result is cut into tiles (`blas.tile_plan`: as tall as allowed, the
+columns cut into a multiple of the chip's threads), and the tiles are shared out over
+the chip's Numba threads (`prange`). For each tile, every matmul of the stage is one
+single-threaded BLAS call (`blas.gemm`) into the tile's accumulators, and the epilogue
+(the stage's stores) runs over the tile at once, while it is in cache: this is XLA's and
+Inductor's "library matmul plus fused epilogue", done tile by tile.
+
+Operands go to BLAS as they lie in memory when they can: a float32 buffer, or the
+transpose of one (a flag, no copy). Any other operand (a fused prologue: a pointwise
+chain, an int8 quantized read, an integer buffer) is first computed once into a buffer
+of the kernel's own, in a parallel pass over its rows, and then read by every tile.
+
+A result that a store keeps as it is (float32, not transposed) is written by BLAS straight
+into the output buffer; the epilogue reads it from there.
+"""
+
+from __future__ import annotations
+
+from .emit import Scope, Source, store_cast, subscript
+from .ir import Acc, Expr, Kernel, Load, MatmulStage, Transpose
+
+# In the header of every kernel that calls the BLAS core: a new version of codegen/blas.py
+# must change it, so that kernels cached by Numba with the old one are compiled again.
+CORE = "tprules.codegen.blas 1"
+FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
+
+
+def buffer_of(e: Expr, kernel: Kernel) -> tuple[str, bool] | None:
+    """(parameter, transposed) when `e` is a float32 buffer as it lies, or its transpose."""
+    flipped = False
+    if isinstance(e, Transpose):
+        if not isinstance(e.arg, Load) or kernel.param(e.arg.param).dtype != e.dtype:
+            return None  # a transpose that also converts (e.g. f32 to bf16) is computed
+        e, flipped = e.arg, True
+    if isinstance(e, Load) and kernel.param(e.param).dtype in FLOAT_BUFFERS and len(e.shape) == 2:
+        return e.param, flipped
+    return None
+
+
+def materialize(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> str:
+    """Compute `e` over its shape into a new float32 buffer; returns the buffer's name."""
+    rows, cols = e.shape
+    name, r, c = src.fresh("opnd"), src.fresh("r"), src.fresh("c")
+    src.line(f"{name} = np.empty(({rows}, {cols}), np.float32)")
+    with src.block(f"for {r} in {'prange' if parallel else 'range'}({rows}):"):
+        with src.block(f"for {c} in range({cols}):"):
+            src.line(f"{name}[{r}, {c}] = {Scope(src).at(e, (r, c))}")
+    return name
+
+
+def direct_stores(stage: MatmulStage, kernel: Kernel) -> dict[int, str]:
+    """Matmul number → the output parameter BLAS writes its result into directly."""
+    out: dict[int, str] = {}
+    for st in stage.stores:
+        v = st.value
+        p = kernel.param(st.param)
+        if (isinstance(v, Acc) and v.dtype == "f32" and not st.flip and p.dtype == "f32"
+                and p.shape == (stage.m, stage.n) and v.index not in out and st.param not in out.values()):
+            out[v.index] = st.param
+    return out
+
+
+def matmul(src: Source, stage: MatmulStage, kernel: Kernel, parallel: bool) -> None:
+    m, n, k = stage.m, stage.n, stage.k
+    operands = []
+    for mm in stage.matmuls:
+        a = buffer_of(mm.a, kernel) or (materialize(src, mm.a, kernel, parallel), False)
+        b = buffer_of(mm.b, kernel) or (materialize(src, mm.b, kernel, parallel), False)
+        operands.append((a, (b[0], b[1] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
+    direct = direct_stores(stage, kernel)
+    rows, cols, tm, tn, t, i0, j0, mb, nb = (src.fresh(s) for s in ("rows", "cols", "tm", "tn", "t", "i0", "j0",
+                                                                      "mb", "nb"))
+    src.line(f"{rows}, {cols}, {tm}, {tn} = tile_plan({m}, {n}, {'get_num_threads()' if parallel else 1})")
+    with src.block(f"for {t} in {'prange' if parallel else 'range'}({rows} * {cols}):"):
+        src.line(f"{i0} = ({t} // {cols}) * {tm}")
+        src.line(f"{j0} = ({t} % {cols}) * {tn}")
+        src.line(f"{mb} = min({tm}, {m} - {i0})")
+        src.line(f"{nb} = min({tn}, {n} - {j0})")
+        accs = {}
+        for index, ((a, ta), (b, tb)) in enumerate(operands):
+            a_off, lda = (f"{i0} * {k}", k) if not ta else (i0, m)
+            b_off, ldb = (j0, n) if not tb else (f"{j0} * {k}", k)
+            if index in direct:
+                c, c_off, ldc = direct[index], f"{i0} * {n} + {j0}", n
+            else:
+                c, c_off, ldc = src.fresh("acc"), 0, tn
+                src.line(f"{c} = np.empty(({tm}, {tn}), np.float32)")
+            accs[index] = c
+            src.line(f"gemm({int(ta)}, {int(tb)}, {mb}, {nb}, {k}, {a}, {a_off}, {lda}, {b}, {b_off}, {ldb}, "
+                     f"{c}, {c_off}, {ldc})")
+        epilogue = [st for st in stage.stores
+                    if not (isinstance(st.value, Acc) and direct.get(st.value.index) == st.param)]
+        if not epilogue:
+            return
+        i, j, ii, jj = (src.fresh(s) for s in ("i", "j", "ii", "jj"))
+
+        def acc(index: int) -> str:  # the epilogue reads a result where BLAS left it
+            return f"{accs[index]}[{ii}, {jj}]" if index in direct else f"{accs[index]}[{i}, {j}]"
+
+        with src.block(f"for {i} in range({mb}):"):
+            src.line(f"{ii} = {i0} + {i}")
+            with src.block(f"for {j} in range({nb}):"):
+                src.line(f"{jj} = {j0} + {j}")
+                scope = Scope(src, acc=acc)
+                for st in epilogue:
+                    v = scope.at(st.value, (ii, jj))
+                    where = (jj, ii) if st.flip else (ii, jj)
+                    src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")
