@@ -6,7 +6,8 @@ through the same entry point Numba's own `np.dot` uses (`numba_xxgemm`, a named 
 so kernels calling it are cached like any other), but on any sub-block of a buffer:
 operands are a buffer, an element offset and a leading dimension. Every call computes one
 tile; the kernel runs its tiles on the chip's Numba threads (`prange`), so the BLAS itself
-must run single-threaded (`single_threaded()`, done by the CPU device).
+must run single-threaded (`single_threaded()`, done by the CPU device). How a result is
+cut into tiles is decided when the kernel is rendered (`cpu_gemm.tile_plan`).
 
 >>> import numpy as np
 >>> a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((3, 2), np.float32)
@@ -33,9 +34,6 @@ _XXGEMM = types.ExternalFunction("numba_xxgemm", types.intc(
     types.CPointer(types.float32), types.intp))
 
 KIND_S, NOTRANS, TRANS = 115, 78, 84  # 's', 'N', 'T'
-TILE_ROWS = 256  # rows of a tile at most: BLAS is efficient only on tall tiles
-TILE_COLS = 512  # columns of a tile at most: a tile of accumulators stays in the L2 cache
-TILE_ALIGN = 16  # tile widths are a multiple of this (whole vector registers)
 
 
 @intrinsic
@@ -61,25 +59,6 @@ def gemm(ta, tb, m, n, k, a, a_off, lda, b, b_off, ldb, c, c_off, ldc):
     # row-major C = A B is column-major C^T = B^T A^T: swap the operands, keep the blocks
     _XXGEMM(np.int8(KIND_S), np.int8(TRANS if tb else NOTRANS), np.int8(TRANS if ta else NOTRANS), n, m, k,
             _at(scalars, 0), _at(b, b_off), ldb, _at(a, a_off), lda, _at(scalars, 1), _at(c, c_off), ldc)
-
-
-@njit(nogil=True, cache=True)
-def tile_plan(m, n, threads):
-    """(row tiles, column tiles, tile rows, tile columns) for an [m, n] result on `threads`
-    threads: tiles as tall as allowed (BLAS is fastest on tall blocks), columns cut into a
-    multiple of the thread count so that every thread gets the same work."""
-    threads = max(1, threads)
-    cols = threads * -(-n // (threads * TILE_COLS))
-    cols = max(1, min(cols, -(-n // TILE_ALIGN)))
-    tn = -(-n // cols)
-    tn = -(-tn // TILE_ALIGN) * TILE_ALIGN
-    cols = -(-n // tn)
-    rows = -(-m // TILE_ROWS)
-    if rows * cols < threads:  # a narrow result: cut the rows instead
-        rows = min(m, -(-threads // cols))
-    tm = -(-m // rows)
-    rows = -(-m // tm)
-    return rows, cols, tm, tn
 
 
 def library() -> str:

@@ -24,13 +24,14 @@ i8 = np.int8
 DEVICE = njit(inline="always", error_model="numpy")
 '''
 
-GEMM_HEADER = f'''from numba import get_num_threads
-from tprules.codegen.blas import gemm, tile_plan  # {cpu_gemm.CORE}
+GEMM_HEADER = f'''from tprules.codegen.blas import gemm  # {cpu_gemm.CORE}
 '''
 
 
-def render(kernel: Kernel, gemm: bool = True) -> str:
-    """The kernel's source; `gemm`: matmul stages as BLAS tiles (else as plain loops)."""
+def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
+    """The kernel's source; `gemm`: matmul stages as BLAS tiles (else as plain loops);
+    `threads`: the threads of the chip that runs it (a parallel kernel when more than one
+    and the kernel is big enough to gain)."""
     src = Source()
     gemm = gemm and any(isinstance(s, MatmulStage) for s in kernel.stages)
     for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
@@ -38,14 +39,14 @@ def render(kernel: Kernel, gemm: bool = True) -> str:
     for line in HELPERS.splitlines():
         src.line(line)
     src.line()
-    parallel = kernel.work >= PARALLEL_WORK
+    parallel = threads > 1 and kernel.work >= PARALLEL_WORK
     src.line(f"@njit(parallel={parallel}, nogil=True, cache=True, error_model='numpy')")
     args = ", ".join(p.name for p in kernel.params)
     with src.block(f"def kernel({args}):"):
         for n, stage in enumerate(kernel.stages):
             src.line(f"# stage {n}: {type(stage).__name__}")
             if gemm and isinstance(stage, MatmulStage):
-                cpu_gemm.matmul(src, stage, kernel, parallel)
+                cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
             else:
                 RENDER[type(stage)](src, stage, kernel)
         src.line("return")

@@ -25,6 +25,31 @@ from .ir import Acc, Expr, Kernel, Load, MatmulStage, Transpose
 # must change it, so that kernels cached by Numba with the old one are compiled again.
 CORE = "tprules.codegen.blas 1"
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
+TILE_ROWS = 256  # rows of a tile at most: BLAS is efficient only on tall tiles
+TILE_COLS = 512  # columns of a tile at most: a tile of accumulators stays in the L2 cache
+TILE_ALIGN = 16  # tile widths are a multiple of this (whole vector registers)
+
+
+def tile_plan(m: int, n: int, threads: int) -> tuple[int, int, int, int]:
+    """(row tiles, column tiles, tile rows, tile columns) for an [m, n] result on `threads`
+    threads: tiles as tall as allowed (BLAS is fastest on tall blocks), the columns cut
+    into a multiple of the thread count so that every thread gets the same work.
+
+    >>> tile_plan(128, 2816, 2), tile_plan(128, 704, 1), tile_plan(8, 16, 2)
+    ((1, 6, 128, 480), (1, 2, 128, 352), (2, 1, 4, 16))
+    """
+    threads = max(1, threads)
+    cols = threads * -(-n // (threads * TILE_COLS))
+    cols = max(1, min(cols, -(-n // TILE_ALIGN)))
+    tn = -(-n // cols)
+    tn = -(-tn // TILE_ALIGN) * TILE_ALIGN
+    cols = -(-n // tn)
+    rows = -(-m // TILE_ROWS)
+    if rows * cols < threads:  # a narrow result: cut the rows instead
+        rows = min(m, -(-threads // cols))
+    tm = -(-m // rows)
+    rows = -(-m // tm)
+    return rows, cols, tm, tn
 
 
 def buffer_of(e: Expr, kernel: Kernel) -> tuple[str, bool] | None:
@@ -62,18 +87,20 @@ def direct_stores(stage: MatmulStage, kernel: Kernel) -> dict[int, str]:
     return out
 
 
-def matmul(src: Source, stage: MatmulStage, kernel: Kernel, parallel: bool) -> None:
+def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> None:
+    """`threads`: the chip's threads (the tiles are shared out over them when more than one)."""
     m, n, k = stage.m, stage.n, stage.k
+    parallel = threads > 1
     operands = []
     for mm in stage.matmuls:
         a = buffer_of(mm.a, kernel) or (materialize(src, mm.a, kernel, parallel), False)
         b = buffer_of(mm.b, kernel) or (materialize(src, mm.b, kernel, parallel), False)
         operands.append((a, (b[0], b[1] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
     direct = direct_stores(stage, kernel)
-    rows, cols, tm, tn, t, i0, j0, mb, nb = (src.fresh(s) for s in ("rows", "cols", "tm", "tn", "t", "i0", "j0",
-                                                                      "mb", "nb"))
-    src.line(f"{rows}, {cols}, {tm}, {tn} = tile_plan({m}, {n}, {'get_num_threads()' if parallel else 1})")
-    with src.block(f"for {t} in {'prange' if parallel else 'range'}({rows} * {cols}):"):
+    rows, cols, tm, tn = tile_plan(m, n, threads)
+    t, i0, j0, mb, nb = (src.fresh(s) for s in ("t", "i0", "j0", "mb", "nb"))
+    src.line(f"# {rows} x {cols} tiles of {tm} x {tn}")
+    with src.block(f"for {t} in {'prange' if parallel else 'range'}({rows * cols}):"):
         src.line(f"{i0} = ({t} // {cols}) * {tm}")
         src.line(f"{j0} = ({t} % {cols}) * {tn}")
         src.line(f"{mb} = min({tm}, {m} - {i0})")

@@ -79,7 +79,8 @@ class Prepared:
     """A plan lowered and compiled for a device, with its inputs and the reference: run it
     as often as wanted (`run`), then report on a run (`report`)."""
 
-    def __init__(self, prog: RunProgram, plan, device: str, progress=None, show_kernels=None, matmul: str = "auto"):
+    def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto"):
+        """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`."""
         from ..codegen import lower
         from .devices import get_device
         from .executor import Executor
@@ -89,8 +90,9 @@ class Prepared:
         self.prog = prog
         self.plan = plan
         groups = ordered_groups(plan, prog)
-        self.device = get_device(device, matmul)
+        self.device = get_device(device, matmul) if isinstance(device, str) else device
         self.kernels = [lower(g, prog) for g in groups]
+        self.device.for_chips(prog.chips)
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled = []
@@ -137,14 +139,17 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     each kernel's generated source; `matmul` (auto | library | own) picks the device's matmul
     core (runtime/devices/matmul.py).
     """
+    from .devices import get_device
+
     prog = prog or RunProgram.from_workspace(workspace)
+    dev = get_device(device, matmul)
     if baseline:
         plan = unfused(prog)
     elif plan is None:
         from ..planner import plan as make_plan
 
-        plan = make_plan(workspace)
-    prepared = Prepared(prog, plan, device, progress, show_kernels, matmul)
+        plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
+    prepared = Prepared(prog, plan, dev, progress, show_kernels)
     best = done = None
     for _ in range(max(1, repeat)):
         done = prepared.run(progress)

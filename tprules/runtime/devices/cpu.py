@@ -119,8 +119,16 @@ class CpuDevice(Device):
     name = "cpu"
 
     def __init__(self, matmul: str = "auto"):
+        import numba
+
         self._compiled: dict[str, object] = {}
         self.core = cpu_core(matmul)
+        self.machine = "cpu" if self.core.kind == "blas" else "cpu (own matmul loops)"
+        self.cores = numba.config.NUMBA_NUM_THREADS
+        self.threads = self.cores  # a chip's threads; set by for_chips
+
+    def for_chips(self, chips: int) -> None:
+        self.threads = thread_shares(self.cores, chips)[0][0]  # every chip gets the same share
 
     def describe(self) -> str:
         import numba
@@ -128,7 +136,7 @@ class CpuDevice(Device):
         return f"cpu (numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads; matmul: {self.core.library})"
 
     def compile(self, kernel) -> Compiled:
-        source = cpu.render(kernel, gemm=self.core.kind == "blas")
+        source = cpu.render(kernel, gemm=self.core.kind == "blas", threads=self.threads)
         fn = self._compiled.get(source)
         if fn is None:
             fn = cache.load(source, "cpu").kernel
@@ -137,9 +145,7 @@ class CpuDevice(Device):
         return CpuCompiled(kernel, source, fn)
 
     def queues(self, chips: int) -> list[Queue]:
-        import numba
-
-        shares, at_once = thread_shares(numba.config.NUMBA_NUM_THREADS, chips)
+        shares, at_once = thread_shares(self.cores, chips)
         slots = threading.BoundedSemaphore(at_once) if at_once is not None else None
         return [CpuQueue(c, n, slots) for c, n in enumerate(shares)]
 

@@ -140,6 +140,7 @@ class CudaDevice(Device):
         self.gpus = self._gpus()
         self._compiled: dict[str, object] = {}
         self.core = gpu_core(matmul, self.simulator)
+        self.machine = "gpu" if self.core.kind == "library" else "gpu (own tiles)"
 
     def _gpus(self) -> list:
         try:
