@@ -142,7 +142,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     from .devices import get_device
 
     prog = prog or RunProgram.from_workspace(workspace)
-    dev = get_device(device, matmul)
+    dev = get_device(device, matmul) if isinstance(device, str) else device  # a name, or a Device
     if baseline:
         plan = unfused(prog)
     elif plan is None:

@@ -118,17 +118,19 @@ class CpuCompiled(Compiled):
 class CpuDevice(Device):
     name = "cpu"
 
-    def __init__(self, matmul: str = "auto"):
+    def __init__(self, matmul: str = "auto", threads: int | None = None):
+        """`threads`: a fixed thread count for every chip (tests), instead of the cores' share."""
         import numba
 
         self._compiled: dict[str, object] = {}
+        self.fixed = threads
         self.core = cpu_core(matmul)
         self.machine = "cpu" if self.core.kind == "blas" else "cpu (own matmul loops)"
         self.cores = numba.config.NUMBA_NUM_THREADS
         self.threads = self.cores  # a chip's threads; set by for_chips
 
     def for_chips(self, chips: int) -> None:
-        self.threads = thread_shares(self.cores, chips)[0][0]  # every chip gets the same share
+        self.threads = self.fixed or thread_shares(self.cores, chips)[0][0]  # every chip gets the same share
 
     def describe(self) -> str:
         import numba
@@ -146,6 +148,8 @@ class CpuDevice(Device):
 
     def queues(self, chips: int) -> list[Queue]:
         shares, at_once = thread_shares(self.cores, chips)
+        if self.fixed:
+            shares = [self.fixed] * chips
         slots = threading.BoundedSemaphore(at_once) if at_once is not None else None
         return [CpuQueue(c, n, slots) for c, n in enumerate(shares)]
 
