@@ -99,7 +99,8 @@ class Kernels:
 class Statements:
     """The program run statement by statement by `step(statement, operands)`: numpy or torch."""
 
-    def __init__(self, prog, inputs, expected, kind: str):
+    def __init__(self, prog, inputs, expected, kind: str, gpu: bool = False):
+        """`gpu`: torch on the GPU (a device other than cpu)."""
         self.prog, self.expected = prog, expected
         self.out = prog.outputs[0]
         self.calls = len(prog.statements)
@@ -110,10 +111,13 @@ class Statements:
             return
         import torch
 
-        values = {t: torch.from_numpy(v.copy()) for t, v in inputs.items()}
+        values = {t: torch.from_numpy(v.copy()).to("cuda" if gpu else "cpu") for t, v in inputs.items()}
         program = torch_program(prog, self.out)
         fn = program if kind == "torch" else torch.compile(program)
-        self.fn = lambda: fn(values).numpy()
+        if gpu:
+            self.fn = lambda: fn(values).cpu().numpy()  # .cpu() waits for the GPU's work
+        else:
+            self.fn = lambda: fn(values).numpy()
         self.fn()  # the first call compiles (torch.compile) or warms up
 
     def run(self):
@@ -192,7 +196,7 @@ def bench_tp(args, tp: int, tmp: Path) -> list[dict]:
             elif name == "hand":
                 impls[name] = Kernels(prog, checked_plan(ws, prog, hand_groups(tp)), device)
             else:
-                impls[name] = Statements(prog, inputs, expected, name)
+                impls[name] = Statements(prog, inputs, expected, name, gpu=args.device == "cuda")
         except Exception as err:  # noqa: BLE001 - torch.compile needs a compiler toolchain; report and go on
             notes.append(f"{name}: not run ({type(err).__name__}: {' '.join(str(err).split())[:160]})")
     for impl in impls.values():
@@ -234,8 +238,9 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.impls) - set(IMPLS))
     if unknown:
         p.error(f"unknown implementations: {', '.join(unknown)}")
-    if args.device != "cpu":
-        args.impls = [i for i in args.impls if i in ("unfused", "planner", "hand")]
+    if args.device != "cpu":  # numpy has no GPU; torch runs on the GPU with cuda
+        args.impls = [i for i in args.impls if i in ("unfused", "planner", "hand")
+                      or (args.device == "cuda" and i in ("torch", "compile"))]
 
     from tprules.runtime.devices import get_device
 
