@@ -21,10 +21,16 @@ other load on a shared machine disturbs less than the wall time. Not a test: it 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+# Several thread pools share this process (Numba's and PyTorch's OpenMP threads, numpy's
+# OpenBLAS): an OpenMP pool that keeps spinning after its run would take the cores from the
+# next implementation of the round. Passive waiting hands them back (set before OpenMP loads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -247,7 +253,8 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     device = get_device(args.device, args.matmul)
     print(f"Llama layer: seq {args.seq}, hidden {args.hidden}, heads {args.heads}, ffn {args.ffn}, float32; "
-          f"device {device.describe()}; fastest of {args.repeat} interleaved runs each")
+          f"device {device.describe()}; fastest of {args.repeat} interleaved runs each; "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     _torch_note()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
