@@ -74,6 +74,16 @@ def test_run_takes_the_library_path_from_the_command_line(cli):
     assert status == 0 and "matmul: numpy standing in for cuBLAS" in out.splitlines()[0], err
 
 
+def test_the_json_report_says_which_core_ran_and_why(cli):
+    import json
+
+    status, out, _ = cli("run", FACTS / "megatron-mlp-tp2", "--device", "sim", "--format", "json")
+    assert status == 0 and json.loads(out)["matmul"] == {
+        "kind": "tiles", "library": "own shared-memory tiles", "reason": "the simulator runs our own kernels"}
+    status, out, _ = cli("run", FACTS / "megatron-mlp-tp2", "--matmul", "own", "--format", "json")
+    assert json.loads(out)["matmul"]["reason"] == "asked for (--matmul own)"
+
+
 # -- which core, and why ----------------------------------------------------------------
 
 MISSING = (("cupy", lambda: (False, "cannot be imported (No module named 'cupy')")),

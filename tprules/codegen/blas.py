@@ -93,7 +93,11 @@ def _find_controller():
     import os
 
     from numba.extending import get_cython_function_address
-    from threadpoolctl import ThreadpoolController
+
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # a declared dependency; without it the BLAS keeps its own threads
+        return None
 
     address = get_cython_function_address("scipy.linalg.cython_blas", "sgemm")
     path = _shared_object_of(ctypes, address)

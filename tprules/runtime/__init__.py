@@ -51,6 +51,7 @@ class RunReport:
     transfers: int
     moved_bytes: int
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # an output's device value
+    matmul: dict[str, str] = field(default_factory=dict)  # the device's matmul core: kind, library, reason
 
     @property
     def ok(self) -> bool:
@@ -72,7 +73,7 @@ class RunReport:
                 "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s,
                            "threads": c.threads} for c in self.chips],
                 "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,
-                "moved_bytes": self.moved_bytes}
+                "moved_bytes": self.moved_bytes, "matmul": self.matmul}
 
 
 class Prepared:
@@ -126,7 +127,12 @@ class Prepared:
         return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
                          len({c.source for c in self.compiled}), kinds, chips,
                          compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
-                         best.moved_bytes, values)
+                         best.moved_bytes, values, _core(self.device))
+
+
+def _core(device) -> dict[str, str]:
+    core = getattr(device, "core", None)
+    return {} if core is None else {"kind": core.kind, "library": core.library, "reason": core.reason}
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
