@@ -131,3 +131,13 @@ def test_the_report_says_how_many_threads_each_chip_got(cli):
     assert status == 0 and [c["threads"] for c in json.loads(out)["chips"]] == expected
     status, out, _ = cli("run", FACTS / "megatron-mlp-tp2")
     assert "threads" in out.splitlines()[3]
+
+
+@pytest.mark.parametrize("name", ["tprules.codegen.blas", "tprules.codegen.cpu_gemm", "tprules.codegen.cost",
+                                  "tprules.runtime.devices.cpu", "tprules.runtime.devices.matmul"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.failed == 0 and result.attempted > 0
