@@ -4,8 +4,8 @@
 
 For the Llama layer of bench_run.py on the cpu device: each fused group's kernel, and the
 unfused kernels of its members, are run alone on the buffers of a real run, with the
-chip's threads, the fastest of `--repeat` runs counting (processor time with one thread a
-chip, wall time with more); beside them the cost model's estimates (codegen/cost.py)
+chip's threads, the fastest of `--repeat` runs counting (processor time: of the thread
+with one thread a chip, of the process with more); beside them the cost model's estimates (codegen/cost.py)
 that made the planner fuse them. `parts/fused` above 1: the fusion is faster. Not a test.
 """
 
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         held = alone.run().held
         threads = device.threads
         numba.set_num_threads(threads)
-        clock = time.thread_time if threads == 1 else time.perf_counter
+        clock = time.thread_time if threads == 1 else time.process_time  # every thread's time, not the wait
         machine = MACHINES[device.machine]
 
         def timed(compiled, chip: int) -> float:
@@ -86,7 +86,8 @@ def main(argv=None) -> int:
 
         by_member = {c.kernel.members[0]: c for c in alone.compiled}
         print(f"Llama layer TP={args.tp} on {device.describe()}; each chip {threads} thread(s); fastest of "
-              f"{args.repeat} ({'processor' if threads == 1 else 'wall'} time), estimates for {machine.name}")
+              f"{args.repeat} (processor time of {'the thread' if threads == 1 else 'the process'}), estimates for "
+              f"{machine.name}")
         print(f"{'group':<34} {'kind':<18} {'fused':>9} {'parts':>9} {'parts/fused':>11} "
               f"{'est fused':>9} {'est parts':>9}")
         totals = [0.0, 0.0, 0.0, 0.0]
