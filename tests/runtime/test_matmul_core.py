@@ -141,3 +141,12 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_cpu_device_keeps_freed_memory_for_reuse():
+    import platform
+
+    from tprules.runtime.devices.cpu import reuse_freed_memory
+
+    CpuDevice()
+    assert reuse_freed_memory() == (platform.libc_ver()[0] == "glibc")
