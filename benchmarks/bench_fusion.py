@@ -1,10 +1,11 @@
 """Every fusion of the planner's plan against its parts: measured and estimated, group by group.
 
-    python benchmarks/bench_fusion.py [--tp 4] [--repeat 7] [--seq 128 --hidden 1024 ...]
+    python benchmarks/bench_fusion.py [--tp 4] [--repeat 15] [--seq 128 --hidden 1024 ...]
 
 For the Llama layer of bench_run.py on the cpu device: each fused group's kernel, and the
-unfused kernels of its members, are run alone on the buffers of a real run, with the
-chip's threads, the fastest of `--repeat` runs counting (processor time: of the thread
+unfused kernels of its members, are run alone on the inputs of a real run (fresh output
+buffers each time, as the executor gives each launch), with the
+chip's threads, in turns, the fastest of `--repeat` runs counting (processor time: of the thread
 with one thread a chip, of the process with more); beside them the cost model's estimates (codegen/cost.py)
 that made the planner fuse them. `parts/fused` above 1: the fusion is faster. Not a test.
 """
@@ -46,7 +47,7 @@ def buffers(kernel, held, chip: int) -> list:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
@@ -74,15 +75,23 @@ def main(argv=None) -> int:
         clock = time.thread_time if threads == 1 else time.process_time  # every thread's time, not the wait
         machine = MACHINES[device.machine]
 
-        def timed(compiled, chip: int) -> float:
-            bufs = buffers(compiled.kernel, held, chip)
-            compiled.fn(*bufs)
-            best = float("inf")
+        def once(kernels: list, chip: int) -> float:
+            """One run of `kernels` back to back (the parts of a fusion as one sum, so that the
+            fastest of several runs is not the sum of each part's luckiest run)."""
+            calls = [(c.fn, buffers(c.kernel, held, chip)) for c in kernels]  # fresh outputs, as each launch has
+            started = clock()
+            for fn, bufs in calls:
+                fn(*bufs)
+            return clock() - started
+
+        def timed(fused, parts: list, chip: int) -> tuple[float, float]:
+            """The fastest run of the fused kernel and of its parts, taking turns (load hits both alike)."""
+            once([fused], chip), once(parts, chip)  # warm up
+            best_fused = best_parts = float("inf")
             for _ in range(args.repeat):
-                started = clock()
-                compiled.fn(*bufs)
-                best = min(best, clock() - started)
-            return best
+                best_fused = min(best_fused, once([fused], chip))
+                best_parts = min(best_parts, once(parts, chip))
+            return best_fused, best_parts
 
         by_member = {c.kernel.members[0]: c for c in alone.compiled}
         print(f"Llama layer TP={args.tp} on {device.describe()}; each chip {threads} thread(s); fastest of "
@@ -96,8 +105,7 @@ def main(argv=None) -> int:
             if len(k.members) == 1 or (args.tp > 1 and not k.members[0].endswith("_0") and k.place != "spine"):
                 continue  # one chip's fusions stand for all
             chip = chips_of(k, prog.chips)[0]
-            fused = timed(compiled, chip)
-            parts = sum(timed(by_member[m], chip) for m in k.members)
+            fused, parts = timed(compiled, [by_member[m] for m in k.members], chip)
             est_f = machine.seconds(estimate(k, machine))
             est_p = sum(machine.seconds(estimate(by_member[m].kernel, machine)) for m in k.members)
             for i, v in enumerate((fused, parts, est_f, est_p)):

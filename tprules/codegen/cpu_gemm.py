@@ -30,16 +30,18 @@ TILE_COLS = 512  # columns of a tile at most: a tile of accumulators stays in th
 TILE_ALIGN = 16  # tile widths are a multiple of this (whole vector registers)
 
 
-def tile_plan(m: int, n: int, threads: int) -> tuple[int, int, int, int]:
+def tile_plan(m: int, n: int, threads: int, accumulators: int = 1) -> tuple[int, int, int, int]:
     """(row tiles, column tiles, tile rows, tile columns) for an [m, n] result on `threads`
     threads: tiles as tall as allowed (BLAS is fastest on tall blocks), the columns cut
-    into a multiple of the thread count so that every thread gets the same work.
+    into a multiple of the thread count so that every thread gets the same work, and
+    narrower when several matmuls' `accumulators` must stay in cache together.
 
-    >>> tile_plan(128, 2816, 2), tile_plan(128, 704, 1), tile_plan(8, 16, 2)
-    ((1, 6, 128, 480), (1, 2, 128, 352), (2, 1, 4, 16))
+    >>> tile_plan(128, 2816, 2), tile_plan(128, 704, 1), tile_plan(8, 16, 2), tile_plan(128, 704, 1, 2)
+    ((1, 6, 128, 480), (1, 2, 128, 352), (2, 1, 4, 16), (1, 3, 128, 240))
     """
     threads = max(1, threads)
-    cols = threads * -(-n // (threads * TILE_COLS))
+    widest = max(4 * TILE_ALIGN, TILE_COLS // max(1, accumulators))
+    cols = threads * -(-n // (threads * widest))
     cols = max(1, min(cols, -(-n // TILE_ALIGN)))
     tn = -(-n // cols)
     tn = -(-tn // TILE_ALIGN) * TILE_ALIGN
@@ -97,7 +99,7 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
         b = buffer_of(mm.b, kernel) or (materialize(src, mm.b, kernel, parallel), False)
         operands.append((a, (b[0], b[1] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
     direct = direct_stores(stage, kernel)
-    rows, cols, tm, tn = tile_plan(m, n, threads)
+    rows, cols, tm, tn = tile_plan(m, n, threads, len(stage.matmuls))
     t, i0, j0, mb, nb = (src.fresh(s) for s in ("t", "i0", "j0", "mb", "nb"))
     src.line(f"# {rows} x {cols} tiles of {tm} x {tn}")
     with src.block(f"for {t} in {'prange' if parallel else 'range'}({rows * cols}):"):
@@ -119,19 +121,29 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
                      f"{c}, {c_off}, {ldc})")
         epilogue = [st for st in stage.stores
                     if not (isinstance(st.value, Acc) and direct.get(st.value.index) == st.param)]
-        if not epilogue:
-            return
-        i, j, ii, jj = (src.fresh(s) for s in ("i", "j", "ii", "jj"))
+        # a transposed store walks the tile column by column, so that it writes whole rows
+        # of its output (row by row it would write one element a cache line)
+        for flip, order in ((False, "rows"), (True, "columns")):
+            stores = [st for st in epilogue if st.flip == flip]
+            if stores:
+                _epilogue(src, stores, kernel, accs, direct, (i0, j0, mb, nb), order)
 
-        def acc(index: int) -> str:  # the epilogue reads a result where BLAS left it
-            return f"{accs[index]}[{ii}, {jj}]" if index in direct else f"{accs[index]}[{i}, {j}]"
 
-        with src.block(f"for {i} in range({mb}):"):
-            src.line(f"{ii} = {i0} + {i}")
-            with src.block(f"for {j} in range({nb}):"):
-                src.line(f"{jj} = {j0} + {j}")
-                scope = Scope(src, acc=acc)
-                for st in epilogue:
-                    v = scope.at(st.value, (ii, jj))
-                    where = (jj, ii) if st.flip else (ii, jj)
-                    src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")
+def _epilogue(src: Source, stores: list, kernel: Kernel, accs: dict, direct: dict, tile: tuple, order: str) -> None:
+    """Loops over a tile evaluating and writing `stores`; `order`: rows (i outer) or columns."""
+    i0, j0, mb, nb = tile
+    i, j, ii, jj = (src.fresh(s) for s in ("i", "j", "ii", "jj"))
+
+    def acc(index: int) -> str:  # the epilogue reads a result where BLAS left it
+        return f"{accs[index]}[{ii}, {jj}]" if index in direct else f"{accs[index]}[{i}, {j}]"
+
+    outer, inner = ((i, mb, ii, i0), (j, nb, jj, j0)) if order == "rows" else ((j, nb, jj, j0), (i, mb, ii, i0))
+    with src.block(f"for {outer[0]} in range({outer[1]}):"):
+        src.line(f"{outer[2]} = {outer[3]} + {outer[0]}")
+        with src.block(f"for {inner[0]} in range({inner[1]}):"):
+            src.line(f"{inner[2]} = {inner[3]} + {inner[0]}")
+            scope = Scope(src, acc=acc)
+            for st in stores:
+                v = scope.at(st.value, (ii, jj))
+                where = (jj, ii) if st.flip else (ii, jj)
+                src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")
