@@ -19,12 +19,12 @@ into the output buffer; the epilogue reads it from there.
 from __future__ import annotations
 
 from .emit import Scope, Source, store_cast, subscript
-from .ir import Acc, Expr, Kernel, Load, MatmulStage, Transpose
+from .extern import buffer_of, direct_stores
+from .ir import Acc, Expr, Kernel, MatmulStage
 
 # In the header of every kernel that calls the BLAS core: a new version of codegen/blas.py
 # must change it, so that kernels cached by Numba with the old one are compiled again.
 CORE = "tprules.codegen.blas 1"
-FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
 TILE_ROWS = 256  # rows of a tile at most: BLAS is efficient only on tall tiles
 TILE_COLS = 512  # columns of a tile at most: a tile of accumulators stays in the L2 cache
 TILE_ALIGN = 16  # tile widths are a multiple of this (whole vector registers)
@@ -54,18 +54,6 @@ def tile_plan(m: int, n: int, threads: int, accumulators: int = 1) -> tuple[int,
     return rows, cols, tm, tn
 
 
-def buffer_of(e: Expr, kernel: Kernel) -> tuple[str, bool] | None:
-    """(parameter, transposed) when `e` is a float32 buffer as it lies, or its transpose."""
-    flipped = False
-    if isinstance(e, Transpose):
-        if not isinstance(e.arg, Load) or kernel.param(e.arg.param).dtype != e.dtype:
-            return None  # a transpose that also converts (e.g. f32 to bf16) is computed
-        e, flipped = e.arg, True
-    if isinstance(e, Load) and kernel.param(e.param).dtype in FLOAT_BUFFERS and len(e.shape) == 2:
-        return e.param, flipped
-    return None
-
-
 def materialize(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> str:
     """Compute `e` over its shape into a new float32 buffer; returns the buffer's name."""
     rows, cols = e.shape
@@ -75,18 +63,6 @@ def materialize(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> str:
         with src.block(f"for {c} in range({cols}):"):
             src.line(f"{name}[{r}, {c}] = {Scope(src).at(e, (r, c))}")
     return name
-
-
-def direct_stores(stage: MatmulStage, kernel: Kernel) -> dict[int, str]:
-    """Matmul number → the output parameter BLAS writes its result into directly."""
-    out: dict[int, str] = {}
-    for st in stage.stores:
-        v = st.value
-        p = kernel.param(st.param)
-        if (isinstance(v, Acc) and v.dtype == "f32" and not st.flip and p.dtype == "f32"
-                and p.shape == (stage.m, stage.n) and v.index not in out and st.param not in out.values()):
-            out[v.index] = st.param
-    return out
 
 
 def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> None:

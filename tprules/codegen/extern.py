@@ -10,7 +10,8 @@ becomes a `Gemm` stage the device hands to the library, between stages our kerne
 3. a pointwise stage for the other stores (the fused epilogue), reading the results.
 
 The other stages are left as they are. The kernel's parameters grow by the scratch
-buffers; the executor allocates them like any other.
+buffers; the executor allocates them like any other. `buffer_of` and `direct_stores`
+(what a library reads and writes as it lies) serve the CPU's BLAS core too (cpu_gemm.py).
 
 >>> # see tests/runtime/test_library_matmul.py for the stages of the usual groups
 """
@@ -19,8 +20,33 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
-from .cpu_gemm import buffer_of
-from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Store
+from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Store, Transpose
+
+FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
+
+
+def buffer_of(e: Expr, kernel: Kernel) -> tuple[str, bool] | None:
+    """(parameter, transposed) when `e` is a float32 buffer as it lies, or its transpose."""
+    flipped = False
+    if isinstance(e, Transpose):
+        if not isinstance(e.arg, Load) or kernel.param(e.arg.param).dtype != e.dtype:
+            return None  # a transpose that also converts (e.g. f32 to bf16) is computed
+        e, flipped = e.arg, True
+    if isinstance(e, Load) and kernel.param(e.param).dtype in FLOAT_BUFFERS and len(e.shape) == 2:
+        return e.param, flipped
+    return None
+
+
+def direct_stores(stage: MatmulStage, kernel: Kernel) -> dict[int, str]:
+    """Matmul number → the output parameter the library writes its result into directly."""
+    out: dict[int, str] = {}
+    for st in stage.stores:
+        v = st.value
+        p = kernel.param(st.param)
+        if (isinstance(v, Acc) and v.dtype == "f32" and not st.flip and p.dtype == "f32"
+                and p.shape == (stage.m, stage.n) and v.index not in out and st.param not in out.values()):
+            out[v.index] = st.param
+    return out
 
 
 def split_matmuls(kernel: Kernel) -> Kernel:
@@ -54,12 +80,7 @@ def _split(stage: MatmulStage, kernel: Kernel, params: list[Param]) -> list:
         prologue.setdefault(e.shape, []).append(Store(name, e))
         return name, False
 
-    direct: dict[int, str] = {}
-    for st in stage.stores:
-        v, p = st.value, kernel.param(st.param)
-        if (isinstance(v, Acc) and v.dtype == "f32" and not st.flip and p.dtype == "f32"
-                and p.shape == (stage.m, stage.n) and v.index not in direct and st.param not in direct.values()):
-            direct[v.index] = st.param
+    direct = direct_stores(stage, kernel)
     gemms, results = [], {}
     for index, mm in enumerate(stage.matmuls):
         a, ta = operand(mm.a)
