@@ -1,27 +1,42 @@
-"""Fused against unfused: one Llama decoder layer, tensor-parallel, run by `tprules run`'s engine.
+"""`tprules run` against what a user would run instead: one Llama decoder layer, tensor-parallel.
 
-    python benchmarks/bench_run.py [--device cpu|cuda|sim] [--repeat 3] [--tp 4 --seq 128 --hidden 1024 ...]
+    python benchmarks/bench_run.py [--tp 1,2,4] [--repeat 10] [--impls unfused,planner,numpy,torch,compile]
+                                   [--device cpu|cuda|sim] [--matmul auto|library|own] [--seq 128 --hidden 1024 ...]
 
-Plans compared, each compiled, run once to warm up, then run in `--repeat` rounds over
-all plans (the fastest run of each counts):
-- unfused: one kernel per statement (the baseline);
-- planner: `tprules.planner.plan` (the fusion optimizer under the project's rules);
-- hand: the usual fusions of a Llama layer, written out here and each checked legal by
-  the rules first (a refused one is left unfused and named).
-Every run is checked against the numpy reference. Not a test: it prints figures.
+At each TP, in the same process and in interleaved rounds (each round runs every
+implementation once, so drift in the machine's speed hits all alike; the fastest run of
+each counts):
+- unfused: `tprules run --unfused`, one kernel per statement;
+- planner: `tprules run`, the planner's plan for the device (its cost model's estimate
+  of the kernels' time is printed beside the measurement);
+- hand: the usual fusions of a layer, each checked legal by the rules first;
+- numpy: the program statement by statement, one numpy call each (tprules' reference);
+- torch: PyTorch eager, one torch call per statement, on torch's own threads;
+- compile: the same function through torch.compile (inductor), when it works here.
+Every implementation's output is checked against the reference. FLOPs are the matmuls'
+(2 m n k each). `cpu` is the process's processor time during the best run's kernels, which
+other load on a shared machine disturbs less than the wall time. Not a test: it prints figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+# Several thread pools share this process (Numba's and PyTorch's OpenMP threads, numpy's
+# OpenBLAS): an OpenMP pool that keeps spinning after its run would take the cores from the
+# next implementation of the round. Passive waiting hands them back (set before OpenMP loads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "facts"))
+
+IMPLS = ("unfused", "planner", "hand", "numpy", "torch", "compile")
 
 
 def hand_groups(tp: int) -> list[list[str]]:
@@ -51,82 +66,232 @@ def checked_plan(ws, prog, groups):
     return Plan(prog.shim, tuple(out))
 
 
+def matmul_flops(prog) -> float:
+    total = 0.0
+    for s in prog.statements:
+        if s.cls == "matmul":
+            (m, k), n = prog.tensors[s.reads[0]].shape, prog.tensors[s.writes].shape[1]
+            total += 2.0 * m * n * k
+    return total
+
+
+def estimated_seconds(ready, machine: str) -> float:
+    """The cost model's estimate of the kernels' time, added up over the chips that run them."""
+    from tprules.codegen.cost import MACHINES, estimate
+    from tprules.runtime.executor import chips_of
+
+    m = MACHINES[machine]
+    return sum(m.seconds(estimate(k, m)) * len(chips_of(k, ready.prog.chips)) for k in ready.kernels)
+
+
+class Kernels:
+    """A tprules plan, prepared once; a run is one execution of all its kernels."""
+
+    def __init__(self, prog, plan, device):
+        from tprules.runtime import Prepared
+
+        self.ready = Prepared(prog, plan, device)
+        self.calls = len(self.ready.kernels)
+
+    def run(self):
+        done = self.ready.run()
+        return done.seconds, done.process_cpu, done
+
+    def check(self, done) -> tuple[bool, float]:
+        r = self.ready.report(done)
+        return r.ok, r.max_rel_err
+
+
+class Statements:
+    """The program run statement by statement by `step(statement, operands)`: numpy or torch."""
+
+    def __init__(self, prog, inputs, expected, kind: str, gpu: bool = False):
+        """`gpu`: torch on the GPU (a device other than cpu)."""
+        self.prog, self.expected = prog, expected
+        self.out = prog.outputs[0]
+        self.calls = len(prog.statements)
+        if kind == "numpy":
+            from tprules.runtime.reference import reference
+
+            self.fn = lambda: reference(prog, inputs).get(self.out)
+            return
+        import torch
+
+        values = {t: torch.from_numpy(v.copy()).to("cuda" if gpu else "cpu") for t, v in inputs.items()}
+        program = torch_program(prog, self.out)
+        fn = program if kind == "torch" else torch.compile(program)
+        if gpu:
+            self.fn = lambda: fn(values).cpu().numpy()  # .cpu() waits for the GPU's work
+        else:
+            self.fn = lambda: fn(values).numpy()
+        self.fn()  # the first call compiles (torch.compile) or warms up
+
+    def run(self):
+        started, cpu = time.perf_counter(), time.process_time()
+        value = self.fn()
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return seconds, cpu, value
+
+    def check(self, value) -> tuple[bool, float]:
+        import numpy as np
+
+        ref = self.expected.get(self.out)
+        err = float(np.max(np.abs(value - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
+        return err <= 1e-4, err
+
+
+def torch_program(prog, out: str):
+    """A function of the input tensors that runs the program one torch call per statement."""
+    import torch
+
+    def matmul(s, a, b):
+        return a @ (b.T if s.attr("transpose_b") == "1" else b)
+
+    def rmsnorm(s, x, w):
+        return x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + float(s.attr("eps", "1e-6"))) * w
+
+    calls = {
+        "matmul": matmul, "rmsnorm": rmsnorm,
+        "add": lambda s, a, b: a + b, "mul": lambda s, a, b: a * b, "sub": lambda s, a, b: a - b,
+        "silu": lambda s, x: torch.nn.functional.silu(x), "softmax": lambda s, x: torch.softmax(x, dim=-1),
+        "scale": lambda s, x: x * float(s.attr("factor")), "transpose": lambda s, x: x.T,
+        "sum": lambda s, *xs: sum(xs[1:], xs[0]),
+    }
+    steps = [(s, calls["sum" if s.fold else s.cls]) for s in prog.statements]
+
+    def program(values):
+        values = dict(values)
+        for s, call in steps:
+            values[s.writes] = call(s, *(values[t] for t in s.reads))
+        return values[out]
+
+    return program
+
+
+def build(args, tp: int, tmp: Path):
+    from generate import llama_layer
+
+    from tprules.runtime import RunProgram
+    from tprules.workspace import Workspace
+
+    b = llama_layer(tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
+    b.facts["member"].clear()
+    ws = Workspace(b.write(tmp / f"llama-tp{tp}"))
+    return ws, RunProgram.from_workspace(ws)
+
+
+def bench_tp(args, tp: int, tmp: Path) -> list[dict]:
+    from tprules.planner import plan as make_plan
+    from tprules.runtime.devices import get_device
+    from tprules.runtime.groups import unfused
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
+
+    ws, prog = build(args, tp, tmp)
+    device = get_device(args.device, args.matmul)
+    inputs = program_inputs(prog)
+    expected = reference(prog, inputs)
+    impls: dict[str, object] = {}
+    notes = []
+    for name in args.impls:
+        try:
+            if name == "unfused":
+                impls[name] = Kernels(prog, unfused(prog), device)
+            elif name == "planner":
+                impls[name] = Kernels(prog, make_plan(ws, machine=device.machine), device)
+            elif name == "hand":
+                impls[name] = Kernels(prog, checked_plan(ws, prog, hand_groups(tp)), device)
+            else:
+                impls[name] = Statements(prog, inputs, expected, name, gpu=args.device == "cuda")
+        except Exception as err:  # noqa: BLE001 - torch.compile needs a compiler toolchain; report and go on
+            notes.append(f"{name}: not run ({type(err).__name__}: {' '.join(str(err).split())[:160]})")
+    for impl in impls.values():
+        impl.run()  # warm up: first launches, thread pools, module loads
+    best: dict[str, tuple] = {}
+    for _ in range(args.repeat):  # rounds over the implementations
+        for name, impl in impls.items():
+            seconds, cpu, result = impl.run()
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, best.get(name, (0, float("inf")))[1], result)
+            best[name] = (best[name][0], min(best[name][1], cpu), best[name][2])
+    flops = matmul_flops(prog)
+    rows = []
+    for name, impl in impls.items():
+        seconds, cpu, result = best[name]
+        ok, err = impl.check(result)
+        est = estimated_seconds(impl.ready, device.machine) if isinstance(impl, Kernels) else None
+        rows.append({"tp": tp, "impl": name, "calls": impl.calls, "wall": seconds, "cpu": cpu, "est": est,
+                     "gflops": flops / seconds / 1e9, "ok": ok, "err": err})
+    for note in notes:
+        print(f"  TP={tp} {note}")
+    return rows
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="fused vs unfused run of a Llama layer")
+    p = argparse.ArgumentParser(description="tprules run against numpy and PyTorch on a Llama layer")
     p.add_argument("--device", default="cpu", choices=("cpu", "sim", "cuda"))
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--tp", type=int, default=4)
+    p.add_argument("--matmul", default="auto", choices=("auto", "library", "own"))
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--tp", default="1,2,4", help="comma-separated chip counts")
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--ffn", type=int, default=2816)
-    p.add_argument("--plans", default="unfused,planner,hand", help="comma-separated: unfused, planner, hand")
+    p.add_argument("--impls", default="unfused,planner,numpy,torch,compile",
+                   help=f"comma-separated, of: {', '.join(IMPLS)}")
     args = p.parse_args(argv)
+    args.impls = [i for i in args.impls.split(",") if i]
+    unknown = sorted(set(args.impls) - set(IMPLS))
+    if unknown:
+        p.error(f"unknown implementations: {', '.join(unknown)}")
+    if args.device != "cpu":  # numpy has no GPU; torch runs on the GPU with cuda
+        args.impls = [i for i in args.impls if i in ("unfused", "planner", "hand")
+                      or (args.device == "cuda" and i in ("torch", "compile"))]
 
-    from generate import llama_layer
+    from tprules.runtime.devices import get_device
 
-    from tprules.planner import plan as make_plan
-    from tprules.runtime import Prepared, RunProgram
-    from tprules.runtime.groups import unfused
-    from tprules.workspace import Workspace
-
+    started = time.perf_counter()
+    device = get_device(args.device, args.matmul)
+    print(f"Llama layer: seq {args.seq}, hidden {args.hidden}, heads {args.heads}, ffn {args.ffn}, float32; "
+          f"device {device.describe()}; fastest of {args.repeat} interleaved runs each; "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    _torch_note()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        b = llama_layer(args.tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
-        b.facts["member"].clear()
-        ws = Workspace(b.write(Path(tmp) / "llama"))
-        prog = RunProgram.from_workspace(ws)
-        print(f"Llama layer: TP={args.tp}, seq {args.seq}, hidden {args.hidden}, heads {args.heads}, "
-              f"ffn {args.ffn}; {len(prog.statements)} statements; shim {prog.shim}; device {args.device}")
-        plans = {"unfused": lambda: unfused(prog), "planner": lambda: make_plan(ws),
-                 "hand": lambda: checked_plan(ws, prog, hand_groups(args.tp))}
-        names = args.plans.split(",")
-        prepared = {name: Prepared(prog, plans[name](), args.device) for name in names}
-        for ready in prepared.values():
-            ready.run()  # warm up: first launches, thread pools, module loads
-        best: dict[str, object] = {}
-        busy: dict[str, float] = {}
-        for _ in range(args.repeat):  # rounds over the plans, so drift in the machine's speed hits all alike
-            for name, ready in prepared.items():
-                done = ready.run()
-                if name not in best or done.seconds < best[name].seconds:
-                    best[name] = done
-                cpu = list(done.cpu.values())
-                spent = sum(cpu) if cpu and None not in cpu else sum(done.busy.values())
-                busy[name] = min(busy.get(name, float("inf")), spent)
-        rows = []
-        for name, ready in prepared.items():
-            r = ready.report(best[name])
-            launches = sum(c.launches for c in r.chips)
-            rows.append((name, r.groups, r.kernels, launches, written(ready, prog), r.compile_s, r.run_s, busy[name],
-                         r.max_rel_err, r.ok, r.device))
-        base = next((row for row in rows if row[0] == "unfused"), None)
-        print(f"device: {rows[0][10]}; fastest of {args.repeat} runs each; setup {time.perf_counter() - started:.1f} s")
-        print(f"{'plan':<8} {'groups':>6} {'kernels':>7} {'launches':>8} {'written':>9} {'compile':>8} "
-              f"{'run (wall)':>16} {'kernel time':>17} {'max rel err':>11}  check")
-        for name, groups, kernels, launches, stored, compile_s, run_s, busy_s, err, ok, _ in rows:
-            wall = f"{run_s * 1e3:.1f}ms" + (f" {base[6] / run_s:.2f}x" if base else "")
-            kernel = f"{busy_s * 1e3:.1f}ms" + (f" {base[7] / busy_s:.2f}x" if base else "")
-            print(f"{name:<8} {groups:>6} {kernels:>7} {launches:>8} {stored / 2 ** 20:>6.1f}MiB {compile_s:>7.1f}s "
-                  f"{wall:>16} {kernel:>17} {err:>11.2g}  {'ok' if ok else 'MISMATCH'}")
-        print("written: bytes the kernels store per run; kernel time: the chips' kernel times added up "
-              "(processor time on cpu when each chip has one thread, so other load on the machine counts less)")
-        return 0 if all(row[9] for row in rows) else 1
+        for tp in [int(t) for t in args.tp.split(",")]:
+            rows += bench_tp(args, tp, Path(tmp))
+    print_table(rows)
+    print(f"(setup and runs: {time.perf_counter() - started:.0f} s)")
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
-def written(ready, prog) -> int:
-    """Bytes the kernels write to memory in one run (outputs and scratch, on every chip that
-    runs them): what fusion saves, whatever the machine's load."""
-    from math import prod
+def _torch_note() -> None:
+    try:
+        import torch
 
-    from tprules.runtime.executor import chips_of
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    except ImportError:
+        print("torch: not installed (torch and compile columns skipped)")
 
-    total = 0
-    for k in ready.kernels:
-        per_run = sum(prod(p.buffer_shape) * (1 if p.dtype == "i8" else 4)  # f16, bf16 are kept as f32
-                      for p in k.params if p.role in ("out", "scratch"))
-        total += per_run * len(chips_of(k, prog.chips))
-    return total
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'TP':>2}  {'implementation':<14} {'calls':>5} {'wall':>9} {'GFLOP/s':>8} {'vs torch':>8} "
+          f"{'vs unfused':>10} {'cpu':>9} {'estimate':>9}  check")
+    for tp in sorted({r["tp"] for r in rows}):
+        at = {r["impl"]: r for r in rows if r["tp"] == tp}
+        for r in at.values():
+            torch_wall = at["torch"]["wall"] if "torch" in at else None
+            unfused = at.get("unfused")
+            vs_torch = f"{r['wall'] / torch_wall:.2f}x" if torch_wall else "-"
+            vs_unfused = (f"{unfused['wall'] / r['wall']:.2f}x" if unfused and r["impl"] in ("planner", "hand", "unfused")
+                          else "-")
+            est = f"{r['est'] * 1e3:.1f}ms" if r["est"] is not None else "-"
+            print(f"{tp:>2}  {r['impl']:<14} {r['calls']:>5} {r['wall'] * 1e3:>7.1f}ms {r['gflops']:>8.1f} {vs_torch:>8} "
+                  f"{vs_unfused:>10} {r['cpu'] * 1e3:>7.1f}ms {est:>9}  {'ok' if r['ok'] else 'MISMATCH'} "
+                  f"({r['err']:.1g})")
+    print("calls: kernels (tprules) or library calls (one per statement); vs torch: wall / PyTorch eager's; "
+          "vs unfused: unfused wall / this wall (above 1: faster); cpu: process time while it ran; "
+          "estimate: the cost model's kernel time, added up over the chips")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@ against unfused with `--device cuda`. One short run (a few minutes, mostly compi
 
     python benchmarks/gpu_check.py [--json results.json] [--repeat 20] [--skip-bench]
 
-Checks, each against the numpy reference:
+Checks, each against the numpy reference, with our own matmul tiles (`--matmul own`) and,
+when a GPU matmul library is present (cuBLAS through CuPy or PyTorch), with the library
+path too (`--matmul library`: matmul stages split around the library's gemm):
 1. every example under facts/, unfused and as the planner plans it;
 2. every hand-made fused plan of tests/data/runtime/fused/ (every stage kind: matmul
    prologue and epilogue, sibling matmuls, row ops with neighbours, two-pass int8 reads,
    multi-stage groups; the fused-fold cases must mismatch);
-3. the Llama-layer benchmark (benchmarks/bench_run.py) with --device cuda.
+3. the Llama-layer benchmark (benchmarks/bench_run.py --device cuda) at TP 1, 2, 4 with
+   each matmul core, beside PyTorch eager on the GPU when torch sees one.
 Exit 0 when everything matched as expected. Run it with NUMBA_ENABLE_CUDASIM unset.
 """
 
@@ -42,6 +45,7 @@ def environment(device_name: str) -> dict:
     except Exception:  # noqa: BLE001 - informative only
         info["numba_cuda"] = "?"
     info["device"] = device.describe()
+    info["matmul"] = {"library": device.core.library, "reason": device.core.reason, "kind": device.core.kind}
     try:
         from numba import cuda
 
@@ -91,17 +95,21 @@ def main(argv=None) -> int:
     results: list[dict] = []
     examples = sorted(p.name for p in (ROOT / "facts").iterdir() if (p / "op.facts").exists())
     loaded = {}
-    for name in examples:
-        ws = Workspace(ROOT / "facts" / name)
-        prog = RunProgram.from_workspace(ws)
-        loaded[name] = (ws, prog)
-        check(f"{name} unfused", lambda: execute(ws, unfused(prog), device=args.device, prog=prog), True, results)
-        check(f"{name} planned", lambda: execute(ws, make_plan(ws), device=args.device, prog=prog), True, results)
-    for case_name, case in cases().items():
-        ws, prog = loaded[case["program"]]
-        plan = fused_plan(prog, case["groups"])
-        check(f"fused {case_name}", lambda: execute(ws, plan, device=args.device, prog=prog), case["matches_reference"],
-              results)
+    cores = ["own"] + (["library"] if info["matmul"]["kind"] == "library" else [])
+    for core in cores:
+        for name in examples:
+            ws = Workspace(ROOT / "facts" / name)
+            prog = RunProgram.from_workspace(ws)
+            loaded[name] = (ws, prog)
+            check(f"{name} unfused [{core}]",
+                  lambda: execute(ws, unfused(prog), device=args.device, prog=prog, matmul=core), True, results)
+            check(f"{name} planned [{core}]",
+                  lambda: execute(ws, make_plan(ws), device=args.device, prog=prog, matmul=core), True, results)
+        for case_name, case in cases().items():
+            ws, prog = loaded[case["program"]]
+            plan = fused_plan(prog, case["groups"])
+            check(f"fused {case_name} [{core}]", lambda: execute(ws, plan, device=args.device, prog=prog, matmul=core),
+                  case["matches_reference"], results)
     bench = None
     if not args.skip_bench:
         import io
@@ -109,12 +117,15 @@ def main(argv=None) -> int:
 
         import bench_run
 
-        out = io.StringIO()
-        with redirect_stdout(out):
-            status = bench_run.main(["--device", args.device, "--repeat", str(args.repeat)])
-        bench = out.getvalue()
-        print(bench, end="")
-        results.append({"check": f"bench_run --device {args.device}", "passed": status == 0, "output": bench})
+        for core in cores:
+            out = io.StringIO()
+            with redirect_stdout(out):
+                status = bench_run.main(["--device", args.device, "--repeat", str(args.repeat), "--matmul", core,
+                                         "--impls", "unfused,planner,torch"])
+            bench = out.getvalue()
+            print(bench, end="")
+            results.append({"check": f"bench_run --device {args.device} --matmul {core}", "passed": status == 0,
+                            "output": bench})
     failed = [r["check"] for r in results if not r["passed"]]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed in {time.perf_counter() - started:.0f} s")
     if args.json:

@@ -7,6 +7,8 @@
 # driver, "numba-cuda[cu13]" on CUDA 13), networkx, rich and lark. A package missing there
 # can travel as wheels in .whl/ at the repository's root (see docs/runtime.md); they are
 # installed into /tmp/tprules-site first. Writes OUT_DIR/gpu_check.json and the log there.
+# The library matmul path (cuBLAS) is checked and timed when CuPy or a CUDA build of PyTorch
+# imports and sees the GPU (gpu_check.json's environment says which core ran, and why).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -21,6 +23,7 @@ unset NUMBA_ENABLE_CUDASIM
 export PYTHONUNBUFFERED=1
 export TPRULES_CACHE_DIR=${TPRULES_CACHE_DIR:-/tmp/tprules-cache}
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not found"
+$PY -c "from tprules.runtime.devices.gemm_providers import PROBES; [print('matmul library', n + ':', p()) for n, p in PROBES]"
 $PY -c "import numba, numba_cuda, numpy, networkx, rich, lark" || { echo "missing Python packages (see above)"; exit 2; }
 $PY benchmarks/ptx_check.py --cc 9.0 > "$OUT_DIR/ptx_check.log" 2>&1; echo "ptx_check: exit $? ($(tail -1 "$OUT_DIR/ptx_check.log"))"
 $PY benchmarks/gpu_check.py --json "$OUT_DIR/gpu_check.json" "$@" 2>&1 | tee "$OUT_DIR/gpu_check.log"

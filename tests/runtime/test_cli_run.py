@@ -145,7 +145,7 @@ def test_a_mismatch_exits_1_and_says_which_output(cli, monkeypatch):
     from plans import fused_plan
 
     _, prog = example("megatron-mlp-tp2")
-    monkeypatch.setattr(tprules.planner, "plan", lambda ws: fused_plan(prog, [["allreduce", "bias", "residual"]]))
+    monkeypatch.setattr(tprules.planner, "plan", lambda ws, **_: fused_plan(prog, [["allreduce", "bias", "residual"]]))
     status, out, err = cli("run", FACTS / "megatron-mlp-tp2")
     assert status == 1 and err == ""
     (row,) = [line.split() for line in out.splitlines() if line.split()[:1] == ["out"]]

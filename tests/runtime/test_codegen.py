@@ -100,8 +100,9 @@ def big_matmul(tmp_path, n: int) -> Workspace:
 @pytest.mark.parametrize("n, parallel", [(8, False), (64, True)])
 def test_cpu_kernels_use_threads_only_when_big(tmp_path, n, parallel):
     prog = RunProgram.from_workspace(big_matmul(tmp_path, n))
-    source = cpu.render(lower(unfused(prog).groups[0], prog))
-    assert f"parallel={parallel}" in source
+    kernel = lower(unfused(prog).groups[0], prog)
+    assert f"parallel={parallel}" in cpu.render(kernel, threads=2)
+    assert "parallel=False" in cpu.render(kernel, threads=1)  # a chip with one thread: no thread pool at all
 
 
 def test_cuda_kernels_compile_to_ptx():

@@ -5,10 +5,16 @@ The passes, in order:
                 decide which values go through memory;
 2. lower.py     build the kernel IR (ir.py): parameters, and per stage the expressions it
                 stores, with quantized reads as an absmax pass and a quantized load;
-3. cpu.py       render it as one Numba CPU function, or
-   cuda.py      as one Numba-CUDA kernel (real GPUs and the simulator);
+3. cpu.py       render it as one Numba CPU function (cpu_gemm.py: a matmul stage as BLAS
+                calls on tiles, blas.py, with the prologue before and the epilogue on
+                each tile), or
+   cuda.py      as one Numba-CUDA kernel (real GPUs and the simulator), its matmul stages
+                first split around a library's gemm where the device has one (extern.py);
 4. cache.py     write the source under the cache folder and import it (Numba caches the
                 machine code beside it).
+
+Beside them, cost.py estimates what a kernel costs on a kind of machine (the planner's
+cost model asks it).
 """
 
 from .ir import Kernel

@@ -1,8 +1,13 @@
 """Render a kernel as one Numba CPU function: its stages one after another, each a loop
-nest whose outer loop is a `prange` (parallel when the kernel is big enough to gain)."""
+nest whose outer loop is a `prange` (parallel when the kernel is big enough to gain).
+
+A matmul stage has two renderings: BLAS tiles with the prologue and epilogue around them
+(`cpu_gemm.py`, the default), or plain loops (`matmul_loops`, the own core, for a machine
+without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
+from . import cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, Kernel, MatmulStage, Pointwise, RowStage
 
@@ -19,21 +24,31 @@ i8 = np.int8
 DEVICE = njit(inline="always", error_model="numpy")
 '''
 
+GEMM_HEADER = f'''from tprules.codegen.blas import gemm  # {cpu_gemm.CORE}
+'''
 
-def render(kernel: Kernel) -> str:
+
+def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
+    """The kernel's source; `gemm`: matmul stages as BLAS tiles (else as plain loops);
+    `threads`: the threads of the chip that runs it (a parallel kernel when more than one
+    and the kernel is big enough to gain)."""
     src = Source()
-    for line in HEADER.format(kind=kernel.kind).splitlines():
+    gemm = gemm and any(isinstance(s, MatmulStage) for s in kernel.stages)
+    for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
         src.line(line)
     for line in HELPERS.splitlines():
         src.line(line)
     src.line()
-    parallel = kernel.work >= PARALLEL_WORK
+    parallel = threads > 1 and kernel.work >= PARALLEL_WORK
     src.line(f"@njit(parallel={parallel}, nogil=True, cache=True, error_model='numpy')")
     args = ", ".join(p.name for p in kernel.params)
     with src.block(f"def kernel({args}):"):
         for n, stage in enumerate(kernel.stages):
             src.line(f"# stage {n}: {type(stage).__name__}")
-            RENDER[type(stage)](src, stage, kernel)
+            if gemm and isinstance(stage, MatmulStage):
+                cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
+            else:
+                RENDER[type(stage)](src, stage, kernel)
         src.line("return")
     return src.text()
 
@@ -71,7 +86,8 @@ def absmax(src: Source, stage: AbsMax, kernel: Kernel) -> None:
     src.line(f"{stage.scale}[0] = {m} / f32(127)")
 
 
-def matmul(src: Source, stage: MatmulStage, kernel: Kernel) -> None:
+def matmul_loops(src: Source, stage: MatmulStage, kernel: Kernel) -> None:
+    """The own core: for each row of the result, accumulate rows of B (i-k-j order)."""
     i, k, j = src.fresh("i"), src.fresh("k"), src.fresh("j")
     accs = [src.fresh("acc") for _ in stage.matmuls]
     with src.block(f"for {i} in prange({stage.m}):"):
@@ -130,4 +146,4 @@ def reduction_loop(src: Source, values: RowValues, op, lead, h) -> str:
     return Scope(src, row=values.value).at(op.x, lead + (j,))
 
 
-RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row}
+RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row}

@@ -11,7 +11,9 @@ stage, in stream order: stage n of the kernel is `kernel(n, ...)`. Stages:
   (the fused prologue), the accumulators feed the stores (the fused epilogue);
 - row: a block per row; each row op's reductions (sum of squares, max, sum of exp) are
   tree reductions in shared memory, then one pass stores;
-- absmax: the first pass of a quantized read, an atomic max into a one-element scale.
+- absmax: the first pass of a quantized read, an atomic max into a one-element scale;
+- gemm (a kernel split for a library matmul, extern.py): no code here; the device calls
+  the library between the kernel's launches (its launch is None).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from math import prod
 
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
-from .ir import AbsMax, Kernel, MatmulStage, Pointwise, RowStage
+from .ir import AbsMax, Gemm, Kernel, MatmulStage, Pointwise, RowStage
 
 MAX_GRID = 65535
 
@@ -46,8 +48,8 @@ class Target:
         self.simulator = simulator
 
 
-def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """The kernel's source, and the (grid, block) of each stage's launch."""
+def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int] | None, ...]]:
+    """The kernel's source, and the (grid, block) of each stage's launch (None: a library's gemm)."""
     src = Source()
     for line in HEADER.format(kind=kernel.kind, tile=target.tile, block=target.block,
                               device="cuda.jit(device=True)" if target.simulator
@@ -84,9 +86,12 @@ def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int], 
             for line in shared:
                 src.line(line)
         for n, stage in enumerate(kernel.stages):
+            if isinstance(stage, Gemm):
+                continue
             with src.block(f"if stage == {n}:  # {type(stage).__name__}"):
                 RENDER[type(stage)](src, stage, kernel, target)
-    launches = tuple((1 if target.simulator else grid(stage, target),
+    launches = tuple(None if isinstance(stage, Gemm) else
+                     (1 if target.simulator else grid(stage, target),
                       target.block if isinstance(stage, MatmulStage) else target.small_block) for stage in kernel.stages)
     return src.text(), launches
 

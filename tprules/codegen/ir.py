@@ -143,7 +143,22 @@ class AbsMax:
     value: Expr
 
 
-Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax]
+@dataclass(frozen=True)
+class Gemm:
+    """A library's matmul (codegen/extern.py): parameter `c` [m, n] = op(`a`) @ op(`b`), where
+    `a` holds [m, k] (or [k, m] when `ta`) and `b` holds [k, n] (or [n, k] when `tb`)."""
+
+    a: str
+    ta: bool
+    b: str
+    tb: bool
+    c: str
+    m: int
+    n: int
+    k: int
+
+
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm]
 
 
 # -- the kernel --------------------------------------------------------------------------
@@ -178,7 +193,7 @@ class Kernel:
     @property
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
-        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax"}
+        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax", Gemm: "gemm"}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:
@@ -191,6 +206,8 @@ class Kernel:
         for s in self.stages:
             if isinstance(s, MatmulStage):
                 total += s.m * s.n * s.k * len(s.matmuls)
+            elif isinstance(s, Gemm):
+                total += s.m * s.n * s.k
             elif isinstance(s, (Pointwise, RowStage)):
                 total += prod(s.shape) * (1 + len(getattr(s, "rows", ())) * 2)
             else:

@@ -13,6 +13,9 @@ def add_parser(sub):
     p.add_argument("dir", metavar="DIR", help="program folder of .facts files")
     common.add_rules(p)
     common.add_shim(p)
+    p.add_argument("--machine", default="auto", choices=("auto", "cpu", "gpu", "none"),
+                   help="the cost model's machine: a fusion estimated slower than its parts there is not made "
+                        "(auto: the shim's kind of chip; none: every fusion the rules allow)")
     common.add_format(p, choices=("text", "json", "dot"))
     common.add_engine(p)
     common.add_show(p)
@@ -26,7 +29,7 @@ def run(args) -> int:
     started = time.perf_counter()
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
-    result = plan(ws, stats=stats)
+    result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine)
     from ..planner.render import render_dot, render_text
 
     if args.format == "json":
@@ -48,7 +51,7 @@ def run(args) -> int:
             sys.stdout.write(render_text(result, classes, folds, header))
     if "plan" in args.show:
         print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "
-              f"({stats.refused} refused), {stats.merged} merges "
+              f"({stats.refused} refused), {stats.merged} merges, {stats.costly} not made as slower than their parts "
               f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})", file=sys.stderr)
     if "timing" in args.show:
         print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)

@@ -15,6 +15,8 @@ def add_parser(sub):
     common.add_shim(p)
     p.add_argument("--device", choices=("cpu", "sim", "cuda"), default="cpu",
                    help="cpu: Numba CPU functions (default); sim: Numba's CUDA simulator; cuda: real GPUs")
+    p.add_argument("--matmul", choices=("auto", "library", "own"), default="auto",
+                   help="matmul core: a library where present (auto, default), the library or an error, or our own kernels")
     p.add_argument("--save", metavar="OUT", help="write each program output as OUT/<tensor>.npy")
     p.add_argument("--unfused", action="store_true", help="run one kernel per statement (the baseline) instead of the plan")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the fastest (default 1)")
@@ -35,6 +37,7 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
+                         matmul=args.matmul,
                          show_kernels=_show_kernels if "kernels" in args.show else None)
     if args.save:
         save(report, args.save)

@@ -23,11 +23,14 @@ from .plan import Group, Plan
 DEVICE = "device"  # the one place of a shim that does not say where statements run
 
 
-def plan(workspace, *, stats: Stats | None = None, across_places: bool = True) -> Plan:
+def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, machine: str | None = "auto") -> Plan:
     """The fusion plan of a workspace's program for its shim, asked through the Shim API.
 
     `stats` (a `Stats`) is filled with what the planner did; `across_places=False` skips
     the last pass, which asks about merges across places (the project's rules refuse them all).
+    `machine` names the cost model's machine (codegen/cost.py: cpu, gpu, ...); `auto` takes
+    the kind of chip the shim describes (a `cpu:` shim the cpu, any other the gpu); None
+    makes every merge the shim allows.
     """
     from ..shim import FactShim, Manifest, TensorGraph, TensorParallelShim
 
@@ -37,16 +40,30 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True) -
     shim = TensorParallelShim(base, Manifest.from_facts(facts), checked=workspace.checked,
                               engine=workspace.engine_name)
     shim.bind(g, workspace)  # the workspace already holds these facts, loaded and checked
-    return plan_graph(g, shim, name=workspace.shim, stats=stats, across_places=across_places)
+    cost = None
+    if machine is not None:
+        from ..runtime.program import RunProgram
+        from .cost import KernelCost
+
+        cost = KernelCost(RunProgram.from_workspace(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)
+    return plan_graph(g, shim, name=workspace.shim, stats=stats, across_places=across_places, cost=cost)
+
+
+def shim_machine(shim: str) -> str:
+    """The cost model's machine for a shim: `cpu:...` shims are CPUs, the others GPUs."""
+    return "cpu" if shim.split(":")[0] == "cpu" else "gpu"
 
 
 def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | None = None,
-               kinds: dict[str, str] | None = None, stats: Stats | None = None, across_places: bool = True) -> Plan:
+               kinds: dict[str, str] | None = None, stats: Stats | None = None, across_places: bool = True,
+               cost=None) -> Plan:
     """Plan a `TensorGraph` for any `Shim` (a compiler's own one too).
 
     `places` defaults to the shim's `places(g)` when it has one (TensorParallelShim does),
     else every statement in one place. `kinds` (class → kind, SPEC §4) defaults to the
     shim library's class registry; the planner uses kinds only to order its proposals.
+    `cost` (a `planner.cost.KernelCost`) turns down allowed merges estimated slower than
+    their parts.
     """
     if places is None:
         places = shim.places(g) if hasattr(shim, "places") else dict.fromkeys(g.order(), DEVICE)
@@ -54,7 +71,7 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
         from ..shim.base import library_facts
 
         kinds = {cls: kind for cls, kind, _ in library_facts()["registry"]}
-    greedy = Greedy(g, shim, places, kinds, across_places=across_places)
+    greedy = Greedy(g, shim, places, kinds, across_places=across_places, cost=cost)
     groups = greedy.run()
     if stats is not None:
         stats.__dict__.update(greedy.stats.__dict__)

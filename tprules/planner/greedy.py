@@ -11,6 +11,9 @@ groups stays acyclic. Passes run until a round proposes nothing:
 3. vertical across places, asked all at once (under the project's rules they are all
    refused; the rules decide that, not the planner, so a rule edit can change it).
 
+With a cost model (planner/cost.py), a merge the shim allows is made only when its
+kernel is estimated no slower than the two groups' kernels apart.
+
 Every answer is remembered by member set, so no fused op is asked about twice.
 """
 
@@ -35,6 +38,7 @@ class Stats:
     batches: int = 0
     merged: int = 0
     refused: int = 0
+    costly: int = 0  # allowed by the shim, not made: estimated slower than the parts
     by_pass: dict[str, int] = field(default_factory=dict)
 
 
@@ -50,8 +54,9 @@ class Greedy:
     """One planning run over a graph: groups start as single statements and merge as the shim allows."""
 
     def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str],
-                 across_places: bool = True):
+                 across_places: bool = True, cost=None):
         self.g, self.shim, self.places = g, shim, places
+        self.cost = cost  # a KernelCost, or None: every allowed merge is made
         self.across_places = across_places
         self.order = g.order()
         self.position = g.position
@@ -103,7 +108,7 @@ class Greedy:
             for p in chosen:
                 if p.a in used or p.b in used:
                     continue
-                if not self.legal[self.key(p)] or not self.apply(p):
+                if not self.legal[self.key(p)] or not self.pays(p) or not self.apply(p):
                     self.dead.add((p.a, p.b))
                     continue
                 used.update((p.a, p.b))
@@ -203,6 +208,13 @@ class Greedy:
             ok = answers[op.name].ok
             self.legal[key] = ok
             self.stats.refused += not ok
+
+    def pays(self, p: Proposal) -> bool:
+        """Whether the cost model lets an allowed merge be made (always, without one)."""
+        if self.cost is None or self.cost.pays(self.groups.members[p.a], self.groups.members[p.b]):
+            return True
+        self.stats.costly += 1
+        return False
 
     def apply(self, p: Proposal) -> bool:
         """Merge the proposal's groups unless that would make the graph of groups cyclic."""

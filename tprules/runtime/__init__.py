@@ -32,6 +32,7 @@ class ChipStats:
     kernels: int
     launches: int
     busy_s: float
+    threads: int | None = None  # CPU threads the chip got (None on a GPU)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class RunReport:
     transfers: int
     moved_bytes: int
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # an output's device value
+    matmul: dict[str, str] = field(default_factory=dict)  # the device's matmul core: kind, library, reason
     shim_source: str = "library"  # where the shim is described: program | library
 
     @property
@@ -70,17 +72,18 @@ class RunReport:
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
                 "outputs": [o.to_json() for o in self.outputs], "kernels": self.kernels, "groups": self.groups,
                 "compiled": self.compiled, "kinds": self.kinds,
-                "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s}
-                          for c in self.chips],
+                "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s,
+                           "threads": c.threads} for c in self.chips],
                 "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,
-                "moved_bytes": self.moved_bytes}
+                "moved_bytes": self.moved_bytes, "matmul": self.matmul}
 
 
 class Prepared:
     """A plan lowered and compiled for a device, with its inputs and the reference: run it
     as often as wanted (`run`), then report on a run (`report`)."""
 
-    def __init__(self, prog: RunProgram, plan, device: str, progress=None, show_kernels=None):
+    def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto"):
+        """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`."""
         from ..codegen import lower
         from .devices import get_device
         from .executor import Executor
@@ -90,8 +93,9 @@ class Prepared:
         self.prog = prog
         self.plan = plan
         groups = ordered_groups(plan, prog)
-        self.device = get_device(device)
+        self.device = get_device(device, matmul) if isinstance(device, str) else device
         self.kernels = [lower(g, prog) for g in groups]
+        self.device.for_chips(prog.chips)
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled = []
@@ -116,7 +120,8 @@ class Prepared:
         kinds: dict[str, int] = {}
         for k in self.kernels:
             kinds[k.kind] = kinds.get(k.kind, 0) + 1
-        chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c]) for c in range(prog.chips)]
+        chips = [ChipStats(c, best.kernels[c], best.launches[c], best.busy[c], best.threads.get(c))
+                 for c in range(prog.chips)]
         values = {}
         for t, per_chip in done.outputs.items():
             home = prog.tensors[t].home
@@ -124,26 +129,35 @@ class Prepared:
         return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
                          len({c.source for c in self.compiled}), kinds, chips,
                          compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
-                         best.moved_bytes, values, prog.shim_source)
+                         best.moved_bytes, values, _core(self.device), prog.shim_source)
+
+
+def _core(device) -> dict[str, str]:
+    core = getattr(device, "core", None)
+    return {} if core is None else {"kind": core.kind, "library": core.library, "reason": core.reason}
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
-            progress=None, show_kernels=None, prog: RunProgram | None = None) -> RunReport:
+            progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto") -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
 
     `baseline` runs one kernel per statement instead of the plan; `repeat` runs the
     program that many times and reports the fastest; `progress(phase, total)` returns a
     callback to call once per step of that phase; `show_kernels(kernel, source)` sees
-    each kernel's generated source.
+    each kernel's generated source; `matmul` (auto | library | own) picks the device's matmul
+    core (runtime/devices/matmul.py).
     """
+    from .devices import get_device
+
     prog = prog or RunProgram.from_workspace(workspace)
+    dev = get_device(device, matmul) if isinstance(device, str) else device  # a name, or a Device
     if baseline:
         plan = unfused(prog)
     elif plan is None:
         from ..planner import plan as make_plan
 
-        plan = make_plan(workspace)
-    prepared = Prepared(prog, plan, device, progress, show_kernels)
+        plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
+    prepared = Prepared(prog, plan, dev, progress, show_kernels)
     best = done = None
     for _ in range(max(1, repeat)):
         done = prepared.run(progress)

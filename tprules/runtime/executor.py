@@ -34,6 +34,8 @@ class Execution:
     transfers: int = 0
     moved_bytes: int = 0
     held: dict[str, dict[int, object]] = field(default_factory=dict)
+    threads: dict[int, int | None] = field(default_factory=dict)  # chip → CPU threads (see Queue.threads)
+    process_cpu: float = 0.0  # processor time of the whole process (every thread) while the kernels ran
 
 
 def chips_of(kernel: Kernel, chips: int) -> list[int]:
@@ -61,18 +63,19 @@ class Executor:
             for q in queues:
                 q.synchronize()
             run = _Run(prog, queues, held)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             for compiled in self.compiled:
                 run.launch(compiled)
                 if progress is not None:
                     progress()
             for q in queues:
                 q.synchronize()
-            seconds = time.perf_counter() - started
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
                        for t in prog.outputs}
             return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
-                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held)
+                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held,
+                             {q.chip: q.threads for q in queues}, cpu)
         finally:
             for q in queues:
                 q.close()

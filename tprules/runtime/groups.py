@@ -3,8 +3,6 @@ every statement in exactly one group, producers' groups before consumers' groups
 
 from __future__ import annotations
 
-import networkx as nx
-
 from ..errors import BadInput
 from ..planner.plan import Group, Plan
 from .program import RunProgram
@@ -36,6 +34,8 @@ def ordered_groups(plan: Plan, prog: RunProgram) -> list[Group]:
     missing = [s.name for s in prog.statements if s.name not in owner]
     if missing:
         raise BadPlan(f"statements in no group: {', '.join(missing)}")
+    import networkx as nx  # here: the planner's cost model imports this package, and plan need not pay for it
+
     graph = nx.DiGraph()
     index = {g.group: i for i, g in enumerate(plan.groups)}
     graph.add_nodes_from(index)

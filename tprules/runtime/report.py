@@ -33,10 +33,11 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     console.print(f"plan: {report.groups} groups -> {report.kernels} kernels ({kinds}); "
                   f"{report.compiled} distinct sources", soft_wrap=True)
     chips = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for col in ("chip", "kernels", "launches", "busy"):
+    for col in ("chip", "kernels", "launches", "busy", "threads"):
         chips.add_column(col, justify="right" if col != "chip" else "left")
     for c in report.chips:
-        chips.add_row(str(c.chip), str(c.kernels), str(c.launches), seconds(c.busy_s))
+        chips.add_row(str(c.chip), str(c.kernels), str(c.launches), seconds(c.busy_s),
+                      "-" if c.threads is None else str(c.threads))
     console.print()
     console.print(chips)
     console.print()

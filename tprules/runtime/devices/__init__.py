@@ -13,19 +13,20 @@ from .base import Compiled, Device, DeviceUnavailable, Queue
 DEVICES = ("cpu", "sim", "cuda")
 
 
-def get_device(name: str) -> Device:
+def get_device(name: str, matmul: str = "auto") -> Device:
+    """The device `name`, its matmul core chosen by `matmul` (auto | library | own; see matmul.py)."""
     if name == "cpu":
         from .cpu import CpuDevice
 
-        return CpuDevice()
+        return CpuDevice(matmul)
     if name == "sim":
         from .sim import SimDevice
 
-        return SimDevice()
+        return SimDevice(matmul)
     if name == "cuda":
         from .cuda import CudaDevice
 
-        return CudaDevice()
+        return CudaDevice(matmul)
     raise DeviceUnavailable(f"unknown device {name}; devices are {', '.join(DEVICES)}")
 
 

@@ -30,6 +30,7 @@ class Queue:
     """One chip's stream of work on a device; buffers are the device's arrays."""
 
     chip: int
+    threads: int | None = None  # CPU threads the chip's kernels run on (None: not a CPU)
 
     def upload(self, array: np.ndarray):
         raise NotImplementedError
@@ -69,9 +70,13 @@ class Queue:
 
 class Device:
     name: str = "?"
+    machine: str = "cpu"  # the planner's cost model for this device (codegen/cost.py MACHINES)
 
     def describe(self) -> str:
         return self.name
+
+    def for_chips(self, chips: int) -> None:
+        """Called once before compiling the kernels of a program on `chips` chips."""
 
     def compile(self, kernel) -> Compiled:
         raise NotImplementedError

@@ -1,14 +1,24 @@
 """The CPU device: each kernel one Numba CPU function; one worker thread per chip.
 
 The functions release the GIL (`nogil`), so chips run concurrently; a big kernel also
-runs its outer loop on Numba's threads (`prange`), each chip on its share of them (all
-threads / chips, at least one). A chip's buffers are numpy arrays, and
-moving a partial to another chip is a copy made by that chip's thread once the source
-chip has finished what it had queued.
+runs its outer loop on Numba's threads (`prange`). With fewer chips than cores each chip
+gets cores // chips threads. With more chips than cores each chip gets one, and a chip
+holds one of `cores` slots while a kernel of its runs, so that no more kernels run at
+once than there are cores (Numba's pool is never asked for more threads than it has). A
+chip's buffers are numpy arrays, and moving a partial to another chip is a copy made by
+that chip's thread once the source chip has finished what it had queued.
+
+Matmul stages call SciPy's BLAS on tiles where it is present (see matmul.py).
+
+Every launch allocates the buffers its kernel writes, and a kernel its tiles of
+accumulators; glibc would map each large one afresh and fault its pages in again on every
+run. The device asks glibc once to keep freed memory for reuse instead (`mallopt`), which
+saves those page faults (5 to 10% of the SwiGLU group's time at the benchmark's size).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -16,11 +26,46 @@ import numpy as np
 
 from ...codegen import cache, cpu
 from .base import Compiled, Device, Queue
+from .matmul import cpu_core
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_MALLOC_TUNED: list[bool] = []
+
+
+def reuse_freed_memory() -> bool:
+    """Ask glibc (once a process) to serve allocations below 64 MiB from memory it keeps, not
+    from fresh mappings, and to keep up to 128 MiB freed; False where there is no glibc."""
+    if not _MALLOC_TUNED:
+        import ctypes
+        import ctypes.util
+
+        ok = False
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            ok = bool(libc.mallopt(M_MMAP_THRESHOLD, 64 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 128 << 20))
+        except (OSError, AttributeError):
+            pass
+        _MALLOC_TUNED.append(ok)
+    return _MALLOC_TUNED[0]
+
+
+def thread_shares(cores: int, chips: int) -> tuple[list[int], int | None]:
+    """Threads for each chip, and how many kernels may run at once (None: no limit needed).
+
+    >>> thread_shares(2, 1), thread_shares(8, 4), thread_shares(2, 4)
+    (([2], None), ([2, 2, 2, 2], None), ([1, 1, 1, 1], 2))
+    """
+    cores = max(1, cores)
+    if chips <= cores:
+        return [cores // chips] * chips, None
+    return [1] * chips, cores
 
 
 class CpuQueue(Queue):
-    def __init__(self, chip: int, threads: int = 1):
+    def __init__(self, chip: int, threads: int = 1, slots: threading.Semaphore | None = None):
         self.chip = chip
+        self.slots = slots  # one held while a kernel runs, when chips outnumber cores
         self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"tprules-chip{chip}", initializer=_threads,
                                        initargs=(threads,))
         self.last: Future | None = None
@@ -29,17 +74,23 @@ class CpuQueue(Queue):
         self.threads = threads
         self.error: BaseException | None = None
 
-    def _submit(self, work, wait: Future | None = None) -> None:
+    def _submit(self, work, wait: Future | None = None, slot: bool = False) -> None:
         def step():
             if self.error is not None:
                 return
             try:
                 if wait is not None:
                     wait.result()  # another chip's work this one needs
-                started, cpu = time.perf_counter(), time.thread_time()
-                work()
-                self.busy += time.perf_counter() - started
-                self.cpu += time.thread_time() - cpu
+                if slot and self.slots is not None:
+                    self.slots.acquire()  # a core, when chips outnumber cores (not counted as busy)
+                try:
+                    started, cpu = time.perf_counter(), time.thread_time()
+                    work()
+                    self.busy += time.perf_counter() - started
+                    self.cpu += time.thread_time() - cpu
+                finally:
+                    if slot and self.slots is not None:
+                        self.slots.release()
             except BaseException as err:  # noqa: BLE001 - kept, and raised by synchronize()
                 self.error = err
 
@@ -56,7 +107,7 @@ class CpuQueue(Queue):
 
     def launch(self, compiled: Compiled, buffers: list) -> None:
         fn = compiled.fn
-        self._submit(lambda: fn(*buffers))
+        self._submit(lambda: fn(*buffers), slot=True)
 
     def copy_from(self, source: "CpuQueue", buffer):
         out = np.empty_like(buffer)
@@ -93,16 +144,28 @@ class CpuCompiled(Compiled):
 class CpuDevice(Device):
     name = "cpu"
 
-    def __init__(self):
+    def __init__(self, matmul: str = "auto", threads: int | None = None):
+        """`threads`: a fixed thread count for every chip (tests), instead of the cores' share."""
+        import numba
+
         self._compiled: dict[str, object] = {}
+        self.fixed = threads
+        reuse_freed_memory()
+        self.core = cpu_core(matmul)
+        self.machine = "cpu" if self.core.kind == "blas" else "cpu (own matmul loops)"
+        self.cores = numba.config.NUMBA_NUM_THREADS
+        self.threads = self.cores  # a chip's threads; set by for_chips
+
+    def for_chips(self, chips: int) -> None:
+        self.threads = self.fixed or thread_shares(self.cores, chips)[0][0]  # every chip gets the same share
 
     def describe(self) -> str:
         import numba
 
-        return f"cpu (numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads)"
+        return f"cpu (numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads; matmul: {self.core.library})"
 
     def compile(self, kernel) -> Compiled:
-        source = cpu.render(kernel)
+        source = cpu.render(kernel, gemm=self.core.kind == "blas", threads=self.threads)
         fn = self._compiled.get(source)
         if fn is None:
             fn = cache.load(source, "cpu").kernel
@@ -111,10 +174,11 @@ class CpuDevice(Device):
         return CpuCompiled(kernel, source, fn)
 
     def queues(self, chips: int) -> list[Queue]:
-        import numba
-
-        share = max(1, numba.config.NUMBA_NUM_THREADS // chips)  # the chips share the cores
-        return [CpuQueue(c, share) for c in range(chips)]
+        shares, at_once = thread_shares(self.cores, chips)
+        if self.fixed:
+            shares = [self.fixed] * chips
+        slots = threading.BoundedSemaphore(at_once) if at_once is not None else None
+        return [CpuQueue(c, n, slots) for c, n in enumerate(shares)]
 
 
 def _threads(n: int) -> None:

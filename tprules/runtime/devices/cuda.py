@@ -80,10 +80,20 @@ class CudaQueue(Queue):
         with self.gpu:
             start, end = self.cuda.event(), self.cuda.event()
             start.record(self.stream)
-            for n, (grid, block) in enumerate(compiled.grids):
-                compiled.fn[grid, block, self.stream](n, *buffers)
+            self.stages(compiled, buffers)
             end.record(self.stream)
         self.timings.append((start, end))
+
+    def stages(self, compiled: "CudaCompiled", buffers: list) -> None:
+        """Enqueue every stage: our kernel's launches, and the library's gemm between them."""
+        for n, launch in enumerate(compiled.grids):
+            if launch is None:
+                g = compiled.kernel.stages[n]
+                at = compiled.index
+                compiled.provider.gemm(self, buffers[at[g.a]], g.ta, buffers[at[g.b]], g.tb, buffers[at[g.c]])
+            else:
+                grid, block = launch
+                compiled.fn[grid, block, self.stream](n, *buffers)
 
     def copy_from(self, source: "CudaQueue", buffer):
         with self.gpu:
@@ -121,10 +131,12 @@ class CudaQueue(Queue):
 
 
 class CudaCompiled(Compiled):
-    def __init__(self, kernel, source: str, fn, grids: tuple[int, ...]):
+    def __init__(self, kernel, source: str, fn, grids: tuple, provider=None):
         super().__init__(kernel, source, launches=len(grids))
         self.fn = fn
-        self.grids = grids
+        self.grids = grids  # per stage: (grid, block), or None for a library's gemm
+        self.provider = provider
+        self.index = {p.name: i for i, p in enumerate(kernel.params)}
 
 
 class CudaDevice(Device):
@@ -132,11 +144,15 @@ class CudaDevice(Device):
     simulator = False
     tile = 16
 
-    def __init__(self):
+    def __init__(self, matmul: str = "auto"):
+        from .matmul import gpu_core
+
         self.cuda = import_cuda(self.simulator)
         self.target = render_cuda.Target(self.tile, self.simulator)
         self.gpus = self._gpus()
         self._compiled: dict[str, object] = {}
+        self.core = gpu_core(matmul, self.simulator)
+        self.machine = "gpu" if self.core.kind == "library" else "gpu (own tiles)"
 
     def _gpus(self) -> list:
         try:
@@ -155,9 +171,13 @@ class CudaDevice(Device):
             with gpu:
                 name = self.cuda.get_current_device().name
             names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return f"cuda ({len(names)} GPU: {', '.join(dict.fromkeys(names))})"
+        return f"cuda ({len(names)} GPU: {', '.join(dict.fromkeys(names))}; matmul: {self.core.library})"
 
     def compile(self, kernel) -> Compiled:
+        if self.core.kind == "library":
+            from ...codegen.extern import split_matmuls
+
+            kernel = split_matmuls(kernel)  # our stages around the library's gemm
         source, grids = render_cuda.render(kernel, self.target)
         fn = self._compiled.get(source)
         if fn is None:
@@ -166,7 +186,7 @@ class CudaDevice(Device):
                 with self.gpus[0]:
                     fn.compile(signature(kernel))  # now, not at the first launch
             self._compiled[source] = fn
-        return CudaCompiled(kernel, source, fn, grids)
+        return CudaCompiled(kernel, source, fn, grids, self.core.provider)
 
     def queues(self, chips: int) -> list[Queue]:
         return [CudaQueue(self, c, self.gpus[c % len(self.gpus)]) for c in range(chips)]

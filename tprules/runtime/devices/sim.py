@@ -28,8 +28,7 @@ class SimQueue(CudaQueue):
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 with self.gpu:
-                    for n, (grid, block) in enumerate(compiled.grids):
-                        compiled.fn[grid, block, self.stream](n, *buffers)
+                    self.stages(compiled, buffers)
         finally:
             sys.setswitchinterval(interval)
             self.busy += time.perf_counter() - started  # the simulator runs a launch to its end
@@ -44,7 +43,7 @@ class SimDevice(CudaDevice):
     tile = 8
 
     def describe(self) -> str:
-        return "sim (Numba's CUDA simulator)"
+        return "sim (Numba's CUDA simulator)" + ("" if self.core.own else f"; matmul: {self.core.library}")
 
     def queues(self, chips: int):
         return [SimQueue(self, c, self.gpus[0]) for c in range(chips)]

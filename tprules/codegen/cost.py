@@ -1,0 +1,169 @@
+"""What a kernel costs: FLOPs, bytes moved and pointwise work, read off its IR, and a time
+estimate for a kind of machine.
+
+The estimate follows the rendered kernels (cpu.py, cpu_gemm.py, cuda.py): a matmul's
+FLOPs at the machine's matmul rate; every pointwise operation evaluated, counting each
+time a fused value is computed again where it is read (a prologue, a row op's input read
+in each of its passes); every byte a stage loads from or stores to a buffer; and a fixed
+overhead per launch. Planning compares the estimate of a fusion with the estimates of its
+parts (planner/cost.py), so only the differences need to be right: launches saved, bytes
+not stored and loaded again, work done twice.
+
+>>> CPU.seconds(Estimate(flops=2e9, bytes=0, ops=0, transcendental=0, launches=1)) > 0.02
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from .ir import AbsMax, Acc, Expr, Kernel, Load, MatmulStage, Op, Pointwise, Quant, RowOut, RowStage, Transpose
+
+TRANSCENDENTAL = ("exp", "silu", "gelu")  # a libm call (exp, tanh), not a few instructions
+
+
+@dataclass(frozen=True)
+class Estimate:
+    flops: float  # matmul floating point operations (2 m n k each)
+    bytes: float  # loaded from and stored to buffers
+    ops: float  # pointwise operations evaluated (recomputations included)
+    transcendental: float  # of which exp, tanh, sqrt, division
+    launches: int
+
+    def __add__(self, other: "Estimate") -> "Estimate":
+        return Estimate(self.flops + other.flops, self.bytes + other.bytes, self.ops + other.ops,
+                        self.transcendental + other.transcendental, self.launches + other.launches)
+
+
+ZERO = Estimate(0.0, 0.0, 0.0, 0.0, 0)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Rates of one kind of chip, per chip (so per thread share on a CPU)."""
+
+    name: str
+    matmul_flops: float  # per second
+    bandwidth: float  # bytes per second
+    op_s: float  # seconds per pointwise operation
+    transcendental_s: float  # seconds per transcendental operation
+    launch_s: float  # per launch
+    per_stage_launch: bool = False  # a GPU launches a kernel once per stage
+    # How a matmul reads an operand computed by a fused prologue: `library` computes it
+    # once into a buffer; our CPU `loops` compute A once per element and B once per row
+    # of the result; our GPU `tiles` compute each once per tile that reads it.
+    operands: str = "library"
+
+    def seconds(self, e: Estimate) -> float:
+        return (e.flops / self.matmul_flops + e.bytes / self.bandwidth + e.ops * self.op_s
+                + e.transcendental * self.transcendental_s + e.launches * self.launch_s)
+
+
+# Fitted to the kernels of the benchmark's Llama layer on the project's CPU, one thread each
+# (benchmarks/bench_kernels.py): BLAS sgemm on tiles 55 to 80 GFLOP/s, our own loops about
+# 20; pointwise code about 40 GB/s (its buffers mostly in cache) and 0.1 ns an operation;
+# an exp 5 ns. Launching a kernel on a chip's queue: about 20 µs.
+CPU = Machine("cpu", matmul_flops=70e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9, launch_s=20e-6)
+CPU_OWN = Machine("cpu (own matmul loops)", matmul_flops=20e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9,
+                  launch_s=20e-6, operands="loops")
+# A data-centre GPU (H100/H200 class), float32 in and out: cuBLAS with TF32 tensor cores
+# about 200 TFLOP/s; our shared-memory tiles without tensor cores about 10. Memory about
+# 3 TB/s; a launch about 5 µs, one per stage.
+GPU = Machine("gpu", matmul_flops=200e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13, launch_s=5e-6,
+              per_stage_launch=True)
+GPU_OWN = Machine("gpu (own tiles)", matmul_flops=10e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13,
+                  launch_s=5e-6, per_stage_launch=True, operands="tiles")
+TILE = 16  # the GPU tiles' size (codegen/cuda.py)
+MACHINES = {m.name: m for m in (CPU, CPU_OWN, GPU, GPU_OWN)}
+
+WORD = 4  # every buffer element is kept as a float32, or smaller
+
+
+def estimate(kernel: Kernel, machine: Machine = CPU) -> Estimate:
+    """The work of one run of `kernel` on one chip."""
+    total = ZERO
+    for stage in kernel.stages:
+        total = total + _stage(stage, machine)
+    launches = len(kernel.stages) if machine.per_stage_launch else 1
+    return Estimate(total.flops, total.bytes, total.ops, total.transcendental, launches)
+
+
+def _stage(stage, machine: Machine) -> Estimate:
+    if isinstance(stage, Pointwise):
+        n = prod(stage.shape)
+        return _evaluate([st.value for st in stage.stores], n, stores=len(stage.stores))
+    if isinstance(stage, MatmulStage):
+        mn = stage.m * stage.n
+        flops = 2.0 * mn * stage.k * len(stage.matmuls)
+        operands = ZERO
+        for mm in stage.matmuls:
+            for e, side in ((mm.a, "a"), (mm.b, "b")):
+                operands = operands + _operand(e, _repeats(machine, stage, side))
+        epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
+        return Estimate(flops, operands.bytes + epilogue.bytes, operands.ops + epilogue.ops,
+                        operands.transcendental + epilogue.transcendental, 0)
+    if isinstance(stage, RowStage):
+        n = prod(stage.shape)
+        # the pass that stores evaluates every row op's input once, with the stores
+        total = _evaluate([st.value for st in stage.stores] + [op.x for op in stage.rows], n,
+                          stores=len(stage.stores))
+        for op in stage.rows:
+            # each reduction pass evaluates the input again: rmsnorm's sum of squares;
+            # softmax's max, then its sum of exp (and an exp again in the pass that stores)
+            passes = 1 if op.cls == "rmsnorm" else 2
+            reads = _evaluate([op.x], n)
+            total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
+                                     reads.transcendental * passes + (2 * n if op.cls == "softmax" else 0), 0)
+        return total
+    if isinstance(stage, AbsMax):
+        return _evaluate([stage.value], prod(stage.value.shape))
+    raise TypeError(f"not a stage: {stage!r}")
+
+
+def _repeats(machine: Machine, stage: MatmulStage, side: str) -> int:
+    """How many times each element of a computed operand is computed (see Machine.operands)."""
+    if machine.operands == "loops":
+        return 1 if side == "a" else stage.m
+    if machine.operands == "tiles":
+        return -(-(stage.n if side == "a" else stage.m) // TILE)
+    return 1
+
+
+def _operand(e: Expr, repeats: int) -> Estimate:
+    """A matmul operand: read where it lies, or (a prologue) computed `repeats` times per element."""
+    n = prod(e.shape)
+    if isinstance(e, Load) or (isinstance(e, Transpose) and isinstance(e.arg, Load)):
+        return Estimate(0.0, n * WORD, 0.0, 0.0, 0)
+    work = _evaluate([e], n * repeats, stores=0)
+    return work + Estimate(0.0, 2 * n * WORD, 0.0, 0.0, 0)  # a library's buffer: stored, read back
+
+
+def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
+    """Evaluating `values` at each of `n` indices (shared subexpressions once), and storing
+    `stores` values there."""
+    seen: set[Expr] = set()
+    loads: set[str] = set()
+    ops = transcendental = 0
+
+    def walk(e: Expr) -> None:
+        nonlocal ops, transcendental
+        if e in seen:
+            return
+        seen.add(e)
+        if isinstance(e, Load):
+            loads.add(e.param)
+        elif isinstance(e, Op):
+            ops += 1
+            transcendental += e.cls in TRANSCENDENTAL
+            for a in e.args:
+                walk(a)
+        elif isinstance(e, (Transpose, Quant)):
+            ops += isinstance(e, Quant) * 8  # a rounding to int8 is a handful of operations
+            walk(e.arg)
+        elif not isinstance(e, (Acc, RowOut)):
+            raise TypeError(f"not an expression: {e!r}")
+
+    for v in values:
+        walk(v)
+    return Estimate(0.0, float(n * WORD * (len(loads) + stores)), float(n * ops), float(n * transcendental), 0)

@@ -1,0 +1,78 @@
+"""The planner's cost model: a fusion is made only when it is estimated no slower than its parts.
+
+Legality is the shim's alone (the rules); the cost model only chooses among the fusions
+the shim allows. A group's cost is the estimated time of the one kernel it becomes:
+the group is lowered as `run` would lower it (codegen/lower.py) and its kernel IR costed
+for a kind of machine (codegen/cost.py: FLOPs, bytes moved, pointwise work counting
+recomputation, launches). Merging groups A and B pays when
+
+    seconds(A ∪ B) <= seconds(A) + seconds(B)
+
+so a fusion that saves launches and memory traffic is made, and one whose kernel would
+compute a fused value again more often than that saves (or, with our own matmul loops,
+recompute a prologue inside the matmul) is not. Estimates are cached by the group's
+shape: the same fusion on every chip and in every layer is lowered once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..codegen.cost import MACHINES, Machine, estimate
+
+TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie merges, as without a model
+
+
+class KernelCost:
+    """Estimated seconds of a group of statements of a `RunProgram` as one kernel on `machine`."""
+
+    def __init__(self, prog, machine: Machine | str):
+        self.prog = prog
+        self.machine = MACHINES[machine] if isinstance(machine, str) else machine
+        self._by_shape: dict[tuple, float] = {}
+        self._by_group: dict[frozenset, float] = {}
+        self.lowered = 0  # groups lowered (distinct shapes), for --show plan
+
+    def seconds(self, members: Iterable[str]) -> float:
+        group = frozenset(members)
+        cost = self._by_group.get(group)
+        if cost is None:
+            cost = self._by_group[group] = self._seconds(sorted(group, key=self.prog.position.__getitem__))
+        return cost
+
+    def _seconds(self, members: list[str]) -> float:
+        key = self._shape_key(members)
+        cost = self._by_shape.get(key)
+        if cost is None:
+            from ..codegen.lower import lower
+            from .plan import Group
+
+            kernel = lower(Group("cost", tuple(members), "chip:0"), self.prog)
+            cost = self._by_shape[key] = self.machine.seconds(estimate(kernel, self.machine))
+            self.lowered += 1
+        return cost
+
+    def pays(self, a: Iterable[str], b: Iterable[str]) -> bool:
+        """Whether fusing groups `a` and `b` is estimated no slower than running them apart."""
+        a, b = list(a), list(b)
+        return self.seconds(a + b) <= (self.seconds(a) + self.seconds(b)) * (1 + TIE)
+
+    def _shape_key(self, members: list[str]) -> tuple:
+        """What the group's kernel depends on, without names: each member's class,
+        attributes, quantized reads, fold, output shape and dtype, where each operand comes
+        from (a member, by position, or outside with its shape and dtype) and whether its
+        output is read outside the group."""
+        prog = self.prog
+        index = {prog.statement(o).writes: i for i, o in enumerate(members)}
+        names = set(members)
+        outside: dict[str, int] = {}
+        key = []
+        for o in members:
+            s = prog.statement(o)
+            out = prog.tensors[s.writes]
+            reads = tuple(("member", index[t]) if t in index else
+                          ("in", outside.setdefault(t, len(outside)), prog.tensors[t].shape, prog.tensors[t].dtype)
+                          for t in s.reads)
+            escapes = s.writes not in prog.readers or any(r not in names for r in prog.readers[s.writes])
+            key.append((s.cls, s.attrs, s.quantized, s.fold, out.shape, out.dtype, reads, escapes))
+        return tuple(key)
