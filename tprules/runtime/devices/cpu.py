@@ -99,7 +99,8 @@ class CpuDevice(Device):
     def describe(self) -> str:
         import numba
 
-        return f"cpu (numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads)"
+        n = numba.config.NUMBA_NUM_THREADS
+        return f"cpu (numba {numba.__version__}, {n} thread{'' if n == 1 else 's'})"
 
     def compile(self, kernel) -> Compiled:
         source = cpu.render(kernel)
