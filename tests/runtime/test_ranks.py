@@ -127,3 +127,23 @@ def test_a_spine_value_made_on_one_chip_moves_to_the_other_rank(tmp_path):
     same_outputs(report, execute(ws, plan, prog=prog))
     (zero, one) = report.ranks
     assert zero.messages == one.messages == 1 and zero.message_bytes == 4 * 4 * 4
+
+
+@pytest.mark.parametrize("off, ok", [(0.0, True), (0.5, False)])
+def test_outputs_are_compared_with_expected_when_the_folder_has_it(program_copy, off, ok):
+    from tprules.runtime.distributed.report import render_text
+
+    folder = program_copy("megatron-mlp-tp2")
+    ws = Workspace(folder)
+    prog = RunProgram.from_workspace(ws)
+    single = execute(ws, unfused(prog), prog=prog)
+    (folder / "expected").mkdir()
+    np.save(folder / "expected" / "out.npy", single.values["out"] + np.float32(off))
+    report = run_on_threads(prog, unfused(prog), 2)
+    (check,) = report.expected
+    assert check.tensor == "out" and check.ok == ok and report.ok == ok
+    assert all(o.ok for o in report.outputs)  # the reference still agrees
+    (row,) = [line.split() for line in render_text(report).splitlines() if "expected/" in line.split()[1:2]]
+    assert row[0] == "out" and row[-1] == ("ok" if ok else "MISMATCH")
+    assert ("differs from expected/" in render_text(report)) != ok
+    assert [o["tensor"] for o in report.to_json()["expected"]] == ["out"]

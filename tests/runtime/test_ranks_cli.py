@@ -249,3 +249,20 @@ def test_a_rank_that_fails_late_names_itself(launched, program_copy):
     status, out, err = run.finish()
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("rank 1 (chip 1) failed: ") and "data/w1_1.npy" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ranks", "0"], "--ranks takes a count of at least 1"),
+    (["--ranks", "2", "--timeout", "0"], "--timeout takes a positive number of seconds"),
+    (["--ranks", "2", "--mpi"], "argument --mpi: not allowed with argument --ranks"),
+])
+def test_bad_rank_options_are_one_line(capsys, monkeypatch, args, message):
+    from tprules.cli import main
+
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    try:
+        status = main(["run", str(FACTS / SMALL), *args])
+    except SystemExit as exit:  # argparse's own errors
+        status = exit.code
+    out, err = capsys.readouterr()
+    assert status == 2 and out == "" and err.count("\n") == 1 and message in err

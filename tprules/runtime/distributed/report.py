@@ -64,11 +64,12 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
         console.print()
         console.print(expected_table(report))
     console.print()
-    moved = sum(r.allreduce_bytes for r in report.ranks)
+    n = report.allreduces
+    each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
-    console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} "
-                  f"({report.allreduces} all-reduce{'' if report.allreduces == 1 else 's'}, {size(moved)} from all ranks, "
-                  f"{share:.0%} of the run), wall {seconds(report.wall_s)}; {final_verdict(report)}", soft_wrap=True)
+    console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
+                  f"{'' if n == 1 else 's'} of {size(each)} a rank, {share:.0%} of the run), wall "
+                  f"{seconds(report.wall_s)}; {final_verdict(report)}", soft_wrap=True)
     return buf.getvalue()
 
 
