@@ -228,12 +228,13 @@ def test_a_killed_rank_ends_the_run_with_one_line(launched):
 
 @mpi
 def test_a_rank_that_stops_answering_times_out_the_others(launched):
-    run = launched(FACTS / SMALL, "--ranks", 2, "--repeat", 1_000_000, "--timeout", 2)
+    run = launched(FACTS / SMALL, "--ranks", 2, "--repeat", 1_000_000, "--timeout", 3)
+    run.record(0, "running")  # both ranks are past compiling, in the runs' all-reduces
     victim = run.record(1, "running")
     os.kill(victim["pid"], signal.SIGSTOP)
     status, out, err = run.finish()
     assert status == 3 and out == ""
-    assert err.count("\n") == 1 and err.startswith("rank 0 (chip 0) failed: waited 2 s for ")
+    assert err.count("\n") == 1 and err.startswith("rank 0 (chip 0) failed: waited 3 s for ")
     assert "another rank stopped answering" in err
 
 

@@ -25,8 +25,8 @@ def add_parser(sub):
     ranks.add_argument("--mpi", action="store_true",
                        help="run as one rank of a user's own launcher: mpiexec -n N tprules run DIR --mpi")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                   help="with --ranks/--mpi: the longest a rank waits for the others at one collective, and the "
-                        "launcher for the ranks to start (default 600)")
+                   help="with --ranks/--mpi: the longest a rank waits for the others at one collective "
+                        "(default 600); the launcher waits as long, and at least 120 s, for the ranks to start")
     p.add_argument("--job", help=argparse.SUPPRESS)  # the launcher's folder, handed to its ranks
     common.add_format(p)
     common.add_engine(p)

@@ -9,8 +9,8 @@ bounded time:
 
 - a rank that raises prints that line itself and aborts the run (rank.py);
 - a rank killed by a signal is named from mpiexec's message (its pid) and the records;
-- ranks that do not all start within the timeout, or do not end within it once rank 0
-  reported, are killed.
+- ranks that do not all start within the timeout (at least START_S), or do not end within
+  it once rank 0 reported, are killed.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .job import plan_job, read_statuses, write_job
 from .world import INSTALL, MpiMissing, describe_rank, import_mpi
 
 GRACE_S = 10.0  # after a rank reported its failure, how long its abort may take
+START_S = 120.0  # at least this long for ranks to start (and to end after rank 0's report), whatever --timeout
 
 
 def find_mpiexec() -> str:
@@ -80,6 +81,7 @@ class _Watch:
         self.folder = folder
         self.ranks = ranks
         self.timeout = timeout
+        self.patience = max(timeout, START_S)
         self.output: list[bytes] = []  # rank 0's report, shown once every rank has finished
         self.errors: list[str] = []
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -130,13 +132,13 @@ class _Watch:
         failed = [r for r in records.values() if r["state"] == "failed"]
         if failed and time.time() - min(r["time"] for r in failed) > GRACE_S:
             return "did not end after the failure"
-        if len(records) < self.ranks and now - started > self.timeout:
+        if len(records) < self.ranks and now - started > self.patience:
             missing = [r for r in range(self.ranks) if r not in records]
             return f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not start within " \
-                   f"{self.timeout:g} s"
+                   f"{self.patience:g} s"
         zero = records.get(0)
-        if zero and zero["state"] == "done" and time.time() - zero["time"] > self.timeout:
-            return f"ranks did not end within {self.timeout:g} s of rank 0's report"
+        if zero and zero["state"] == "done" and time.time() - zero["time"] > self.patience:
+            return f"ranks did not end within {self.patience:g} s of rank 0's report"
         return None
 
     def _kill(self) -> None:
