@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import BadInput
+from ...errors import BadInput, UsageError
 from .job import Job, plan_job, read_job, write_status
 from .world import RankTimeout, RankWorld, describe_rank
 
@@ -46,16 +46,21 @@ def run_rank(options: RankOptions, emit) -> int:
     started = time.time()
     world = RankWorld.connect(options.timeout)
     _share_cores(world)
-    job = _job(world, options)
+    status = _Status(world, options.job)
+    try:
+        job, code = _job(world, options)
+    except BadInput:
+        raise  # rank 0's, after every rank heard of it
+    except BaseException as err:  # noqa: BLE001 - a rank never leaves the others waiting
+        _fail(world, status, err)
     if job is None:
-        return 2  # rank 0 reported the bad input
+        return code  # rank 0 reported why
     if world.size > job.prog.chips:
         if world.rank == 0:
-            raise BadInput(f"refused: {world.size} ranks for the {job.prog.chips} chip"
-                           f"{'' if job.prog.chips == 1 else 's'} of {job.prog.display}; at most one rank per chip")
+            raise UsageError(f"refused: {world.size} ranks for the {job.prog.chips} chip"
+                             f"{'' if job.prog.chips == 1 else 's'} of {job.prog.display}; at most one rank per chip")
         return 2
     world.assign(job.prog.chips)
-    status = _Status(world, options.job)
     status("started")
     try:
         code = run_job(world, job, options, emit, started, status)
@@ -65,20 +70,23 @@ def run_rank(options: RankOptions, emit) -> int:
     return code
 
 
-def _job(world: RankWorld, options: RankOptions) -> Job | None:
+def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
+    """The job, or (None, exit status) when rank 0 could not make it; rank 0 then raises."""
     if options.job is not None:
-        return read_job(options.job)
-    payload = None
+        return read_job(options.job), 0
+    payload, code = None, 0
     if world.rank == 0:
         try:
             payload = plan_job(options.program_dir, rules=options.rules, shim=options.shim, engine=options.engine,
                                unfused=options.unfused)
         except BadInput as err:
-            payload = err
-    shared = world.bcast(None if isinstance(payload, BadInput) else payload, "the plan from rank 0")
-    if isinstance(payload, BadInput):
+            payload, code = err, 2
+        except Exception as err:  # noqa: BLE001 - raised below, once every rank knows
+            payload, code = err, 3
+    shared = world.bcast(code or payload, "the plan from rank 0")
+    if code:
         raise payload  # rank 0 prints it
-    return shared
+    return (None, shared) if isinstance(shared, int) else (shared, 0)
 
 
 def _share_cores(world: RankWorld) -> None:

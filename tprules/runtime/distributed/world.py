@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -164,11 +165,12 @@ class RankWorld:
     def barrier(self, what: str) -> None:
         self._wait(self.comm.Ibarrier(), what)
 
-    def abort(self, code: int) -> None:
+    def abort(self, code: int) -> NoReturn:
         """End every rank of the run now (the launcher reports the exit status)."""
         sys.stdout.flush()
         sys.stderr.flush()
         self.comm.Abort(code)
+        os._exit(code)  # MPICH's Abort can return before the process manager ends this process
 
     def _count(self, nbytes: int, started: float) -> None:
         self.traffic.messages += 1
