@@ -3,6 +3,7 @@ program output with the unfused reference (exit 1 on a mismatch)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from . import common
@@ -20,6 +21,15 @@ def add_parser(sub):
     p.add_argument("--save", metavar="OUT", help="write each program output as OUT/<tensor>.npy")
     p.add_argument("--unfused", action="store_true", help="run one kernel per statement (the baseline) instead of the plan")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the fastest (default 1)")
+    ranks = p.add_mutually_exclusive_group()
+    ranks.add_argument("--ranks", type=int, metavar="N",
+                       help="start N MPI ranks with the MPI's own mpiexec; rank r holds the chips k with k mod N == r")
+    ranks.add_argument("--mpi", action="store_true",
+                       help="run as one rank of a user's own launcher: mpiexec -n N tprules run DIR --mpi")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="with --ranks/--mpi: the longest a rank waits for the others at one collective "
+                        "(default 600); the launcher waits as long, and at least 120 s, for the ranks to start")
+    p.add_argument("--job", help=argparse.SUPPRESS)  # the launcher's folder, handed to its ranks
     common.add_format(p)
     common.add_engine(p)
     common.add_show(p)
@@ -27,13 +37,18 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from ..errors import UsageError
     from ..runtime import execute
     from ..workspace import Workspace
 
     if args.repeat < 1:
-        from ..errors import UsageError
-
         raise UsageError("--repeat takes a count of at least 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout takes a positive number of seconds")
+    if args.ranks is not None:
+        return run_ranks(args)
+    if args.mpi:
+        return run_mpi(args)
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
@@ -48,6 +63,43 @@ def run(args) -> int:
 
         sys.stdout.write(render_text(report))
     return 0 if report.ok else 1
+
+
+def run_ranks(args) -> int:
+    """`--ranks N`: plan here, then start N ranks (`--mpi`) with the same output options."""
+    from ..runtime.distributed.launch import launch
+
+    forward = ["--device", args.device, "--repeat", str(args.repeat), "--format", args.format]
+    if args.save:
+        forward += ["--save", args.save]
+    if "kernels" in args.show:
+        forward += ["--show", "kernels"]
+    return launch(args.dir, args.ranks, forward, rules=args.rules, shim=args.shim, engine=args.engine,
+                  unfused=args.unfused, timeout=args.timeout)
+
+
+def run_mpi(args) -> int:
+    """`--mpi`: this process is one rank; rank 0 prints the report."""
+    from pathlib import Path
+
+    from ..runtime.distributed.rank import RankOptions, run_rank
+
+    def emit(report) -> int:
+        if args.save:
+            save(report, args.save)
+        if args.format == "json":
+            common.emit_json(report.to_json())
+        else:
+            from ..runtime.distributed.report import render_text
+
+            sys.stdout.write(render_text(report))
+        sys.stdout.flush()
+        return 0 if report.ok else 1
+
+    options = RankOptions(args.dir, args.device, args.repeat, args.timeout, Path(args.job) if args.job else None,
+                          args.rules, args.shim, args.engine, args.unfused,
+                          _show_kernels if "kernels" in args.show else None)
+    return run_rank(options, emit)
 
 
 def _show_kernels(kernel, source: str) -> None:

@@ -18,11 +18,11 @@ from .program import RunProgram, Tensor
 from .semantics import store
 
 
-def program_inputs(prog: RunProgram) -> dict[str, np.ndarray]:
-    """Every program input's value, as its dtype is stored."""
+def program_inputs(prog: RunProgram, names=None) -> dict[str, np.ndarray]:
+    """Every program input's value (or only those in `names`), as its dtype is stored."""
     roles = _roles(prog)
     values = {}
-    for name in prog.inputs:
+    for name in (prog.inputs if names is None else [n for n in prog.inputs if n in names]):
         tensor = prog.tensors[name]
         path = prog.directory / "data" / f"{name}.npy"
         if path.exists():
@@ -30,6 +30,15 @@ def program_inputs(prog: RunProgram) -> dict[str, np.ndarray]:
         else:
             values[name] = generate(tensor, roles.get(name, "plain"))
     return values
+
+
+def check_input_files(prog: RunProgram) -> None:
+    """Every input file is readable and of the right shape, read no further than its header
+    (a launcher checks a big model's weights before its ranks start, without loading them)."""
+    for name in prog.inputs:
+        path = prog.directory / "data" / f"{name}.npy"
+        if path.exists():
+            _read(path, prog.tensors[name], f"{prog.display}/data/{name}.npy", mmap_mode="r")
 
 
 def generate(tensor: Tensor, role: str) -> np.ndarray:
@@ -59,12 +68,17 @@ def _roles(prog: RunProgram) -> dict[str, str]:
     return roles
 
 
-def _load(path, tensor: Tensor, display: str) -> np.ndarray:
+def _read(path, tensor: Tensor, display: str, mmap_mode=None) -> np.ndarray:
     try:
-        value = np.load(path, allow_pickle=False)
+        value = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except (OSError, ValueError) as err:
         raise IllFormed(f"cannot read input {tensor.name}: {err}", Pos(display, 0)) from None
     if tuple(value.shape) != tensor.shape:
         raise IllFormed(f"input {tensor.name} has shape {list(value.shape)}; the facts say {list(tensor.shape)}",
                         Pos(display, 0))
+    return value
+
+
+def _load(path, tensor: Tensor, display: str) -> np.ndarray:
+    value = _read(path, tensor, display)
     return store(value.astype(np.float32), tensor.dtype) if value.dtype.kind == "f" else value.astype(tensor.storage)

@@ -22,39 +22,62 @@ def size(n: int) -> str:
 
 
 def render_text(report, width: int = 100, color: bool = False) -> str:
-    from rich import box
+    console, buf = make_console(width, color)
+    print_plan(console, report, f"run {report.program} on {report.device}   shim {report.shim} ({report.shim_source})")
+    console.print()
+    console.print(chip_table(report))
+    console.print()
+    console.print(output_table(report))
+    console.print()
+    console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
+                  f"{report.transfers} transfer{'' if report.transfers == 1 else 's'} ({size(report.moved_bytes)}); "
+                  f"{verdict(report)}", soft_wrap=True)
+    return buf.getvalue()
+
+
+def make_console(width: int = 100, color: bool = False):
     from rich.console import Console
-    from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system="standard" if color else None, highlight=False)
+    return Console(file=buf, width=width, color_system="standard" if color else None, highlight=False), buf
+
+
+def table(*columns: str, right: tuple[str, ...] = ()):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left")
+    return t
+
+
+def print_plan(console, report, title: str) -> None:
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(report.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-    console.print(f"run {report.program} on {report.device}   shim {report.shim} ({report.shim_source})", soft_wrap=True)
+    console.print(title, soft_wrap=True)
     console.print(f"plan: {report.groups} groups -> {report.kernels} kernels ({kinds}); "
                   f"{report.compiled} distinct sources", soft_wrap=True)
-    chips = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for col in ("chip", "kernels", "launches", "busy", "threads"):
-        chips.add_column(col, justify="right" if col != "chip" else "left")
+
+
+def chip_table(report):
+    chips = table("chip", "kernels", "launches", "busy", "threads", right=("kernels", "launches", "busy", "threads"))
     for c in report.chips:
         chips.add_row(str(c.chip), str(c.kernels), str(c.launches), seconds(c.busy_s),
                       "-" if c.threads is None else str(c.threads))
-    console.print()
-    console.print(chips)
-    console.print()
-    outs = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for col in ("output", "shape", "chips", "max abs err", "max rel err", "tolerance", ""):
-        outs.add_column(col)
+    return chips
+
+
+def output_table(report):
+    outs = table("output", "shape", "chips", "max abs err", "max rel err", "tolerance", "")
     for o in report.outputs:
         outs.add_row(o.tensor, "x".join(map(str, o.shape)) or "scalar", ",".join(map(str, o.chips)),
                      f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if o.ok else "MISMATCH")
-    console.print(outs)
-    console.print()
+    return outs
+
+
+def verdict(report) -> str:
     bad = [o.tensor for o in report.outputs if not o.ok]
     n = len(report.outputs)
     if bad:
-        verdict = f"MISMATCH: {len(bad)} of {n} outputs differ from the reference ({', '.join(bad)})"
-    else:
-        verdict = "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"
-    console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
-                  f"{report.transfers} transfer{'' if report.transfers == 1 else 's'} ({size(report.moved_bytes)}); {verdict}", soft_wrap=True)
-    return buf.getvalue()
+        return f"MISMATCH: {len(bad)} of {n} outputs differ from the reference ({', '.join(bad)})"
+    return "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"

@@ -162,7 +162,8 @@ class CpuDevice(Device):
     def describe(self) -> str:
         import numba
 
-        return f"cpu (numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads; matmul: {self.core.library})"
+        n = numba.config.NUMBA_NUM_THREADS
+        return f"cpu (numba {numba.__version__}, {n} thread{'' if n == 1 else 's'}; matmul: {self.core.library})"
 
     def compile(self, kernel) -> Compiled:
         source = cpu.render(kernel, gemm=self.core.kind == "blas", threads=self.threads)

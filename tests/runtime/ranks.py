@@ -1,0 +1,100 @@
+"""Ranks as threads of the test process: `RankWorld` with its transport replaced by queues
+and a barrier, so the rank code itself (executor, reference, collect) runs for many plans
+and rank counts without starting processes. The real MPI path is tested through the
+command line (test_ranks_cli.py)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import numpy as np
+
+from tprules.runtime.distributed.job import Job
+from tprules.runtime.distributed.rank import RankOptions, run_job
+from tprules.runtime.distributed.world import RankWorld, Traffic
+
+
+class _Hub:
+    def __init__(self, size: int):
+        self.size = size
+        self.barrier = threading.Barrier(size, timeout=120)
+        self.slots: list = [None] * size
+        self.pipes = {(a, b): queue.Queue() for a in range(size) for b in range(size)}
+
+
+class ThreadWorld(RankWorld):
+    def __init__(self, hub: _Hub, rank: int):
+        self.hub, self.rank, self.size = hub, rank, hub.size
+        self.timeout, self.pid, self.host = 120.0, 1000 + rank, "thread"
+        self.local_rank, self.local_size = rank, hub.size
+        self.chips_total, self.chips, self.traffic = 0, (), Traffic()
+
+    @property
+    def library(self) -> str:
+        return "threads"
+
+    def _exchange(self, value):
+        self.hub.slots[self.rank] = value
+        self.hub.barrier.wait()
+        everything = list(self.hub.slots)
+        self.hub.barrier.wait()
+        return everything
+
+    def allreduce(self, partial, what):
+        started = time.perf_counter()
+        parts = self._exchange(np.ascontiguousarray(partial, np.float32))
+        total = parts[0].copy()
+        for p in parts[1:]:
+            total = total + p
+        self.traffic.allreduces += 1
+        self.traffic.allreduce_bytes += parts[self.rank].nbytes
+        self.traffic.allreduce_s += time.perf_counter() - started
+        return total
+
+    def send(self, array, to, what):
+        self.hub.pipes[self.rank, to].put(np.array(array, copy=True))
+        self._count(array.nbytes, time.perf_counter())
+
+    def recv(self, shape, dtype, source, what):
+        data = self.hub.pipes[source, self.rank].get(timeout=120)
+        assert data.shape == tuple(shape) and data.dtype == np.dtype(dtype), what
+        self._count(data.nbytes, time.perf_counter())
+        return data
+
+    def gather(self, obj, what):
+        everything = self._exchange(obj)
+        return everything if self.rank == 0 else None
+
+    def bcast(self, obj, what):
+        return self._exchange(obj)[0]
+
+    def barrier(self, what):
+        self.hub.barrier.wait()
+
+
+def run_on_threads(prog, plan, ranks: int, device: str = "cpu", repeat: int = 1):
+    """The report rank 0 makes of `plan` run on `ranks` thread ranks (a DistributedReport)."""
+    hub = _Hub(ranks)
+    reports, failures = [], []
+
+    def one(rank):
+        world = ThreadWorld(hub, rank)
+        world.assign(prog.chips)
+        try:
+            run_job(world, Job(prog, plan), RankOptions(str(prog.directory), device, repeat), reports.append,
+                    time.time())
+        except BaseException as err:  # noqa: BLE001 - raised again in the test's thread
+            failures.append(err)
+            hub.barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(r,), name=f"rank{r}") for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    (report,) = reports
+    return report

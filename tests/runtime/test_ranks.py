@@ -1,0 +1,149 @@
+"""The rank code (executor, reference, collect) on thread ranks: the same outputs as one
+process on every example and hand-made plan, folds as all-reduces, each rank reading only
+its own chips' inputs. The MPI path itself: test_ranks_cli.py."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from plans import EXAMPLES, cases, example, fused_plan
+from ranks import ThreadWorld, _Hub, run_on_threads
+
+from tprules.planner import plan as make_plan
+from tprules.program.builder import ProgramBuilder
+from tprules.runtime import RunProgram, execute
+from tprules.runtime.distributed.reference import rank_reference
+from tprules.runtime.groups import unfused
+from tprules.runtime.inputs import program_inputs
+from tprules.workspace import Workspace
+
+CASES = cases()
+
+
+def same_outputs(report, single) -> None:
+    """Every output within 1e-6 of the one-process run, relative to its largest value."""
+    assert sorted(report.values) == sorted(single.values)
+    for t, want in single.values.items():
+        scale = max(float(np.max(np.abs(want))), 1e-30)
+        assert float(np.max(np.abs(report.values[t] - want))) / scale <= 1e-6, t
+
+
+def rank_counts(chips: int) -> list[int]:
+    return [n for n in (1, 2, 4) if n <= chips]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_matches_one_process_on_1_2_4_ranks(name):
+    ws, prog = example(name)
+    plan = make_plan(ws)
+    single = execute(ws, plan, prog=prog)
+    for n in rank_counts(prog.chips):
+        report = run_on_threads(prog, plan, n)
+        assert report.ok, (n, [o for o in report.outputs if not o.ok])
+        same_outputs(report, single)
+        assert [r.chips for r in report.ranks] == [list(range(r, prog.chips, n)) for r in range(n)]
+        # a fold is an all-reduce, not a kernel; every other kernel runs as in one process
+        folds = sum(1 for g in plan.groups if g.place == "collective")
+        assert report.allreduces == folds and report.kernels == single.kernels - folds
+        assert [c.kernels for c in report.chips] == [c.kernels - folds for c in single.chips]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hand_made_fused_plans_on_two_ranks(name):
+    case = CASES[name]
+    ws, prog = example(case["program"])
+    plan = fused_plan(prog, case["groups"])
+    report = run_on_threads(prog, plan, 2)
+    assert report.ok == case["matches_reference"], [o for o in report.outputs if not o.ok]
+    same_outputs(report, execute(ws, plan, prog=prog))
+
+
+def test_a_fold_is_one_all_reduce_of_each_ranks_local_sum():
+    ws, prog = example("megatron-mlp-tp4")
+    report = run_on_threads(prog, unfused(prog), 2)
+    assert report.ok
+    for r in report.ranks:  # one all-reduce of an 8x16 float32 partial, already summed over 2 chips
+        assert (r.allreduces, r.allreduce_bytes, r.messages) == (1, 8 * 16 * 4, 0)
+    assert report.transfers == 0  # chips of one rank add their partials before the all-reduce
+
+
+def test_each_rank_reads_only_its_chips_inputs_and_the_spines(monkeypatch):
+    import tprules.runtime.inputs as inputs
+
+    _, prog = example("llama-layer-tp4")
+    read: dict[str, set[str]] = {}
+
+    def recording(p, names=None):
+        read[threading.current_thread().name] = set(names)
+        return program_inputs(p, names)
+
+    monkeypatch.setattr(inputs, "program_inputs", recording)
+    report = run_on_threads(prog, unfused(prog), 2)
+    assert report.ok and len(read) == 2
+    for rank, chips in ((0, {0, 2}), (1, {1, 3})):
+        want = {t for t in prog.inputs if prog.tensors[t].home is None or prog.tensors[t].home in chips}
+        assert read[f"rank{rank}"] == want
+        assert {prog.tensors[t].home for t in want} == {None} | chips
+
+
+def test_the_reference_of_a_rank_holds_no_other_chips_weights():
+    _, prog = example("llama-layer-tp4")
+    hub, held = _Hub(4), {}
+
+    def one(rank):
+        world = ThreadWorld(hub, rank)
+        world.assign(prog.chips)
+        mine = {t for t in prog.inputs if prog.tensors[t].home in (None, rank)}
+        held[rank] = rank_reference(prog, program_inputs(prog, mine), world)
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    partials = {t for s in prog.statements if s.fold for t in s.reads}
+    for rank, values in held.items():
+        foreign = {t for t in values if prog.tensors[t].home not in (None, rank)}
+        assert foreign and foreign <= partials  # only the folds' partials came from other chips
+
+
+def test_a_spine_value_made_on_one_chip_moves_to_the_other_rank(tmp_path):
+    # a relocated section computes a spine tensor on chip 1 that a spine statement reads
+    b = ProgramBuilder(chips=2)
+    x = b.tensor("x", [4, 4], spine=True)
+    parts = [b.stmt(f"r{c}", "relu", [x], b.tensor(f"p{c}", [4, 4], chip=c)) for c in range(2)]
+    y = b.tensor("y", [4, 4], spine=True)
+    b.fold("ar", parts, y, "c")
+    b.stmt("head", "exp", [y], b.tensor("h", [4, 4], spine=True))
+    b.section("tail", ["head"], relocated_to=1)
+    b.stmt("out", "neg", ["h"], b.tensor("o", [4, 4], spine=True))
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    plan = unfused(prog)
+    report = run_on_threads(prog, plan, 2)
+    assert report.ok
+    same_outputs(report, execute(ws, plan, prog=prog))
+    (zero, one) = report.ranks
+    assert zero.messages == one.messages == 1 and zero.message_bytes == 4 * 4 * 4
+
+
+@pytest.mark.parametrize("off, ok", [(0.0, True), (0.5, False)])
+def test_outputs_are_compared_with_expected_when_the_folder_has_it(program_copy, off, ok):
+    from tprules.runtime.distributed.report import render_text
+
+    folder = program_copy("megatron-mlp-tp2")
+    ws = Workspace(folder)
+    prog = RunProgram.from_workspace(ws)
+    single = execute(ws, unfused(prog), prog=prog)
+    (folder / "expected").mkdir()
+    np.save(folder / "expected" / "out.npy", single.values["out"] + np.float32(off))
+    report = run_on_threads(prog, unfused(prog), 2)
+    (check,) = report.expected
+    assert check.tensor == "out" and check.ok == ok and report.ok == ok
+    assert all(o.ok for o in report.outputs)  # the reference still agrees
+    (row,) = [line.split() for line in render_text(report).splitlines() if "expected/" in line.split()[1:2]]
+    assert row[0] == "out" and row[-1] == ("ok" if ok else "MISMATCH")
+    assert ("differs from expected/" in render_text(report)) != ok
+    assert [o["tensor"] for o in report.to_json()["expected"]] == ["out"]

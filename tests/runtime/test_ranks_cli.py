@@ -1,0 +1,269 @@
+"""`tprules run --ranks N` and `mpiexec -n N tprules run --mpi` as users start them: real
+processes, the same outputs as one process, and faults that end the run with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from plans import FACTS, example
+
+from tprules.program.builder import ProgramBuilder
+from tprules.runtime import RunProgram, execute
+from tprules.workspace import Workspace
+
+ROOT = FACTS.parent
+SMALL = "megatron-mlp-tp2"
+
+mpi = pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists() and shutil.which("mpiexec") is None,
+                         reason="needs MPI: pip install -e '.[mpi]'")
+
+
+def tprules(*args, env=None, timeout=180):
+    return subprocess.run([sys.executable, "-m", "tprules", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def mpiexec() -> str:
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def assert_same_as_one_process(name: str, saved: Path) -> None:
+    ws, prog = example(name)
+    single = execute(ws, prog=prog)
+    for t, want in single.values.items():
+        got = np.load(saved / f"{t}.npy")
+        assert float(np.max(np.abs(got - want))) <= 1e-6 * max(float(np.max(np.abs(want))), 1e-30), (name, t)
+
+
+# Every example on 1, 2 and 4 ranks is test_ranks.py's (thread ranks); through MPI, a few
+# that cover its paths: quantized reads, one rank holding four chips, the Llama layer on
+# four ranks, a tensor sent from one rank to another, the simulator under a user's mpiexec.
+@mpi
+@pytest.mark.parametrize("name, ranks", [("int8-mlp-tp2", 2), ("megatron-mlp-tp4", 1)])
+def test_ranks_give_the_one_process_outputs(name, ranks, tmp_path):
+    done = tprules("run", FACTS / name, "--ranks", ranks, "--format", "json", "--save", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    chips = example(name)[1].chips
+    assert report["ok"] and [r["chips"] for r in report["ranks"]] == [list(range(r, chips, ranks))
+                                                                        for r in range(ranks)]
+    pids = {r["pid"] for r in report["ranks"]}
+    assert len(pids) == ranks and os.getpid() not in pids  # real processes, not this one
+    assert all(r["allreduces"] == 1 for r in report["ranks"])
+    assert_same_as_one_process(name, tmp_path / "out")
+
+
+@mpi
+def test_llama_layer_on_four_ranks_prints_a_row_per_rank(tmp_path):
+    done = tprules("run", FACTS / "llama-layer-tp4", "--ranks", 4, "--save", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "4 ranks (" in lines[0]
+    rows = [line.split() for line in lines if line.split()[:1] in (["0"], ["1"], ["2"], ["3"]) and len(line.split()) > 8]
+    assert [row[0] for row in rows] == ["0", "1", "2", "3"] and [row[3] for row in rows] == ["0", "1", "2", "3"]
+    assert len({row[1] for row in rows}) == 4  # four pids
+    assert all(row[7] == "2" for row in rows)  # the layer's two all-reduces, on every rank
+    assert "2 all-reduces" in lines[-1] and lines[-1].endswith("the output matches the reference")
+    assert_same_as_one_process("llama-layer-tp4", tmp_path / "out")
+
+
+@mpi
+def test_a_tensor_moves_between_ranks(tmp_path):
+    # a relocated section computes a spine tensor on chip 1 that a spine statement reads on chip 0
+    b = ProgramBuilder(chips=2)
+    x = b.tensor("x", [4, 4], spine=True)
+    parts = [b.stmt(f"r{c}", "relu", [x], b.tensor(f"p{c}", [4, 4], chip=c)) for c in range(2)]
+    b.fold("ar", parts, b.tensor("y", [4, 4], spine=True), "c")
+    b.stmt("head", "exp", ["y"], b.tensor("h", [4, 4], spine=True))
+    b.section("tail", ["head"], relocated_to=1)
+    b.stmt("out", "neg", ["h"], b.tensor("o", [4, 4], spine=True))
+    folder = b.write(tmp_path / "p")
+    done = tprules("run", folder, "--ranks", 2, "--format", "json", "--save", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert [r["messages"] for r in json.loads(done.stdout)["ranks"]] == [1, 1]
+    ws = Workspace(folder)
+    single = execute(ws, prog=RunProgram.from_workspace(ws))
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "o.npy"), single.values["o"], rtol=1e-6)
+
+
+@mpi
+def test_under_a_users_own_mpiexec_on_the_simulator(tmp_path):
+    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "tprules", "run", FACTS / SMALL, "--mpi",
+                           "--device", "sim", "--format", "json", "--save", tmp_path / "out"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # rank 0 alone prints
+    assert report["ok"] and report["device"].startswith("sim") and len({r["pid"] for r in report["ranks"]}) == 2
+    assert_same_as_one_process(SMALL, tmp_path / "out")
+
+
+@mpi
+def test_more_ranks_than_chips_under_mpiexec_is_one_line_from_rank_0():
+    done = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "tprules", "run", FACTS / SMALL, "--mpi"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "refused: 3 ranks for the 2 chips" in done.stderr
+
+
+def test_more_ranks_than_chips_is_refused_before_any_rank_starts(cli, monkeypatch):
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    status, out, err = cli("run", FACTS / SMALL, "--ranks", 3)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("usage: refused: 3 ranks for the 2 chips of ")
+    assert err.endswith("; at most one rank per chip\n")
+
+
+def test_bad_input_is_found_before_any_rank_starts(cli, monkeypatch, program_copy):
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    folder = program_copy(SMALL)
+    (folder / "data").mkdir()
+    np.save(folder / "data" / "w1_1.npy", np.zeros((3,), np.float32))
+    status, out, err = cli("run", folder, "--ranks", 2)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "data/w1_1.npy" in err and "has shape [3]" in err
+
+
+@pytest.mark.parametrize("mode", (["--ranks", "2"], ["--mpi"]))
+def test_missing_mpi_says_what_to_install(cli, monkeypatch, mode):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py fails, as when it is not installed
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    status, out, err = cli("run", FACTS / SMALL, *mode)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("mpi: MPI is not installed") and "pip install -e '.[mpi]'" in err
+
+
+@mpi
+@pytest.mark.parametrize("mode", (["--ranks", "2"], ["--mpi"]))
+def test_an_mpi_library_that_cannot_load_says_what_to_install(mode):
+    done = tprules("run", FACTS / SMALL, *mode, env=dict(os.environ, MPI4PY_LIBMPI="/nowhere/libmpi.so"))
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("mpi: mpi4py cannot load an MPI library") and "pip install -e '.[mpi]'" in done.stderr
+
+
+def _no_process(*args, **kwargs):
+    raise AssertionError(f"started a process: {args}")
+
+
+# -- faults: a rank dies, fails, or stops answering ------------------------------------------
+
+
+class Launched:
+    """`tprules run ... --ranks N` in the background, its job folder in a private TMPDIR."""
+
+    def __init__(self, tmp_path: Path, *args):
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir()
+        env = dict(os.environ, TMPDIR=str(self.tmp))
+        self.proc = subprocess.Popen([sys.executable, "-m", "tprules", "run", *map(str, args)], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+
+    def job(self, deadline=120) -> Path:
+        return self._poll(lambda: next(iter(self.tmp.glob("tprules-ranks-*/job.pickle")), None), deadline).parent
+
+    def record(self, rank: int, state: str, deadline=120) -> dict:
+        def ready():
+            for path in self.tmp.glob(f"tprules-ranks-*/rank-{rank}.json"):
+                try:
+                    record = json.loads(path.read_text())
+                except ValueError:
+                    return None
+                return record if record["state"] == state else None
+        return self._poll(ready, deadline)
+
+    def _poll(self, found, deadline):
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            value = found()
+            if value is not None:
+                return value
+            assert self.proc.poll() is None, self.proc.communicate()
+            time.sleep(0.05)
+        raise AssertionError("timed out")
+
+    def finish(self, timeout=30):
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def launched(tmp_path):
+    runs = []
+
+    def start(*args):
+        runs.append(Launched(tmp_path, *args))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.close()
+
+
+@mpi
+def test_a_killed_rank_ends_the_run_with_one_line(launched):
+    run = launched(FACTS / SMALL, "--ranks", 2, "--repeat", 1_000_000)
+    victim = run.record(1, "running")
+    os.kill(victim["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    status, out, err = run.finish()
+    assert time.monotonic() - killed < 15
+    assert status == 3 and out == ""
+    assert err == f"rank 1 (chip 1) was killed by signal 9 (SIGKILL); pid {victim['pid']} on {victim['host']}\n"
+
+
+@mpi
+def test_a_rank_that_stops_answering_times_out_the_others(launched):
+    run = launched(FACTS / SMALL, "--ranks", 2, "--repeat", 1_000_000, "--timeout", 3)
+    run.record(0, "running")  # both ranks are past compiling, in the runs' all-reduces
+    victim = run.record(1, "running")
+    os.kill(victim["pid"], signal.SIGSTOP)
+    status, out, err = run.finish()
+    assert status == 3 and out == ""
+    assert err.count("\n") == 1 and err.startswith("rank 0 (chip 0) failed: waited 3 s for ")
+    assert "another rank stopped answering" in err
+
+
+@mpi
+def test_a_rank_that_fails_late_names_itself(launched, program_copy):
+    folder = program_copy(SMALL)
+    (folder / "data").mkdir()
+    weight = folder / "data" / "w1_1.npy"
+    np.save(weight, np.zeros(example(SMALL)[1].tensors["w1_1"].shape, np.float32))
+    run = launched(folder, "--ranks", 2)
+    run.job()  # the launcher has checked the inputs; no rank has read them yet
+    weight.write_bytes(b"not an array")
+    status, out, err = run.finish()
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("rank 1 (chip 1) failed: ") and "data/w1_1.npy" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ranks", "0"], "--ranks takes a count of at least 1"),
+    (["--ranks", "2", "--timeout", "0"], "--timeout takes a positive number of seconds"),
+    (["--ranks", "2", "--mpi"], "argument --mpi: not allowed with argument --ranks"),
+])
+def test_bad_rank_options_are_one_line(capsys, monkeypatch, args, message):
+    from tprules.cli import main
+
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    try:
+        status = main(["run", str(FACTS / SMALL), *args])
+    except SystemExit as exit:  # argparse's own errors
+        status = exit.code
+    out, err = capsys.readouterr()
+    assert status == 2 and out == "" and err.count("\n") == 1 and message in err

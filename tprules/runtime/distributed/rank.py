@@ -1,0 +1,158 @@
+"""One rank of a run (`tprules run DIR --mpi`, under `mpiexec -n N`, or started by `--ranks N`).
+
+1. connect: MPI up, this rank's place in the world (world.py);
+2. the job: read from the launcher's folder, or planned by rank 0 and broadcast, so that bad
+   input stops every rank together with one message (from rank 0);
+3. prepare: lower every group (all ranks walk the whole plan), compile the kernels of this
+   rank's chips, read only the inputs its chips bind and the spine's;
+4. the reference for this rank's chips (reference.py), then the run (executor.py);
+5. rank 0 gathers outputs and figures, compares, and reports (`emit`); every rank exits with
+   rank 0's status.
+
+A rank that fails prints one line naming itself and its chips and aborts the whole run
+(MPI_Abort), so no other rank waits for it; a collective that waits longer than the
+timeout fails the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import BadInput, UsageError
+from .job import Job, plan_job, read_job, write_status
+from .world import RankTimeout, RankWorld, describe_rank
+
+
+@dataclass
+class RankOptions:
+    program_dir: str
+    device: str = "cpu"
+    repeat: int = 1
+    timeout: float = 600.0
+    job: Path | None = None  # the launcher's folder (--ranks), else rank 0 plans
+    rules: str | None = None
+    shim: str | None = None
+    engine: str = "fast"
+    unfused: bool = False
+    show_kernels: object = None  # callable(kernel, source), on rank 0
+
+
+def run_rank(options: RankOptions, emit) -> int:
+    """Run this process's rank; rank 0 hands the report to `emit(report) -> exit status`."""
+    started = time.time()
+    world = RankWorld.connect(options.timeout)
+    _share_cores(world)
+    status = _Status(world, options.job)
+    try:
+        job, code = _job(world, options)
+    except BadInput:
+        raise  # rank 0's, after every rank heard of it
+    except BaseException as err:  # noqa: BLE001 - a rank never leaves the others waiting
+        _fail(world, status, err)
+    if job is None:
+        return code  # rank 0 reported why
+    if world.size > job.prog.chips:
+        if world.rank == 0:
+            raise UsageError(f"refused: {world.size} ranks for the {job.prog.chips} chip"
+                             f"{'' if job.prog.chips == 1 else 's'} of {job.prog.display}; at most one rank per chip")
+        return 2
+    world.assign(job.prog.chips)
+    status("started")
+    try:
+        code = run_job(world, job, options, emit, started, status)
+    except BaseException as err:  # noqa: BLE001 - a rank never leaves the others waiting
+        _fail(world, status, err)
+    status("done", code=code)
+    return code
+
+
+def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
+    """The job, or (None, exit status) when rank 0 could not make it; rank 0 then raises."""
+    if options.job is not None:
+        return read_job(options.job), 0
+    payload, code = None, 0
+    if world.rank == 0:
+        try:
+            payload = plan_job(options.program_dir, rules=options.rules, shim=options.shim, engine=options.engine,
+                               unfused=options.unfused)
+        except BadInput as err:
+            payload, code = err, 2
+        except Exception as err:  # noqa: BLE001 - raised below, once every rank knows
+            payload, code = err, 3
+    shared = world.bcast(code or payload, "the plan from rank 0")
+    if code:
+        raise payload  # rank 0 prints it
+    return (None, shared) if isinstance(shared, int) else (shared, 0)
+
+
+def _share_cores(world: RankWorld) -> None:
+    """The ranks of a node share its cores: Numba's thread pool gets cores / ranks here."""
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world.local_size)))
+
+
+class _Status:
+    def __init__(self, world: RankWorld, folder):
+        self.world = world
+        self.folder = folder
+
+    def __call__(self, state: str, **fields) -> None:
+        w = self.world
+        write_status(self.folder, w.rank, state, pid=w.pid, host=w.host, chips=list(w.chips), **fields)
+
+
+def _fail(world: RankWorld, status: _Status, err: BaseException):
+    if isinstance(err, BadInput):
+        code, what = 2, f"failed: {err}"
+    elif isinstance(err, KeyboardInterrupt):
+        code, what = 130, "was interrupted"
+    elif isinstance(err, RankTimeout):
+        code, what = 3, f"failed: {err}"
+    else:
+        code, what = 3, f"failed: {type(err).__name__}: {' '.join(str(err).split())}"
+    line = f"{describe_rank(world.rank, world.chips)} {what}"
+    status("failed", code=code, message=line)
+    print(line, file=sys.stderr)
+    world.abort(code)
+
+
+def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: float, status=None) -> int:
+    """Steps 3-5 on this rank, given its world and the job; rank 0 calls `emit(report)`.
+    `status(state)` (optional) hears when the run proper begins."""
+    from ...codegen import lower
+    from ..devices import get_device
+    from ..groups import ordered_groups
+    from ..inputs import program_inputs
+    from .collect import collect, rank_share
+    from .executor import RankExecutor, runs_here
+    from .reference import rank_reference
+
+    prog = job.prog
+    device = get_device(options.device)
+    kernels = [lower(g, prog) for g in ordered_groups(job.plan, prog)]
+    begun = time.perf_counter()
+    compiled = {}
+    for i, k in enumerate(kernels):
+        if runs_here(k, world):
+            compiled[i] = device.compile(k)
+            if options.show_kernels and world.rank == 0:
+                options.show_kernels(k, compiled[i].source)
+    compile_s = time.perf_counter() - begun
+    mine = {t for t in prog.inputs if prog.tensors[t].home is None or prog.tensors[t].home in world.chips}
+    inputs = program_inputs(prog, mine)
+    reference = rank_reference(prog, inputs, world)
+    executor = RankExecutor(prog, world, device, kernels, compiled, inputs)
+    if status is not None:
+        status("running")
+    runs = [executor.run() for _ in range(max(1, options.repeat))]
+    share = rank_share(world, prog, runs, reference, compiled, compile_s, time.time() - started)
+    shares = world.gather(share, "the outputs at rank 0")
+    code = 0
+    if world.rank == 0:
+        report = collect(job, kernels, device.describe(), world, shares)
+        code = emit(report)
+    return world.bcast(code, "the exit status from rank 0")

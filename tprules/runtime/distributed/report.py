@@ -1,0 +1,99 @@
+"""The report of a run on ranks: the usual report (`runtime.report`), a table per rank, and
+`"ranks"` in JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .. import RunReport
+from ..compare import OutputCheck
+from ..report import chip_table, make_console, output_table, print_plan, seconds, size, table, verdict
+
+
+@dataclass
+class RankStats:
+    rank: int
+    pid: int
+    host: str
+    chips: list[int]
+    kernels: int
+    kernel_s: float  # the rank's chips' busy time added up
+    allreduces: int
+    allreduce_bytes: int  # the rank's payload over all its all-reduces
+    allreduce_s: float  # waiting for slower ranks included
+    messages: int  # point-to-point, sent and received
+    message_bytes: int
+    compile_s: float
+    run_s: float
+    wall_s: float  # from the rank's start to its report
+
+
+@dataclass
+class DistributedReport(RunReport):
+    ranks: list[RankStats] = field(default_factory=list)
+    mpi: str = ""  # the MPI library, e.g. MPICH 5.0.2
+    collectives: str = "host"  # where the all-reduce's buffers live (docs/distributed.md)
+    allreduces: int = 0  # per rank
+    wall_s: float = 0.0  # the launcher's start (or the first rank's) to the report
+    expected: list[OutputCheck] = field(default_factory=list)  # against DIR/expected/*.npy
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs) and all(o.ok for o in self.expected)
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        out.update({"mpi": self.mpi, "collectives": self.collectives, "allreduces": self.allreduces,
+                    "wall_s": self.wall_s, "ranks": [asdict(r) for r in self.ranks]})
+        if self.expected:
+            out["expected"] = [o.to_json() for o in self.expected]
+        return out
+
+
+def render_text(report: DistributedReport, width: int = 130, color: bool = False) -> str:
+    console, buf = make_console(width, color)
+    print_plan(console, report, f"run {report.program} on {report.device}, {len(report.ranks)} rank"
+                                f"{'' if len(report.ranks) == 1 else 's'} ({report.mpi})   shim {report.shim} ({report.shim_source})")
+    console.print()
+    console.print(chip_table(report))
+    console.print()
+    console.print(rank_table(report))
+    console.print()
+    console.print(output_table(report))
+    if report.expected:
+        console.print()
+        console.print(expected_table(report))
+    console.print()
+    n = report.allreduces
+    each = report.ranks[0].allreduce_bytes // n if n else 0
+    share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
+    console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
+                  f"{'' if n == 1 else 's'} of {size(each)} a rank, {share:.0%} of the run), wall "
+                  f"{seconds(report.wall_s)}; {final_verdict(report)}", soft_wrap=True)
+    return buf.getvalue()
+
+
+def rank_table(report: DistributedReport):
+    ranks = table("rank", "pid", "host", "chips", "kernels", "kernel time", "all-reduces", "bytes", "all-reduce time",
+                  "messages", "wall", right=("pid", "kernels", "kernel time", "all-reduces", "bytes", "all-reduce time",
+                                             "messages", "wall"))
+    for r in report.ranks:
+        ranks.add_row(str(r.rank), str(r.pid), r.host, ",".join(map(str, r.chips)), str(r.kernels), seconds(r.kernel_s),
+                      str(r.allreduces), size(r.allreduce_bytes), seconds(r.allreduce_s),
+                      f"{r.messages} ({size(r.message_bytes)})" if r.messages else "0", seconds(r.wall_s))
+    return ranks
+
+
+def expected_table(report: DistributedReport):
+    rows = table("output", "against", "max abs err", "max rel err", "tolerance", "")
+    for o in report.expected:
+        rows.add_row(o.tensor, "expected/", f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}",
+                     "ok" if o.ok else "MISMATCH")
+    return rows
+
+
+def final_verdict(report: DistributedReport) -> str:
+    bad = [o.tensor for o in report.expected if not o.ok]
+    if bad and all(o.ok for o in report.outputs):
+        return f"MISMATCH: {', '.join(bad)} differ{'s' if len(bad) == 1 else ''} from expected/"
+    return verdict(report)

@@ -1,0 +1,192 @@
+"""The one object that owns the MPI communicator and knows which chips each rank holds
+(as mpi4py's demos and Megatron's `parallel_state` do): kernels, the planner and the
+single-process runtime never see MPI, and nothing else in tprules imports mpi4py.
+
+Rank r of a world of size N holds the chips k with k mod N == r.
+
+Every wait on other ranks is polled against a deadline (`timeout`): a rank that stops
+answering ends the run with an error naming what it waited for, never a hang. Polling
+also keeps a waiting rank from spinning a core that a working rank needs (MPICH's
+blocking calls busy-wait, which hurts when ranks outnumber cores).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import NoReturn
+
+import numpy as np
+
+from ...errors import BadInput
+
+INSTALL = "pip install -e '.[mpi]' (mpi4py and the mpich wheel)"
+DEFAULT_TIMEOUT = 600.0  # seconds, as torch.distributed's default: long compiles stay legal
+
+
+class MpiMissing(BadInput):
+    """No MPI to run ranks with: says in one line what to install."""
+
+    kind = "mpi"
+
+
+class RankTimeout(Exception):
+    """Other ranks did not arrive at a collective within the world's timeout."""
+
+
+def import_mpi(start: bool = True):
+    """`mpi4py.MPI`, or MpiMissing saying what to install. `start=False` only loads the MPI
+    library (a launcher checks that its ranks will find one, without becoming a rank)."""
+    try:
+        import mpi4py
+
+        if not start and "mpi4py.MPI" not in sys.modules:
+            mpi4py.rc.initialize = mpi4py.rc.finalize = False
+        from mpi4py import MPI
+    except ImportError as err:
+        raise MpiMissing(f"MPI is not installed ({err}); install it with {INSTALL}") from None
+    except (RuntimeError, OSError) as err:  # mpi4py present, no MPI library it can load
+        reason = (str(err).strip().splitlines() or ["no reason given"])[0]
+        raise MpiMissing(f"mpi4py cannot load an MPI library ({reason}); install one with {INSTALL}") from None
+    return MPI
+
+
+@dataclass
+class Traffic:
+    """What a rank exchanged with the other ranks."""
+
+    allreduces: int = 0
+    allreduce_bytes: int = 0  # the rank's payload, summed over its all-reduces
+    allreduce_s: float = 0.0  # time in all-reduces, waiting for slower ranks included
+    messages: int = 0  # point-to-point, sent and received
+    message_bytes: int = 0
+    message_s: float = 0.0
+
+    def since(self, before: "Traffic") -> "Traffic":
+        return Traffic(*(a - b for a, b in zip(self.astuple(), before.astuple())))
+
+    def astuple(self) -> tuple:
+        return (self.allreduces, self.allreduce_bytes, self.allreduce_s, self.messages, self.message_bytes,
+                self.message_s)
+
+
+class RankWorld:
+    """One rank's view of the run: its communicator, rank, host, and chips.
+
+    >>> world = RankWorld.connect(timeout=60)                   # doctest: +SKIP
+    >>> world.assign(chips=4); world.chips                      # on rank 1 of 2
+    (1, 3)
+    """
+
+    def __init__(self, MPI, comm, timeout: float = DEFAULT_TIMEOUT):
+        self.MPI = MPI
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.timeout = timeout
+        self.pid = os.getpid()
+        self.host = socket.gethostname()
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        self.local_rank, self.local_size = node.Get_rank(), node.Get_size()  # ranks on this node (GPU choice)
+        node.Free()
+        self.chips_total = 0
+        self.chips: tuple[int, ...] = ()
+        self.traffic = Traffic()
+
+    @classmethod
+    def connect(cls, timeout: float = DEFAULT_TIMEOUT) -> "RankWorld":
+        MPI = import_mpi()
+        return cls(MPI, MPI.COMM_WORLD, timeout)
+
+    @property
+    def library(self) -> str:
+        """The MPI library in a few words, e.g. `MPICH 5.0.2`."""
+        first = self.MPI.Get_library_version().strip().splitlines()[0]
+        words = first.replace("Version:", "").replace(",", " ").split()
+        return " ".join(words[:2]) if words else "MPI"
+
+    # -- chips ---------------------------------------------------------------------
+
+    def assign(self, chips: int) -> None:
+        """Hold the chips k with k mod size == rank, of a program on `chips` chips."""
+        self.chips_total = chips
+        self.chips = tuple(range(self.rank, chips, self.size))
+
+    def owner(self, chip: int) -> int:
+        return chip % self.size
+
+    def chips_of(self, rank: int) -> tuple[int, ...]:
+        return tuple(range(rank, self.chips_total, self.size))
+
+    def describe(self, rank: int | None = None) -> str:
+        """`rank 1 (chips 1, 3)`: how messages name a rank."""
+        rank = self.rank if rank is None else rank
+        return describe_rank(rank, self.chips_of(rank))
+
+    # -- collectives, each polled against the deadline -------------------------------
+
+    def allreduce(self, partial: np.ndarray, what: str) -> np.ndarray:
+        """The sum over every rank of `partial` (float32)."""
+        send = np.ascontiguousarray(partial, np.float32)
+        total = np.empty_like(send)
+        started = time.perf_counter()
+        self._wait(self.comm.Iallreduce(send, total, op=self.MPI.SUM), what)
+        self.traffic.allreduces += 1
+        self.traffic.allreduce_bytes += send.nbytes
+        self.traffic.allreduce_s += time.perf_counter() - started
+        return total
+
+    def send(self, array: np.ndarray, to: int, what: str) -> None:
+        data = np.ascontiguousarray(array)
+        started = time.perf_counter()
+        self._wait(self.comm.Isend(data, dest=to), what)
+        self._count(data.nbytes, started)
+
+    def recv(self, shape, dtype, source: int, what: str) -> np.ndarray:
+        data = np.empty(shape, dtype)
+        started = time.perf_counter()
+        self._wait(self.comm.Irecv(data, source=source), what)
+        self._count(data.nbytes, started)
+        return data
+
+    def gather(self, obj, what: str):
+        """Every rank's `obj` in rank order on rank 0 (None elsewhere)."""
+        self.barrier(what)
+        return self.comm.gather(obj, root=0)
+
+    def bcast(self, obj, what: str):
+        """Rank 0's `obj` on every rank."""
+        self.barrier(what)
+        return self.comm.bcast(obj, root=0)
+
+    def barrier(self, what: str) -> None:
+        self._wait(self.comm.Ibarrier(), what)
+
+    def abort(self, code: int) -> NoReturn:
+        """End every rank of the run now (the launcher reports the exit status)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.comm.Abort(code)
+        os._exit(code)  # MPICH's Abort can return before the process manager ends this process
+
+    def _count(self, nbytes: int, started: float) -> None:
+        self.traffic.messages += 1
+        self.traffic.message_bytes += nbytes
+        self.traffic.message_s += time.perf_counter() - started
+
+    def _wait(self, request, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        pause = 0.0
+        while not request.Test():
+            if time.monotonic() > deadline:
+                raise RankTimeout(f"waited {self.timeout:g} s for {what}; another rank stopped answering")
+            time.sleep(pause)
+            pause = min(pause * 2 or 2e-6, 1e-3)
+
+
+def describe_rank(rank: int, chips) -> str:
+    chips = list(chips)
+    return f"rank {rank} (chip{'' if len(chips) == 1 else 's'} {', '.join(map(str, chips)) or 'none'})"
