@@ -141,9 +141,6 @@ def check_safety(program: ast.Program, problems: _Problems) -> None:
             if isinstance(term, ast.Wildcard):
                 problems.add(f"wildcard '_' in the head of {rule.head.rel}: a head gives every column a value",
                              term.pos)
-            if ast.aggregates_in(term):
-                problems.add(f"aggregate in the head of {rule.head.rel}: bind it in the body "
-                             "(N = count : {...}) and put N in the head", term.pos)
         _check_body_safety(rule.head, rule.body, frozenset(), problems)
 
 
@@ -200,7 +197,7 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.
     """Run every item-level checker; return the declarations, the program with its types
     written in, and the problems found."""
     problems = _Problems()
-    program = shadow_aggregate_targets(program)
+    program = shadow_aggregate_targets(lift_head_aggregates(program))
     typenames = resolve_types(program, problems)
     decls = check_decls(program, typenames, problems)
     check_atoms(program, decls, problems)
@@ -211,6 +208,24 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.
 
 
 # ---- scopes ---------------------------------------------------------------------
+
+
+def lift_head_aggregates(program: ast.Program) -> ast.Program:
+    """`h(count : {...}) :- body.` means `h(N) :- body, N = count : {...}.` (as in Soufflé)."""
+    items = []
+    for item in program.items:
+        if isinstance(item, ast.Rule) and any(ast.aggregates_in(t) for t in item.head.args):
+            extra, args = [], []
+            for term in item.head.args:
+                for agg in ast.aggregates_in(term):
+                    var = ast.Var(f".h{len(extra) + 1}", agg.pos)
+                    extra.append(ast.Comparison("=", var, agg, agg.pos))
+                    term = ast.replace_term(term, agg, var)
+                args.append(term)
+            item = dataclasses.replace(item, head=dataclasses.replace(item.head, args=tuple(args)),
+                                       body=item.body + tuple(extra))
+        items.append(item)
+    return ast.Program(tuple(items))
 
 
 def shadow_aggregate_targets(program: ast.Program) -> ast.Program:

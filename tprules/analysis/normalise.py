@@ -108,8 +108,64 @@ def _body(body: tuple[ast.Literal, ...], fresh: _Fresh) -> tuple[ast.Literal, ..
     return tuple(out) + tuple(extra)
 
 
+def fold_constants(term: ast.Term) -> ast.Term:
+    """The term with every part that has no variable computed (`1 + 1 + ... + 1` → one number)."""
+    return _fold(term)[0]
+
+
+def _fold(term: ast.Term) -> tuple[ast.Term, bool]:
+    """(the folded term, whether it is ground: no variable, aggregate or range)."""
+    if isinstance(term, ast.CONSTANTS):
+        return term, True
+    if isinstance(term, (ast.Var, ast.Wildcard, ast.Aggregate)):
+        return term, False
+    parts = ast.subterms(term)
+    folded = [_fold(p) for p in parts]
+    ground = all(g for _, g in folded) and not (isinstance(term, ast.Functor) and term.name == "range")
+    new = tuple(t for t, _ in folded)
+    if any(a is not b for a, b in zip(new, parts)):
+        match term:
+            case ast.BinOp():
+                term = dataclasses.replace(term, left=new[0], right=new[1])
+            case ast.Negative():
+                term = dataclasses.replace(term, operand=new[0])
+            case ast.Cast():
+                term = dataclasses.replace(term, term=new[0])
+            case ast.Functor():
+                term = dataclasses.replace(term, args=new)
+    if not ground:
+        return term, False
+    from ..engine.constant import constant_value, kind_of
+
+    try:
+        value = constant_value(term)
+    except (ArithmeticError, TypeError):  # 1 / 0: left for the engines to report where it is
+        return term, False
+    kind = kind_of(term)
+    node = {"symbol": ast.Str, "unsigned": ast.Unsigned, "float": ast.Float}.get(kind, ast.Num)
+    return node(value, term.pos, kind), True
+
+
+def _fold_literal(lit: ast.Literal) -> ast.Literal:
+    match lit:
+        case ast.Atom(_, args):
+            new = tuple(fold_constants(a) for a in args)
+            return lit if all(a is b for a, b in zip(new, args)) else dataclasses.replace(lit, args=new)
+        case ast.Negation(atom):
+            new = _fold_literal(atom)
+            return lit if new is atom else dataclasses.replace(lit, atom=new)
+        case ast.Comparison(_, left, right):
+            a, b = fold_constants(left), fold_constants(right)
+            return lit if a is left and b is right else dataclasses.replace(lit, left=a, right=b)
+    return lit
+
+
 def normalise_rule(rule: ast.Rule) -> ast.Rule:
     """The rule in the engines' normal form (the rule itself when nothing changes)."""
+    head = _fold_literal(rule.head)
+    body = tuple(_fold_literal(lit) for lit in rule.body)
+    if head is not rule.head or any(a is not b for a, b in zip(body, rule.body)):
+        rule = dataclasses.replace(rule, head=head, body=body)
     fresh = _Fresh()
     extra: list[ast.Literal] = []
     head_args = tuple(_lift_ranges(a, fresh, extra) for a in rule.head.args)

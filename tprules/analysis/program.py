@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..config import cache_dir
+from ..deep import deep
 from ..errors import RuleError, raise_all
 from ..lang import ast
 from .checks import check_program_items
@@ -41,6 +42,10 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
     """Run every static check; raise all problems together, or return the checked program
     (its rules with their types written in; its strata hold the rules the engines evaluate,
     see normalise.py)."""
+    return deep(_check_program, program, source)
+
+
+def _check_program(program: ast.Program, source: str) -> CheckedProgram:
     decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:

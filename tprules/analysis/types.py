@@ -81,6 +81,7 @@ class Typer:
     def __init__(self, rule: ast.Rule, decls: dict[str, ast.Decl], typenames: dict[str, str], problems):
         self.rule, self.decls, self.typenames, self.problems = rule, decls, typenames, problems
         self.types: dict[str, tuple[str, ast.Pos, str]] = {}
+        self._inferred: dict[tuple[int, int], str | None] = {}
 
     def run(self) -> ast.Rule:
         atoms = [(self.rule.head, "head"), *ast.body_atoms(self.rule.body)]
@@ -129,6 +130,12 @@ class Typer:
 
     def infer(self, term: ast.Term) -> str | None:
         """The term's type; INT for integer literals whose place decides; None if unknown."""
+        key = (id(term), len(self.types))  # remembered: nested terms ask about their parts again
+        if key not in self._inferred:
+            self._inferred[key] = self._infer(term)
+        return self._inferred[key]
+
+    def _infer(self, term: ast.Term) -> str | None:
         match term:
             case ast.Var(name):
                 known = self.types.get(name)
@@ -327,7 +334,8 @@ class Typer:
         body = self._literals(term.body)
         if term.func == "count":
             return dataclasses.replace(term, body=body, type="number")
-        target = self.expect(term.target, NUMERIC, f"target of {term.func}")
+        # As Soufflé 2.5: a mean is of floats (convert a number with to_float)
+        target = self.expect(term.target, ("float",) if term.func == "mean" else NUMERIC, f"target of {term.func}")
         kind = "float" if term.func == "mean" else (getattr(target, "type", "") or "number")
         return dataclasses.replace(term, target=target, body=body, type=kind)
 

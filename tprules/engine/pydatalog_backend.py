@@ -50,10 +50,10 @@ class _Translator:
     (Soufflé's semantics: 64-bit wrap-around, truncating division, string functors).
     """
 
-    def __init__(self, stratum_rels: frozenset[str], aggregates: dict[int, tuple[str, list[str]]]):
+    def __init__(self, stratum_rels: frozenset[str], aggregates: dict[int, tuple[str, list[str]]], names):
         self.stratum_rels = stratum_rels
         self.aggregates = aggregates  # id(agg) → (value predicate, outer vars)
-        self.fresh = itertools.count()
+        self.fresh = names  # shared by the engine: a helper predicate's name is never reused
         self.helpers: list[str] = []  # projection predicates the clauses need
 
     def term(self, t: ast.Term) -> str:
@@ -93,7 +93,9 @@ class _Translator:
             pending.remove(lit)
             match lit:
                 case ast.Atom():
-                    text = self.atom(lit)
+                    # wildcards projected away: `n(_), n(_)` are tests, never a product
+                    wild = any(isinstance(t, ast.Wildcard) for t in lit.args)
+                    text = self.projection(lit) if wild else self.atom(lit)
                     bound |= {t.name for t in lit.args if isinstance(t, ast.Var)}
                     variants = [v + [text] for v in variants]
                 case ast.Negation(atom):
@@ -320,7 +322,7 @@ class PyDatalogEngine:
     def _stratum(self, stratum, given: dict[str, set]) -> dict[str, set]:
         rels = frozenset(stratum.relations)
         aggregates = self._aggregates(stratum, rels)
-        translator = _Translator(rels, aggregates)
+        translator = _Translator(rels, aggregates, self._names)
         clauses: list[str] = []
         for rel in rels:  # every head predicate exists, even if no rule fires
             arity = self.checked.decls[rel].arity
@@ -375,7 +377,7 @@ class PyDatalogEngine:
         if has_target:  # the target becomes a variable bound at the end of the body
             body = body + (ast.Comparison("=", ast.Var(".t", agg.pos, kind_of(agg.target)), agg.target, agg.pos,
                                           kind_of(agg.target)),)
-        translator = _Translator(rels, {})
+        translator = _Translator(rels, {}, self._names)
         head = [_var(v) for v in outer + witness] + ([_var(".t")] if has_target else [])
         clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
                    for variant in translator.body(None, body, set())]

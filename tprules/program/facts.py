@@ -95,7 +95,7 @@ def read_facts_file(path: Path, rel: str, types: tuple[str, ...], display: str, 
         lines = [lines[n - 1] for n in numbers]
     else:
         numbers = range(1, len(lines) + 1)
-    rows = [line.split("\t") for line in lines]
+    rows = [line.split("\t") for line in lines] if arity else [[] for _ in lines]  # a line makes a nullary true
     if set(map(len, rows)) - {arity}:
         k = next(k for k, cols in enumerate(rows) if len(cols) != arity)
         spaces = "; this line separates with spaces" if " " in lines[k] and len(rows[k]) < arity else ""

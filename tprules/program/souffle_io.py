@@ -163,7 +163,8 @@ def write_outputs(model, checked, chans: list[Channel], out_dir: str) -> None:
             continue
         delimiter = chan.delimiter
         lines = lines_of(model.tuples(chan.rel), decl.types, delimiter)
-        head = header(decl, delimiter) if chan.headers else None
+        # -D - prints the column names as Soufflé does; a file or IO=stdout only with headers=true
+        head = header(decl, delimiter) if chan.headers or out_dir == "-" else None
         if out_dir == "-" or chan.io == "stdout":
             printed.append(stdout_block(chan.rel, lines, head))
             continue
