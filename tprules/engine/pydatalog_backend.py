@@ -334,6 +334,11 @@ class PyDatalogEngine:
                 pyDatalog.assert_fact(_pred(rule.head.rel, True), *values)
                 continue
             for body in translator.body(rule.head, rule.body, set()):
+                if not body:  # every literal was decided already (`1 < 2`, true): a fact
+                    types = self.checked.decls[rule.head.rel].types
+                    values = [_held(v, k) for v, k in zip(fact_values(rule), types)] or [_UNIT]
+                    pyDatalog.assert_fact(_pred(rule.head.rel, True), *values)
+                    continue
                 clauses.append(self._clause(translator, rule.head, body))
         self._load(translator.helpers + clauses)
         answers = {rel: self._ask(_pred(rel, True), self.checked.decls[rel].arity) for rel in rels}
@@ -350,8 +355,6 @@ class PyDatalogEngine:
                 v = f"V__h{next(translator.fresh)}"
                 head_args.append(v)
                 tests.append(f"({v} == {translator.computed(t)})")
-        if not body and not tests:  # a rule whose body was all `true`
-            return f"{_pred(head.rel, True)}({', '.join(head_args) or _UNIT}) <= (1 == 1)"
         return f"{_pred(head.rel, True)}({', '.join(head_args) or _UNIT}) <= {' & '.join(body + tests)}"
 
     def _aggregates(self, stratum, rels) -> dict[int, tuple[str, list[str]]]:
