@@ -26,6 +26,7 @@ class _Problems(list):
 def check_decls(program: ast.Program, typenames: dict[str, str], problems: _Problems) -> dict[str, ast.Decl]:
     """Every relation's declaration, each column's type resolved to its primitive."""
     decls: dict[str, ast.Decl] = {}
+    declared = {t.name for t in program.types}
     for decl in program.decls:
         if decl.name in decls:
             problems.add(f"relation {decl.name} is declared twice (first at {decls[decl.name].pos})", decl.pos)
@@ -34,7 +35,7 @@ def check_decls(program: ast.Program, typenames: dict[str, str], problems: _Prob
         attrs = []
         for attr in decl.attrs:
             kind = typenames.get(attr.type)
-            if kind is None:
+            if kind is None and attr.type not in declared:  # a declared one that failed is reported there
                 problems.add(f"type {attr.type} of {decl.name}.{attr.name} is not declared (use number, unsigned, "
                              "float, symbol, or a .type)", attr.pos)
             if attr.name in seen:
@@ -77,9 +78,10 @@ def _did_you_mean(name: str, decls: dict[str, ast.Decl]) -> str:
 # ---- types ----------------------------------------------------------------------
 
 
-def check_types(program: ast.Program, decls: dict[str, ast.Decl], typenames: dict[str, str],
-                problems: _Problems) -> ast.Program:
+def check_types(program: ast.Program, decls: dict[str, ast.Decl], problems: _Problems,
+                typenames: dict[str, str] | None = None) -> ast.Program:
     """Check every rule's types; the program with each term's type written in."""
+    typenames = typenames if typenames is not None else {p: p for p in ast.PRIMITIVES}
     items = tuple(Typer(item, decls, typenames, problems).run() if isinstance(item, ast.Rule) else
                   decls.get(item.name, item) if isinstance(item, ast.Decl) else item
                   for item in program.items)
@@ -201,7 +203,7 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.
     typenames = resolve_types(program, problems)
     decls = check_decls(program, typenames, problems)
     check_atoms(program, decls, problems)
-    typed = check_types(program, decls, typenames, problems)
+    typed = check_types(program, decls, problems, typenames)
     check_safety(program, problems)
     check_no_nested_aggregates(program, problems)
     return decls, typed, list(problems)

@@ -148,8 +148,11 @@ class Typer:
                 return "float"
             case ast.Str():
                 return "symbol"
-            case ast.BinOp(_, left, right):
-                return _unify(self.infer(left), self.infer(right))
+            case ast.BinOp(op, left, right):
+                sides = (self.infer(left), self.infer(right))
+                if "symbol" in sides:  # only `+` of two symbols is one (a concatenation)
+                    return "symbol" if op == "+" and sides == ("symbol", "symbol") else "number"
+                return _unify(*sides)
             case ast.Negative(operand):
                 return self.infer(operand)
             case ast.Cast(_, to):
@@ -160,7 +163,7 @@ class Typer:
                 return "float"
             case ast.Aggregate(_, target):
                 found = self.infer(target) if target is not None else None
-                return "number" if found == INT else found
+                return found if found in NUMERIC else "number"  # a symbol target is reported there
             case ast.Functor(name, args):
                 result = _RESULT.get(name)
                 if result is not None:
@@ -180,6 +183,9 @@ class Typer:
                 args.append(dataclasses.replace(term, type=attr.kind))
                 continue
             found = self.infer(term)
+            if found == _CLASH:  # its parts disagree: reported where they meet
+                args.append(self.term(term, attr.kind))
+                continue
             if found not in (None, INT) and found != attr.kind or found == INT and attr.kind == "symbol":
                 self.problems.add(f"{atom.rel}.{attr.name} is a{_n(attr.kind)} {attr.kind} but is given "
                                   f"{describe(term, found if found != INT else 'number')}", term.pos)
@@ -229,7 +235,8 @@ class Typer:
         if found == INT:
             found = kinds[0] if kinds[0] in NUMERIC else "number"
         if found is not None and found not in kinds:
-            expected = " or ".join(f"a{_n(k)} {k}" for k in kinds)
+            words = [f"a{_n(k)} {k}" for k in kinds]
+            expected = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
             if isinstance(term, ast.Var):
                 where = self.types[term.name][2]
                 self.problems.add(f"the {what} is {term.name}, a{_n(found)} {found} (from {where}); expected {expected}",
@@ -353,7 +360,7 @@ def _unify(*kinds):
     """The one type of several terms: the known one, INT if only literals, None if unknown,
     _CLASH if two known types differ."""
     known = {k for k in kinds if k not in (None, INT)}
-    if _CLASH in known or len(known) > 1:
+    if _CLASH in known or len(known) > 1 or known == {"symbol"} and INT in kinds:
         return _CLASH
     if known:
         return known.pop()

@@ -64,6 +64,8 @@ _WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "
 _AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "MEAN"}
 _FUNCTORS = {"CAT", "ORD", "RANGE", "STRLEN", "SUBSTR", "TO_FLOAT", "TO_NUMBER", "TO_STRING", "TO_UNSIGNED", "AS",
              "BNOT", "LNOT"}
+_NUMBERS = {"FLOAT", "UNSIGNED"}  # said as "a number"
+_QUIET = {"TRUE", "FALSE", "CONTAINS", "MATCH"}  # would only make the list longer
 _FIRST = ("DOT", "COMMA", "RPAR", "RBRACE")  # the tokens that close something, shown first
 
 
@@ -75,7 +77,9 @@ def _word(name: str, patterns: dict[str, str]) -> str:
 
 def expected_words(names, patterns: dict[str, str]) -> str:
     """`',' or '.'`, `a name, a number or an aggregate`, ...: what may come here."""
-    names = set(names)
+    names = set(names) - _QUIET
+    if names & _NUMBERS:
+        names = (names - _NUMBERS) | {"NUMBER"}
     order = sorted(names - _AGGREGATES - _FUNCTORS,
                    key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
     words = list(dict.fromkeys(_word(n, patterns) for n in order))
@@ -83,8 +87,8 @@ def expected_words(names, patterns: dict[str, str]) -> str:
         words.append("a functor")
     if names & _AGGREGATES:
         words.append("an aggregate")
-    if len(words) > 8:
-        words = words[:7] + ["..."]
+    if len(words) > 9:
+        words = words[:8] + ["..."]
     if not words:  # a complete atom or query (parse_atom, parse_body): only the end may follow
         return "end of file"
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]

@@ -47,14 +47,14 @@ def channels(checked) -> list[Channel]:
     found = []
     for directive in checked.program.directives:
         params = dict(directive.params)
-        for key in params:
-            if key not in _KNOWN:
-                raise UsageError(f".{directive.kind} parameter {key} is not supported by tprules eval "
-                                 f"(it knows {', '.join(sorted(_KNOWN))})", directive.pos)
         io = params.get("IO", "file")
         if io not in ("file", "stdout") or directive.kind == "input" and io != "file":
             raise UsageError(f".{directive.kind} IO={io} is not supported by tprules eval (IO=file"
                              f"{', IO=stdout' if directive.kind == 'output' else ''})", directive.pos)
+        for key in params:
+            if key not in _KNOWN:
+                raise UsageError(f".{directive.kind} parameter {key} is not supported by tprules eval "
+                                 f"(it knows {', '.join(sorted(_KNOWN))})", directive.pos)
         for rel in directive.names:
             default = f"{rel}.facts" if directive.kind == "input" else f"{rel}.csv"
             found.append(Channel(rel, directive.kind, io, params.get("filename", default),
