@@ -16,6 +16,7 @@ Soufflé 2.5, which proves the hand-computed answers are Soufflé's semantics.
 from __future__ import annotations
 
 import shutil
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,13 @@ from tprules.workspace import ENGINES, make_engine
 CASES = case_dirs(DATA / "engine")
 
 
+@lru_cache(maxsize=None)  # parsed and checked once for the three engines and Soufflé
 def load_case(case: Path):
     checked = check_program(parse_file(case / "program.dl", f"{case.name}/program.dl"))
     facts = {}
     for chan in souffle_io.channels(checked):
         if chan.kind == "input":
-            facts[chan.rel] = set(souffle_io.read_input(chan, checked.decls[chan.rel].types, case / "facts"))
+            facts[chan.rel] = frozenset(souffle_io.read_input(chan, checked.decls[chan.rel].types, case / "facts"))
     return checked, facts
 
 
