@@ -48,12 +48,15 @@ def _float_to_int(x: float, unsigned: bool) -> int:
     return value if -HALF <= value < HALF else -HALF
 
 
+_NAN = -math.nan  # x86's default NaN has its sign bit set: C prints an invalid result as -nan
+
+
 def _float_div(a: float, b: float) -> float:
     try:
         return a / b
     except ZeroDivisionError:
         if a == 0 or math.isnan(a):
-            return math.nan
+            return _NAN
         return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
@@ -63,7 +66,7 @@ def _pow(a, b, kind: str):
     except (OverflowError, ValueError):
         value = math.inf if a > 0 or float(b).is_integer() and int(b) % 2 == 0 else -math.inf
         if a < 0 and not float(b).is_integer():
-            value = math.nan
+            value = _NAN
     except ZeroDivisionError:
         value = math.inf
     if kind == "float":
