@@ -161,3 +161,13 @@ def test_division_by_zero_is_a_rule_error_naming_the_rule():
     for engine in ENGINES:
         with pytest.raises(RuleError, match="division by zero"):
             make_engine(engine, checked).evaluate({})
+
+
+def test_a_program_folder_gives_a_nullary_relation_by_a_line(tmp_path):
+    # SPEC §2's reader (check, plan, why): a line makes a zero-arity relation true, as in Soufflé.
+    from tprules.program.facts import load_fact_dir
+
+    (tmp_path / "on.facts").write_text("()\n")
+    (tmp_path / "off.facts").write_text("")
+    facts = load_fact_dir(tmp_path, {"on": (), "off": ()})
+    assert facts.tuples("on") == {()} and facts.tuples("off") == set()
