@@ -97,8 +97,8 @@ def _body(body: tuple[ast.Literal, ...], fresh: _Fresh) -> tuple[ast.Literal, ..
                 atoms = {t.name for a in body if isinstance(a, ast.Atom) for t in a.args if isinstance(t, ast.Var)}
                 sides = [ast.Cast(t, "float", t.pos, "float") if isinstance(t, ast.Var) and t.name in atoms else
                          _lift_ranges(t, fresh, extra) for t in (left, right)]
-                out.append(dataclasses.replace(lit, left=sides[0], right=sides[1]) if sides != [left, right]
-                           or any(a is not b for a, b in zip(sides, (left, right))) else lit)
+                same = sides[0] is left and sides[1] is right
+                out.append(lit if same else dataclasses.replace(lit, left=sides[0], right=sides[1]))
             case ast.Comparison(_, left, right):
                 new_left, new_right = _lift_ranges(left, fresh, extra), _lift_ranges(right, fresh, extra)
                 out.append(lit if new_left is left and new_right is right
