@@ -72,6 +72,7 @@ def tp_programs(draw, max_statements: int = 14, max_chips: int = 3, rows: int = 
 # others compute new ones (arithmetic, aggregates), so every fixpoint is finite.
 
 import itertools  # noqa: E402
+import re  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
 TYPES = ("number", "symbol")
@@ -116,13 +117,22 @@ class _Rule:
         return sorted(self.edb) + lower
 
     def atom(self, rel: str, pool: dict[str, str], new_stem: str | None, wildcards: bool = True,
-             used: set[str] | None = None) -> str:
+             used: set[str] | None = None, exprs: bool | set[str] = True) -> str:
         """An atom over `rel`; new variables (named from `new_stem`) join `pool` as they appear;
-        every variable it mentions joins `used`."""
+        every variable it mentions joins `used`. A number column may get an expression over
+        variables bound before (`e(X + 2, Y)`), which the engines compute, then look up."""
         args = []
         for kind in self.types(rel):
-            choice = self.draw(st.sampled_from(("bound", "bound", "bound", "new", "new", "new", "const", "wild")))
+            choice = self.draw(st.sampled_from(("bound", "bound", "bound", "new", "new", "new", "const", "wild",
+                                                "expr")))
             same = sorted(v for v, k in pool.items() if k == kind)
+            numbers = {v: k for v, k in pool.items() if k == "number" and (exprs is True or exprs and v in exprs)}
+            if choice == "expr" and numbers and kind == "number":
+                expr = self.number_expr(numbers)
+                args.append(expr)
+                if used is not None:
+                    used.update(v for v in pool if re.search(rf"\b{re.escape(v)}\b", expr))
+                continue
             if choice == "bound" and same:
                 args.append(self.draw(st.sampled_from(same)))
             elif choice in ("new", "bound") and new_stem is not None:
@@ -167,8 +177,15 @@ class _Rule:
         sources = self.sources(same_level=False)
         inner: dict[str, str] = dict(self.bound)
         used: set[str] = set()  # variables of the aggregate's atoms
-        atoms = [self.atom(self.draw(st.sampled_from(sources)), inner, "A", used=used)
-                 for _ in range(self.draw(st.integers(1, 2)))]
+        # Expressions inside an aggregate are over its own variables: Soufflé 2.5 fails an
+        # assertion (MaterializeAggregationQueries) on some over outer ones, and the pydatalog
+        # engine refuses an outer variable that no atom inside binds.
+        own: set[str] = set()
+        atoms = []
+        for _ in range(self.draw(st.integers(1, 2))):
+            atoms.append(self.atom(self.draw(st.sampled_from(sources)), inner, "A", used=used,
+                                   exprs=False if self.souffle_compatible else own))
+            own.update(v for v in inner if v not in self.bound)
         body = list(atoms)
         in_atoms = {v: k for v, k in inner.items() if v in used}
         if self.draw(st.integers(0, 3)) == 0:  # negation and comparison over the atoms' variables only

@@ -2,7 +2,7 @@
 
 Compared on every example program, on random TP programs (tests/strategies.py
 `tp_programs`) under the project's rules, and on random rule sets (`rule_sets`:
-recursion, negation, aggregates, arithmetic, comparisons) over random facts, where every
+recursion, negation, aggregates, arithmetic, expressions in atoms, comparisons) over random facts, where every
 relation is compared, not only the verdicts. Both Python engines are held to it: `fast`
 (numpy columns, what `check` uses) and `compiled` (generated joins). Hypothesis runs
 derandomized, so CI sees the same examples every time.

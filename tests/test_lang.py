@@ -179,6 +179,8 @@ CHECKED = [p for p in SNIPPETS if p.name != "nested_aggregates.dl"]  # the check
 @pytest.mark.parametrize("path", CHECKED, ids=[p.name for p in CHECKED])
 def test_engines_agree_with_souffle_on_snippets(path, engine, tmp_path):
     from tprules.analysis import check_program
+    from tprules.errors import RuleError
+    from tprules.program.souffle_io import lines_of
     from tprules.workspace import make_engine
 
     checked = check_program(parse_file(path))
@@ -187,6 +189,11 @@ def test_engines_agree_with_souffle_on_snippets(path, engine, tmp_path):
     for name in checked.inputs:
         (facts / f"{name}.facts").touch()
     run_souffle(path, facts, tmp_path / "out")
-    model = make_engine(engine, checked).evaluate({})
+    try:
+        model = make_engine(engine, checked).evaluate({})
+    except RuleError as err:  # pyDatalog refuses eqrel in one line rather than answering
+        assert engine == "pydatalog" and "eqrel" in str(err), err
+        return
     for rel in checked.outputs:
-        assert tsv_lines(model.tuples(rel)) == read_tsv(tmp_path / "out" / f"{rel}.csv"), rel
+        lines = sorted(lines_of(model.tuples(rel), checked.decls[rel].types))
+        assert lines == read_tsv(tmp_path / "out" / f"{rel}.csv"), rel

@@ -224,5 +224,5 @@ def test_terminal_loop_answers_and_stops_at_quit(session, capsys, tmp_path, monk
 
 
 def test_error_answers_are_text_without_markup(session):
-    answer = session.handle("?- [x]")
-    assert isinstance(answer, Text) and answer.plain.startswith("syntax error at column 4")
+    answer = session.handle("?- [x]")  # a record: refused, its brackets shown as written
+    assert isinstance(answer, Text) and answer.plain == "unsupported at column 4: tprules does not support records ([...])"

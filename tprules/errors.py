@@ -28,6 +28,12 @@ class RuleSyntaxError(BadInput):
     kind = "syntax error"
 
 
+class Unsupported(BadInput):
+    """Soufflé that tprules does not evaluate (records, components, ...): refused by name."""
+
+    kind = "unsupported"
+
+
 class RuleError(BadInput):
     """A rule program that parses but does not check (declarations, types, safety, strata)."""
 

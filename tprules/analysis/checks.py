@@ -6,10 +6,13 @@ in order and raises every problem found at once (lint prints them all).
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import RuleError
 from ..lang import ast
+from .types import Typer, resolve_types
 
-TYPES = ("number", "symbol")
+TYPES = ast.PRIMITIVES
 
 
 class _Problems(list):
@@ -20,19 +23,28 @@ class _Problems(list):
 # ---- declarations ---------------------------------------------------------------
 
 
-def check_decls(program: ast.Program, problems: _Problems) -> dict[str, ast.Decl]:
+def check_decls(program: ast.Program, typenames: dict[str, str], problems: _Problems) -> dict[str, ast.Decl]:
+    """Every relation's declaration, each column's type resolved to its primitive."""
     decls: dict[str, ast.Decl] = {}
+    declared = {t.name for t in program.types}
     for decl in program.decls:
         if decl.name in decls:
             problems.add(f"relation {decl.name} is declared twice (first at {decls[decl.name].pos})", decl.pos)
             continue
         seen: set[str] = set()
+        attrs = []
         for attr in decl.attrs:
-            if attr.type not in TYPES:
-                problems.add(f"type {attr.type} of {decl.name}.{attr.name} is not supported (use number or symbol)", attr.pos)
+            kind = typenames.get(attr.type)
+            if kind is None and attr.type not in declared:  # a declared one that failed is reported there
+                problems.add(f"type {attr.type} of {decl.name}.{attr.name} is not declared (use number, unsigned, "
+                             "float, symbol, or a .type)", attr.pos)
             if attr.name in seen:
                 problems.add(f"attribute {attr.name} of {decl.name} is declared twice", attr.pos)
             seen.add(attr.name)
+            attrs.append(dataclasses.replace(attr, kind=kind or ""))
+        decl = dataclasses.replace(decl, attrs=tuple(attrs))
+        if "eqrel" in decl.qualifiers and (decl.arity != 2 or len(set(decl.types)) != 1):
+            problems.add(f"eqrel relation {decl.name} must have two columns of one type", decl.pos)
         decls[decl.name] = decl
     for directive in program.directives:
         for name in directive.names:
@@ -66,126 +78,14 @@ def _did_you_mean(name: str, decls: dict[str, ast.Decl]) -> str:
 # ---- types ----------------------------------------------------------------------
 
 
-def _constant_type(term: ast.Term) -> str | None:
-    match term:
-        case ast.Num():
-            return "number"
-        case ast.Str():
-            return "symbol"
-        case ast.BinOp() | ast.Negative() | ast.Aggregate():
-            return "number"
-    return None
-
-
-class _Typer:
-    """Infers each variable's type from the atoms it appears in, then checks every use."""
-
-    def __init__(self, rule: ast.Rule, decls: dict[str, ast.Decl], problems: _Problems):
-        self.rule, self.decls, self.problems = rule, decls, problems
-        self.types: dict[str, tuple[str, ast.Pos, str]] = {}
-
-    def run(self) -> None:
-        atoms = [(self.rule.head, "head"), *ast.body_atoms(self.rule.body)]
-        for atom, _ in atoms:
-            self._bind_atom(atom)
-        for atom, _ in atoms:
-            self._check_atom(atom)
-        self._check_literals(self.rule.body)
-
-    def _columns(self, atom: ast.Atom):
-        decl = self.decls.get(atom.rel)
-        if decl is None or decl.arity != atom.arity:
-            return []
-        return list(zip(atom.args, decl.attrs))
-
-    def _bind_atom(self, atom: ast.Atom) -> None:
-        for term, attr in self._columns(atom):
-            if isinstance(term, ast.Var) and attr.type in TYPES:
-                known = self.types.get(term.name)
-                where = f"{atom.rel}.{attr.name}"
-                if known is None:
-                    self.types[term.name] = (attr.type, term.pos, where)
-                elif known[0] != attr.type:
-                    self.problems.add(
-                        f"variable {term.name} is a {known[0]} in {known[2]} but a {attr.type} in {where}", term.pos
-                    )
-
-    def _check_atom(self, atom: ast.Atom) -> None:
-        for term, attr in self._columns(atom):
-            if isinstance(term, ast.Var):
-                continue  # a variable's conflicting uses are reported once, by _bind_atom
-            found = self.term_type(term)
-            if found is not None and attr.type in TYPES and found != attr.type:
-                self.problems.add(f"{atom.rel}.{attr.name} is a {attr.type} but is given {_describe(term, found)}",
-                                  term.pos)
-
-    def term_type(self, term: ast.Term) -> str | None:
-        match term:
-            case ast.Var(name):
-                known = self.types.get(name)
-                return known[0] if known else None
-            case ast.BinOp(op, left, right):
-                for side in (left, right):
-                    self._expect_number(side, f"operand of '{op}'")
-                return "number"
-            case ast.Negative(operand):
-                self._expect_number(operand, "operand of '-'")
-                return "number"
-            case ast.Aggregate(func, target, body):
-                if target is not None:
-                    self._expect_number(target, f"target of {func}")
-                self._check_literals(body)
-                return "number"
-        return _constant_type(term)
-
-    def _expect_number(self, term: ast.Term, what: str) -> None:
-        if isinstance(term, ast.Wildcard):
-            self.problems.add(f"wildcard '_' as the {what}; expected a number", term.pos)
-            return
-        found = self.term_type(term)
-        if found == "symbol":
-            if isinstance(term, ast.Var):
-                where = self.types[term.name][2]
-                self.problems.add(f"the {what} is {term.name}, a symbol (from {where}); expected a number", term.pos)
-            else:
-                self.problems.add(f"the {what} is {_describe(term, found)}; expected a number", term.pos)
-
-    def _check_literals(self, body: tuple[ast.Literal, ...]) -> None:
-        for lit in body:
-            match lit:
-                case ast.Comparison(op, left, right):
-                    self._check_comparison(lit, op, left, right)
-                case ast.Atom(_, args) | ast.Negation(ast.Atom(_, args)):
-                    for term in args:
-                        if not isinstance(term, (ast.Var, ast.Wildcard)):
-                            self.term_type(term)
-
-    def _check_comparison(self, lit, op, left, right) -> None:
-        for side in (left, right):
-            if isinstance(side, ast.Wildcard):
-                self.problems.add(f"wildcard '_' in comparison '{op}': a wildcard has no value to compare", side.pos)
-                return
-        lt, rt = self.term_type(left), self.term_type(right)
-        if lt and rt and lt != rt:  # symbols compare alphabetically, as in Soufflé
-            self.problems.add(f"comparison '{op}' between {_describe(left, lt)} and {_describe(right, rt)}; "
-                              "both sides must be numbers or both symbols", lit.pos)
-
-
-def _describe(term: ast.Term, type_: str) -> str:
-    """A term for a message: `the symbol "one"`, `the number 7`, `X (a number)`, `a number expression`."""
-    match term:
-        case ast.Str(value):
-            return f'the symbol "{value}"'
-        case ast.Num(value):
-            return f"the number {value}"
-        case ast.Var(name):
-            return f"{name} (a {type_})"
-    return f"a {type_} expression"
-
-
-def check_types(program: ast.Program, decls: dict[str, ast.Decl], problems: _Problems) -> None:
-    for rule in program.rules:
-        _Typer(rule, decls, problems).run()
+def check_types(program: ast.Program, decls: dict[str, ast.Decl], problems: _Problems,
+                typenames: dict[str, str] | None = None) -> ast.Program:
+    """Check every rule's types; the program with each term's type written in."""
+    typenames = typenames if typenames is not None else {p: p for p in ast.PRIMITIVES}
+    items = tuple(Typer(item, decls, typenames, problems).run() if isinstance(item, ast.Rule) else
+                  decls.get(item.name, item) if isinstance(item, ast.Decl) else item
+                  for item in program.items)
+    return ast.Program(items)
 
 
 # ---- safety ---------------------------------------------------------------------
@@ -243,9 +143,6 @@ def check_safety(program: ast.Program, problems: _Problems) -> None:
             if isinstance(term, ast.Wildcard):
                 problems.add(f"wildcard '_' in the head of {rule.head.rel}: a head gives every column a value",
                              term.pos)
-            if ast.aggregates_in(term):
-                problems.add(f"aggregate in the head of {rule.head.rel}: bind it in the body "
-                             "(N = count : {...}) and put N in the head", term.pos)
         _check_body_safety(rule.head, rule.body, frozenset(), problems)
 
 
@@ -283,12 +180,6 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
             if agg.target is not None:
                 for name in sorted(ast.term_vars(agg.target) - local_bound):
                     problems.add(f"unsafe variable {name} in the target of {agg.func}: its body does not bind it", agg.pos)
-                for name in sorted(ast.term_vars(agg.target) & shared):
-                    # Soufflé 2.5 reads a target variable as the aggregate's own even when the
-                    # rule binds it outside, so the two would answer differently.
-                    problems.add(f"the target {name} of {agg.func} is also a variable of the rule outside the "
-                                 f"aggregate; Soufflé reads it as the aggregate's own, so rename it inside the "
-                                 "aggregate", agg.pos)
             _check_body_safety(None, agg.body, frozenset(shared & bound), problems)
 
 
@@ -304,12 +195,112 @@ def check_no_nested_aggregates(program: ast.Program, problems: _Problems) -> Non
                                  nested.pos)
 
 
-def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], list[RuleError]]:
-    """Run every item-level checker; return the declarations and the problems found."""
+def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.Program, list[RuleError]]:
+    """Run every item-level checker; return the declarations, the program with its types
+    written in, and the problems found."""
     problems = _Problems()
-    decls = check_decls(program, problems)
+    program = shadow_aggregate_targets(lift_head_aggregates(program))
+    typenames = resolve_types(program, problems)
+    decls = check_decls(program, typenames, problems)
     check_atoms(program, decls, problems)
-    check_types(program, decls, problems)
+    typed = check_types(program, decls, problems, typenames)
     check_safety(program, problems)
     check_no_nested_aggregates(program, problems)
-    return decls, list(problems)
+    return decls, typed, list(problems)
+
+
+# ---- scopes ---------------------------------------------------------------------
+
+
+def lift_head_aggregates(program: ast.Program) -> ast.Program:
+    """`h(count : {...}) :- body.` means `h(N) :- body, N = count : {...}.` (as in Soufflé)."""
+    items = []
+    for item in program.items:
+        if isinstance(item, ast.Rule) and any(ast.aggregates_in(t) for t in item.head.args):
+            extra, args = [], []
+            for term in item.head.args:
+                for agg in ast.aggregates_in(term):
+                    var = ast.Var(f".h{len(extra) + 1}", agg.pos)
+                    extra.append(ast.Comparison("=", var, agg, agg.pos))
+                    term = ast.replace_term(term, agg, var)
+                args.append(term)
+            item = dataclasses.replace(item, head=dataclasses.replace(item.head, args=tuple(args)),
+                                       body=item.body + tuple(extra))
+        items.append(item)
+    return ast.Program(tuple(items))
+
+
+def shadow_aggregate_targets(program: ast.Program) -> ast.Program:
+    """As Soufflé 2.5: a variable of an aggregate's target is the aggregate's own, even
+    where the rule uses the same name outside it (`Y = min Z + Y : { a(Z), b(Y) }`). Such
+    a variable is renamed inside the aggregate (`Y.1`), so every later pass sees two."""
+    items = []
+    changed = False
+    for item in program.items:
+        if isinstance(item, ast.Rule) and not item.is_fact:
+            new = _shadow_rule(item)
+            changed |= new is not item
+            items.append(new)
+        else:
+            items.append(item)
+    return ast.Program(tuple(items)) if changed else program
+
+
+def _shadow_rule(rule: ast.Rule) -> ast.Rule:
+    counter = [0]
+    body = list(rule.body)
+    for i, lit in enumerate(body):
+        for agg in ast.literal_aggregates(lit):
+            if agg.target is None:
+                continue
+            clash = ast.term_vars(agg.target) & outside_vars(rule.head, tuple(body), agg)
+            if not clash:
+                continue
+            counter[0] += 1
+            renamed = _rename_aggregate(agg, {n: f"{n}.{counter[0]}" for n in clash})
+            body[i] = _replace_in_literal(body[i], agg, renamed)
+    if all(a is b for a, b in zip(body, rule.body)):
+        return rule
+    return dataclasses.replace(rule, body=tuple(body))
+
+
+def _rename_term(term, names: dict[str, str]):
+    match term:
+        case ast.Var(name) if name in names:
+            return dataclasses.replace(term, name=names[name])
+        case ast.BinOp(_, left, right):
+            return dataclasses.replace(term, left=_rename_term(left, names), right=_rename_term(right, names))
+        case ast.Negative(operand):
+            return dataclasses.replace(term, operand=_rename_term(operand, names))
+        case ast.Cast(operand):
+            return dataclasses.replace(term, term=_rename_term(operand, names))
+        case ast.Functor(_, args):
+            return dataclasses.replace(term, args=tuple(_rename_term(a, names) for a in args))
+        case ast.Aggregate():
+            return _rename_aggregate(term, names)
+    return term
+
+
+def _rename_literal(lit, names: dict[str, str]):
+    match lit:
+        case ast.Atom(_, args):
+            return dataclasses.replace(lit, args=tuple(_rename_term(a, names) for a in args))
+        case ast.Negation(atom):
+            return dataclasses.replace(lit, atom=_rename_literal(atom, names))
+        case ast.Comparison(_, left, right):
+            return dataclasses.replace(lit, left=_rename_term(left, names), right=_rename_term(right, names))
+    return lit
+
+
+def _rename_aggregate(agg: ast.Aggregate, names: dict[str, str]) -> ast.Aggregate:
+    target = _rename_term(agg.target, names) if agg.target is not None else None
+    return dataclasses.replace(agg, target=target, body=tuple(_rename_literal(lit, names) for lit in agg.body))
+
+
+def _replace_in_literal(lit, old, new):
+    match lit:
+        case ast.Comparison(_, left, right):
+            return dataclasses.replace(lit, left=ast.replace_term(left, old, new), right=ast.replace_term(right, old, new))
+        case ast.Atom(_, args):
+            return dataclasses.replace(lit, args=tuple(ast.replace_term(a, old, new) for a in args))
+    return lit

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..config import cache_dir
+from ..deep import deep
 from ..errors import RuleError, raise_all
 from ..lang import ast
 from .checks import check_program_items
 from .locality import is_candidate_local
+from .normalise import evaluation_rules
 from .strata import Stratum, stratify
 
 
@@ -37,28 +40,40 @@ class CheckedProgram:
 
 
 def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
-    """Run every static check; raise all problems together, or return the checked program."""
-    decls, problems = check_program_items(program)
+    """Run every static check; raise all problems together, or return the checked program
+    (its rules with their types written in; its strata hold the rules the engines evaluate,
+    see normalise.py)."""
+    return deep(_check_program, program, source)
+
+
+def _check_program(program: ast.Program, source: str) -> CheckedProgram:
+    decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:
-        strata, strata_problems = stratify(program.rules)
+        strata, strata_problems = stratify(evaluation_rules(program, decls))
         problems.extend(strata_problems)
     raise_all(problems)
     inputs = tuple(dict.fromkeys(n for d in program.directives if d.kind == "input" for n in d.names))
     outputs = tuple(dict.fromkeys(n for d in program.directives if d.kind == "output" for n in d.names))
-    for rel in inputs:
-        rules = [r for r in program.rules if r.head.rel == rel and not r.is_fact]
-        if rules:
-            where = next(d.pos for d in program.directives if d.kind == "input" and rel in d.names)
-            raise RuleError(f"{rel} is an .input relation (at {where}) but this rule derives it; "
-                            "an input gets its tuples from fact files (and facts in rule files) only", rules[0].pos)
     return CheckedProgram(
         program, decls, inputs, outputs, tuple(strata), is_candidate_local(strata, decls), source
     )
 
 
-def _fingerprint(files: list[tuple[str, bytes]]) -> str:
+@lru_cache(maxsize=1)
+def _checker_fingerprint() -> bytes:
+    """The parser's and checker's own code: a cached check made by other code is not reused."""
     digest = hashlib.sha256(__version__.encode())
+    package = Path(__file__).resolve().parent.parent
+    for folder in ("lang", "analysis"):
+        for path in sorted((package / folder).iterdir()):
+            if path.suffix in (".py", ".lark"):
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.digest()
+
+
+def _fingerprint(files: list[tuple[str, bytes]]) -> str:
+    digest = hashlib.sha256(_checker_fingerprint())
     for name, content in files:
         digest.update(name.encode() + b"\0" + content + b"\0")
     return digest.hexdigest()[:24]
@@ -104,3 +119,16 @@ def _store(path: Path, data: bytes) -> None:
         tmp.replace(path)
     except OSError:
         pass  # caching is an optimisation only
+
+
+def derived_inputs(checked: CheckedProgram) -> list[RuleError]:
+    """An .input relation that a rule also derives (Soufflé allows it; a TP rule folder does not)."""
+    problems = []
+    for rel in checked.inputs:
+        rules = [r for r in checked.program.rules if r.head.rel == rel and not r.is_fact]
+        if rules:
+            where = next(d.pos for d in checked.program.directives if d.kind == "input" and rel in d.names)
+            problems.append(RuleError(f"{rel} is an .input relation (at {where}) but this rule derives it; "
+                                      "an input gets its tuples from fact files (and facts in rule files) only",
+                                      rules[0].pos))
+    return problems

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..analysis.program import CheckedProgram
 from ..program.columns import Symbols
+from .column_values import decode_column
 from .evaluate import Model
 
 
@@ -74,6 +75,9 @@ class ColumnarModel(Model):
         names = self.symbols.names
         columns = []
         for i, kind in enumerate(types):
+            if kind in ("unsigned", "float"):  # stored as their 64 bits
+                columns.append(decode_column(rows[:, i], kind, names))
+                continue
             values = rows[:, i].tolist()
             columns.append([names[v] for v in values] if kind == "symbol" else values)
         return list(zip(*columns))

@@ -24,9 +24,9 @@ from ..lang import ast
 from ..program.columns import Symbols, encode_rows
 from .column_model import ColumnarModel
 from .compile import one_positive_atom
-from .constant import constant_value
+from .column_values import DTYPES, TermValues, encode_typed, storage
+from .constant import fact_values, kind_of
 from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
-from .rewrite import replace
 
 I64 = np.int64
 
@@ -48,65 +48,29 @@ class _Table:
         return self.take(np.flatnonzero(mask))
 
 
-def _var_types(rule_head: ast.Atom | None, body, decls) -> dict[str, str]:
-    """Each variable's type, from the atoms it appears in (the checker made them agree)."""
-    types: dict[str, str] = {}
-    atoms = ([(rule_head, "head")] if rule_head is not None else []) + ast.body_atoms(body)
-    for atom, _ in atoms:
-        for term, kind in zip(atom.args, decls[atom.rel].types):
-            if isinstance(term, ast.Var):
-                types.setdefault(term.name, kind)
-    return types
-
-
 class _RuleRun:
     """Evaluates one body over the current relations into a table of bindings."""
 
     def __init__(self, engine: "ColumnarEngine", arrays: dict[str, np.ndarray], delta: dict[str, np.ndarray],
-                 rule: ast.Rule, types: dict[str, str], stratum: frozenset[str]):
-        self.engine, self.arrays, self.delta, self.rule, self.types = engine, arrays, delta, rule, types
+                 rule: ast.Rule, stratum: frozenset[str]):
+        self.engine, self.arrays, self.delta, self.rule = engine, arrays, delta, rule
         self.stratum = stratum
         self.symbols = engine.symbols
         self.fresh = 0
+        self.terms = TermValues(engine.symbols, lambda why: RuleError(f"{why} while evaluating this rule", rule.pos))
 
     # -- values ---------------------------------------------------------------------
 
     def const(self, term) -> int:
-        value = constant_value(term)
-        return self.symbols.one(value) if isinstance(value, str) else int(value)
+        return self.terms.const(term)
 
     def value(self, term: ast.Term, table: _Table):
-        """An int64 array (or scalar) for a term over the table."""
-        match term:
-            case ast.Var(name):
-                return table.cols[name]
-            case ast.Num() | ast.Str():
-                return self.const(term)
-            case ast.Negative(operand):
-                return -np.asarray(self.value(operand, table), dtype=I64)
-            case ast.BinOp(op, left, right):
-                a = np.asarray(self.value(left, table), dtype=I64)
-                b = np.asarray(self.value(right, table), dtype=I64)
-                if op == "+":
-                    return a + b
-                if op == "-":
-                    return a - b
-                if op == "*":
-                    return a * b
-                if np.any(b == 0):
-                    raise RuleError("division by zero while evaluating this rule", self.rule.pos)
-                q = np.abs(a) // np.abs(b)
-                q = np.where((a >= 0) == (b >= 0), q, -q)  # truncate toward zero, as C and Soufflé
-                return q if op == "/" else a - b * q
-        raise TypeError(term)
+        """The term's values over the table (an array of its type, or a scalar)."""
+        return self.terms.value(term, table.cols, table.n)
 
-    def is_symbol(self, term: ast.Term) -> bool:
-        match term:
-            case ast.Str():
-                return True
-            case ast.Var(name):
-                return self.types.get(name) == "symbol"
-        return False
+    def stored(self, term: ast.Term, table: _Table) -> np.ndarray:
+        """The term's values as an int64 column as long as the table."""
+        return self.terms.stored(term, table.cols, table.n)
 
     # -- literals -------------------------------------------------------------------
 
@@ -116,7 +80,7 @@ class _RuleRun:
         first: dict[str, int] = {}
         for i, term in enumerate(atom.args):
             test = None
-            if isinstance(term, (ast.Num, ast.Str, ast.Negative, ast.BinOp)) and not ast.term_vars(term):
+            if not isinstance(term, (ast.Var, ast.Wildcard)) and not ast.term_vars(term):
                 test = rows[:, i] == self.const(term)
             elif isinstance(term, ast.Var):
                 if term.name in first:
@@ -143,7 +107,12 @@ class _RuleRun:
                 case _ if ast.term_vars(term):
                     exprs.append((i, term))
         for i, term in exprs:  # an argument computed from bound variables is a key column
-            shared.append((i, np.broadcast_to(np.asarray(self.value(term, table), dtype=I64), (table.n,))))
+            shared.append((i, self.stored(term, table)))
+        if not new and rowid is None:  # an existence test: keep the rows that match, never multiply them
+            if not shared:
+                return table if len(rows) else table.take(np.zeros(0, dtype=I64))
+            index = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
+            return table.where(index.contains([v for _, v in shared]))
         if shared:
             index = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
             li, ri = index.join([v for _, v in shared])
@@ -167,7 +136,7 @@ class _RuleRun:
                 (not isinstance(t, ast.Wildcard) and ast.term_vars(t))]
         if not keys:
             return table if len(rows) == 0 else table.take(np.zeros(0, dtype=I64))
-        left_cols = [np.broadcast_to(np.asarray(self.value(t, table), dtype=I64), (table.n,)) for _, t in keys]
+        left_cols = [self.stored(t, table) for _, t in keys]
         index = self.key_index(atom, rows, tuple(i for i, _ in keys), False)
         return table.where(~index.contains(left_cols))
 
@@ -190,27 +159,29 @@ class _RuleRun:
         left, right = lit.left, lit.right
         for agg in ast.literal_aggregates(lit):
             table, name = self.aggregate(table, agg)
-            left, right = replace(left, agg, name), replace(right, agg, name)
+            left, right = ast.replace_term(left, agg, name), ast.replace_term(right, agg, name)
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
                 if isinstance(var, ast.Var) and var.name not in table.cols:
-                    table.cols[var.name] = np.broadcast_to(np.asarray(self.value(other, table), dtype=I64),
-                                                           (table.n,)).copy()
+                    if isinstance(other, ast.Functor) and other.name == "range":  # a generator
+                        rows, found = self.terms.generate(other, table.cols, table.n)
+                        table = table.take(rows)
+                        table.cols[var.name] = storage(found, kind_of(other), table.n)
+                    else:
+                        table.cols[var.name] = self.stored(other, table).copy()
                     return table
-        a = np.asarray(self.value(left, table), dtype=I64)
-        b = np.asarray(self.value(right, table), dtype=I64)
-        if lit.op not in ("=", "!=") and (self.is_symbol(left) or self.is_symbol(right)):
-            ranks = self.symbols.ranks()
-            a, b = ranks[a], ranks[b]
-        mask = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-                ">": np.greater, ">=": np.greater_equal}[lit.op](a, b)
-        return table.where(np.broadcast_to(mask, (table.n,)))
+            for var, other in ((left, right), (right, left)):
+                if isinstance(other, ast.Functor) and other.name == "range":  # a bound value in a range
+                    rows, found = self.terms.generate(other, table.cols, table.n)
+                    hit = storage(found, kind_of(other), len(rows)) == self.stored(var, table)[rows]
+                    return table.take(np.unique(rows[hit]))
+        return table.where(self.terms.mask(lit, left, right, table.cols, table.n))
 
     def aggregate(self, table: _Table, agg: ast.Aggregate) -> tuple[_Table, ast.Var]:
         """Evaluate an aggregate for every distinct binding of its outer variables."""
         outer = sorted(ast.aggregate_vars(agg) & outside_vars(self.rule.head, self.rule.body, agg) & set(table.cols))
         self.fresh += 1
-        result = ast.Var(f"_agg{self.fresh}")
+        result = ast.Var(f".agg{self.fresh}", agg.pos, kind_of(agg))
         if outer:
             first = dedupe_rows([table.cols[v] for v in outer])
             start = _Table(len(first), {v: table.cols[v][first] for v in outer})
@@ -220,7 +191,7 @@ class _RuleRun:
         rowid = "#row" if single else None
         sub = self.body(start, agg.body, None, None, rowid=rowid)
         if not sub.n:  # every group is empty (and a body that emptied early binds no columns)
-            if agg.func in ("count", "sum"):
+            if agg.func in ("count", "sum"):  # 0 is stored as 0 in every type
                 table.cols[result.name] = np.zeros(table.n, dtype=I64)
                 return table, result
             table = table.where(np.zeros(table.n, dtype=bool))
@@ -234,12 +205,13 @@ class _RuleRun:
             witness += [sub.cols[v] for v in local if v in sub.cols]
         if sub.n:
             sub = sub.take(dedupe_rows(witness) if witness else np.zeros(1, dtype=I64))
+        kind = kind_of(agg.target) if agg.target is not None else "number"
         values = (np.ones(sub.n, dtype=I64) if agg.target is None
-                  else np.broadcast_to(np.asarray(self.value(agg.target, sub), dtype=I64), (sub.n,)))
+                  else np.broadcast_to(np.asarray(self.value(agg.target, sub), dtype=DTYPES[kind]), (sub.n,)))
         group_keys, table_keys = joint_keys([sub.cols[v] for v in outer], [table.cols[v] for v in outer]) if outer \
             else (np.zeros(sub.n, dtype=I64), np.zeros(table.n, dtype=I64))
         ids, uniques = group_ids(group_keys)
-        totals = _fold(agg.func, ids, values, len(uniques))
+        totals = storage(_fold(agg.func, ids, values, len(uniques)), kind_of(agg), len(uniques))
         position = np.searchsorted(uniques, table_keys)
         position = np.minimum(position, max(len(uniques) - 1, 0))
         found = (uniques[position] == table_keys) if len(uniques) else np.zeros(table.n, dtype=bool)
@@ -324,18 +296,20 @@ def _ready(lit, bound: set[str], run: _RuleRun) -> bool:
 
 
 def _fold(func: str, ids: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Each group's aggregate, in the values' own type (a mean is a float)."""
     if func == "count":
         return np.bincount(ids, minlength=groups).astype(I64)
     if func == "sum":
-        totals = np.zeros(groups, dtype=I64)
+        totals = np.zeros(groups, dtype=values.dtype)
         np.add.at(totals, ids, values)
         return totals
-    if func == "min":
-        totals = np.full(groups, np.iinfo(I64).max, dtype=I64)
-        np.minimum.at(totals, ids, values)
-        return totals
-    totals = np.full(groups, np.iinfo(I64).min, dtype=I64)
-    np.maximum.at(totals, ids, values)
+    if func == "mean":
+        totals = np.zeros(groups, dtype=np.float64)
+        np.add.at(totals, ids, values.astype(np.float64))
+        return totals / np.bincount(ids, minlength=groups)
+    start = values.max() if func == "min" else values.min()  # every group has a value
+    totals = np.full(groups, start, dtype=values.dtype)
+    (np.minimum if func == "min" else np.maximum).at(totals, ids, values)
     return totals
 
 
@@ -351,7 +325,10 @@ class ColumnarEngine:
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
 
     def encode(self, rel: str, tuples) -> np.ndarray:
-        return encode_rows(self.symbols, self.checked.decls[rel].types, tuples)
+        types = self.checked.decls[rel].types
+        if any(t in ("unsigned", "float") for t in types):
+            return encode_typed(self.symbols, types, tuples)
+        return encode_rows(self.symbols, types, tuples)
 
     def evaluate(self, facts: Mapping[str, set], targets: Iterable[str] | None = None,
                  base: ColumnarModel | None = None, only: frozenset[str] | None = None) -> ColumnarModel:
@@ -383,7 +360,7 @@ class ColumnarEngine:
         return model
 
     def _facts_of(self, stratum: Stratum, rel: str) -> np.ndarray:
-        rows = [tuple(constant_value(t) for t in r.head.args) for r in stratum.rules if r.is_fact and r.head.rel == rel]
+        rows = [fact_values(r) for r in stratum.rules if r.is_fact and r.head.rel == rel]
         return dedupe(self.encode(rel, rows))
 
     def _run_stratum(self, model: ColumnarModel, stratum: Stratum, given: dict[str, np.ndarray]) -> None:
@@ -428,15 +405,14 @@ class ColumnarEngine:
     def _fire(self, rule: ast.Rule, arrays, delta, delta_index: int | None, stratum=frozenset(),
               unique: bool = True) -> np.ndarray:
         """The head rows one rule derives (with repeats unless `unique`)."""
-        types = _var_types(rule.head, rule.body, self.checked.decls)
-        run = _RuleRun(self, arrays, delta, rule, types, stratum)
+        run = _RuleRun(self, arrays, delta, rule, stratum)
         table = run.body(_Table(1, {}), rule.body, rule.head, delta_index)
         arity = rule.head.arity
         if not table.n:
             return np.zeros((0, arity), dtype=I64)
         if arity == 0:
             return np.zeros((1, 0), dtype=I64)
-        columns = [np.broadcast_to(np.asarray(run.value(t, table), dtype=I64), (table.n,)) for t in rule.head.args]
+        columns = [run.stored(t, table) for t in rule.head.args]
         rows = np.stack(columns, axis=1)
         return dedupe(rows) if unique else rows
 

@@ -23,6 +23,8 @@ from typing import Protocol
 from ..analysis.checks import outside_vars
 from ..lang import ast
 from ..lang.printer import print_rule
+from .constant import kind_of
+from .expressions import HELPERS, python_expr, python_name, python_test
 
 
 class Stats(Protocol):
@@ -47,7 +49,7 @@ class CompiledRule:
 
 
 def _py(name: str) -> str:
-    return "v_" + name.replace("?", "_q_")
+    return python_name("v_", name)
 
 
 def one_positive_atom(body: tuple[ast.Literal, ...]) -> bool:
@@ -79,22 +81,7 @@ class _BodyCompiler:
         self.scan_all = False  # scan even fully bound atoms (an aggregate counting tuples)
 
     def expr(self, term: ast.Term) -> str:
-        match term:
-            case ast.Var(name):
-                return _py(name)
-            case ast.Num(value) | ast.Str(value):
-                return repr(value)
-            case ast.BinOp("/", left, right):
-                return f"_div({self.expr(left)}, {self.expr(right)})"
-            case ast.BinOp("%", left, right):
-                return f"_mod({self.expr(left)}, {self.expr(right)})"
-            case ast.BinOp(op, left, right):
-                return f"({self.expr(left)} {op} {self.expr(right)})"
-            case ast.Negative(operand):
-                return f"(-{self.expr(operand)})"
-            case ast.Aggregate():
-                return self.ctx.aggregate_values[id(term)]
-        raise TypeError(term)
+        return python_expr(term, lambda var: _py(var.name), lambda agg: self.ctx.aggregate_values[id(agg)])
 
     # -- ordering -------------------------------------------------------------------
 
@@ -244,11 +231,17 @@ class _BodyCompiler:
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
                 if isinstance(var, ast.Var) and var.name not in self.bound:
-                    self.out.emit(f"{_py(var.name)} = {self.expr(other)}")
+                    if isinstance(other, ast.Functor) and other.name == "range":  # a generator
+                        self.out.open(f"for {_py(var.name)} in {self.expr(other)}:")
+                    else:
+                        self.out.emit(f"{_py(var.name)} = {self.expr(other)}")
                     self.bound.add(var.name)
                     return
-        op = "==" if lit.op == "=" else lit.op
-        self.out.open(f"if {self.expr(left)} {op} {self.expr(right)}:")
+            for var, other in ((left, right), (right, left)):
+                if isinstance(other, ast.Functor) and other.name == "range":  # a bound value in a range
+                    self.out.open(f"if {self.expr(var)} in {self.expr(other)}:")
+                    return
+        self.out.open(f"if {python_test(lit.op, self.expr(left), self.expr(right))}:")
 
 
 class _RuleCompiler:
@@ -321,8 +314,11 @@ class _RuleCompiler:
 
         compiler.compile(None, finish)
         body.depth = 2
-        result = {"count": "len(acc)", "sum": "sum(acc.values())",
-                  "min": "min(acc.values()) if acc else None", "max": "max(acc.values()) if acc else None"}[agg.func]
+        kind = kind_of(agg)
+        total = {"number": "_w(sum(acc.values()))", "unsigned": "_uw(sum(acc.values()))"}.get(kind, "_fsum(acc.values())")
+        result = {"count": "len(acc)", "sum": total,
+                  "min": "min(acc.values()) if acc else None", "max": "max(acc.values()) if acc else None",
+                  "mean": "_mean(acc.values()) if acc else None"}[agg.func]
         body.emit(f"result = memo_{helper}[key] = {result}")
         body.emit("return result")
         params = ", ".join(_py(v) for v in outer)
@@ -349,12 +345,12 @@ def compile_rule(rule: ast.Rule, name: str, delta_rel: str | None = None, delta_
     return CompiledRule(rule, name, delta_rel, compiler.compile())
 
 
-RUNTIME_HELPERS = '''
-def _div(a, b):
-    # Soufflé's integer division truncates toward zero, as C does.
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+# The generated functions compute with tprules.engine.values (Soufflé's semantics).
+RUNTIME_HELPERS = HELPERS + '''
+def _fsum(values):
+    return sum(values, 0.0)
 
-def _mod(a, b):
-    return a - b * _div(a, b)
+def _mean(values):
+    values = [float(v) for v in values]
+    return sum(values) / len(values)
 '''

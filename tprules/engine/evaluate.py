@@ -22,6 +22,7 @@ from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
 from .compile import RUNTIME_HELPERS, CompiledRule, Stats, compile_rule
+from .values import EvaluationError
 
 
 def build_index(tuples: Iterable[tuple], cols: tuple[int, ...]) -> dict:
@@ -234,11 +235,12 @@ class Evaluator:
 def _call(fn, compiled: CompiledRule, relations, index, unique, delta) -> set:
     try:
         return fn(relations, index, unique, delta)
-    except ZeroDivisionError:
-        raise RuleError("division by zero while evaluating this rule", compiled.rule.pos) from None
+    except (ZeroDivisionError, EvaluationError) as err:
+        raise RuleError(f"{err if isinstance(err, EvaluationError) else 'division by zero'} while evaluating "
+                        "this rule", compiled.rule.pos) from None
 
 
 def _fact_tuple(rule: ast.Rule) -> tuple:
-    from .constant import constant_value
+    from .constant import fact_values
 
-    return tuple(constant_value(term) for term in rule.head.args)
+    return fact_values(rule)

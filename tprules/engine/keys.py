@@ -42,6 +42,9 @@ def joint_keys(left: list, right: list) -> tuple[np.ndarray, np.ndarray]:
         lo = min(int(x.min()) for x in both) if both else 0
         hi = max(int(x.max()) for x in both) if both else 0
         span = hi - lo + 1
+        if span >= _LIMIT:  # values all over the 64 bits: their ranks instead
+            a, b, span = _compress(a, b)
+            lo = 0
         if lk is None:
             lk, rk, size = a - lo, b - lo, span
             continue

@@ -18,16 +18,17 @@ import itertools
 from collections.abc import Iterable
 from contextlib import contextmanager
 
-from pyDatalog import Logic, pyDatalog
+from pyDatalog import Logic, pyDatalog, pyEngine, pyParser
 
 from ..analysis.checks import outside_vars
 from ..analysis.program import CheckedProgram
 from ..analysis.strata import needed_strata
 from ..errors import RuleError
 from ..lang import ast
-from .constant import constant_value
+from .constant import constant_value, fact_values, kind_of
 from .evaluate import Model
-from .rewrite import COMPARE, constant, replace, split_divisions
+from .expressions import constant_text, helper_namespace, python_expr, python_name, python_test
+from .values import EvaluationError, bits_float, compare, float_bits, uwrap, wrap
 
 _UNIT = 0  # the placeholder column of a zero-arity relation
 
@@ -37,56 +38,47 @@ def _pred(rel: str, derived: bool = False) -> str:
 
 
 def _var(name: str) -> str:
-    return "V_" + name.replace("?", "_q_")
-
-
-def _const(value) -> str:
-    return repr(value)
+    return python_name("V_", name)
 
 
 class _Translator:
-    """Turns one rule into pyDatalog clause text, in an order where every literal is bound."""
+    """Turns one rule into pyDatalog clause text, in an order where every literal is bound.
 
-    def __init__(self, stratum_rels: frozenset[str], aggregates: dict[int, tuple[str, list[str]]],
-                 rename: dict[str, str] | None = None):
+    Joins, negation and recursion are pyDatalog's. A computed value (arithmetic, a functor,
+    a comparison of computed values) is a Python lambda over the clause's variables, which
+    pyDatalog calls once they are bound; the lambdas compute with tprules.engine.values
+    (Soufflé's semantics: 64-bit wrap-around, truncating division, string functors).
+    """
+
+    def __init__(self, stratum_rels: frozenset[str], aggregates: dict[int, tuple[str, list[str]]], names):
         self.stratum_rels = stratum_rels
         self.aggregates = aggregates  # id(agg) → (value predicate, outer vars)
-        self.rename = rename or {}  # variable → pyDatalog text, for an aggregate's one-atom body
-        self.fresh = itertools.count()
+        self.fresh = names  # shared by the engine: a helper predicate's name is never reused
         self.helpers: list[str] = []  # projection predicates the clauses need
 
     def term(self, t: ast.Term) -> str:
-        match t:
-            case ast.Var(name):
-                return self.rename.get(name) or _var(name)
-            case ast.Num(value) | ast.Str(value):
-                return _const(value)
-            # pyDatalog reads `(0 - x) == y` and `(0 + x) == y` as an attempt to retract or
-            # assert a fact and raises; so no operation here starts with the constant 0.
-            case ast.BinOp("-", ast.Num(0), right) | ast.Negative(right):
-                return f"(-1 * {self.term(right)})"
-            case ast.BinOp("+", ast.Num(0), right):
-                return self.term(right)
-            case ast.BinOp(op, left, right):
-                assert op != "/" and op != "%", "divisions are split into sign cases first"
-                return f"({self.term(left)} {op} {self.term(right)})"
-        raise TypeError(t)
+        """A plain argument: a variable or a constant (a float as its bits)."""
+        if isinstance(t, ast.Var):
+            return _var(t.name)
+        return constant_text(_held(constant_value(t), kind_of(t)))
 
-    def atom(self, a: ast.Atom, extra: list[str]) -> str:
-        """An atom with plain arguments; expressions become fresh variables tested in `extra`."""
+    def computed(self, t: ast.Term) -> str:
+        """A term as pyDatalog text: plain, or a lambda over its variables."""
+        if isinstance(t, (ast.Var,) + ast.CONSTANTS) or not ast.term_vars(t):
+            return self.term(t) if isinstance(t, (ast.Var,) + ast.CONSTANTS) else \
+                constant_text(_held(constant_value(t), kind_of(t)))
+        text = _expr(t)
+        return self._lambda(f"_bf({text})" if kind_of(t) == "float" else text, ast.term_vars(t))
+
+    @staticmethod
+    def _lambda(body: str, names) -> str:
+        return f"(lambda {', '.join(_var(n) for n in sorted(names))}: {body})"
+
+    def atom(self, a: ast.Atom) -> str:
         name = _pred(a.rel, a.rel in self.stratum_rels)
         if not a.args:
             return f"{name}({_UNIT})"
-        args = []
-        for t in a.args:
-            if isinstance(t, ast.Wildcard):
-                args.append(f"V__w{next(self.fresh)}")
-            elif isinstance(t, (ast.Var, ast.Num, ast.Str)):
-                args.append(self.term(t))
-            else:
-                v = f"V__e{next(self.fresh)}"
-                args.append(v)
-                extra.append(f"({v} == {self.term(t)})")
+        args = [f"V__w{next(self.fresh)}" if isinstance(t, ast.Wildcard) else self.term(t) for t in a.args]
         return f"{name}({', '.join(args)})"
 
     def body(self, head: ast.Atom | None, body: tuple[ast.Literal, ...], bound: set[str]) -> list[list[str]]:
@@ -97,27 +89,37 @@ class _Translator:
         while pending:
             lit = next((x for x in pending if isinstance(x, ast.Atom)), None)
             if lit is None:
-                lit = next((x for x in pending if _ready(x, bound, head, body, self.aggregates)), pending[0])
+                lit = next((x for x in pending if _ready(x, bound, self.aggregates)), pending[0])
             pending.remove(lit)
-            extra: list[str] = []
             match lit:
                 case ast.Atom():
-                    text = [self.atom(lit, extra)]
+                    # wildcards projected away: `n(_), n(_)` are tests, never a product
+                    wild = any(isinstance(t, ast.Wildcard) for t in lit.args)
+                    text = self.projection(lit) if wild else self.atom(lit)
                     bound |= {t.name for t in lit.args if isinstance(t, ast.Var)}
-                    variants = [v + text + extra for v in variants]
+                    variants = [v + [text] for v in variants]
                 case ast.Negation(atom):
                     neg = self._negation(atom)
-                    variants = [v + [neg] for v in variants]
+                    variants = [v + neg for v in variants]
                 case ast.Comparison():
                     variants = self._comparison(lit, variants, bound)
         return variants
 
-    def _negation(self, atom: ast.Atom) -> str:
-        if any(isinstance(t, ast.Wildcard) for t in atom.args) or any(
-            not isinstance(t, (ast.Var, ast.Num, ast.Str, ast.Wildcard)) for t in atom.args
-        ):
-            return f"~{self.projection(atom)}"
-        return f"~{self.atom(atom, [])}"
+    def _negation(self, atom: ast.Atom) -> list[str]:
+        """`~p(...)`, its computed arguments bound to fresh variables first."""
+        plain, computed = [], []
+        for t in atom.args:
+            if isinstance(t, (ast.Var, ast.Wildcard) + ast.CONSTANTS) or not ast.term_vars(t):
+                plain.append(t if isinstance(t, (ast.Var, ast.Wildcard) + ast.CONSTANTS)
+                             else ast.Str(constant_value(t)) if kind_of(t) == "symbol" else _literal(t))
+            else:
+                v = ast.Var(f".n{next(self.fresh)}", t.pos, kind_of(t))
+                computed.append(f"({_var(v.name)} == {self.computed(t)})")
+                plain.append(v)
+        atom = ast.Atom(atom.rel, tuple(plain), atom.pos)
+        if any(isinstance(t, ast.Wildcard) for t in atom.args):
+            return computed + [f"~{self.projection(atom)}"]
+        return computed + [f"~{self.atom(atom)}"]
 
     def projection(self, atom: ast.Atom) -> str:
         """A helper predicate over an atom's named, non-wildcard columns (for negation)."""
@@ -141,30 +143,82 @@ class _Translator:
         left, right = lit.left, lit.right
         for agg in ast.literal_aggregates(lit):
             value_pred, outer = self.aggregates[id(agg)]
-            value = ast.Var(f"_a{next(self.fresh)}")
+            value = ast.Var(f".a{next(self.fresh)}", agg.pos, kind_of(agg))
             key = [_var(o) for o in outer]
             with_group = f"{value_pred}({', '.join(key + [_var(value.name)])})"
             new = [x + [with_group] for x in variants]
             if agg.func in ("count", "sum"):  # an empty group counts and sums to 0
                 empty = f"~{value_pred}_any({', '.join(key) or _UNIT})"
-                new += [x + [empty, f"({_var(value.name)} == 0)"] for x in variants]
+                zero = constant_text(0.0 if kind_of(agg) == "float" else 0)
+                new += [x + [empty, f"({_var(value.name)} == {zero})"] for x in variants]
             variants = new
-            left, right = replace(left, agg, value), replace(right, agg, value)
+            left, right = ast.replace_term(left, agg, value), ast.replace_term(right, agg, value)
             bound.add(value.name)
         if lit.op == "=":
             for var, other in ((left, right), (right, left)):
                 if isinstance(var, ast.Var) and var.name not in bound and ast.term_vars(other) <= bound:
                     bound.add(var.name)
-                    return [x + [f"({self.term(var)} == {self.term(other)})"] for x in variants]
-        op = "==" if lit.op == "=" else lit.op
+                    if isinstance(other, ast.Functor) and other.name == "range":  # a generator
+                        return [x + [f"{_var(var.name)}.in_({self._range(other)})"] for x in variants]
+                    return [x + [f"({_var(var.name)} == {self.computed(other)})"] for x in variants]
+            for var, other in ((left, right), (right, left)):
+                if isinstance(other, ast.Functor) and other.name == "range":  # a bound value in a range
+                    return [x + [f"{self.computed(var)}.in_({self._range(other)})"] for x in variants]
         if not ast.term_vars(left) and not ast.term_vars(right):
-            # Constants only (e.g. a sign case of `8 / 2`): Python would answer a bool, which
-            # pyDatalog cannot take as a literal. Decide it here: keep or drop the variants.
-            return variants if COMPARE[op](constant(left), constant(right)) else []
-        return [x + [f"({self.term(left)} {op} {self.term(right)})"] for x in variants]
+            # Constants only: Python would answer a bool, which pyDatalog cannot take as a
+            # literal. Decide it here: keep or drop the variants.
+            return variants if compare(lit.op, constant_value(left), constant_value(right)) else []
+        plain = (ast.Var,) + ast.CONSTANTS
+        if lit.op in ast.COMPARISONS and isinstance(left, plain) and isinstance(right, plain) \
+                and kind_of(left) != "float" and kind_of(right) != "float":  # floats are held as bits
+            op = "==" if lit.op == "=" else lit.op
+            return [x + [f"({self.term(left)} {op} {self.term(right)})"] for x in variants]
+        test = python_test(lit.op, _expr(left), _expr(right))
+        flag = f"V__t{next(self.fresh)}"
+        names = ast.term_vars(left) | ast.term_vars(right)
+        return [x + [f"({flag} == {self._lambda(f'int({test})', names)})", f"({flag} == 1)"] for x in variants]
+
+    def _range(self, gen: ast.Functor) -> str:
+        text = _expr(gen)
+        if kind_of(gen) == "float":
+            text = f"list(map(_bf, {text}))"
+        names = set().union(*(ast.term_vars(a) for a in gen.args))
+        return self._lambda(text, names) if names else text
 
 
-def _ready(lit, bound, head, body, aggregates) -> bool:
+def _expr(term: ast.Term) -> str:
+    """Python source for a term over the clause's variables (floats turned back from bits)."""
+    return python_expr(term, lambda v: f"_fb({_var(v.name)})" if v.type == "float" else _var(v.name))
+
+
+def _held(value, kind: str):
+    """A value as the pyDatalog engine holds it: a float as its 64 bits, else itself."""
+    return float_bits(value) if kind == "float" else value
+
+
+def _encode(tuples, types: tuple[str, ...]) -> set:
+    if "float" not in types:
+        return tuples
+    return {tuple(_held(v, k) for v, k in zip(t, types)) for t in tuples}
+
+
+def _decode(tuples, types: tuple[str, ...]) -> set:
+    if "float" not in types:
+        return tuples
+    return {tuple(bits_float(v) if k == "float" else v for v, k in zip(t, types)) for t in tuples}
+
+
+def _literal(term: ast.Term) -> ast.Term:
+    value = constant_value(term)
+    kind = kind_of(term)
+    if kind == "float":
+        return ast.Float(value, term.pos, "float")
+    if kind == "unsigned":
+        return ast.Unsigned(value, term.pos, "unsigned")
+    return ast.Num(value, term.pos, "number")
+
+
+def _ready(lit, bound, aggregates) -> bool:
     match lit:
         case ast.Negation(atom):
             return ast.literal_vars(atom) <= bound
@@ -183,9 +237,9 @@ def _raise_computed_error(rows: set[tuple], pos) -> None:
     """pyDatalog returns an exception raised by an expression (1 / 0) as a value; raise it instead."""
     for row in rows:
         for value in row:
-            if isinstance(value, ZeroDivisionError):
-                raise RuleError("division by zero while evaluating the rules for this relation "
-                                "(pydatalog engine)", pos)
+            if isinstance(value, (ZeroDivisionError, EvaluationError)):
+                why = value if isinstance(value, EvaluationError) else "division by zero"
+                raise RuleError(f"{why} while evaluating the rules for this relation (pydatalog engine)", pos)
             if isinstance(value, BaseException):
                 raise RuleError(f"{type(value).__name__} while evaluating the rules for this relation: {value} "
                                 "(pydatalog engine)", pos)
@@ -195,8 +249,9 @@ def _raise_computed_error(rows: set[tuple], pos) -> None:
 def _division_errors():
     try:
         yield
-    except ZeroDivisionError:
-        raise RuleError("division by zero while evaluating the rules (pydatalog engine)") from None
+    except (ZeroDivisionError, EvaluationError) as err:
+        why = err if isinstance(err, EvaluationError) else "division by zero"
+        raise RuleError(f"{why} while evaluating the rules (pydatalog engine)") from None
 
 
 class PyDatalogEngine:
@@ -214,23 +269,37 @@ class PyDatalogEngine:
     def _current(self):
         caller = Logic(True)
         Logic(self._logic)
+        precision, pyEngine.Float_Precision = pyEngine.Float_Precision, None  # pyDatalog would round floats
         try:
             yield
         finally:
+            pyEngine.Float_Precision = precision
             self._logic = Logic(True)
             Logic(caller)
 
     def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None, **_ignored) -> Model:
-        relations = {name: set(facts.get(name, ())) for name in self.checked.decls}
+        decls = self.checked.decls
         strata = needed_strata(self.checked.strata, targets)
+        for stratum in strata:
+            for rel in stratum.relations:
+                if "eqrel" in decls[rel].qualifiers:
+                    raise RuleError(f"the pydatalog engine cannot evaluate the eqrel relation {rel}: pyDatalog does "
+                                    "not terminate on a symmetric transitive closure; use --engine fast",
+                                    decls[rel].pos)
+        held = {name: _encode(set(facts.get(name, ())), decls[name].types) for name in decls}
         with self._current(), _division_errors():
             pyDatalog.clear()
-            for name, tuples in relations.items():
-                self._assert(_pred(name), tuples, self.checked.decls[name].arity)
+            for name, tuples in held.items():
+                self._assert(_pred(name), tuples, decls[name].arity)
             for stratum in strata:
-                for rel, tuples in self._stratum(stratum).items():
-                    relations[rel] = relations[rel] | tuples  # an input relation may also have facts in rule files
-                    self._assert(_pred(rel), tuples, self.checked.decls[rel].arity)
+                for rel, tuples in self._stratum(stratum, held).items():
+                    held[rel] = held[rel] | tuples  # an input relation may also have facts in rule files
+                    self._assert(_pred(rel), tuples, decls[rel].arity)
+        relations = {name: _decode(tuples, decls[name].types) if name not in facts else set(facts[name])
+                     for name, tuples in held.items()}
+        for name in facts:
+            if name in decls and held[name] != _encode(set(facts[name]), decls[name].types):
+                relations[name] = _decode(held[name], decls[name].types)
         return Model(relations)
 
     def _assert(self, pred: str, tuples: set, arity: int) -> None:
@@ -245,23 +314,33 @@ class PyDatalogEngine:
         rows = set(answer.answers) if answer is not None else set()
         return {()} if arity == 0 and rows else rows if arity else set()
 
-    def _stratum(self, stratum) -> dict[str, set]:
+    def _load(self, clauses: list[str]) -> None:
+        """Load clause text; its lambdas compute with tprules.engine.values."""
+        if clauses:
+            pyParser.load("\n".join(clauses), newglobals=helper_namespace())
+
+    def _stratum(self, stratum, given: dict[str, set]) -> dict[str, set]:
         rels = frozenset(stratum.relations)
         aggregates = self._aggregates(stratum, rels)
-        translator = _Translator(rels, aggregates)
+        translator = _Translator(rels, aggregates, self._names)
         clauses: list[str] = []
         for rel in rels:  # every head predicate exists, even if no rule fires
             arity = self.checked.decls[rel].arity
-            self._assert(_pred(rel, True), set(), arity)
+            self._assert(_pred(rel, True), given.get(rel, set()), arity)  # an input's own facts count (eqrel)
         for rule in stratum.rules:
             if rule.is_fact:
-                values = [constant_value(t) for t in rule.head.args] or [_UNIT]
+                types = self.checked.decls[rule.head.rel].types
+                values = [_held(v, k) for v, k in zip(fact_values(rule), types)] or [_UNIT]
                 pyDatalog.assert_fact(_pred(rule.head.rel, True), *values)
                 continue
-            for head, rule_body in split_divisions(rule.head, rule.body):
-                for body in translator.body(head, rule_body, set()):
-                    clauses.append(self._clause(translator, head, body))
-        pyDatalog.load("\n".join(translator.helpers + clauses))
+            for body in translator.body(rule.head, rule.body, set()):
+                if not body:  # every literal was decided already (`1 < 2`, true): a fact
+                    types = self.checked.decls[rule.head.rel].types
+                    values = [_held(v, k) for v, k in zip(fact_values(rule), types)] or [_UNIT]
+                    pyDatalog.assert_fact(_pred(rule.head.rel, True), *values)
+                    continue
+                clauses.append(self._clause(translator, rule.head, body))
+        self._load(translator.helpers + clauses)
         answers = {rel: self._ask(_pred(rel, True), self.checked.decls[rel].arity) for rel in rels}
         for rel, rows in answers.items():
             _raise_computed_error(rows, self.checked.rules_for(rel)[0].pos)
@@ -270,12 +349,12 @@ class PyDatalogEngine:
     def _clause(self, translator: _Translator, head: ast.Atom, body: list[str]) -> str:
         head_args, tests = [], []
         for t in head.args:
-            if isinstance(t, (ast.Var, ast.Num, ast.Str)):
+            if isinstance(t, (ast.Var,) + ast.CONSTANTS):
                 head_args.append(translator.term(t))
             else:  # an expression in the head: a fresh variable equal to it
                 v = f"V__h{next(translator.fresh)}"
                 head_args.append(v)
-                tests.append(f"({v} == {translator.term(t)})")
+                tests.append(f"({v} == {translator.computed(t)})")
         return f"{_pred(head.rel, True)}({', '.join(head_args) or _UNIT}) <= {' & '.join(body + tests)}"
 
     def _aggregates(self, stratum, rels) -> dict[int, tuple[str, list[str]]]:
@@ -299,25 +378,28 @@ class PyDatalogEngine:
                             "inside it; use --engine fast", agg.pos)
         has_target = agg.target is not None
         if has_target:  # the target becomes a variable bound at the end of the body
-            body = body + (ast.Comparison("=", ast.Var("_t"), agg.target),)
-        translator = _Translator(rels, {})
-        head = [_var(v) for v in outer + witness] + ([_var("_t")] if has_target else [])
+            body = body + (ast.Comparison("=", ast.Var(".t", agg.pos, kind_of(agg.target)), agg.target, agg.pos,
+                                          kind_of(agg.target)),)
+        translator = _Translator(rels, {}, self._names)
+        head = [_var(v) for v in outer + witness] + ([_var(".t")] if has_target else [])
         clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
-                   for _, split in split_divisions(None, body)
-                   for variant in translator.body(None, split, set())]
-        pyDatalog.load("\n".join(translator.helpers + clauses))
+                   for variant in translator.body(None, body, set())]
+        self._load(translator.helpers + clauses)
         groups: dict[tuple, dict[tuple, int]] = {}
         rows = self._ask(name, len(head))
         _raise_computed_error(rows, agg.pos)
+        target_kind = kind_of(agg.target) if has_target else "number"
         for row in rows:
             key = row[: len(outer)]
             found = row[len(outer): len(row) - (1 if has_target else 0)]
-            groups.setdefault(key, {})[found] = row[-1] if has_target else 1
+            value = row[-1] if has_target else 1
+            groups.setdefault(key, {})[found] = bits_float(value) if target_kind == "float" else value
         self._assert(f"{name}_v", set(), len(outer) + 1)
         self._assert(f"{name}_v_any", set(), len(outer))
-        fold = {"count": len, "sum": sum, "min": min, "max": max}[agg.func]
+        kind = kind_of(agg)
+        fold = {"count": len, "sum": _sum(kind), "min": min, "max": max, "mean": _mean}[agg.func]
         for key, values in groups.items():
-            value = fold(values) if agg.func == "count" else fold(values.values())
+            value = fold(values) if agg.func == "count" else _held(fold(list(values.values())), kind)
             pyDatalog.assert_fact(f"{name}_v", *key, value)
             pyDatalog.assert_fact(f"{name}_v_any", *(key or (_UNIT,)))
 
@@ -331,7 +413,18 @@ def _witnessed(body: tuple, outer: list[str]) -> tuple[tuple, list[str]]:
         named = set().union(*(ast.literal_vars(lit) for lit in body)) if body else set()
         return body, sorted(named - set(outer))
     atom = atoms[0]
-    args = tuple(ast.Var(f"_w{i}") if isinstance(t, ast.Wildcard) else t for i, t in enumerate(atom.args))
+    args = tuple(ast.Var(f".w{i}", t.pos, t.type) if isinstance(t, ast.Wildcard) else t for i, t in enumerate(atom.args))
     named = ast.Atom(atom.rel, args, atom.pos)
     body = tuple(named if lit is atom else lit for lit in body)
     return body, sorted(ast.literal_vars(named) - set(outer))
+
+
+def _sum(kind: str):
+    if kind == "float":
+        return lambda values: sum(values, 0.0)
+    fit = uwrap if kind == "unsigned" else wrap
+    return lambda values: fit(sum(values))
+
+
+def _mean(values: list) -> float:
+    return sum(float(v) for v in values) / len(values)

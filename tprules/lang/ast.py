@@ -29,6 +29,16 @@ def _pos() -> Pos:
     return field(default=NOWHERE, compare=False, repr=False)
 
 
+def _kind() -> str:
+    """A term's primitive type (number, unsigned, float, symbol), filled in by the type
+    checker; "" before it ran. Not part of equality: it follows from the program."""
+    return field(default="", compare=False, repr=False)
+
+
+PRIMITIVES = ("number", "unsigned", "float", "symbol")
+NUMERIC = ("number", "unsigned", "float")
+
+
 # ---- terms -------------------------------------------------------------------
 
 
@@ -36,43 +46,94 @@ def _pos() -> Pos:
 class Var:
     name: str
     pos: Pos = _pos()
+    type: str = _kind()
 
 
 @dataclass(frozen=True)
 class Wildcard:
     pos: Pos = _pos()
+    type: str = _kind()
 
 
 @dataclass(frozen=True)
 class Num:
+    """An integer literal: a number, or an unsigned or float where the context wants one."""
+
     value: int
     pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Unsigned:
+    """An unsigned literal, `7u`."""
+
+    value: int
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Float:
+    """A float literal, `1.5`."""
+
+    value: float
+    pos: Pos = _pos()
+    type: str = _kind()
 
 
 @dataclass(frozen=True)
 class Str:
     value: str
     pos: Pos = _pos()
+    type: str = _kind()
 
 
+# Infix operators, loosest first (Soufflé's precedence); `^` is power, right-associative.
 ARITH_OPS = ("+", "-", "*", "/", "%")
+BINARY_OPS = ("lor", "lxor", "land", "bor", "bxor", "band", "bshl", "bshr", "bshru") + ARITH_OPS + ("^",)
 
 
 @dataclass(frozen=True)
 class BinOp:
-    op: str  # one of ARITH_OPS
+    op: str  # one of BINARY_OPS
     left: Term
     right: Term
     pos: Pos = _pos()
+    type: str = _kind()
 
 
 @dataclass(frozen=True)
 class Negative:
     operand: Term
     pos: Pos = _pos()
+    type: str = _kind()
 
 
-AGGREGATES = ("count", "sum", "min", "max")
+# Functors written `name(args)`, and the prefix operators `bnot x`, `lnot x`.
+FUNCTORS = ("cat", "ord", "strlen", "substr", "to_float", "to_number", "to_string", "to_unsigned", "min", "max",
+            "range", "bnot", "lnot")
+
+
+@dataclass(frozen=True)
+class Functor:
+    name: str  # one of FUNCTORS
+    args: tuple[Term, ...]
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Cast:
+    """`as(term, Type)`: the same value seen as another type of the same primitive."""
+
+    term: Term
+    to: str
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+AGGREGATES = ("count", "sum", "min", "max", "mean")
 
 
 @dataclass(frozen=True)
@@ -81,10 +142,12 @@ class Aggregate:
     target: Term | None  # None for count
     body: tuple[Literal, ...]
     pos: Pos = _pos()
+    type: str = _kind()
 
 
-Term = Union[Var, Wildcard, Num, Str, BinOp, Negative, Aggregate]
-Constant = Union[Num, Str]
+Term = Union[Var, Wildcard, Num, Unsigned, Float, Str, BinOp, Negative, Functor, Cast, Aggregate]
+Constant = Union[Num, Unsigned, Float, Str]
+CONSTANTS = (Num, Unsigned, Float, Str)
 
 # ---- literals ----------------------------------------------------------------
 
@@ -107,14 +170,17 @@ class Negation:
 
 
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+# The string tests `contains(sub, s)` and `match(pattern, s)`, and their negations.
+TESTS = ("contains", "!contains", "match", "!match")
 
 
 @dataclass(frozen=True)
 class Comparison:
-    op: str  # one of COMPARISONS
+    op: str  # one of COMPARISONS or TESTS
     left: Term
     right: Term
     pos: Pos = _pos()
+    type: str = _kind()  # the type both sides are compared as
 
 
 Literal = Union[Atom, Negation, Comparison]
@@ -138,8 +204,14 @@ class Rule:
 @dataclass(frozen=True)
 class Attribute:
     name: str
-    type: str
+    type: str  # as declared: a primitive or a `.type` name
     pos: Pos = _pos()
+    kind: str = _kind()  # the primitive it resolves to (the checker fills it in)
+
+
+# Relation qualifiers tprules accepts: `eqrel` is honoured; the others only steer how
+# Soufflé stores or inlines a relation, not what it holds, so they are ignored.
+QUALIFIERS = ("eqrel", "inline", "no_inline", "magic", "no_magic", "brie", "btree", "btree_delete", "overridable")
 
 
 @dataclass(frozen=True)
@@ -147,6 +219,7 @@ class Decl:
     name: str
     attrs: tuple[Attribute, ...]
     pos: Pos = _pos()
+    qualifiers: tuple[str, ...] = ()
 
     @property
     def arity(self) -> int:
@@ -154,17 +227,38 @@ class Decl:
 
     @property
     def types(self) -> tuple[str, ...]:
-        return tuple(a.type for a in self.attrs)
+        """The primitive type of each column (the declared name before the checker ran)."""
+        return tuple(a.kind or a.type for a in self.attrs)
 
 
 @dataclass(frozen=True)
 class Directive:
-    kind: str  # "input" or "output"
+    kind: str  # "input", "output" or "printsize"
     names: tuple[str, ...]
+    pos: Pos = _pos()
+    params: tuple[tuple[str, str], ...] = ()  # `(IO=file, filename="x.csv", delimiter=",")`
+
+
+@dataclass(frozen=True)
+class TypeDecl:
+    """`.type T <: number` (a subtype), `.type T = A` (an alias) or `.type T = A | B` (a union)."""
+
+    name: str
+    kind: str  # "subtype" or "union"
+    bases: tuple[str, ...]
     pos: Pos = _pos()
 
 
-Item = Union[Decl, Directive, Rule]
+@dataclass(frozen=True)
+class Pragma:
+    """`.pragma "key" "value"`: accepted and ignored (Soufflé's command-line options)."""
+
+    key: str
+    value: str
+    pos: Pos = _pos()
+
+
+Item = Union[Decl, Directive, TypeDecl, Pragma, Rule]
 
 
 @dataclass(frozen=True)
@@ -183,21 +277,39 @@ class Program:
     def directives(self) -> tuple[Directive, ...]:
         return tuple(i for i in self.items if isinstance(i, Directive))
 
+    @property
+    def types(self) -> tuple[TypeDecl, ...]:
+        return tuple(i for i in self.items if isinstance(i, TypeDecl))
+
 
 # ---- traversal helpers ---------------------------------------------------------
 
 
+def subterms(term: Term) -> tuple[Term, ...]:
+    """The terms a term is made of (an aggregate's target and body are its own scope)."""
+    match term:
+        case BinOp(_, left, right):
+            return (left, right)
+        case Negative(operand) | Cast(operand):
+            return (operand,)
+        case Functor(_, args):
+            return args
+    return ()
+
+
 def term_vars(term: Term) -> set[str]:
     """Named variables of a term; an aggregate contributes none (its body is its own scope)."""
-    match term:
-        case Var(name):
-            return {name}
-        case BinOp(_, left, right):
-            return term_vars(left) | term_vars(right)
-        case Negative(operand):
-            return term_vars(operand)
-        case _:
-            return set()
+    if isinstance(term, Var):
+        return {term.name}
+    found: set[str] = set()
+    stack = list(subterms(term))
+    while stack:  # iterative: a 5,000-term sum must not exhaust Python's stack
+        t = stack.pop()
+        if isinstance(t, Var):
+            found.add(t.name)
+        else:
+            stack.extend(subterms(t))
+    return found
 
 
 def literal_vars(lit: Literal) -> set[str]:
@@ -212,15 +324,27 @@ def literal_vars(lit: Literal) -> set[str]:
 
 
 def aggregates_in(term: Term) -> list[Aggregate]:
-    match term:
-        case Aggregate():
-            return [term]
-        case BinOp(_, left, right):
-            return aggregates_in(left) + aggregates_in(right)
-        case Negative(operand):
-            return aggregates_in(operand)
-        case _:
-            return []
+    found: list[Aggregate] = []
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, Aggregate):
+            found.append(t)
+        else:
+            stack.extend(reversed(subterms(t)))
+    return found
+
+
+def functors_in(term: Term, name: str) -> list[Functor]:
+    """Every functor of that name inside a term (not inside aggregates)."""
+    found: list[Functor] = []
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, Functor) and t.name == name:
+            found.append(t)
+        stack.extend(reversed(subterms(t)))
+    return found
 
 
 def literal_aggregates(lit: Literal) -> list[Aggregate]:
@@ -270,11 +394,30 @@ def string_constants(node) -> set[str]:
             return set().union(*(string_constants(t) for t in args))
         case Negation(atom):
             return string_constants(atom)
-        case Comparison(_, left, right) | BinOp(_, left, right):
+        case Comparison(_, left, right):
             return string_constants(left) | string_constants(right)
-        case Negative(operand):
-            return string_constants(operand)
         case Aggregate(_, target, body):
             found = string_constants(target) if target is not None else set()
             return found.union(*(string_constants(lit) for lit in body))
-    return set()
+    found: set[str] = set()
+    for part in subterms(node):
+        found |= string_constants(part)
+    return found
+
+
+def replace_term(term: Term, old: Term, new: Term) -> Term:
+    """The term with one sub-term (found by identity: an aggregate, say) replaced."""
+    import dataclasses
+
+    if term is old:
+        return new
+    match term:
+        case BinOp(_, left, right):
+            return dataclasses.replace(term, left=replace_term(left, old, new), right=replace_term(right, old, new))
+        case Negative(operand):
+            return dataclasses.replace(term, operand=replace_term(operand, old, new))
+        case Cast(operand):
+            return dataclasses.replace(term, term=replace_term(operand, old, new))
+        case Functor(_, args):
+            return dataclasses.replace(term, args=tuple(replace_term(a, old, new) for a in args))
+    return term

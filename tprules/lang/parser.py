@@ -5,12 +5,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Transformer, v_args
+from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
-from ..errors import RuleSyntaxError
+from ..deep import deep
+from ..errors import BadInput, RuleSyntaxError
 from . import ast
-from .syntax_errors import syntax_error
+from .syntax_errors import refusal, syntax_error
 
 _GRAMMAR = Path(__file__).with_name("souffle.lark")
 
@@ -24,7 +25,7 @@ def _patterns() -> dict[str, str]:
 def _lark() -> Lark:
     # Extra start symbols let a query (`body`) or one atom (`atom`) be parsed on its own.
     return Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True,
-                start=["start", "body", "atom"])
+                start=["start", "body", "atom", "unsupported"])
 
 
 def _unescape(text: str) -> str:
@@ -44,6 +45,47 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
+_FLIP = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">", "contains": "!contains",
+         "!contains": "contains", "match": "!match", "!match": "match"}
+
+
+def _negate_literal(lit: ast.Literal) -> ast.Literal:
+    match lit:
+        case ast.Atom():
+            return ast.Negation(lit, lit.pos)
+        case ast.Negation(atom):
+            return atom
+        case ast.Comparison(op, left, right):
+            return ast.Comparison(_FLIP[op], left, right, lit.pos)
+    raise TypeError(lit)
+
+
+class _Alternatives(tuple):
+    """A body in disjunctive normal form: alternatives, each a tuple of literals. `true` is
+    one empty alternative, `false` none; a rule becomes one rule per alternative."""
+
+    @staticmethod
+    def of(lit) -> "_Alternatives":
+        return lit if isinstance(lit, _Alternatives) else _Alternatives(((lit,),))
+
+    def both(self, other: "_Alternatives") -> "_Alternatives":
+        return _Alternatives(a + b for a in self for b in other)
+
+    def negated(self) -> "_Alternatives":
+        result = _Alternatives(((),))  # not (A1 or A2) = not A1 and not A2; not (l1 and l2) = not l1 or not l2
+        for conjunction in self:
+            result = result.both(_Alternatives((_negate_literal(lit),) for lit in conjunction))
+        return result
+
+
+def _number(text: str) -> int:
+    if text.startswith("0x"):
+        return int(text, 16)
+    if text.startswith("0b"):
+        return int(text[2:], 2)
+    return int(text)
+
+
 class _ToAst(Transformer):
     def __init__(self, filename: str):
         super().__init__()
@@ -56,25 +98,71 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def start(self, meta, items):
-        return ast.Program(tuple(items))
+        flat: list[ast.Item] = []
+        for item in items:
+            flat.extend(item if isinstance(item, list) else [item])
+        return ast.Program(tuple(flat))
+
+    # -- declarations ---------------------------------------------------------------
 
     @v_args(meta=True)
     def decl(self, meta, children):
-        name, *attrs = children
-        attrs = tuple(a for a in attrs if a is not None)
-        return ast.Decl(str(name), attrs, self._pos(name))
+        names = [c for c in children if isinstance(c, Token) and c.type == "NAME"]
+        attrs = tuple(c for c in children if isinstance(c, ast.Attribute))
+        quals = [c for c in children if isinstance(c, tuple)]
+        qualifiers = tuple(dict.fromkeys(q for q, _ in quals if q in ast.QUALIFIERS))
+        items: list[ast.Item] = [ast.Decl(str(n), attrs, self._pos(n), qualifiers) for n in names]
+        for kind, token in quals:  # the deprecated `.decl r(...) output` means `.output r`
+            if kind in ("input", "output", "printsize"):
+                items.append(ast.Directive(kind, tuple(str(n) for n in names), self._pos(token)))
+        return items
 
     def attr(self, children):
         name, type_ = children
         return ast.Attribute(str(name), str(type_), self._pos(name))
 
-    @v_args(meta=True)
-    def input(self, meta, names):
-        return ast.Directive("input", tuple(str(n) for n in names), self._pos(meta))
+    def qualifier(self, children):
+        (token,) = children
+        return (str(token), token)
+
+    def subtype(self, children):
+        name, base = children
+        return ast.TypeDecl(str(name), "subtype", (str(base),), self._pos(name))
+
+    def union(self, children):
+        name, *bases = children
+        return ast.TypeDecl(str(name), "union", tuple(str(b) for b in bases), self._pos(name))
+
+    def number_type(self, children):
+        return ast.TypeDecl(str(children[0]), "subtype", ("number",), self._pos(children[0]))
+
+    def symbol_type(self, children):
+        return ast.TypeDecl(str(children[0]), "subtype", ("symbol",), self._pos(children[0]))
 
     @v_args(meta=True)
-    def output(self, meta, names):
-        return ast.Directive("output", tuple(str(n) for n in names), self._pos(meta))
+    def directive(self, meta, children):
+        kind, *rest = children
+        params = next((c for c in rest if isinstance(c, tuple)), ())
+        names = tuple(str(n) for n in rest if isinstance(n, Token))
+        return ast.Directive(kind, names, self._pos(meta), params)
+
+    def directive_kind(self, children):
+        return str(children[0])[1:]
+
+    def params(self, children):
+        return tuple(c for c in children if c is not None)
+
+    def param(self, children):
+        key, _, value = children
+        text = _unescape(str(value)) if value.type == "STRING" else str(value)
+        return (str(key), text)
+
+    @v_args(meta=True)
+    def pragma(self, meta, children):
+        key, value = children
+        return ast.Pragma(_unescape(str(key)), _unescape(str(value)) if value is not None else "", self._pos(meta))
+
+    # -- clauses --------------------------------------------------------------------
 
     @v_args(meta=True)
     def fact(self, meta, children):
@@ -83,11 +171,44 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def rule(self, meta, children):
-        head, body = children
-        return ast.Rule(head, body, head.pos)
+        heads, body = children[0], children[1]  # a `.plan` (children[2]) is ignored
+        return [ast.Rule(head, alternative, head.pos) for head in heads for alternative in body]
 
-    def body(self, literals):
-        return tuple(literals)
+    def heads(self, atoms):
+        return list(atoms)
+
+    def plan(self, children):
+        return None
+
+    def plan_step(self, children):
+        return None
+
+    def body(self, conjunctions):
+        return _Alternatives(alt for conjunction in conjunctions for alt in conjunction)
+
+    def conjunction(self, literals):
+        result = _Alternatives(((),))
+        for lit in literals:
+            result = result.both(_Alternatives.of(lit))
+        return result
+
+    def group(self, children):
+        return children[0]
+
+    def true(self, children):
+        return _Alternatives(((),))
+
+    def false(self, children):
+        return _Alternatives()
+
+    def _agg_body(self, body, meta) -> tuple:
+        if isinstance(body, tuple) and not isinstance(body, _Alternatives):
+            return body
+        if len(body) != 1:
+            raise RuleSyntaxError("a disjunction ';' (or 'false') inside an aggregate's body is not supported "
+                                  "(nor in Soufflé): write the aggregate over a relation that holds both",
+                                  self._pos(meta))
+        return body[0]
 
     def single_atom_body(self, children):
         return (children[0],)
@@ -99,15 +220,30 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def negation(self, meta, children):
-        return ast.Negation(children[0], self._pos(meta))
+        (lit,) = children
+        if isinstance(lit, ast.Atom):
+            return ast.Negation(lit, self._pos(meta))
+        return _Alternatives.of(lit).negated()
 
     @v_args(meta=True)
     def comparison(self, meta, children):
         left, op, right = children
         return ast.Comparison(str(op), left, right, self._pos(meta))
 
+    @v_args(meta=True)
+    def contains(self, meta, children):
+        return ast.Comparison("contains", children[0], children[1], self._pos(meta))
+
+    @v_args(meta=True)
+    def match(self, meta, children):
+        return ast.Comparison("match", children[0], children[1], self._pos(meta))
+
+    # -- terms ----------------------------------------------------------------------
+
     def var(self, children):
         (tok,) = children
+        if str(tok) in ("nil", "autoinc"):  # Soufflé's keywords for records and counters
+            raise refusal("records (nil)" if str(tok) == "nil" else "the counter autoinc()", self._pos(tok))
         return ast.Var(str(tok), self._pos(tok))
 
     @v_args(meta=True)
@@ -116,7 +252,15 @@ class _ToAst(Transformer):
 
     def number(self, children):
         (tok,) = children
-        return ast.Num(int(tok), self._pos(tok))
+        return ast.Num(_number(str(tok)), self._pos(tok))
+
+    def unsigned(self, children):
+        (tok,) = children
+        return ast.Unsigned(_number(str(tok)[:-1]), self._pos(tok))
+
+    def float(self, children):
+        (tok,) = children
+        return ast.Float(float(str(tok)), self._pos(tok))
 
     def string(self, children):
         (tok,) = children
@@ -131,28 +275,63 @@ class _ToAst(Transformer):
         return make
 
     add, sub, mul, div, mod = _binop("+"), _binop("-"), _binop("*"), _binop("/"), _binop("%")
+    power = _binop("^")
+    lor, lxor, land = _binop("lor"), _binop("lxor"), _binop("land")
+    bor, bxor, band = _binop("bor"), _binop("bxor"), _binop("band")
+    bshl, bshr, bshru = _binop("bshl"), _binop("bshr"), _binop("bshru")
 
     @v_args(meta=True)
     def negative(self, meta, children):
         (operand,) = children
         if isinstance(operand, ast.Num):  # a negative literal stays a literal
             return ast.Num(-operand.value, self._pos(meta))
+        if isinstance(operand, ast.Float):
+            return ast.Float(-operand.value, self._pos(meta))
         return ast.Negative(operand, self._pos(meta))
+
+    @v_args(meta=True)
+    def bnot(self, meta, children):
+        return ast.Functor("bnot", (children[0],), self._pos(meta))
+
+    @v_args(meta=True)
+    def lnot(self, meta, children):
+        return ast.Functor("lnot", (children[0],), self._pos(meta))
+
+    def functor_name(self, children):
+        return children[0]
+
+    @v_args(meta=True)
+    def functor(self, meta, children):
+        name, *args = children
+        return ast.Functor(str(name), tuple(a for a in args if a is not None), self._pos(name))
+
+    @v_args(meta=True)
+    def min_functor(self, meta, children):
+        return ast.Functor("min", tuple(children), self._pos(meta))
+
+    @v_args(meta=True)
+    def max_functor(self, meta, children):
+        return ast.Functor("max", tuple(children), self._pos(meta))
+
+    @v_args(meta=True)
+    def cast(self, meta, children):
+        term, to = children
+        return ast.Cast(term, str(to), self._pos(meta))
 
     @v_args(meta=True)
     def count(self, meta, children):
         (body,) = children
-        return ast.Aggregate("count", None, body, self._pos(meta))
+        return ast.Aggregate("count", None, self._agg_body(body, meta), self._pos(meta))
 
     def _aggregate(func):  # noqa: N805
         @v_args(meta=True)
         def make(self, meta, children):
             target, body = children
-            return ast.Aggregate(func, target, body, self._pos(meta))
+            return ast.Aggregate(func, target, self._agg_body(body, meta), self._pos(meta))
 
         return make
 
-    sum, min, max = _aggregate("sum"), _aggregate("min"), _aggregate("max")
+    sum, min, max, mean = _aggregate("sum"), _aggregate("min"), _aggregate("max"), _aggregate("mean")
 
 
 def parse_text(text: str, filename: str = "<text>") -> ast.Program:
@@ -179,7 +358,11 @@ def parse_body(text: str, filename: str = "<query>") -> tuple[ast.Literal, ...]:
     >>> [type(lit).__name__ for lit in parse_body('member(F, O), !is_fold(O)')]
     ['Atom', 'Negation']
     """
-    return _parse(text, filename, "body")
+    alternatives = _parse(text, filename, "body")
+    if len(alternatives) != 1:
+        raise RuleSyntaxError("a query is one conjunction: ask one alternative of the ';' at a time",
+                              ast.Pos(filename, 1, 1))
+    return alternatives[0]
 
 
 def _parse(text: str, filename: str, start: str):
@@ -188,8 +371,10 @@ def _parse(text: str, filename: str, start: str):
     except UnexpectedInput as err:
         raise syntax_error(err, text, filename, _patterns()) from None
     try:
-        return _ToAst(filename).transform(tree)
-    except VisitError as err:  # e.g. a number too large to be one
+        return deep(_ToAst(filename).transform, tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, BadInput):
+            raise err.orig_exc from None
         raise RuleSyntaxError(str(err.orig_exc), ast.Pos(filename, 0, 0)) from None
 
 

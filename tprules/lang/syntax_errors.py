@@ -7,14 +7,65 @@ comment, a float, a ';' disjunction.
 
 from __future__ import annotations
 
+import re
+
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..errors import RuleSyntaxError
+from ..errors import RuleSyntaxError, Unsupported
 from .ast import Pos
 
+# Soufflé constructs tprules refuses, by the token that starts them.
+_REFUSED = {
+    ".comp": "components (.comp)", ".init": "components (.init)", ".override": "components (.override)",
+    ".functor": "user-defined functors (.functor)", "@": "user-defined functors (@name)",
+    ".lattice": "lattices (.lattice)", ".limitsize": ".limitsize", ".include": ".include",
+    ".once": ".once", "[": "records ([...])", "]": "records ([...])", "nil": "records (nil)",
+    "autoinc": "the counter autoinc()", "recursive_iteration_cnt": "recursive_iteration_cnt()",
+    "debug_delta": "debug_delta relations", "stateful": "stateful functors",
+}
+
+
+def _last_keyword(text: str) -> str | None:
+    found = re.findall(r"(?<![\w.])\.(?:type|decl|input|output|printsize|pragma|plan|number_type|symbol_type)\b", text)
+    return found[-1] if found else None
+
+
+def refusal(construct: str, pos: Pos) -> Unsupported:
+    """The one line that refuses a Soufflé construct tprules does not evaluate."""
+    return Unsupported(f"tprules does not support {construct}", pos)
+
+
+def _refused(err: UnexpectedInput, text: str, pos: Pos) -> Unsupported | None:
+    token = getattr(err, "token", None)
+    if token is None:
+        return None
+    value, line = str(token), _line(text, err.line)
+    if "choice-domain" in line:
+        return refusal("choice-domain", pos)
+    if value in _REFUSED:
+        return refusal(_REFUSED[value], pos)
+    if value == "$":
+        rest = line[err.column:].lstrip()
+        return refusal("algebraic data types ($Branch(...))" if rest[:1].isalpha() else "the counter $", pos)
+    if value.startswith("#"):
+        return refusal(f"the C preprocessor ({value.split()[0]})", pos)
+    offset = getattr(token, "start_pos", None)
+    before = text[:offset] if offset is not None else line[: err.column - 1]
+    if value == "{" and _last_keyword(before) == ".type":
+        return refusal("algebraic data types (.type T = A {...} | ...)", pos)
+    if value == "(" and re.search(r"\bautoinc\s*$", before):
+        return refusal("the counter autoinc()", pos)
+    if value == "<=" and ":-" in line:
+        return refusal("subsumption (head <= head :- body)", pos)
+    return None
+
 _WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
-          "$END": "end of file"}
-_AGGREGATES = {"COUNT", "SUM", "MIN", "MAX"}
+          "FLOAT": "a float", "UNSIGNED": "an unsigned", "$END": "end of file"}
+_AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "MEAN"}
+_FUNCTORS = {"CAT", "ORD", "RANGE", "STRLEN", "SUBSTR", "TO_FLOAT", "TO_NUMBER", "TO_STRING", "TO_UNSIGNED", "AS",
+             "BNOT", "LNOT"}
+_NUMBERS = {"FLOAT", "UNSIGNED"}  # said as "a number"
+_QUIET = {"TRUE", "FALSE", "CONTAINS", "MATCH"}  # would only make the list longer
 _FIRST = ("DOT", "COMMA", "RPAR", "RBRACE")  # the tokens that close something, shown first
 
 
@@ -26,13 +77,18 @@ def _word(name: str, patterns: dict[str, str]) -> str:
 
 def expected_words(names, patterns: dict[str, str]) -> str:
     """`',' or '.'`, `a name, a number or an aggregate`, ...: what may come here."""
-    names = set(names)
-    order = sorted(names - _AGGREGATES, key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
+    names = set(names) - _QUIET
+    if names & _NUMBERS:
+        names = (names - _NUMBERS) | {"NUMBER"}
+    order = sorted(names - _AGGREGATES - _FUNCTORS,
+                   key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
     words = list(dict.fromkeys(_word(n, patterns) for n in order))
+    if names & _FUNCTORS:
+        words.append("a functor")
     if names & _AGGREGATES:
         words.append("an aggregate")
-    if len(words) > 8:
-        words = words[:7] + ["..."]
+    if len(words) > 9:
+        words = words[:8] + ["..."]
     if not words:  # a complete atom or query (parse_atom, parse_body): only the end may follow
         return "end of file"
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
@@ -56,22 +112,21 @@ def _hint(err: UnexpectedInput, text: str, accepts: set[str]) -> str:
         previous = next((n for n in range(err.line - 1, 0, -1) if _line(text, n).strip()), None)
         if previous is not None:
             return f" (is a '.' missing at the end of line {previous}?)"
-    if here.startswith(".") and here[1:2].isdigit() and before[-1:].isdigit():
-        return "; numbers are integers (floats are not supported)"
     return ""
 
 
-def syntax_error(err: UnexpectedInput, text: str, filename: str, patterns: dict[str, str]) -> RuleSyntaxError:
+def syntax_error(err: UnexpectedInput, text: str, filename: str, patterns: dict[str, str]) -> RuleSyntaxError | Unsupported:
     """One `RuleSyntaxError` at the offending line:column."""
     pos = Pos(filename, getattr(err, "line", 0) or 0, getattr(err, "column", 0) or 0)
     if _line(text, err.line)[err.column - 1:].startswith("/*"):
         return RuleSyntaxError("this '/*' comment is never closed with '*/'", pos)
+    refused = _refused(err, text, pos)
+    if refused is not None:
+        return refused
     if isinstance(err, UnexpectedCharacters):
         char = err.char
         if char == '"':
             return RuleSyntaxError('this string is not closed with \'"\' on its line', pos)
-        if char == ";":
-            return RuleSyntaxError("';' (disjunction) is not supported: write one rule per alternative", pos)
         return RuleSyntaxError(f"unexpected character {char!r}", pos)
     parser = getattr(err, "interactive_parser", None)
     accepts = set(parser.accepts()) if parser is not None else set(getattr(err, "expected", ()))

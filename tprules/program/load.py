@@ -59,6 +59,9 @@ def check_rule_schema(checked: CheckedProgram) -> None:
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))
+    from ..analysis.program import derived_inputs
+
+    problems.extend(derived_inputs(checked))
     from ..errors import raise_all
 
     raise_all(problems)
