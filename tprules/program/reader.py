@@ -151,7 +151,7 @@ def read_lines(data: bytes, rel: str, types: tuple[str, ...], display: str,
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     numbers = [n for n, line in enumerate(lines, 1) if line]
     lines = [lines[n - 1] for n in numbers]
-    rows = [line.split("\t") for line in lines]
+    rows = [line.split("\t") for line in lines] if arity else [[] for _ in lines]  # a line makes a nullary true
     for k, cols in enumerate(rows):
         if len(cols) != arity:
             spaces = "; this line separates with spaces" if " " in lines[k] and len(cols) < arity else ""
