@@ -39,7 +39,7 @@ class OutputCheck:
 
 def tolerance(prog: RunProgram, tensor: str) -> float:
     dtype = prog.tensors[tensor].dtype
-    if dtype in ("i8", "i32"):
+    if dtype in ("i8", "i32", "i64"):
         return 1.0  # absolute, for integers
     tol = TOLERANCE[dtype]
     return max(tol, QUANTIZED_TOLERANCE) if prog.quantized_path(tensor) else tol
@@ -70,6 +70,6 @@ def compare(prog: RunProgram, outputs: dict[str, dict[int, np.ndarray]], ref: Va
             a, r = errors(got, want)
             worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
         tol = tolerance(prog, t)
-        ok = worst_abs <= tol if info.dtype in ("i8", "i32") else worst_rel <= tol
+        ok = worst_abs <= tol if info.dtype in ("i8", "i32", "i64") else worst_rel <= tol
         checks.append(OutputCheck(t, info.shape, info.dtype, tuple(sorted(outputs[t])), worst_abs, worst_rel, tol, ok))
     return checks
