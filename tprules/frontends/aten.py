@@ -215,6 +215,7 @@ class Lowerer:
         self.arch = arch
         self.graph = Graph()
         self.names: dict = {}  # fx node → the value holding it
+        self.folded_keys: dict[tuple, str] = {}
         self.module = ""
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
@@ -288,7 +289,11 @@ class Lowerer:
         return self.graph.add_value(Value(fqn, self.shape(node), self.dtype(node), "weight", fqn.rsplit(".", 1)[0]))
 
     def _folded(self, n) -> str:
+        key = self.c.key(n)
+        if key in self.folded_keys:  # the same constant folded already (another layer's copy)
+            return self.folded_keys[key]
         self.graph.folded[n.name] = n
+        self.folded_keys[key] = n.name
         return self.graph.add_value(Value(n.name, self.shape(n), self.dtype(n), "folded", _module(n)))
 
     def emit(self, n, cls: str, operands: list, value_of=None, **attrs) -> None:

@@ -53,6 +53,7 @@ class Constants:
                     any(a in self.dynamic for a in n.all_input_nodes):
                 self.dynamic.add(n)
         self._values: dict = {}
+        self._keys: dict = {}
         self._weights = None
         self.identity = {aten.alias.default, aten.clone.default, aten.detach.default, aten.lift_fresh_copy.default}
 
@@ -87,6 +88,17 @@ class Constants:
                 not hasattr(node.args[1], "op") and node.args[1] == 1 and same_dtype:
             return True
         return False
+
+    def key(self, node) -> tuple:
+        """Equal for constant subgraphs that compute the same thing (each layer's copy of the
+        RoPE table's view): they fold into one input tensor."""
+        if node not in self._keys:
+            if node.op == "placeholder":
+                k = ("weight", self.fqn.get(node.name, node.name))
+            else:
+                k = (str(node.target), repr(_map(node.args, self.key)), repr(_map(node.kwargs, self.key)))
+            self._keys[node] = k
+        return self._keys[node]
 
     def leaves(self, node) -> set[str]:
         """The parameters and buffers a constant subgraph reads."""

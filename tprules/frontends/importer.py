@@ -46,13 +46,15 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     from .aten import Lowerer
     from .constants import Constants
     from .hf import build_model, head_counts, read_source
-    from .tp import Heads, shard
+    from .tp import Heads, check_heads, shard
     from .trace import trace
     from .write import add_candidates, check_out, write_folder
 
     check_out(Path(out))
     clock = _Clock()
     src = read_source(source, layers, plan)
+    heads = Heads(*head_counts(src.config))
+    check_heads(src, heads, tp)
     _quiet_transformers()
     model = build_model(src, seed, no_data)
     clock.tick("model")
@@ -61,8 +63,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     constants = Constants(program, model)
     graph = Lowerer(program, constants, src.architecture).run()
     clock.tick("lower")
-    tpp = shard(graph, tp, src.architecture, src.plan, getattr(model, "base_model_prefix", "model"),
-                Heads(*head_counts(src.config)))
+    tpp = shard(graph, tp, src.architecture, src.plan, getattr(model, "base_model_prefix", "model"), heads)
     for name, node in graph.folded.items():
         split = [w for w in constants.leaves(node) if isinstance(tpp.placement.get(w), Shard)]
         if split:

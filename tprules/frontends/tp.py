@@ -43,15 +43,15 @@ class TPProgram:
         return [(value, None)] if isinstance(p, Replicate) else [(f"{value}@{k}", k) for k in range(tp)]
 
 
-def check_heads(arch: str, heads: Heads, tp: int) -> None:
+def check_heads(source, heads: Heads, tp: int) -> None:
     """Heads must split over the chips; key/value heads may be fewer than chips (replicated)."""
     if heads.heads is None:
         return
     if heads.heads % tp:
-        raise ImportFailed(f"{arch}: {heads.heads} attention heads do not split over --tp {tp} chips")
+        raise source.fail(f"{heads.heads} attention heads ({heads.kv} key/value heads) do not split over --tp {tp} chips")
     if heads.kv % tp and tp % heads.kv:
-        raise ImportFailed(f"{arch}: {heads.kv} key/value heads ({heads.heads} attention heads) neither split over "
-                           f"--tp {tp} chips nor replicate evenly on them")
+        raise source.fail(f"{heads.kv} key/value heads ({heads.heads} attention heads) neither split over --tp {tp} "
+                          "chips nor replicate evenly on them")
 
 
 def weight_placement(arch: str, value: Value, style: str | None, tp: int, heads: Heads) -> Placement:
@@ -149,7 +149,6 @@ class Sharder:
 
 
 def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads) -> TPProgram:
-    check_heads(arch, heads, tp)
     weights = {}
     for v in graph.inputs:
         if v.role == "weight":

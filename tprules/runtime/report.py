@@ -21,6 +21,10 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
+def _reference_ok(o) -> bool:
+    return (o.max_abs_err if o.dtype in ("i8", "i32", "i64") else o.max_rel_err) <= o.tolerance
+
+
 def render_text(report, width: int = 100, color: bool = False) -> str:
     from rich import box
     from rich.console import Console
@@ -44,16 +48,31 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     for col in ("output", "shape", "chips", "max abs err", "max rel err", "tolerance", ""):
         outs.add_column(col)
     for o in report.outputs:
+        ok = _reference_ok(o)
         outs.add_row(o.tensor, "x".join(map(str, o.shape)) or "scalar", ",".join(map(str, o.chips)),
-                     f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if o.ok else "MISMATCH")
+                     f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if ok else "MISMATCH")
     console.print(outs)
     console.print()
+    expected = [o for o in report.outputs if o.expected]  # expected/ values: an import's torch forward
+    if expected:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for col in ("expected", "max abs err", "max rel err", "tolerance", ""):
+            table.add_column(col)
+        for o in expected:
+            e = o.expected
+            table.add_row(e.path, f"{e.max_abs_err:.2g}", f"{e.max_rel_err:.2g}", f"{o.tolerance:g}",
+                          "ok" if e.ok else "MISMATCH")
+        console.print(table)
+        console.print()
     bad = [o.tensor for o in report.outputs if not o.ok]
     n = len(report.outputs)
     if bad:
-        verdict = f"MISMATCH: {len(bad)} of {n} outputs differ from the reference ({', '.join(bad)})"
+        verdict = f"MISMATCH: {len(bad)} of {n} outputs differ from the reference{' or expected/' if expected else ''} " \
+                  f"({', '.join(bad)})"
     else:
         verdict = "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"
+        if expected:
+            verdict += " and expected/"
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
                   f"{report.transfers} transfer{'' if report.transfers == 1 else 's'} ({size(report.moved_bytes)}); {verdict}", soft_wrap=True)
     return buf.getvalue()
