@@ -29,6 +29,9 @@ FORMULAS = {
     "sigmoid": "sigmoid({0})",
     "tanh": "f32(math.tanh({0}))",
     "gelu_erf": "gelu_erf({0})",
+    "expm1": "fexpm1({0})",
+    "minimum": "fmin({0}, {1})",
+    "where": "({1} if {0} != f32(0) else {2})",
 }
 
 
@@ -46,6 +49,7 @@ ATTR_FORMULAS = {
     "scale": lambda args, attrs: f"{args[0]} * {constant(float(attrs['factor']))}",
     "add_scalar": lambda args, attrs: f"{args[0]} + {constant(float(attrs['value']))}",
     "pow": _pow,
+    "greater": lambda args, attrs: f"(f32(1) if {args[0]} > {constant(float(attrs['value']))} else f32(0))",
 }
 
 # Device functions, decorated by each renderer. Written to behave the same compiled and
@@ -96,6 +100,22 @@ def sigmoid(x):
 @DEVICE
 def gelu_erf(x):
     return f32(0.5) * x * (f32(1) + f32(math.erf(x * f32(0.7071067811865476))))
+
+
+@DEVICE
+def fexpm1(x):
+    if x > f32(88.72283):
+        return INF
+    return f32(math.expm1(x))
+
+
+@DEVICE
+def fmin(a, b):
+    if not (a == a) or not (b == b):
+        return NAN
+    if a < b:
+        return a
+    return b
 
 
 @DEVICE

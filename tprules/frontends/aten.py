@@ -32,7 +32,9 @@ def lowering(*ops):
     return register
 
 
-DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "int8": "i8"}
+# torch dtype → tensor dtype; a boolean is kept as an i8 0 or 1
+DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "int8": "i8",
+          "bool": "i8"}
 
 
 def _table():
@@ -101,8 +103,20 @@ def _table():
 
     for op, cls in ((aten.neg.default, "neg"), (aten.exp.default, "exp"), (aten.rsqrt.default, "rsqrt"),
                     (aten.relu.default, "relu"), (aten.sigmoid.default, "sigmoid"), (aten.tanh.default, "tanh"),
-                    (aten.silu.default, "silu")):
+                    (aten.silu.default, "silu"), (aten.expm1.default, "expm1")):
         OPS[op] = unary(cls)
+
+    @lowering(aten.minimum.default)
+    def minimum(ctx, n):
+        ctx.emit(n, "minimum", list(n.args[:2]))
+
+    @lowering(aten.where.self)
+    def where(ctx, n):
+        ctx.emit(n, "where", list(n.args[:3]))
+
+    @lowering(aten.gt.Scalar)
+    def greater(ctx, n):
+        ctx.emit(n, "greater", [n.args[0]], value=repr(float(n.args[1])))
 
     @lowering(aten.gelu.default)
     def gelu(ctx, n):
@@ -216,6 +230,7 @@ class Lowerer:
         self.graph = Graph()
         self.names: dict = {}  # fx node → the value holding it
         self.folded_keys: dict[tuple, str] = {}
+        self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
@@ -299,12 +314,15 @@ class Lowerer:
     def emit(self, n, cls: str, operands: list, value_of=None, **attrs) -> None:
         reads = tuple(self.value(x) for x in operands)
         meta = value_of if value_of is not None else n.meta["val"]
-        shape = tuple(int(d) for d in meta.shape)
-        name = self.graph.add_value(Value(n.name, shape, self.dtype_of(n, meta), "activation", self.module))
-        self.names[n] = name
-        aten = str(n.target)
-        self.graph.stmts.append(Stmt(n.name, cls, reads, name, tuple((k, str(v)) for k, v in attrs.items()),
-                                     self.module, aten))
+        shape, dtype = tuple(int(d) for d in meta.shape), self.dtype_of(n, meta)
+        pairs = tuple((k, str(v)) for k, v in attrs.items())
+        key = (cls, reads, pairs, shape, dtype)
+        if key in self.computed:  # the same statement again (q, k and v each view the hidden state)
+            self.names[n] = self.computed[key]
+            return
+        name = self.graph.add_value(Value(n.name, shape, dtype, "activation", self.module))
+        self.names[n] = self.computed[key] = name
+        self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
 
     def dtype_of(self, n, meta) -> str:
         name = str(meta.dtype).replace("torch.", "")

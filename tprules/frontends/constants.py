@@ -54,6 +54,7 @@ class Constants:
                 self.dynamic.add(n)
         self._values: dict = {}
         self._keys: dict = {}
+        self._numbers: dict[tuple, int] = {}
         self._weights = None
         self.identity = {aten.alias.default, aten.clone.default, aten.detach.default, aten.lift_fresh_copy.default}
 
@@ -89,15 +90,16 @@ class Constants:
             return True
         return False
 
-    def key(self, node) -> tuple:
+    def key(self, node) -> int:
         """Equal for constant subgraphs that compute the same thing (each layer's copy of the
-        RoPE table's view): they fold into one input tensor."""
+        RoPE table's view): they fold into one input tensor. Hash-consed: a node's key is
+        the number of its (op, operands' keys, arguments)."""
         if node not in self._keys:
             if node.op == "placeholder":
                 k = ("weight", self.fqn.get(node.name, node.name))
             else:
                 k = (str(node.target), repr(_map(node.args, self.key)), repr(_map(node.kwargs, self.key)))
-            self._keys[node] = k
+            self._keys[node] = self._numbers.setdefault(k, len(self._numbers))
         return self._keys[node]
 
     def leaves(self, node) -> set[str]:

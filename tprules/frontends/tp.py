@@ -129,6 +129,9 @@ class Sharder:
         self.place[st.writes] = placed
         self._declare(out)
         attrs.update(module=st.module or "(top)", aten=st.aten)
+        folded = [r for r in reads if self.g.values[r].role == "folded"]
+        if folded:  # constant subgraphs computed at import (RoPE tables, the causal mask)
+            attrs["folded"] = ",".join(folded)
         chips = [None] if isinstance(placed, Replicate) else range(self.tp)
         for k in chips:
             name = st.name if k is None else f"{st.name}@{k}"

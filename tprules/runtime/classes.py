@@ -18,12 +18,14 @@ import numpy as np
 
 BMM = "bmm"
 NEW_ROW = ("mean", "layernorm")
-NEW_UNARY = ("pow", "add_scalar", "sigmoid", "tanh", "gelu_erf")
+NEW_UNARY = ("pow", "add_scalar", "sigmoid", "tanh", "gelu_erf", "expm1", "greater")
+NEW_BINARY = ("minimum",)
+NEW_TERNARY = ("where",)
 # Read an operand at another index than the one they write (never computed in a stage's pass).
 LAYOUT = ("reshape", "permute", "expand", "slice", "cat", "embedding")
 
 # attribute → how it is read, per class (a missing one or a bad value is ill-formed)
-NUMBER_ATTRS = {"pow": ("exponent",), "add_scalar": ("value",), "layernorm": ("eps",)}
+NUMBER_ATTRS = {"pow": ("exponent",), "add_scalar": ("value",), "layernorm": ("eps",), "greater": ("value",)}
 INT_ATTRS = {"slice": ("axis", "start", "end", "step"), "cat": ("axis",)}
 
 

@@ -25,8 +25,8 @@ MATMUL = "matmul"
 ROW = ("rmsnorm", "softmax", *classes.NEW_ROW)
 ANCHORS = (MATMUL, BMM, *ROW)  # classes whose output element needs more than one input element
 UNARY = ("neg", "exp", "relu", "silu", "rsqrt", "gelu", "scale", "cast", *classes.NEW_UNARY)
-BINARY = ("add", "sub", "mul", "div")
-POINTWISE = (*UNARY, *BINARY, "sum")  # one output element from the same element of each operand
+BINARY = ("add", "sub", "mul", "div", *classes.NEW_BINARY)
+POINTWISE = (*UNARY, *BINARY, *classes.NEW_TERNARY, "sum")  # one output element from the same element of each operand
 INDEXED = ("transpose", *LAYOUT)  # read an operand at another index than the one they write
 
 
