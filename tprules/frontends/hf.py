@@ -57,20 +57,16 @@ def read_source(directory: Path | str, layers: int | None = None, plan_file: Pat
         config = AutoConfig.from_pretrained(directory)
     except Exception as err:  # noqa: BLE001 - transformers raises many kinds
         raise ImportFailed(f"cannot read the config: {_first_line(err)}", Pos(f"{display}/config.json", 0)) from None
-    arch = (getattr(config, "architectures", None) or [config.model_type])[0]
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal_lm
+
+    arch = (getattr(config, "architectures", None) or [causal_lm.get(config.model_type, config.model_type)])[0]
     source = Source(directory, display, config, arch, {}, sorted(directory.glob("*.safetensors")))
-    _check_causal_lm(source)
+    if config.model_type not in causal_lm:
+        raise source.fail(f"model type {config.model_type} has no causal-LM class in transformers")
     if layers is not None:
         _keep_layers(source, layers)
     source.plan = _plan(source, plan_file)
     return source
-
-
-def _check_causal_lm(source: Source) -> None:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    if source.config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise source.fail(f"model type {source.config.model_type} has no causal-LM class in transformers")
 
 
 def _keep_layers(source: Source, layers: int) -> None:
