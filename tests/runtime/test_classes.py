@@ -120,3 +120,24 @@ def test_a_statement_that_does_not_fit_its_class_is_ill_formed(tmp_path, cls, re
     with pytest.raises(IllFormed, match="bad") as err:
         RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
     assert message in str(err.value) and "op.facts:1" in str(err.value)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
+    """Fresh index names run i1, i2, ...: a kernel with an index named i8 or i32 still
+    converts to int8 (a regression: the conversions were named i8 and i32)."""
+    import re
+
+    from tprules.codegen import cpu, lower
+    from tprules.planner.plan import Group, Plan
+
+    b = ProgramBuilder(chips=1)
+    t, shapes = b.tensor("x", [2, 3, 4], spine=True), [[4, 2, 3], [3, 4, 2], [2, 3, 4]]
+    for n in range(3):
+        t = _s(b, f"p{n}", "permute", [t], shapes[n], dims="2,0,1")
+    _s(b, "g", "greater", [t], [2, 3, 4], "i8", value="0")
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
+    assert {"i8", "i32"} <= set(re.findall(r"\bi(?:8|32)\b", cpu.render(lower(plan.groups[0], prog))))
+    assert execute(ws, plan, device=device, prog=prog).ok

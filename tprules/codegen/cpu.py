@@ -15,9 +15,10 @@ import numpy as np
 from numba import njit, prange
 
 f32 = np.float32
-i32 = np.int32
-i8 = np.int8
-i64 = np.int64
+# integer conversions, upper case: fresh index names (i8, i32, ...) must not hide them
+I8 = np.int8
+I32 = np.int32
+I64 = np.int64
 DEVICE = njit(inline="always", error_model="numpy")
 '''
 

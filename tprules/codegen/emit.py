@@ -173,11 +173,11 @@ def constant(x: float) -> str:
 def convert(text: str, dtype: str) -> str:
     """A float32 value as its destination dtype keeps it (still a float32)."""
     return {"f32": text, "f16": f"rf16({text})", "bf16": f"rbf16({text})",
-            "i32": f"f32(i32({text}))", "i8": f"f32(i8(i32({text})))", "i64": f"f32(i64({text}))"}[dtype]
+            "i32": f"f32(I32({text}))", "i8": f"f32(I8(I32({text})))", "i64": f"f32(I64({text}))"}[dtype]
 
 
 def store_cast(text: str, dtype: str) -> str:
-    return {"i32": f"i32({text})", "i8": f"i8(i32({text}))", "i64": f"i64({text})"}.get(dtype, text)
+    return {"i32": f"I32({text})", "i8": f"I8(I32({text}))", "i64": f"I64({text})"}.get(dtype, text)
 
 
 def child_index(idx: tuple[str, ...], shape, child) -> tuple[str, ...]:
