@@ -98,7 +98,11 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     _, rel = errors(ref, np.load(out / "expected" / "logits.npy"))
     row.update(reference_rel_err=rel, result="ok" if rel <= 1e-4 else "MISMATCH")
     if device != "none":
-        run = execute(ws, device=device)
+        try:
+            run = execute(ws, device=device)
+        except Exception as err:  # noqa: BLE001
+            row.update(result="run failed", detail=f"{type(err).__name__}: {err}"[:200], trace=traceback.format_exc())
+            return row
         row.update(run_ok=run.ok, run_rel_err=max(o.expected.max_rel_err for o in run.outputs if o.expected))
         row["result"] = "ok" if row["result"] == "ok" and run.ok else "MISMATCH"
     return row
