@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tiny import make_model
+from .tiny import make_model
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import shutil
 import sys
 
 import pytest
-from tiny import make_model
+from .tiny import make_model
 
 from tprules.cli import main
 

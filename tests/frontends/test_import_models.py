@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from tiny import MUST_WORK
+from .tiny import MUST_WORK
 
 from tprules.runtime import RunProgram, execute
 from tprules.runtime.compare import errors
