@@ -27,7 +27,8 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
 # where the generic tiny config does not make a model that runs
 ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 OVERRIDES = {
-    "youtu": dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8),
+    "youtu": dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
+                  num_key_value_heads=4),  # multi-head latent attention: as many key/value heads as heads
     "cohere_compass_text": dict(layer_types=None, rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE}),
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
 }

@@ -156,9 +156,20 @@ def _table():
 
     import operator
 
+    @lowering(aten.split_with_sizes.default, aten.split.Tensor)
+    def split(ctx, n):
+        pass  # no statement: each getitem of it is a slice
+
     @lowering(operator.getitem)
     def getitem(ctx, n):
         source, index = n.args
+        if source.target in (aten.split_with_sizes.default, aten.split.Tensor):
+            x, sizes = source.args[0], source.args[1]
+            axis = (source.args[2] if len(source.args) > 2 else 0) % len(ctx.shape(x))
+            if isinstance(sizes, int):  # split.Tensor: chunks of one size
+                sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
+            start = sum(sizes[:index])
+            return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
         if source.target == aten.native_layer_norm.default and index == 0:
             return ctx.alias(n, source)
         if source.target == aten.native_layer_norm.default:
