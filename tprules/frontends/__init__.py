@@ -13,6 +13,7 @@ in program/, runtime/ or codegen/ knows where a program came from.
                  program input;
 4. aten.py       the op table: each ATen node becomes one statement of a registry class
                  (one small function per op; one error naming the op for the rest);
+   lower.py      the walk over the traced graph that calls it;
 5. sharding.py   the sharding table: how Replicate / Shard / Partial placements flow
                  through each class (placement.py), from the plan's colwise and rowwise;
 6. tp.py         the TP program: a chip's statements where the placement is a shard or a

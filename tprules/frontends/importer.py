@@ -43,7 +43,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
-    from .aten import Lowerer
+    from .lower import Lowerer
     from .constants import Constants
     from .hf import build_model, head_counts, read_source
     from .tp import Heads, check_heads, shard
