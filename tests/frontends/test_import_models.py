@@ -35,6 +35,14 @@ def test_the_reference_of_the_imported_program_is_torchs_forward(imported, model
     assert np.abs(torch_logits).max() > 1.0  # attention and MLP matter at this size
 
 
+def test_a_batch_of_two_splits_heads_inside_the_merged_batch_axis(imported):
+    folder = imported("llama", 4, batch=2, seq=5)  # bmm reads [batch x heads, seq, head]: heads split inside
+    prog = RunProgram.from_workspace(Workspace(folder))
+    assert prog.tensors["input_ids"].shape == (2, 5)
+    _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(folder / "expected" / "logits.npy"))
+    assert rel <= 1e-4
+
+
 def test_the_fused_program_on_cpu_matches_torch(imported):
     report = execute(Workspace(imported("llama", 2)), device="cpu")
     (out,) = report.outputs

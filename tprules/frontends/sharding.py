@@ -7,16 +7,16 @@ A partial operand reaches a rule only for the classes in `PARTIAL_THROUGH` (a su
 partials viewed another way is the view of the sum); for every other class tp.py first
 folds it (the all-reduce) into a replicated tensor.
 
->>> from tprules.frontends.placement import Shard, REPLICATE
->>> RULES["matmul"]({}, [REPLICATE, Shard(((0, 2),))], [(8, 64), (32, 64)], (8, 32), 2, transpose_b=True)
-Shard(splits=((1, 2),))
+>>> from tprules.frontends.placement import REPLICATE, Shard, Split
+>>> str(RULES["matmul"]({}, [REPLICATE, Shard((Split(0, 2, 32),))], [(8, 64), (32, 64)], (8, 32), 2, transpose_b=True))
+'Shard(axis 1 in 2)'
 """
 
 from __future__ import annotations
 
 from math import prod
 
-from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard
+from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
 PARTIAL_THROUGH = ("reshape", "permute")
 
@@ -27,7 +27,7 @@ class NotShardable(Exception):
 
 def _rank_aligned(p: Shard, rank: int, operand_rank: int) -> Shard:
     off = rank - operand_rank
-    return Shard(tuple((a + off, n) for a, n in p.splits))
+    return Shard(tuple(s.moved(s.axis + off) for s in p.splits))
 
 
 def elementwise(attrs, ins, shapes, out, tp, **_) -> Placement:
@@ -37,7 +37,7 @@ def elementwise(attrs, ins, shapes, out, tp, **_) -> Placement:
     shard = None
     for p, s in zip(ins, shapes):
         if isinstance(p, Shard):
-            for a, _ in p.splits:
+            for a in p.axes():
                 if s[a] != out[a + rank - len(s)]:
                     raise NotShardable(f"an operand split on axis {a} is broadcast there")
             aligned = _rank_aligned(p, rank, len(s))
@@ -49,7 +49,7 @@ def elementwise(attrs, ins, shapes, out, tp, **_) -> Placement:
     for p, s in zip(ins, shapes):
         if isinstance(p, Replicate):
             off = rank - len(s)
-            for a, _ in shard.splits:
+            for a in shard.axes():
                 if a >= off and s[a - off] != 1:
                     raise NotShardable(f"a replicated operand {list(s)} meets one placed {shard} "
                                        "(needs a local slice of the replicated one)")
@@ -61,7 +61,7 @@ def row(attrs, ins, shapes, out, tp, **_) -> Placement:
     x = ins[0]
     if any(not isinstance(p, Replicate) for p in ins[1:]):
         raise NotShardable("a split weight or bias of a row class")
-    if isinstance(x, Shard) and any(a == len(shapes[0]) - 1 for a, _ in x.splits):
+    if isinstance(x, Shard) and len(shapes[0]) - 1 in x.axes():
         raise NotShardable(f"its input is split on the last axis, which it reduces ({x}; needs an all-gather)")
     return x
 
@@ -74,9 +74,9 @@ def matmul(attrs, ins, shapes, out, tp, transpose_b=False, **_) -> Placement:
     if isinstance(a, Replicate) and isinstance(b, Replicate):
         return REPLICATE
     if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {n_axis}:
-        return Shard(((1, b.axes()[n_axis]),))
+        return Shard((b.on(n_axis).moved(1),))
     if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {1} and set(b.axes()) == {k_axis} \
-            and a.axes()[1] == b.axes()[k_axis] and a.replication(tp) == 1:
+            and a.on(1).moved(0) == b.on(k_axis).moved(0) and a.replication(tp) == 1:
         return PARTIAL
     if isinstance(a, Shard) and set(a.axes()) == {0} and isinstance(b, Replicate):
         return a
@@ -94,45 +94,73 @@ def bmm(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 
 def reshape(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """The same elements in another shape. In each group of axes whose sizes multiply to the
+    same number, a split factor keeps its place in the flattened group: it lands in the
+    result axes that hold those strides, its parts going to the major ones first. Two split
+    factors that become adjacent merge when the major one is cut to single indices (the
+    key/value heads and their copies becoming the heads)."""
     (x,), (shape,) = ins, shapes
     if not isinstance(x, Shard):
         return x
-    groups = axis_groups(shape, out)
-    splits: list[tuple[int, int]] = []
-    done: set[int] = set()
-    for axis, parts in x.splits:
-        if axis in done:
+    splits: list[tuple[int, Split]] = []  # (position of the source split: the chip digit's order, split)
+    for into, outof in axis_groups(shape, out):
+        factors = [_factor(x.on(a), a, into, shape) for a in into if x.on(a) is not None]
+        if not factors:
             continue
-        into, outof = next((i, o) for i, o in groups if axis in i)
-        mine = [(a, p) for a, p in x.splits if a in into]
-        order = [a for a, _ in mine]
-        if order != sorted(order) or x.splits[x.splits.index(mine[0]):][:len(mine)] != tuple(mine):
-            raise NotShardable(f"splits {x} are not in axis order where axes {into} merge")
-        done.update(order)
-        if len(outof) == 1:  # axes merge (or one axis stays): the chips' blocks must stay contiguous
-            for a in into:
-                p = dict(mine).get(a, 1)
-                if a < order[-1] and p != shape[a]:
-                    raise NotShardable(f"axes {into} of {list(shape)} merge into one, split {x}: "
-                                       "the blocks would not be contiguous")
-            splits.append((outof[0], prod(p for _, p in mine)))
-        elif len(into) == 1:  # one axis splits into several: its parts go to the major ones
-            left = parts
-            for o in outof:
-                if left == 1:
-                    break
-                if out[o] % left == 0:
-                    splits.append((o, left))
-                    left = 1
-                elif left % out[o] == 0:
-                    splits.append((o, out[o]))
-                    left //= out[o]
-                else:
-                    raise NotShardable(f"axis {axis} (size {shape[axis]}, split in {parts}) becomes axes of sizes "
-                                       f"{[out[o] for o in outof]}: {parts} does not divide {out[o]}")
+        order = [f for f in sorted(factors, key=lambda f: -f[0])]
+        if [x.splits.index(x.on(f[3])) for f in order] != sorted(x.splits.index(x.on(f[3])) for f in order):
+            raise NotShardable(f"splits {x} are not major first where axes {into} of {list(shape)} reshape")
+        merged = [order[0]]
+        for stride, size, parts, axis in order[1:]:
+            top_stride, top_size, top_parts, top_axis = merged[-1]
+            if top_stride == stride * size and top_parts == top_size:  # adjacent, the major one cut to indices
+                merged[-1] = (stride, size * top_size, parts * top_parts, top_axis)
+            else:
+                merged.append((stride, size, parts, axis))
+        for stride, size, parts, axis in merged:
+            position = x.splits.index(x.on(axis))
+            splits.extend((position, split) for split in _place(stride, size, parts, outof, out, x))
+    axes = [s.axis for _, s in splits]
+    if len(set(axes)) != len(axes):
+        raise NotShardable(f"{x} would cut an axis of {list(out)} twice")
+    return Shard(tuple(s for _, s in sorted(splits, key=lambda p: p[0])))  # stable: major first within one
+
+
+def _factor(split: Split, axis: int, into: list[int], shape) -> tuple[int, int, int, int]:
+    """(stride in the flattened group, size, parts, axis) of a split factor."""
+    below = 1
+    for a in into[into.index(axis) + 1:]:
+        below *= shape[a]
+    return split.inner * below, split.factor, split.parts, axis
+
+
+def _place(stride: int, size: int, parts: int, outof: list[int], out, x) -> list[Split]:
+    """The splits of result axes `outof` holding a factor of `size` at `stride`."""
+    strides = {}
+    below = 1
+    for o in reversed(outof):
+        strides[o] = below
+        below *= out[o]
+    placed, left = [], parts
+    for o in outof:  # major first
+        lo, hi = strides[o], strides[o] * out[o]
+        top, bottom = min(hi, stride * size), max(lo, stride)
+        if top <= bottom or left == 1:
+            continue
+        portion, inner = top // bottom, bottom // lo
+        whole = portion * inner == out[o]  # nothing above the factor: a plain split of the axis
+        if portion % left == 0:
+            placed.append(plain(o, left, out[o]) if whole else Split(o, left, portion, inner))
+            left = 1
+        elif left % portion == 0:
+            placed.append(plain(o, portion, out[o]) if whole else Split(o, portion, portion, inner))
+            left //= portion
         else:
-            raise NotShardable(f"axes {into} become axes {outof} and one of them is split")
-    return Shard(tuple(splits))
+            raise NotShardable(f"{x}: a factor of {size} cut in {parts} meets an axis of {out[o]} ({list(out)}): "
+                               f"{left} does not divide {portion}")
+    if left != 1:
+        raise NotShardable(f"{x} does not fit the axes of {list(out)}")
+    return placed
 
 
 def axis_groups(shape, out) -> list[tuple[list[int], list[int]]]:
@@ -166,7 +194,7 @@ def permute(attrs, ins, shapes, out, tp, **_) -> Placement:
     if not isinstance(x, Shard):
         return x
     dims = [int(d) for d in attrs["dims"].split(",")]
-    return Shard(tuple((dims.index(a), p) for a, p in x.splits))
+    return Shard(tuple(s.moved(dims.index(s.axis)) for s in x.splits))
 
 
 def expand(attrs, ins, shapes, out, tp, **_) -> Placement:
@@ -181,7 +209,7 @@ def expand(attrs, ins, shapes, out, tp, **_) -> Placement:
     for a in range(len(out)):
         grown = a < off or shape[a - off] == 1
         if r > 1 and grown and out[a] > 1 and out[a] % r == 0:
-            return Shard(shard.splits + ((a, r),))
+            return Shard(shard.splits + (plain(a, r, out[a]),))
     return shard
 
 
@@ -206,7 +234,7 @@ def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     table, ids = ins
     if not isinstance(table, Replicate):
         raise NotShardable(f"an embedding table placed {table} (vocabulary-parallel embedding is not imported)")
-    return ids if not isinstance(ids, Shard) else Shard(ids.splits)
+    return ids
 
 
 RULES = {"matmul": matmul, "bmm": bmm, "reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,

@@ -21,7 +21,7 @@ from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
 from .hf import plan_style
-from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, local_shape
+from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, local_shape, plain
 from .sharding import PARTIAL_THROUGH, NotShardable, rule
 
 
@@ -64,17 +64,17 @@ def weight_placement(arch: str, value: Value, style: str | None, tp: int, heads:
         parts = tp
         if module.rsplit(".", 1)[-1] in ("k_proj", "v_proj") and heads.kv is not None and heads.kv < tp:
             parts = heads.kv  # Megatron: each key/value head on tp / kv chips
-        placement = Shard(((0, parts),))
+        placement = Shard((plain(0, parts, value.shape[0]),))
     elif style == "rowwise" and rank == 2:
-        placement = Shard(((1, tp),))
+        placement = Shard((plain(1, tp, value.shape[1]),))
     elif style == "rowwise" and leaf == "bias":
         return REPLICATE  # added once, after the fold
     else:
         raise ImportFailed(f"{arch}: the plan says {style} for {module}, but {value.name} has shape {list(value.shape)}")
-    for axis, parts in placement.splits:
-        if value.shape[axis] % parts:
-            raise ImportFailed(f"{arch}: {value.name} has {value.shape[axis]} on axis {axis}, which does not split "
-                               f"into {parts} ({style}, --tp {tp})")
+    for split in placement.splits:
+        if value.shape[split.axis] % split.parts:
+            raise ImportFailed(f"{arch}: {value.name} has {value.shape[split.axis]} on axis {split.axis}, which does "
+                               f"not split into {split.parts} ({style}, --tp {tp})")
     return placement
 
 
