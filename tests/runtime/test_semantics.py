@@ -79,10 +79,39 @@ def test_softmax_rows_sum_to_one_and_survive_big_values():
     ("transpose", [[[1, 2, 3]]], {}, [[1], [2], [3]]),
     ("matmul", [[[1, 2]], [[3], [4]]], {}, [[11]]),
     ("matmul", [[[1, 2]], [[3, 4]]], {"transpose_b": "1"}, [[11]]),
+    # the classes real models need (docs/classes.md)
+    ("bmm", [[[[1, 2]], [[1, 0]]], [[[3], [4]], [[5], [6]]]], {}, [[[11]], [[5]]]),
+    ("pow", [[2, -3]], {"exponent": "3"}, [8, -27]),
+    ("pow", [[4, 0.25]], {"exponent": "0.5"}, [2, 0.5]),
+    ("add_scalar", [[1, -2]], {"value": "0.5"}, [1.5, -1.5]),
+    ("sigmoid", [[0, 100, -100]], {}, [0.5, 1, 0]),
+    ("tanh", [[0, 100]], {}, [0, 1]),
+    ("gelu_erf", [[0, 1]], {}, [0, 0.8413447460685429]),   # x * Phi(x)
+    ("expm1", [[0, 1e-8]], {}, [0, 1e-8]),                 # exact near 0, unlike exp - 1
+    ("minimum", [[1, 5], [3]], {}, [1, 3]),
+    ("greater", [[-1, 0, 2]], {"value": "0"}, [0, 0, 1]),
+    ("where", [[1, 0], [10, 20], [30, 40]], {}, [10, 40]),
+    ("mean", [[[1, 2, 3], [4, 4, 4]]], {}, [[2], [4]]),
+    ("layernorm", [[[1, 3]], [2, 1], [0, 10]], {"eps": "0"}, [[-2, 11]]),
+    ("layernorm", [[[1, 3]]], {"eps": "0"}, [[-1, 1]]),
+    ("permute", [[[[1, 2]], [[3, 4]]]], {"dims": "2,0,1"}, [[[1], [3]], [[2], [4]]]),
+    ("slice", [[0, 1, 2, 3, 4]], {"axis": "0", "start": "1", "end": "5", "step": "2"}, [1, 3]),
+    ("cat", [[[1, 2]], [[3]]], {"axis": "-1"}, [[1, 2, 3]]),
+    ("embedding", [[[0, 1], [2, 3], [4, 5]], [[2, 0]]], {}, [[[4, 5], [0, 1]]]),
 ])
 def test_class_meanings(cls, args, attrs, want):
     out = apply(cls, attrs, [np.array(a, F) for a in args], {}, "f32")
     np.testing.assert_allclose(out, np.array(want, F), rtol=1e-6)
+
+
+@pytest.mark.parametrize("cls, x, shape", [
+    ("reshape", [[1, 2, 3], [4, 5, 6]], (3, 2)),
+    ("expand", [[1], [2]], (2, 3)),
+])
+def test_a_layout_class_takes_its_shape_from_the_destination(cls, x, shape):
+    x = np.array(x, F)
+    want = x.reshape(shape) if cls == "reshape" else np.broadcast_to(x, shape)
+    np.testing.assert_array_equal(apply(cls, {}, [x], {}, "f32", shape), want)
 
 
 def test_a_quantized_operand_is_read_in_two_passes():

@@ -8,8 +8,9 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 from __future__ import annotations
 
 from . import cpu_gemm
+from . import batched
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
-from .ir import AbsMax, Kernel, MatmulStage, Pointwise, RowStage
+from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
 
@@ -19,8 +20,10 @@ import numpy as np
 from numba import njit, prange
 
 f32 = np.float32
-i32 = np.int32
-i8 = np.int8
+# integer conversions, upper case: fresh index names (i8, i32, ...) must not hide them
+I8 = np.int8
+I32 = np.int32
+I64 = np.int64
 DEVICE = njit(inline="always", error_model="numpy")
 '''
 
@@ -112,7 +115,9 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
     with src.block(f"for {r} in prange({stage.row_count}):"):
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
-            if op.cls == "rmsnorm":
+            if op.cls in MEAN_ROWS:
+                values.stats[n] = mean_row(src, values, op, lead)
+            elif op.cls == "rmsnorm":
                 ss = src.fresh("ss")
                 src.line(f"{ss} = f32(0)")
                 x = reduction_loop(src, values, op, lead, h)
@@ -146,4 +151,26 @@ def reduction_loop(src: Source, values: RowValues, op, lead, h) -> str:
     return Scope(src, row=values.value).at(op.x, lead + (j,))
 
 
-RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row}
+def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
+    """mean: the row's mean; layernorm: its mean and d = sqrt(mean((x - mean)²) + eps)."""
+    h = op.x.shape[-1]  # a mean's result row has one element
+    total, m = src.fresh("sx"), src.fresh("m")
+    src.line(f"{total} = f32(0)")
+    x = reduction_loop(src, values, op, lead, h)
+    src.line(f"{total} += {x}")
+    src.depth -= 1
+    src.line(f"{m} = {total} / f32({h})")
+    if op.cls == "mean":
+        return {"m": m}
+    var, d = src.fresh("sv"), src.fresh("d")
+    src.line(f"{var} = f32(0)")
+    x = reduction_loop(src, values, op, lead, h)
+    src.line(f"{var} += ({x} - {m}) * ({x} - {m})")
+    src.depth -= 1
+    src.line(f"{d} = fsqrt({var} / f32({h}) + {constant(op.eps)})")
+    return {"m": m, "d": d}
+
+
+MEAN_ROWS = ("mean", "layernorm")
+RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
+          BatchedMatmulStage: batched.render_cpu}

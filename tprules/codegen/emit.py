@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from . import layout
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
 # A class's formula over its operands' variables; helpers are defined in HELPERS.
@@ -25,6 +26,30 @@ FORMULAS = {
     "rsqrt": "rsqrt({0})",
     "gelu": "gelu({0})",
     "cast": "{0}",
+    "sigmoid": "sigmoid({0})",
+    "tanh": "f32(math.tanh({0}))",
+    "gelu_erf": "gelu_erf({0})",
+    "expm1": "fexpm1({0})",
+    "minimum": "fmin({0}, {1})",
+    "where": "({1} if {0} != f32(0) else {2})",
+}
+
+
+def _pow(args, attrs) -> str:
+    e = float(attrs["exponent"])
+    if e in (1.0, 2.0, 3.0):  # what models use: a product, as NumPy computes small powers
+        return " * ".join([args[0]] * int(e))
+    if e == 0.5:
+        return f"fsqrt({args[0]})"
+    return f"fpow({args[0]}, {constant(e)})"
+
+
+# Classes whose formula reads an attribute.
+ATTR_FORMULAS = {
+    "scale": lambda args, attrs: f"{args[0]} * {constant(float(attrs['factor']))}",
+    "add_scalar": lambda args, attrs: f"{args[0]} + {constant(float(attrs['value']))}",
+    "pow": _pow,
+    "greater": lambda args, attrs: f"(f32(1) if {args[0]} > {constant(float(attrs['value']))} else f32(0))",
 }
 
 # Device functions, decorated by each renderer. Written to behave the same compiled and
@@ -65,6 +90,41 @@ def silu(x):
 @DEVICE
 def gelu(x):
     return f32(0.5) * x * (f32(1) + f32(math.tanh(GELU_C * (x + GELU_K * x * x * x))))
+
+
+@DEVICE
+def sigmoid(x):
+    return f32(1) / (f32(1) + fexp(-x))
+
+
+@DEVICE
+def gelu_erf(x):
+    return f32(0.5) * x * (f32(1) + f32(math.erf(x * f32(0.7071067811865476))))
+
+
+@DEVICE
+def fexpm1(x):
+    if x > f32(88.72283):
+        return INF
+    return f32(math.expm1(x))
+
+
+@DEVICE
+def fmin(a, b):
+    if not (a == a) or not (b == b):
+        return NAN
+    if a < b:
+        return a
+    return b
+
+
+@DEVICE
+def fpow(x, e):
+    if x < f32(0) and e != f32(math.floor(e)):
+        return NAN
+    if x == f32(0) and e < f32(0):
+        return INF
+    return f32(math.pow(x, e))
 
 
 @DEVICE
@@ -113,11 +173,11 @@ def constant(x: float) -> str:
 def convert(text: str, dtype: str) -> str:
     """A float32 value as its destination dtype keeps it (still a float32)."""
     return {"f32": text, "f16": f"rf16({text})", "bf16": f"rbf16({text})",
-            "i32": f"f32(i32({text}))", "i8": f"f32(i8(i32({text})))"}[dtype]
+            "i32": f"f32(I32({text}))", "i8": f"f32(I8(I32({text})))", "i64": f"f32(I64({text}))"}[dtype]
 
 
 def store_cast(text: str, dtype: str) -> str:
-    return {"i32": f"i32({text})", "i8": f"i8(i32({text}))"}.get(dtype, text)
+    return {"i32": f"I32({text})", "i8": f"I8(I32({text}))", "i64": f"I64({text})"}.get(dtype, text)
 
 
 def child_index(idx: tuple[str, ...], shape, child) -> tuple[str, ...]:
@@ -178,8 +238,8 @@ class Scope:
             args = [self.at(a, child_index(idx, e.shape, a.shape)) for a in e.args]
             if e.cls == "sum":
                 text = " + ".join(args)
-            elif e.cls == "scale":
-                text = f"{args[0]} * {constant(float(dict(e.attrs)['factor']))}"
+            elif e.cls in ATTR_FORMULAS:
+                text = ATTR_FORMULAS[e.cls](args, dict(e.attrs))
             else:
                 text = FORMULAS[e.cls].format(*args)
             text = convert(text, e.dtype)
@@ -191,6 +251,8 @@ class Scope:
             text = convert(self.acc(e.index), e.dtype)
         elif isinstance(e, RowOut):
             text = convert(self.row(e.index, idx, self), e.dtype)
+        elif isinstance(e, layout.NODES):
+            text = convert(layout.at(self, e, idx), e.dtype)
         else:
             raise TypeError(f"not an expression: {e!r}")
         name = self.src.fresh()
@@ -201,7 +263,8 @@ class Scope:
 
 class RowValues:
     """A row stage's row op outputs, from the row statistics computed before the store pass:
-    rmsnorm x / d * w with d = sqrt(mean(x²) + eps); softmax exp(x - max) / sum."""
+    rmsnorm x / d * w with d = sqrt(mean(x²) + eps); softmax exp(x - max) / sum; mean the
+    mean; layernorm (x - mean) / d * w + b with d = sqrt(mean((x - mean)²) + eps)."""
 
     def __init__(self, stage):
         self.stage = stage
@@ -210,6 +273,13 @@ class RowValues:
     def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
         op = self.stage.rows[n]
         stats = self.stats[n]
+        if op.cls == "mean":
+            return stats["m"]
+        if op.cls == "layernorm":
+            text = f"({scope.at(op.x, idx)} - {stats['m']}) / {stats['d']}"
+            if op.w is not None:
+                text = f"{text} * {scope.at(op.w, idx[-1:])}"
+            return f"{text} + {scope.at(op.b, idx[-1:])}" if op.b is not None else text
         x = scope.at(op.x, idx)
         if op.cls == "rmsnorm":
             text = f"{x} / {stats['d']}"

@@ -71,7 +71,39 @@ class RowOut:
     dtype: str
 
 
-Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut]
+@dataclass(frozen=True)
+class Remap:
+    """A layout class: `arg` read at another index (codegen/layout.py maps the index).
+    kind reshape | expand (to `shape`), permute (params: the dims), slice (params: axis, start, step)."""
+
+    kind: str
+    arg: "Expr"
+    shape: Shape
+    dtype: str
+    params: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Concat:
+    """`cat`: the operand whose range of `axis` holds the index, read at the offset index."""
+
+    args: tuple["Expr", ...]
+    axis: int
+    shape: Shape
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Gather:
+    """`embedding`: row ids[lead] of `table`, at the last index."""
+
+    table: "Expr"
+    ids: "Expr"
+    shape: Shape
+    dtype: str
+
+
+Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather]
 
 
 # -- stages ------------------------------------------------------------------------------
@@ -115,10 +147,11 @@ class MatmulStage:
 
 @dataclass(frozen=True)
 class RowOp:
-    cls: str  # rmsnorm | softmax
+    cls: str  # rmsnorm | softmax | mean | layernorm
     x: Expr
     w: Expr | None = None
     eps: float = 1e-6
+    b: Expr | None = None  # layernorm's bias
 
 
 @dataclass(frozen=True)
@@ -158,7 +191,20 @@ class Gemm:
     k: int
 
 
-Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm]
+@dataclass(frozen=True)
+class BatchedMatmulStage:
+    """`bmm`s of one size [B, M, K] x [B, K, N] sharing a loop (codegen/batched.py); the
+    stores (at [B, M, N]) are the epilogue, as in a matmul stage."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    matmuls: tuple[Matmul, ...]
+    stores: tuple[Store, ...]
+
+
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage]
 
 
 # -- the kernel --------------------------------------------------------------------------
@@ -193,7 +239,8 @@ class Kernel:
     @property
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
-        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax", Gemm: "gemm"}
+        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
+                 BatchedMatmulStage: "bmm"}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:
@@ -208,6 +255,8 @@ class Kernel:
                 total += s.m * s.n * s.k * len(s.matmuls)
             elif isinstance(s, Gemm):
                 total += s.m * s.n * s.k
+            elif isinstance(s, BatchedMatmulStage):
+                total += s.batch * s.m * s.n * s.k * len(s.matmuls)
             elif isinstance(s, (Pointwise, RowStage)):
                 total += prod(s.shape) * (1 + len(getattr(s, "rows", ())) * 2)
             else:

@@ -7,9 +7,12 @@ to the same source and compile once.
 
 from __future__ import annotations
 
-from ..runtime.program import MATMUL, ROW, RunProgram, Statement
-from .ir import (AbsMax, Acc, Expr, Kernel, Load, Matmul, MatmulStage, Op, Param, Pointwise, Quant, RowOp,
-                 RowOut, RowStage, Store, Transpose)
+from ..runtime.program import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
+from . import layout
+from .ir import (AbsMax, Acc, BatchedMatmulStage, Expr, Kernel, Load, Matmul, MatmulStage, Op, Param, Pointwise,
+                 Quant, RowOp, RowOut, RowStage, Store, Transpose)
+
+ROW_EPS = {"layernorm": "1e-5"}  # the default eps of a row class, where it is not 1e-6
 from .schedule import LOCAL, Schedule, operands, schedule
 
 
@@ -52,12 +55,15 @@ class Lowering:
             return Load(self.tensor_param(t), info.shape)
         s = self.produced[t]
         plan = self.sched.stages[stage]
-        if s.cls in (MATMUL, *ROW):
+        if s.cls in (MATMUL, BMM, *ROW):
             if self.sched.bound.get(t) != stage:
                 raise AssertionError(f"{s.name} read in stage {stage} but computed in {self.sched.bound.get(t)}")
-            node = Acc if s.cls == MATMUL else RowOut
+            node = Acc if s.cls in (MATMUL, BMM) else RowOut
             return node(plan.anchors.index(s.name), info.shape, info.dtype)
         reads = operands(s, self.produced, self.fused)
+        if s.cls in LAYOUT:
+            args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
+            return layout.expression(s, args, info.shape, info.dtype)
         if s.cls == "transpose":
             return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
         args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
@@ -80,7 +86,7 @@ class Lowering:
     def stage(self, i: int):
         plan = self.sched.stages[i]
         # anchors first: their operands are what the pass reads
-        if plan.kind == "matmul":
+        if plan.kind in ("matmul", "bmm"):
             mms = []
             for o in plan.anchors:
                 s = self.prog.statement(o)
@@ -91,11 +97,16 @@ class Lowering:
             for o in plan.anchors:
                 s = self.prog.statement(o)
                 w = self.operand(s, 1, s.reads[1], i) if len(s.reads) > 1 else None
-                rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, float(s.attr("eps", "1e-6"))))
+                b = self.operand(s, 2, s.reads[2], i) if len(s.reads) > 2 else None
+                eps = float(s.attr("eps", ROW_EPS.get(s.cls, "1e-6")))
+                rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, eps, b))
         stores = tuple(self.store(t, i) for t in plan.stores)
         if plan.kind == "matmul":
             m, n, k = plan.dims
             return MatmulStage(m, n, k, tuple(mms), stores)
+        if plan.kind == "bmm":
+            batch, m, n, k = plan.dims
+            return BatchedMatmulStage(batch, m, n, k, tuple(mms), stores)
         if plan.kind == "row":
             return RowStage(plan.domain, tuple(rows), stores)
         return Pointwise(plan.domain, stores)

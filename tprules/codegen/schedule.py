@@ -23,18 +23,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..runtime.program import MATMUL, ROW, RunProgram, Statement
+from ..runtime.program import BMM, INDEXED, MATMUL, ROW, RunProgram, Statement
 
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
 
 
 @dataclass
 class StagePlan:
-    kind: str  # pointwise | matmul | row
+    kind: str  # pointwise | matmul | bmm | row
     domain: tuple[int, ...]
     anchors: list[str] = field(default_factory=list)  # statements, in order
     stores: list[str] = field(default_factory=list)  # tensors, in order
-    dims: tuple[int, ...] = ()  # (M, N, K) of a matmul stage
+    dims: tuple[int, ...] = ()  # (M, N, K) of a matmul stage, (B, M, N, K) of a bmm stage
 
 
 @dataclass
@@ -94,6 +94,15 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
             else:
                 stages.append(StagePlan("matmul", shape(t), [s.name], dims=dims))
             bound[t] = len(stages) - 1
+        elif s.cls == BMM:  # as a matmul, one per batch index (codegen/batched.py)
+            first = max(ready(u) for u in reads)
+            batch, m, k = shape(reads[0])
+            dims = (batch, m, shape(t)[2], k)
+            if cur >= 0 and stages[cur].kind == "bmm" and stages[cur].dims == dims and first <= cur:
+                stages[cur].anchors.append(s.name)
+            else:
+                stages.append(StagePlan("bmm", shape(t), [s.name], dims=dims))
+            bound[t] = len(stages) - 1
         elif s.cls in ROW:
             x_inline = inline(reads[0], t, quant[0])
             first = max([0] + [ready(u) for i, u in enumerate(reads) if i > 0 or not x_inline])
@@ -109,8 +118,8 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
             # the transpose of a value of this pass: stored at the swapped index, read later
             bound[t] = cur
             flipped.add(t)
-        else:  # pointwise (elementwise, transpose, a fused fold)
-            same = [u for i, u in enumerate(reads) if s.cls != "transpose" and inline(u, t, quant[i])]
+        else:  # pointwise (elementwise, transpose and layout classes, a fused fold)
+            same = [u for i, u in enumerate(reads) if s.cls not in INDEXED and inline(u, t, quant[i])]
             first = max([0] + [ready(u) for u in reads if u not in same])
             if same and first <= cur:
                 bound[t] = cur

@@ -48,7 +48,8 @@ def run(args) -> int:
                                         f"{ws.program.display}   shim {ws.program.shim_label}"))
         else:
             header = ws.header("plan")
-            sys.stdout.write(render_text(result, classes, folds, header))
+            modules = {o: v for o, k, v in facts.tuples("attr") if k == "module"}  # an imported model's
+            sys.stdout.write(render_text(result, classes, folds, header, modules))
     if "plan" in args.show:
         print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "
               f"({stats.refused} refused), {stats.merged} merges, {stats.costly} not made as slower than their parts "

@@ -28,15 +28,19 @@ def by_place(plan: Plan) -> dict[str, list[Group]]:
     return {p: sections[p] for p in sorted(sections, key=place_order)}
 
 
-def render_text(plan: Plan, classes: dict[str, str], folds: dict[str, str], header: str) -> str:
-    """The plan as a table: one section per place (spine, chip:0, ..., collective)."""
+def render_text(plan: Plan, classes: dict[str, str], folds: dict[str, str], header: str,
+                modules: dict[str, str] | None = None) -> str:
+    """The plan as a table: one section per place (spine, chip:0, ..., collective); with
+    `modules` (statement → module path, an imported model's `module` attrs) each group
+    ends with the module path its members share."""
     statements = sum(len(g.members) for g in plan.groups)
     fused = [g for g in plan.groups if len(g.members) > 1]
     share = 100 * len(plan.groups) / statements if statements else 0
     lines = [header, "",
              f"{statements} statements in {len(plan.groups)} groups ({share:.0f}%); "
              f"{len(fused)} fused ops holding {sum(len(g.members) for g in fused)} statements", ""]
-    rows = {g.group: (g.group, ", ".join(g.members), _detail(g, classes, folds)) for g in plan.groups}
+    rows = {g.group: (g.group, ", ".join(g.members), _detail(g, classes, folds) + _module(g, modules or {}))
+            for g in plan.groups}
     widths = [max((len(r[i]) for r in rows.values()), default=0) for i in range(2)]
     for place, groups in by_place(plan).items():
         count = sum(len(g.members) for g in groups)
@@ -50,6 +54,20 @@ def render_text(plan: Plan, classes: dict[str, str], folds: dict[str, str], head
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _module(g: Group, modules: dict[str, str]) -> str:
+    """The longest module path all of a group's members lie in, if they have one."""
+    paths = [modules[o].split(".") for o in g.members if o in modules]
+    if not paths:
+        return ""
+    common = paths[0]
+    for p in paths[1:]:
+        n = 0
+        while n < min(len(common), len(p)) and common[n] == p[n]:
+            n += 1
+        common = common[:n]
+    return "  " + (".".join(common) or "(top)")
 
 
 def _detail(g: Group, classes: dict[str, str], folds: dict[str, str]) -> str:

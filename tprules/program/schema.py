@@ -64,6 +64,6 @@ COMPUTED = {r.name: r for r in [
 
 SPEC = {**PROGRAM, **SHIM, **COMPUTED}
 
-DTYPES = ("f32", "f16", "bf16", "i8", "i32")
+DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")  # SPEC §2
 LEVELS = ("fused", "alone", "none")
 LIMIT_KEYS = ("max_members", "max_inputs", "max_matmuls")

@@ -129,4 +129,6 @@ class _Run:
 
 
 def _storage(dtype: str) -> np.dtype:
-    return np.dtype({"i8": np.int8, "i32": np.int32}.get(dtype, np.float32))
+    from .program import INTEGER
+
+    return np.dtype(INTEGER.get(dtype, np.float32))

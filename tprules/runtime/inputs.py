@@ -44,7 +44,9 @@ def check_input_files(prog: RunProgram) -> None:
 def generate(tensor: Tensor, role: str) -> np.ndarray:
     rng = np.random.default_rng(zlib.crc32(tensor.name.encode()))
     shape = tensor.shape
-    if tensor.dtype in ("i8", "i32"):
+    if role.startswith("index:"):  # rows of an embedding table
+        return rng.integers(0, int(role.split(":")[1]), size=shape).astype(tensor.storage)
+    if tensor.dtype in ("i8", "i32", "i64"):
         return rng.integers(-8, 9, size=shape).astype(tensor.storage)
     if role == "positive":
         x = rng.uniform(0.5, 1.5, size=shape)
@@ -65,6 +67,8 @@ def _roles(prog: RunProgram) -> dict[str, str]:
             roles.setdefault(s.reads[-1], "positive")
         elif s.cls == "rmsnorm" and len(s.reads) > 1:
             roles.setdefault(s.reads[1], "positive")
+        elif s.cls == "embedding":
+            roles.setdefault(s.reads[1], f"index:{prog.tensors[s.reads[0]].shape[0]}")
     return roles
 
 

@@ -14,16 +14,20 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import IllFormed
+from . import classes
+from .classes import BMM, LAYOUT
 
-DTYPES = ("f32", "f16", "bf16", "i8", "i32")
+DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")
 QUANT_FORMATS = ("int8_two_pass",)
+INTEGER = {"i8": np.int8, "i32": np.int32, "i64": np.int64}  # how integer dtypes are stored
 
 MATMUL = "matmul"
-ROW = ("rmsnorm", "softmax")
-ANCHORS = (MATMUL, *ROW)  # classes whose output element needs more than one input element
-UNARY = ("neg", "exp", "relu", "silu", "rsqrt", "gelu", "scale", "cast")
-BINARY = ("add", "sub", "mul", "div")
-POINTWISE = (*UNARY, *BINARY, "sum")  # one output element from the same element of each operand
+ROW = ("rmsnorm", "softmax", *classes.NEW_ROW)
+ANCHORS = (MATMUL, BMM, *ROW)  # classes whose output element needs more than one input element
+UNARY = ("neg", "exp", "relu", "silu", "rsqrt", "gelu", "scale", "cast", *classes.NEW_UNARY)
+BINARY = ("add", "sub", "mul", "div", *classes.NEW_BINARY)
+POINTWISE = (*UNARY, *BINARY, *classes.NEW_TERNARY, "sum")  # one output element from the same element of each operand
+INDEXED = ("transpose", *LAYOUT)  # read an operand at another index than the one they write
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Tensor:
     @property
     def storage(self) -> np.dtype:
         """How values of this dtype are kept in buffers (f16 and bf16 as rounded f32)."""
-        return np.dtype({"i8": np.int8, "i32": np.int32}.get(self.dtype, np.float32))
+        return np.dtype(INTEGER.get(self.dtype, np.float32))
 
     @property
     def buffer_shape(self) -> tuple[int, ...]:
@@ -171,8 +175,11 @@ def _tensors(facts) -> dict[str, Tensor]:
 # -- shapes (SPEC §4) ------------------------------------------------------------------
 
 
-def statement_shape(s: Statement, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    """The shape a statement computes from its operands' shapes; ValueError when they do not fit."""
+def statement_shape(s: Statement, shapes: list[tuple[int, ...]], out: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The shape a statement computes from its operands' shapes (and, for a class that takes
+    its shape from its destination, the destination's `out`); ValueError when they do not fit."""
+    if s.cls in classes.SHAPES:
+        return classes.shape_of(s.cls, dict(s.attrs), shapes, out)
     if s.cls == MATMUL:
         a, b = shapes
         if len(a) != 2 or len(b) != 2:
@@ -201,11 +208,12 @@ def statement_shape(s: Statement, shapes: list[tuple[int, ...]]) -> tuple[int, .
 def check_shapes(prog: RunProgram, facts) -> None:
     for s in prog.statements:
         where = facts.where("op", (s.name, s.cls))
-        try:
-            got = statement_shape(s, [prog.tensors[t].shape for t in s.reads])
-        except ValueError as err:
-            raise IllFormed(f"{s.name} ({s.cls}): {err}", where) from None
         want = prog.tensors[s.writes].shape
+        try:
+            classes.check_attrs(s.cls, dict(s.attrs))
+            got = statement_shape(s, [prog.tensors[t].shape for t in s.reads], want)
+        except (ValueError, KeyError) as err:
+            raise IllFormed(f"{s.name} ({s.cls}): {err}", where) from None
         if got != want:
             raise IllFormed(f"{s.name} ({s.cls}) computes shape {_fmt(got)} but writes {s.writes} of shape {_fmt(want)}",
                             where)

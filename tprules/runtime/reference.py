@@ -48,6 +48,6 @@ def reference(prog: RunProgram, inputs: dict[str, np.ndarray]) -> Values:
     for s in prog.statements:
         operands = [values.get(t, prog.tensors[t].home) for t in s.reads]
         out = prog.tensors[s.writes]
-        result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype)
+        result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype, out.shape)
         values.put(s.writes, out.home, result.reshape(out.shape).copy())
     return values

@@ -21,6 +21,10 @@ def size(n: int) -> str:
     return f"{n} B"
 
 
+def _reference_ok(o) -> bool:
+    return (o.max_abs_err if o.dtype in ("i8", "i32", "i64") else o.max_rel_err) <= o.tolerance
+
+
 def render_text(report, width: int = 100, color: bool = False) -> str:
     console, buf = make_console(width, color)
     print_plan(console, report, f"run {report.program} on {report.device}   shim {report.shim} ({report.shim_source})")
@@ -29,6 +33,9 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     console.print()
     console.print(output_table(report))
     console.print()
+    if (expected := expected_table(report)) is not None:
+        console.print(expected)
+        console.print()
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
                   f"{report.transfers} transfer{'' if report.transfers == 1 else 's'} ({size(report.moved_bytes)}); "
                   f"{verdict(report)}", soft_wrap=True)
@@ -70,14 +77,31 @@ def chip_table(report):
 def output_table(report):
     outs = table("output", "shape", "chips", "max abs err", "max rel err", "tolerance", "")
     for o in report.outputs:
+        ok = _reference_ok(o)
         outs.add_row(o.tensor, "x".join(map(str, o.shape)) or "scalar", ",".join(map(str, o.chips)),
-                     f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if o.ok else "MISMATCH")
+                     f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if ok else "MISMATCH")
     return outs
+
+
+def expected_table(report):
+    """Outputs against DIR/expected/ (an import's torch forward), or None when there is none."""
+    expected = [o for o in report.outputs if o.expected]
+    if not expected:
+        return None
+    rows = table("expected", "max abs err", "max rel err", "tolerance", "")
+    for o in expected:
+        e = o.expected
+        rows.add_row(e.path, f"{e.max_abs_err:.2g}", f"{e.max_rel_err:.2g}", f"{o.tolerance:g}",
+                     "ok" if e.ok else "MISMATCH")
+    return rows
 
 
 def verdict(report) -> str:
     bad = [o.tensor for o in report.outputs if not o.ok]
     n = len(report.outputs)
+    expected = any(o.expected for o in report.outputs)
     if bad:
-        return f"MISMATCH: {len(bad)} of {n} outputs differ from the reference ({', '.join(bad)})"
-    return "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"
+        return (f"MISMATCH: {len(bad)} of {n} outputs differ from the reference{' or expected/' if expected else ''} "
+                f"({', '.join(bad)})")
+    found = "the output matches the reference" if n == 1 else f"all {n} outputs match the reference"
+    return found + (" and expected/" if expected else "")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import ChipStats
-from ..compare import OutputCheck, compare, errors, tolerance
+from ..compare import compare
 from ..reference import Values
 from .report import DistributedReport, RankStats
 
@@ -75,21 +75,5 @@ def collect(job, kernels, device: str, world, shares: list[RankShare]) -> Distri
         prog.display, device, prog.shim, len(plan.groups), len(running), len(set().union(*(s.sources for s in shares))),
         kinds, sorted(chips, key=lambda c: c.chip), compare(prog, outputs, ref), max(r.compile_s for r in ranks),
         max(r.run_s for r in ranks), transfers, moved, values, ranks=ranks, mpi=world.library, collectives="host",
-        allreduces=ranks[0].allreduces, wall_s=wall, expected=compare_expected(prog, values),
+        allreduces=ranks[0].allreduces, wall_s=wall,
         shim_source=prog.shim_source)
-
-
-def compare_expected(prog, values: dict[str, np.ndarray]) -> list[OutputCheck]:
-    """Program outputs against DIR/expected/<tensor>.npy, for those that have one."""
-    folder = prog.directory / "expected"
-    checks = []
-    for t, got in values.items():
-        path = folder / f"{t}.npy"
-        if path.exists():
-            want = np.load(path, allow_pickle=False)
-            info = prog.tensors[t]
-            a, r = errors(got, want.reshape(got.shape)) if want.size == got.size else (float("inf"), float("inf"))
-            tol = tolerance(prog, t)
-            checks.append(OutputCheck(t, info.shape, info.dtype, (), a, r, tol,
-                                      a <= tol if info.dtype in ("i8", "i32") else r <= tol))
-    return checks

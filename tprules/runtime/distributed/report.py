@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .. import RunReport
-from ..compare import OutputCheck
-from ..report import chip_table, make_console, output_table, print_plan, seconds, size, table, verdict
+from ..report import chip_table, expected_table, make_console, output_table, print_plan, seconds, size, table, verdict
 
 
 @dataclass
@@ -35,18 +34,11 @@ class DistributedReport(RunReport):
     collectives: str = "host"  # where the all-reduce's buffers live (docs/distributed.md)
     allreduces: int = 0  # per rank
     wall_s: float = 0.0  # the launcher's start (or the first rank's) to the report
-    expected: list[OutputCheck] = field(default_factory=list)  # against DIR/expected/*.npy
-
-    @property
-    def ok(self) -> bool:
-        return all(o.ok for o in self.outputs) and all(o.ok for o in self.expected)
 
     def to_json(self) -> dict:
         out = super().to_json()
         out.update({"mpi": self.mpi, "collectives": self.collectives, "allreduces": self.allreduces,
                     "wall_s": self.wall_s, "ranks": [asdict(r) for r in self.ranks]})
-        if self.expected:
-            out["expected"] = [o.to_json() for o in self.expected]
         return out
 
 
@@ -60,16 +52,16 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
     console.print(rank_table(report))
     console.print()
     console.print(output_table(report))
-    if report.expected:
-        console.print()
-        console.print(expected_table(report))
     console.print()
+    if (expected := expected_table(report)) is not None:
+        console.print(expected)
+        console.print()
     n = report.allreduces
     each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
                   f"{'' if n == 1 else 's'} of {size(each)} a rank, {share:.0%} of the run), wall "
-                  f"{seconds(report.wall_s)}; {final_verdict(report)}", soft_wrap=True)
+                  f"{seconds(report.wall_s)}; {verdict(report)}", soft_wrap=True)
     return buf.getvalue()
 
 
@@ -82,18 +74,3 @@ def rank_table(report: DistributedReport):
                       str(r.allreduces), size(r.allreduce_bytes), seconds(r.allreduce_s),
                       f"{r.messages} ({size(r.message_bytes)})" if r.messages else "0", seconds(r.wall_s))
     return ranks
-
-
-def expected_table(report: DistributedReport):
-    rows = table("output", "against", "max abs err", "max rel err", "tolerance", "")
-    for o in report.expected:
-        rows.add_row(o.tensor, "expected/", f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}",
-                     "ok" if o.ok else "MISMATCH")
-    return rows
-
-
-def final_verdict(report: DistributedReport) -> str:
-    bad = [o.tensor for o in report.expected if not o.ok]
-    if bad and all(o.ok for o in report.outputs):
-        return f"MISMATCH: {', '.join(bad)} differ{'s' if len(bad) == 1 else ''} from expected/"
-    return verdict(report)

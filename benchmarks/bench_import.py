@@ -1,0 +1,118 @@
+"""Figures of `tprules import hf`: tiny models imported and run, full-size configs facts only.
+
+    python benchmarks/bench_import.py [--sizes tiny,8b,70b] [--work DIR] [--device cpu]
+
+- tiny: Llama, Qwen2 and Gemma (hidden 64, 2 layers, 4 heads, 2 key/value heads,
+  vocabulary 128), made with transformers and saved with save_pretrained, imported at TP 2
+  (`tprules import hf`, the whole command); statements and candidates; then
+  `tprules run --device DEVICE` on each: the logits' max error against torch's forward;
+- 8b, 70b: Llama-3-8B's and Llama-3-70B's hyperparameters in a config.json written here
+  (no weights, nothing downloaded), imported with --no-data at TP 8, sequence 2048; then
+  `tprules check` and `tprules plan` on the imported folders.
+
+Every step is a whole command in its own process (start-up included), timed by wall clock,
+with the child's processor time beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+LLAMA3 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+          "num_key_value_heads": 8, "rope_theta": 500000.0, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+          "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001}
+FULL = {
+    "8b": {**LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32},
+    "70b": {**LLAMA3, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64},
+}
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+            initializer_range=0.15)
+
+
+def command(*args) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Run `python -m tprules ARGS`; (wall s, child processor s, result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "tprules", *map(str, args)], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0,):
+        raise SystemExit(f"tprules {' '.join(map(str, args))}: exit {done.returncode}\n{done.stderr}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
+
+
+def tiny(work: Path, device: str) -> list[dict]:
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    rows = []
+    for model_type in ("llama", "qwen2", "gemma"):
+        folder = work / "models" / model_type
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(CONFIG_MAPPING[model_type](**TINY)).save_pretrained(folder)
+        out = work / f"{model_type}-tp2"
+        wall, cpu, done = command("import", "hf", folder, "--tp", 2, "--out", out, "--format", "json")
+        report = json.loads(done.stdout)
+        run_wall, run_cpu, ran = command("run", out, "--device", device, "--format", "json")
+        (logits,) = json.loads(ran.stdout)["outputs"]
+        rows.append({"model": model_type, "architecture": report["architecture"], "import_s": wall, "import_cpu_s": cpu,
+                     "statements": report["statements"], "candidates": report["candidates"],
+                     "run_s": run_wall, "max_abs_err": logits["expected"]["max_abs_err"],
+                     "max_rel_err": logits["expected"]["max_rel_err"], "ok": logits["ok"]})
+        print(f"tiny {model_type}: import {wall:.1f} s (cpu {cpu:.1f} s), {report['statements']} statements, "
+              f"{report['candidates']} candidates; run on {device}: vs torch max abs {logits['expected']['max_abs_err']:.1e}"
+              f", max rel {logits['expected']['max_rel_err']:.1e} ({'ok' if logits['ok'] else 'MISMATCH'})", flush=True)
+    return rows
+
+
+def full(work: Path, size: str) -> dict:
+    source = work / f"llama3-{size}"
+    source.mkdir(parents=True, exist_ok=True)
+    (source / "config.json").write_text(json.dumps(FULL[size], indent=1))
+    out = work / f"llama3-{size}-tp8"
+    row = {"model": f"Llama-3-{size.upper()}"}
+    wall, cpu, done = command("import", "hf", source, "--tp", 8, "--seq", 2048, "--no-data", "--out", out,
+                              "--format", "json")
+    report = json.loads(done.stdout)
+    row.update(import_s=wall, import_cpu_s=cpu, statements=report["statements"], candidates=report["candidates"],
+               phases=report["seconds"])
+    for name in ("check", "plan"):
+        wall, cpu, _ = command(name, out, "--format", "json")
+        row[f"{name}_s"], row[f"{name}_cpu_s"] = wall, cpu
+    print(f"{row['model']} TP 8 --no-data: import {row['import_s']:.1f} s (cpu {row['import_cpu_s']:.1f} s; "
+          + ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
+          + f"), {row['statements']} statements, {row['candidates']} candidates; "
+          f"check {row['check_s']:.2f} s (cpu {row['check_cpu_s']:.2f}), plan {row['plan_s']:.2f} s "
+          f"(cpu {row['plan_cpu_s']:.2f})", flush=True)
+    return row
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="tiny,8b,70b")
+    ap.add_argument("--work", default="/tmp/tprules-bench-import")
+    ap.add_argument("--device", choices=("cpu", "sim"), default="cpu")
+    args = ap.parse_args(argv)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for size in args.sizes.split(","):
+        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size)
+    (work / "bench_import.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

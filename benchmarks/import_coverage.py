@@ -1,0 +1,141 @@
+"""Which decoder-only architectures of the installed transformers import, run, and match torch.
+
+    python benchmarks/import_coverage.py [--tp 2] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
+
+For every causal-LM model type whose config class has a `base_model_tp_plan` made of
+colwise and rowwise (and replicated) layers, plus Mixtral: a tiny config (hidden 64,
+2 layers, 4 heads, 2 key/value heads, vocabulary 128), a model saved with transformers'
+own save_pretrained, `tprules import hf` at --tp, and the logits of tprules' reference
+executor (and, with --device, of the fused program on that device) against torch's
+forward. Prints a Markdown table (the README's coverage table) and writes it as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=128, head_dim=16, max_position_embeddings=64,
+            pad_token_id=0, bos_token_id=1, eos_token_id=2)
+# where the generic tiny config does not make a model that runs
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+OVERRIDES = {
+    "youtu": dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
+                  num_key_value_heads=4),  # multi-head latent attention: as many key/value heads as heads
+    "cohere_compass_text": dict(layer_types=None, rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE}),
+    "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
+}
+IMPORTED = {"colwise", "rowwise", "replicated_with_grad_allreduce"}
+ALSO = ("mixtral",)  # MoE: tried, to say what it needs
+
+
+def architectures() -> list[str]:
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    out = []
+    for model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        if model_type not in CONFIG_MAPPING:
+            continue
+        plan = getattr(CONFIG_MAPPING[model_type], "base_model_tp_plan", None)
+        if (plan and set(plan.values()) <= IMPORTED) or model_type in ALSO:
+            out.append(model_type)
+    return out
+
+
+def tiny_model(model_type: str, folder: Path) -> None:
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    config = CONFIG_MAPPING[model_type](**{**TINY, **OVERRIDES.get(model_type, {})})
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    model.save_pretrained(folder)
+    # the tiny config must make a model whose own forward runs, as the importer calls it
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        model(torch.zeros((1, 8), dtype=torch.int64), use_cache=False)
+
+
+def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
+    from tprules.errors import BadInput
+    from tprules.frontends.importer import import_hf
+    from tprules.runtime import RunProgram, execute
+    from tprules.runtime.compare import errors
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
+    from tprules.workspace import Workspace
+
+    import numpy as np
+
+    row = {"model_type": model_type}
+    folder, out = work / "models" / model_type, work / "programs" / f"{model_type}-tp{tp}"
+    try:
+        tiny_model(model_type, folder)
+    except Exception as err:  # noqa: BLE001
+        row.update(result="no tiny model", detail=f"transformers: {type(err).__name__}: {str(err)[:160]}")
+        return row
+    started = time.perf_counter()
+    try:
+        report = import_hf(folder, tp, out)
+    except BadInput as err:
+        row.update(result="refused", detail=str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err))
+        return row
+    except Exception as err:  # noqa: BLE001
+        row.update(result="crash", detail=f"{type(err).__name__}: {err}"[:200], trace=traceback.format_exc())
+        return row
+    row.update(architecture=report.architecture, import_s=round(time.perf_counter() - started, 2),
+               statements=report.statements, candidates=report.candidates)
+    ws = Workspace(out)
+    prog = RunProgram.from_workspace(ws)
+    ref = reference(prog, program_inputs(prog)).get("logits")
+    _, rel = errors(ref, np.load(out / "expected" / "logits.npy"))
+    row.update(reference_rel_err=rel, result="ok" if rel <= 1e-4 else "MISMATCH")
+    if device != "none":
+        try:
+            run = execute(ws, device=device)
+        except Exception as err:  # noqa: BLE001
+            row.update(result="run failed", detail=f"{type(err).__name__}: {err}"[:200], trace=traceback.format_exc())
+            return row
+        row.update(run_ok=run.ok, run_rel_err=max(o.expected.max_rel_err for o in run.outputs if o.expected))
+        row["result"] = "ok" if row["result"] == "ok" and run.ok else "MISMATCH"
+    return row
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--device", choices=("none", "cpu", "sim"), default="none")
+    ap.add_argument("--only", help="comma-separated model types")
+    ap.add_argument("--work", default="/tmp/tprules-coverage")
+    args = ap.parse_args(argv)
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    work = Path(args.work)
+    types = args.only.split(",") if args.only else architectures()
+    rows = []
+    print("| model type | architecture | result | statements | candidates | reference vs torch (max rel err) |")
+    print("|---|---|---|---:|---:|---|")
+    for model_type in types:
+        row = try_one(model_type, work, args.tp, args.device)
+        rows.append(row)
+        err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
+        if "run_rel_err" in row:
+            err += f"; {args.device} {row['run_rel_err']:.1e}"
+        what = row["result"] if row["result"] in ("ok", "MISMATCH") else f"{row['result']}: {row.get('detail', '')}"
+        print(f"| {model_type} | {row.get('architecture', '')} | {what} | {row.get('statements', '')} | "
+              f"{row.get('candidates', '')} | {err} |", flush=True)
+    (work / f"coverage-tp{args.tp}.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Tests of tprules/frontends (the Hugging Face importer); a package so its conftest stays its own."""

@@ -1,0 +1,152 @@
+"""`tprules import hf` as users run it: its report, bad input (one line, exit 2, no partial
+DIR), the missing extra, --no-data, and every command on an imported folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+from .tiny import make_model
+
+from tprules.cli import main
+
+
+def leftovers(parent, name) -> list[str]:
+    """Anything an import left beside DIR: DIR itself or its temporary folders."""
+    return sorted(p.name for p in parent.iterdir() if p.name == name or p.name.startswith(f".{name}."))
+
+
+def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
+    status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p")
+    lines = out.splitlines()
+    assert status == 0 and err == ""
+    assert lines[0].endswith("(LlamaForCausalLM) -> " + str(tmp_path / "p") + ": TP 2, batch 1, seq 8")
+    source = json.loads((tmp_path / "p" / "source.json").read_text())
+    assert lines[1].startswith(f"{source['statements']} statements (4 folds), {source['candidates']} candidates")
+    assert "trace" in lines[2] and lines[2].endswith(" s)")
+    status, out, _ = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p", "--format", "json")
+    assert status == 0 and json.loads(out)["statements"] == source["statements"]  # an earlier import is replaced
+
+
+def _plan(tmp_path, plan) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
+    return str(path)
+
+
+LLAMA_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
+              "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise"}
+
+# name → (how to make SOURCE and the extra arguments, what the one line says)
+BAD = {
+    "no_config": (lambda tmp, m: (tmp / "empty", []), "config.json: import: no config.json"),
+    "no_tp_plan": (lambda tmp, m: (make_model(tmp / "gpt2", "gpt2", weights=False, n_embd=64, n_layer=1, n_head=4), []),
+                   "GPT2LMHeadModel: GPT2Config has no base_model_tp_plan; give one with --plan PLAN.json"),
+    "heads_not_divisible": (lambda tmp, m: (m("llama"), ["--tp", "8"]),
+                            "LlamaForCausalLM: 4 attention heads (2 key/value heads) do not split over --tp 8 chips"),
+    "kv_heads_uneven": (lambda tmp, m: (make_model(tmp / "l6", "llama", weights=False, hidden_size=96,
+                                                   num_attention_heads=6, num_key_value_heads=3), []),
+                        "3 key/value heads (6 attention heads) neither split over --tp 2 chips nor replicate"),
+    "corrupt_safetensors": (lambda tmp, m: (_corrupt(tmp, m("llama")), []),
+                            "model.safetensors: import: not a readable safetensors file"),
+    "plan_style": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {"layers.*.mlp.experts": "moe_tp_experts"})]),
+                   "plan style moe_tp_experts (layers.*.mlp.experts) is not one tprules imports"),
+    "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, "{")]), "--plan: cannot read"),
+    "vocab_parallel_embedding": (
+        lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "embed_tokens": "colwise"})]),
+        "LlamaForCausalLM: aten.embedding.default at model.embed_tokens: an embedding table placed "
+        "Shard(axis 0 in 2) (vocabulary-parallel embedding is not imported)"),
+    "logits_split": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "lm_head": "colwise"})]),
+                     "the logits would stay split over the chips"),
+    "layers_out_of_range": (lambda tmp, m: (m("llama"), ["--layers", "5"]), "--layers 5: the model has 2 decoder layers"),
+    "tp_zero": (lambda tmp, m: (m("llama"), ["--tp", "0"]), "usage: --tp takes a count of at least 1; got 0"),
+}
+
+
+def _corrupt(tmp, model):
+    copy = shutil.copytree(model, tmp / "corrupt")
+    data = (copy / "model.safetensors").read_bytes()
+    (copy / "model.safetensors").write_bytes(data[:8] + b"{not json" + data[17:200])
+    return copy
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
+    setup, message = BAD[case]
+    (tmp_path / "empty").mkdir()
+    source, extra = setup(tmp_path, hf_model)
+    args = ["import", "hf", source, "--out", tmp_path / "out", *extra]
+    if "--tp" not in extra:
+        args += ["--tp", "2"]
+    status, out, err = cli(*args)
+    assert (status, out) == (2, "")
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert leftovers(tmp_path, "out") == []
+
+
+def test_an_op_outside_the_table_names_the_op_and_the_module(cli, hf_model, tmp_path, monkeypatch):
+    import torch
+
+    from tprules.frontends import aten
+
+    if not aten.OPS:  # the table is filled on first use
+        aten._table()
+    monkeypatch.delitem(aten.OPS, torch.ops.aten.rsqrt.default)
+    status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "out")
+    assert (status, out) == (2, "")
+    assert err.strip().endswith("import: LlamaForCausalLM: aten.rsqrt.default at model.layers.0.input_layernorm: "
+                                "no registry class for it in the op table (tprules/frontends/aten.py)")
+    assert leftovers(tmp_path, "out") == []
+
+
+def test_an_existing_folder_that_is_not_an_import_is_left_alone(cli, hf_model, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    status, _, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "mine")
+    assert status == 2 and "holds no earlier import (source.json)" in err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("module", ["torch", "transformers", "safetensors"])
+def test_without_the_extra_import_says_what_to_install(capsys, tmp_path, monkeypatch, module):
+    monkeypatch.setitem(sys.modules, module, None)  # `import torch` now fails as if not installed
+    status = main(["import", "hf", str(tmp_path), "--tp", "2", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert f"tprules import needs {module}, which is not installed: pip install -e '.[import]'" in err
+
+
+def test_no_data_writes_facts_only(cli, imported):
+    folder = imported("llama", 2, no_data=True)
+    assert not (folder / "data").exists() and not (folder / "expected").exists()
+    assert json.loads((folder / "source.json").read_text())["no_data"] is True
+    status, out, _ = cli("check", folder, "--format", "json")
+    assert status == 0 and len(json.loads(out)["fusions"]) > 100
+    with_data = imported("llama", 2)
+    for rel in ("op", "reads", "writes", "shape", "member"):  # the same program, traced on meta tensors
+        assert (folder / f"{rel}.facts").read_text() == (with_data / f"{rel}.facts").read_text()
+
+
+def test_every_command_works_on_an_imported_folder(cli, imported, tmp_path):
+    folder = imported("qwen2", 2)
+    status, out, _ = cli("check", folder, "--format", "json")
+    fusions = json.loads(out)["fusions"]
+    assert status == 0 and any(f["legal"] for f in fusions) and any("spans_chips" in f["reasons"] for f in fusions)
+    status, out, _ = cli("plan", folder, "--format", "json")
+    groups = json.loads(out)["groups"]
+    statements = (folder / "op.facts").read_text().count("\n")
+    assert status == 0 and sum(len(g["members"]) for g in groups) == statements
+    refused = next(f["fusion"] for f in fusions if "spans_chips" in f["reasons"])
+    status, out, _ = cli("why", folder, f'refused("{refused}", "spans_chips")')
+    assert status == 0 and "spans_chips" in out and "member.facts" in out
+    assert cli("lint", folder)[0] == 0
+    snapshots = tmp_path / "golden"
+    assert cli("golden", "--snapshots", snapshots, "--update", folder)[0] == 0
+    status, out, _ = cli("golden", "--snapshots", snapshots, folder)
+    assert status == 0, out
+    from tprules.config import default_rules_dir
+
+    status, out, _ = cli("diff", "--old", default_rules_dir(), "--new", default_rules_dir(), folder)
+    assert status == 0

@@ -1,0 +1,29 @@
+"""Tiny Hugging Face models, made by transformers itself from a small config (nothing is
+downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+# hidden 64, 2 layers, 4 heads of 16, 2 key/value heads; weights larger than the usual
+# 0.02 so that attention and the MLP move the logits well beyond the tolerance
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=128, head_dim=16, max_position_embeddings=64,
+            pad_token_id=0, bos_token_id=1, eos_token_id=2, initializer_range=0.15)
+MUST_WORK = ("llama", "qwen2", "gemma")
+
+
+def make_model(folder: Path, model_type: str, weights: bool = True, **overrides) -> Path:
+    import torch
+    import transformers
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+    config = CONFIG_MAPPING[model_type](**{**TINY, **overrides})
+    if not weights:
+        config.save_pretrained(folder)
+        return folder
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    return folder

@@ -1,0 +1,143 @@
+"""The classes real models need (docs/classes.md): shapes checked, and their kernels, fused
+as the planner fuses them and one per statement, against the reference on cpu and sim.
+
+Each case is a small program of the shape an imported model has: RoPE's rotate-half,
+GQA's repeated key/value heads, attention over heads, a decomposed RMSNorm, ...
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tprules.errors import IllFormed
+from tprules.program.builder import ProgramBuilder
+from tprules.program.llama import producer_consumer_candidates
+from tprules.runtime import RunProgram, execute
+from tprules.workspace import Workspace
+
+
+def _s(b, name, cls, reads, shape, dtype="f32", **attrs):
+    return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+
+
+def embedding(b):
+    ids = b.tensor("ids", [2, 3], "i64", spine=True, data=np.array([[4, 0, 2], [2, 2, 1]], np.int64))
+    e = _s(b, "e", "embedding", [b.tensor("table", [5, 4], spine=True), ids], [2, 3, 4])
+    _s(b, "out", "reshape", [_s(b, "s", "sigmoid", [e], [2, 3, 4])], [6, 4])
+
+
+def rotate_half(b):
+    x = _s(b, "xp", "permute", [b.tensor("x", [1, 3, 2, 8], spine=True)], [1, 2, 3, 8], dims="0,2,1,3")
+    lo = _s(b, "lo", "slice", [x], [1, 2, 3, 4], axis=3, start=0, end=4)
+    hi = _s(b, "hi", "slice", [x], [1, 2, 3, 4], axis=3, start=4, end=8, step=1)
+    rot = _s(b, "rot", "cat", [_s(b, "neg", "neg", [hi], [1, 2, 3, 4]), lo], [1, 2, 3, 8], axis=-1)
+    cos = b.tensor("cos", [1, 1, 3, 8], spine=True)
+    _s(b, "out", "add", [_s(b, "a", "mul", [x, cos], [1, 2, 3, 8]), _s(b, "r", "mul", [rot, cos], [1, 2, 3, 8])],
+       [1, 2, 3, 8])
+
+
+def repeat_kv(b):
+    k = _s(b, "k1", "reshape", [b.tensor("k", [1, 2, 3, 4], spine=True)], [1, 2, 1, 3, 4])
+    k = _s(b, "k2", "expand", [k], [1, 2, 2, 3, 4])
+    _s(b, "out", "add_scalar", [_s(b, "k3", "reshape", [k], [1, 4, 3, 4])], [1, 4, 3, 4], value="0.5")
+
+
+def attention(b):
+    q = b.tensor("q", [2, 4, 8], spine=True)
+    k = b.tensor("k", [2, 4, 8], spine=True)
+    kt = _s(b, "kt", "permute", [k], [2, 8, 4], dims="0,2,1")
+    s = _s(b, "sc", "scale", [_s(b, "s", "bmm", [q, kt], [2, 4, 4])], [2, 4, 4], factor="0.35")
+    mask = b.tensor("mask", [1, 4, 4], spine=True)
+    p = _s(b, "p", "softmax", [_s(b, "m", "add", [s, mask], [2, 4, 4])], [2, 4, 4])
+    _s(b, "out", "tanh", [_s(b, "o", "bmm", [p, b.tensor("v", [2, 4, 8], spine=True)], [2, 4, 8])], [2, 4, 8])
+
+
+def rmsnorm_decomposed(b):
+    x = b.tensor("x", [1, 4, 16], spine=True)
+    m = _s(b, "m", "mean", [_s(b, "sq", "pow", [x], [1, 4, 16], exponent="2.0")], [1, 4, 1])
+    r = _s(b, "r", "rsqrt", [_s(b, "e", "add_scalar", [m], [1, 4, 1], value="1e-06")], [1, 4, 1])
+    n = _s(b, "n", "mul", [b.tensor("w", [16], spine=True), _s(b, "xr", "mul", [x, r], [1, 4, 16])], [1, 4, 16])
+    h = _s(b, "h", "reshape", [n], [4, 16])
+    _s(b, "out", "matmul", [h, b.tensor("wq", [8, 16], spine=True)], [4, 8], transpose_b=1)
+
+
+def layernorms(b):
+    x = b.tensor("x", [3, 8], spine=True)
+    y = _s(b, "y", "layernorm", [x, b.tensor("w", [8], spine=True), b.tensor("bias", [8], spine=True)], [3, 8],
+           eps="1e-05")
+    _s(b, "out", "layernorm", [_s(b, "g", "gelu_erf", [y], [3, 8])], [3, 8])
+
+
+def xielu(b):
+    x = b.tensor("x", [4, 8], spine=True)
+    pos = _s(b, "pos", "greater", [x], [4, 8], "i8", value="0")
+    a = _s(b, "a", "pow", [x], [4, 8], exponent="3.0")
+    m = _s(b, "m", "expm1", [_s(b, "mn", "minimum", [x, b.tensor("eps", [], spine=True)], [4, 8])], [4, 8])
+    _s(b, "out", "where", [pos, a, m], [4, 8])
+
+
+CASES = {f.__name__: f for f in (embedding, rotate_half, repeat_kv, attention, rmsnorm_decomposed, layernorms, xielu)}
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    folders = {}
+    for name, build in CASES.items():
+        b = ProgramBuilder(chips=1)
+        build(b)
+        producer_consumer_candidates(b)
+        folders[name] = b.write(tmp_path_factory.mktemp(name))
+    return folders
+
+
+@pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernels_match_the_reference(programs, name, device, unfused):
+    report = execute(Workspace(programs[name]), device=device, baseline=unfused)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_the_planner_fuses_layout_members_into_their_readers(programs):
+    report = execute(Workspace(programs["rotate_half"]), device="sim")
+    assert report.groups == 1 and report.kinds == {"pointwise": 1}
+
+
+@pytest.mark.parametrize("cls, reads, shape, attrs, message", [
+    ("reshape", [[2, 3]], [5], {}, "reshape of [2, 3] (6 elements) to [5] (5 elements)"),
+    ("permute", [[2, 3]], [3, 2], {"dims": "0,0"}, "not a permutation"),
+    ("expand", [[2, 3]], [4, 3], {}, "[2, 3] does not expand to [4, 3]"),
+    ("slice", [[4]], [2], {"axis": "0", "start": "3", "end": "5"}, "slice 3:5:1 of axis 0 (size 4)"),
+    ("bmm", [[2, 3, 4], [3, 4, 5]], [2, 3, 5], {}, "batch or inner sizes differ"),
+    ("embedding", [[5], [2]], [2, 5], {}, "embedding reads a table [V, H]"),
+    ("layernorm", [[2, 4], [3]], [2, 4], {}, "weight and bias have shape [4]"),
+    ("pow", [[2]], [2], {}, "needs a number attribute exponent"),
+])
+def test_a_statement_that_does_not_fit_its_class_is_ill_formed(tmp_path, cls, reads, shape, attrs, message):
+    b = ProgramBuilder(chips=1)
+    operands = [b.tensor(f"in{i}", s, spine=True) for i, s in enumerate(reads)]
+    b.stmt("bad", cls, operands, b.tensor("out", shape, spine=True), **attrs)
+    with pytest.raises(IllFormed, match="bad") as err:
+        RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+    assert message in str(err.value) and "op.facts:1" in str(err.value)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
+    """Fresh index names run i1, i2, ...: a kernel with an index named i8 or i32 still
+    converts to int8 (a regression: the conversions were named i8 and i32)."""
+    import re
+
+    from tprules.codegen import cpu, lower
+    from tprules.planner.plan import Group, Plan
+
+    b = ProgramBuilder(chips=1)
+    t = b.tensor("x", [2, 3, 4], spine=True)
+    for n, shape in enumerate([[6, 4], [2, 12], [24], [4, 6], [3, 8], [2, 3, 4]] * 3):
+        t = _s(b, f"r{n}", "reshape", [t], shape)  # each reshape names fresh indexes
+    _s(b, "g", "greater", [t], [2, 3, 4], "i8", value="0")
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
+    assert {"i8", "i32"} <= set(re.findall(r"\b(i8|i32) = ", cpu.render(lower(plan.groups[0], prog))))
+    assert execute(ws, plan, device=device, prog=prog).ok

@@ -1,0 +1,139 @@
+"""Layout classes in a kernel: each element of the result is one element of an operand,
+read at another index. Nothing is copied: a layout member floats (schedule.py) and is
+evaluated where it is read, by mapping the reader's index to the operand's.
+
+- reshape: axis groups whose sizes multiply to the same number are matched; an index is
+  carried over where a group is one axis on each side, else flattened and split again;
+- permute: operand axis dims[a] takes the index of result axis a;
+- expand: NumPy broadcasting (a size-1 axis reads index 0);
+- slice: start + step * index on its axis;
+- cat: the operand whose range holds the index on the axis, read at the offset index;
+- embedding: row ids[lead] of the table, at the last index.
+"""
+
+from __future__ import annotations
+
+from ..runtime.classes import dims
+from .ir import Concat, Expr, Gather, Load, Remap
+
+NODES = (Remap, Concat, Gather)
+
+
+def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
+    """The expression of layout statement `s` over its operands' expressions."""
+    if s.cls in ("reshape", "expand"):
+        return Remap(s.cls, args[0], shape, dtype)
+    if s.cls == "permute":
+        return Remap("permute", args[0], shape, dtype, tuple(dims(s.attr("dims"))))
+    if s.cls == "slice":
+        axis = int(s.attr("axis")) % len(args[0].shape)
+        return Remap("slice", args[0], shape, dtype, (axis, int(s.attr("start")), int(s.attr("step", "1"))))
+    if s.cls == "cat":
+        return Concat(args, int(s.attr("axis")) % len(shape), shape, dtype)
+    if s.cls == "embedding":
+        return Gather(args[0], args[1], shape, dtype)
+    raise ValueError(f"{s.cls} is not a layout class")
+
+
+def at(scope, e, idx: tuple[str, ...]) -> str:
+    """Write the lines that read `e` at `idx` into `scope`; returns the value's text."""
+    src = scope.src
+    if isinstance(e, Gather):
+        if isinstance(e.ids, Load):  # the ids as stored: integers, not converted to f32
+            ids = f"{e.ids.param}[{', '.join(idx[:-1]) or '0'}]"
+        else:
+            ids = f"int({scope.at(e.ids, idx[:-1])})"
+        row = src.fresh("row")
+        src.line(f"{row} = {ids}")
+        return scope.at(e.table, (row, idx[-1]))
+    if isinstance(e, Concat):
+        return _concat(scope, e, idx)
+    if e.kind == "permute":
+        child = [""] * len(idx)
+        for a, d in enumerate(e.params):
+            child[d] = idx[a]
+    elif e.kind == "expand":
+        child = _broadcast(idx, e.shape, e.arg.shape)
+    elif e.kind == "slice":
+        axis, start, step = e.params
+        child = list(idx)
+        child[axis] = _var(src, f"{start} + {step} * {idx[axis]}" if step != 1 else f"{start} + {idx[axis]}") \
+            if (start, step) != (0, 1) else idx[axis]
+    else:
+        child = _reshape(src, idx, e.shape, e.arg.shape)
+    return scope.at(e.arg, tuple(child))
+
+
+def _var(src, text: str) -> str:
+    name = src.fresh("i")
+    src.line(f"{name} = {text}")
+    return name
+
+
+def _broadcast(idx, shape, child) -> list[str]:
+    off = len(shape) - len(child)
+    return ["0" if c == 1 and shape[off + d] != 1 else idx[off + d] for d, c in enumerate(child)]
+
+
+def _concat(scope, e: Concat, idx) -> str:
+    src, axis = scope.src, e.axis
+    out = src.fresh("cat")
+    src.line(f"{out} = f32(0)")
+    offset = 0
+    for n, arg in enumerate(e.args):
+        size = arg.shape[axis]
+        last = n == len(e.args) - 1
+        header = "else:" if last and n else f"{'if' if n == 0 else 'elif'} {idx[axis]} < {offset + size}:"
+        with src.block(header):
+            child = list(idx)
+            if offset:
+                child[axis] = _var(src, f"{idx[axis]} - {offset}")
+            inner = type(scope)(src, acc=scope.acc, row=scope.row)  # what a branch computes stays in it
+            src.line(f"{out} = {inner.at(arg, tuple(child))}")
+        offset += size
+    return out
+
+
+def _reshape(src, idx, out, into) -> list[str]:
+    """The operand's index (shape `into`) for index `idx` of the reshaped result (shape `out`)."""
+    child: list[str] = []
+    i = j = 0
+    while i < len(out) or j < len(into):
+        if j < len(into) and into[j] == 1:
+            child.append("0")
+            j += 1
+            continue
+        if i < len(out) and out[i] == 1:
+            i += 1
+            continue
+        group_out, group_in = [i], [j]
+        n_out, n_in = out[i], into[j]
+        i, j = i + 1, j + 1
+        while n_out != n_in:
+            if n_out < n_in:
+                group_out.append(i)
+                n_out *= out[i]
+                i += 1
+            else:
+                group_in.append(j)
+                n_in *= into[j]
+                j += 1
+        if len(group_out) == 1 and len(group_in) == 1:
+            child.append(idx[group_out[0]])
+            continue
+        terms, stride = [], 1
+        for d in reversed(group_out):
+            if out[d] != 1:
+                terms.append(idx[d] if stride == 1 else f"{idx[d]} * {stride}")
+            stride *= out[d]
+        flat = _var(src, " + ".join(reversed(terms)))
+        stride = n_in
+        for d in group_in:
+            stride //= into[d]
+            if into[d] == 1:
+                child.append("0")
+            elif stride == 1:
+                child.append(_var(src, f"{flat} % {into[d]}"))
+            else:
+                child.append(_var(src, f"({flat} // {stride}) % {into[d]}"))
+    return child

@@ -1,0 +1,49 @@
+"""`tprules import hf SOURCE --tp N --out DIR`: a program folder from a Hugging Face model
+folder and its tensor-parallel plan (tprules/frontends/). Needs the `import` extra."""
+
+from __future__ import annotations
+
+import sys
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("import", help="write a program folder from a model (needs the import extra)")
+    frontends = p.add_subparsers(dest="frontend", metavar="FRONTEND", parser_class=type(p))
+    frontends.required = True
+    hf = frontends.add_parser("hf", help="a Hugging Face causal LM folder (config.json, *.safetensors)")
+    hf.add_argument("source", metavar="SOURCE", help="a save_pretrained folder: config.json and optional *.safetensors")
+    hf.add_argument("--tp", type=int, required=True, metavar="N", help="chips")
+    hf.add_argument("--out", required=True, metavar="DIR", help="the program folder to write (replaced if an earlier import)")
+    hf.add_argument("--seq", type=int, default=8, metavar="S", help="sequence length of the traced prefill (default 8)")
+    hf.add_argument("--batch", type=int, default=1, metavar="B", help="batch size (default 1)")
+    hf.add_argument("--layers", type=int, metavar="L", help="keep the first L decoder layers")
+    hf.add_argument("--plan", metavar="PLAN.json", help="a tensor-parallel plan replacing the config's base_model_tp_plan")
+    hf.add_argument("--seed", type=int, default=0, metavar="K",
+                    help="seed of the random weights (without *.safetensors) and of input_ids (default 0)")
+    hf.add_argument("--no-data", action="store_true",
+                    help="facts only: trace on meta tensors, write no weights and no expected logits")
+    common.add_format(hf)
+    common.add_show(hf)
+    return p
+
+
+def run(args) -> int:
+    from ..frontends.importer import import_hf
+
+    report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
+                       plan=args.plan, seed=args.seed, no_data=args.no_data)
+    if args.format == "json":
+        common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
+                          "statements": report.statements, "candidates": report.candidates,
+                          "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
+                          "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
+        return 0
+    timing = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
+    sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: TP {report.tp}, "
+                     f"batch {args.batch}, seq {args.seq}{'' if not args.no_data else ', facts only'}\n"
+                     f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
+                     f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
+                     f"{timing} (total {report.total_s:.2f} s)\n")
+    return 0

@@ -1,0 +1,30 @@
+"""Frontends: real models in, program folders (SPEC §1) out. Beside the pipeline: nothing
+in program/, runtime/ or codegen/ knows where a program came from.
+
+`tprules import hf SOURCE --tp N --out DIR` runs these passes, in order:
+
+1. hf.py         read a save_pretrained folder: config.json, the tensor-parallel plan
+                 (`base_model_tp_plan`, or --plan), the weights; build the model (on meta
+                 tensors with --no-data);
+2. trace.py      torch.export of the causal-LM forward (prefill, fixed batch and sequence),
+                 lowered to core ATen;
+3. constants.py  what does not depend on `input_ids` is a constant: a weight, a transposed
+                 weight, or a folded subgraph (RoPE tables, the causal mask) that becomes a
+                 program input;
+4. aten.py       the op table: each ATen node becomes one statement of a registry class
+                 (one small function per op; one error naming the op for the rest);
+   lower.py      the walk over the traced graph that calls it;
+5. sharding.py   the sharding table: how Replicate / Shard / Partial placements flow
+                 through each class (placement.py), from the plan's colwise and rowwise;
+6. tp.py         the TP program: a chip's statements where the placement is a shard or a
+                 partial, a fold wherever a partial meets a class that needs the whole sum;
+7. write.py      candidates (producer → consumer, siblings), data/ (a weight sharded one
+                 file per chip), expected/logits.npy (torch's own forward), all written into
+                 a temporary folder renamed into place at the end.
+
+`importer.import_hf` is the driver.
+"""
+
+from .errors import ImportFailed, MissingExtra
+
+__all__ = ["ImportFailed", "MissingExtra"]

@@ -1,0 +1,225 @@
+"""The op table: each core ATen op, one small function that writes its node as a statement
+of a registry class (docs/classes.md), or says the node is another value (a view to its own
+shape, a clone). An op not in the table is one error naming the architecture, the op, the
+module path, and what is missing.
+
+    @lowering(aten.mm.default)
+    def mm(ctx, n):
+        a, b = n.args
+        ...
+
+lower.py walks the traced graph in order and calls the table for every node that depends
+on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+OPS: dict[object, Callable] = {}
+SKIP: set = set()  # ops that compute nothing (assertions)
+
+
+def lowering(*ops):
+    def register(fn):
+        for op in ops:
+            OPS[op] = fn
+        return fn
+    return register
+
+
+# torch dtype → tensor dtype; a boolean is kept as an i8 0 or 1
+DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "int8": "i8",
+          "bool": "i8"}
+
+
+def _table():
+    import torch
+
+    aten = torch.ops.aten
+    SKIP.update({aten._assert_tensor_metadata.default, aten._assert_scalar.default,
+                 aten.sym_constrain_range_for_size.default})
+
+    @lowering(aten.embedding.default)
+    def embedding(ctx, n):
+        ctx.emit(n, "embedding", [n.args[0], n.args[1]])
+
+    @lowering(aten.mm.default)
+    def mm(ctx, n):
+        a, b = n.args
+        weight = ctx.transposed(b)
+        if weight is not None:  # x @ W.T, W as the checkpoint holds it
+            ctx.emit(n, "matmul", [a, weight], transpose_b=1)
+        else:
+            ctx.emit(n, "matmul", [a, b])
+
+    @lowering(aten.bmm.default)
+    def bmm(ctx, n):
+        ctx.emit(n, "bmm", list(n.args[:2]))
+
+    def binary(cls, scalar):
+        def lower(ctx, n):
+            a, b = n.args[:2]
+            if n.kwargs.get("alpha", 1) != 1:
+                ctx.unsupported(n, "an alpha other than 1")
+            if ctx.is_tensor(a) and ctx.is_tensor(b):
+                return ctx.emit(n, cls, [a, b])
+            if not ctx.is_tensor(a):
+                ctx.unsupported(n, "a number as the first operand")
+            scalar(ctx, n, a, float(b))
+        return lower
+
+    def add_number(ctx, n, x, c):
+        ctx.alias(n, x) if c == 0 else ctx.emit(n, "add_scalar", [x], value=repr(c))
+
+    def sub_number(ctx, n, x, c):
+        add_number(ctx, n, x, -c)
+
+    def mul_number(ctx, n, x, c):
+        ctx.alias(n, x) if c == 1 else ctx.emit(n, "scale", [x], factor=repr(c))
+
+    def div_number(ctx, n, x, c):
+        mul_number(ctx, n, x, 1.0 / c)
+
+    OPS[aten.add.Tensor] = binary("add", add_number)
+    OPS[aten.sub.Tensor] = binary("sub", sub_number)
+    OPS[aten.mul.Tensor] = binary("mul", mul_number)
+    OPS[aten.div.Tensor] = binary("div", div_number)
+
+    @lowering(aten.mul.Scalar)
+    def mul_scalar(ctx, n):
+        mul_number(ctx, n, n.args[0], float(n.args[1]))
+
+    @lowering(aten.add.Scalar)
+    def add_scalar(ctx, n):
+        add_number(ctx, n, n.args[0], float(n.args[1]))
+
+    def unary(cls):
+        return lambda ctx, n: ctx.emit(n, cls, [n.args[0]])
+
+    for op, cls in ((aten.neg.default, "neg"), (aten.exp.default, "exp"), (aten.rsqrt.default, "rsqrt"),
+                    (aten.relu.default, "relu"), (aten.sigmoid.default, "sigmoid"), (aten.tanh.default, "tanh"),
+                    (aten.silu.default, "silu"), (aten.expm1.default, "expm1")):
+        OPS[op] = unary(cls)
+
+    @lowering(aten.minimum.default)
+    def minimum(ctx, n):
+        ctx.emit(n, "minimum", list(n.args[:2]))
+
+    @lowering(aten.where.self)
+    def where(ctx, n):
+        ctx.emit(n, "where", list(n.args[:3]))
+
+    @lowering(aten.gt.Scalar)
+    def greater(ctx, n):
+        ctx.emit(n, "greater", [n.args[0]], value=repr(float(n.args[1])))
+
+    @lowering(aten.gelu.default)
+    def gelu(ctx, n):
+        approximate = n.kwargs.get("approximate", n.args[1] if len(n.args) > 1 else "none")
+        ctx.emit(n, "gelu" if approximate == "tanh" else "gelu_erf", [n.args[0]])
+
+    @lowering(aten.pow.Tensor_Scalar)
+    def pow_(ctx, n):
+        x, e = n.args
+        ctx.alias(n, x) if e == 1 else ctx.emit(n, "pow", [x], exponent=repr(float(e)))
+
+    @lowering(aten.mean.dim)
+    def mean(ctx, n):
+        x, dims = n.args[0], n.args[1]
+        keepdim = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+        rank = len(ctx.shape(x))
+        if dims is None or [d % rank for d in dims] != [rank - 1] or not keepdim:
+            ctx.unsupported(n, f"mean over axes {dims} keepdim={keepdim} (the class mean is over the last axis, kept)")
+        ctx.emit(n, "mean", [x])
+
+    @lowering(aten._softmax.default)
+    def softmax(ctx, n):
+        x, dim = n.args[0], n.args[1]
+        if dim % len(ctx.shape(x)) != len(ctx.shape(x)) - 1:
+            ctx.unsupported(n, f"softmax over axis {dim} (the class softmax is over the last axis)")
+        ctx.emit(n, "softmax", [x])
+
+    @lowering(aten.native_layer_norm.default)
+    def layer_norm(ctx, n):
+        x, normalized, w, b, eps = n.args
+        if len(normalized) != 1:
+            ctx.unsupported(n, f"a layer norm over {len(normalized)} axes (the class layernorm is over the last)")
+        operands = [x] + ([w] if w is not None else []) + ([b] if b is not None else [])
+        if w is None and b is not None:
+            ctx.unsupported(n, "a layer norm with a bias but no weight")
+        ctx.emit(n, "layernorm", operands, eps=repr(float(eps)), value_of=n.meta["val"][0])
+
+    import operator
+
+    @lowering(aten.split_with_sizes.default, aten.split.Tensor)
+    def split(ctx, n):
+        pass  # no statement: each getitem of it is a slice
+
+    @lowering(operator.getitem)
+    def getitem(ctx, n):
+        source, index = n.args
+        if source.target in (aten.split_with_sizes.default, aten.split.Tensor):
+            x, sizes = source.args[0], source.args[1]
+            axis = (source.args[2] if len(source.args) > 2 else 0) % len(ctx.shape(x))
+            if isinstance(sizes, int):  # split.Tensor: chunks of one size
+                sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
+            start = sum(sizes[:index])
+            return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
+        if source.target == aten.native_layer_norm.default and index == 0:
+            return ctx.alias(n, source)
+        if source.target == aten.native_layer_norm.default:
+            return  # mean and rstd: unused unless something reads them (then unsupported there)
+        ctx.unsupported(n, f"item {index} of {source.target}")
+
+    @lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+              aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+    def reshape(ctx, n):
+        x = n.args[0]
+        ctx.alias(n, x) if ctx.shape(x) == ctx.shape(n) else ctx.emit(n, "reshape", [x])
+
+    @lowering(aten.permute.default)
+    def permute(ctx, n):
+        x, dims = n.args
+        rank = len(ctx.shape(x))
+        dims = [d % rank for d in dims]
+        if dims == list(range(rank)):
+            return ctx.alias(n, x)
+        ctx.emit(n, "permute", [x], dims=",".join(map(str, dims)))
+
+    @lowering(aten.expand.default)
+    def expand(ctx, n):
+        x = n.args[0]
+        ctx.alias(n, x) if ctx.shape(x) == ctx.shape(n) else ctx.emit(n, "expand", [x])
+
+    @lowering(aten.alias.default, aten.clone.default, aten.detach.default, aten.lift_fresh_copy.default)
+    def same(ctx, n):
+        ctx.alias(n, n.args[0])
+
+    @lowering(aten._to_copy.default)
+    def to_copy(ctx, n):
+        x = n.args[0]
+        if ctx.dtype(x) == ctx.dtype(n):
+            return ctx.alias(n, x)
+        ctx.emit(n, "cast", [x])
+
+    @lowering(aten.slice.Tensor)
+    def slice_(ctx, n):
+        x = n.args[0]
+        shape = ctx.shape(x)
+        axis = (n.args[1] if len(n.args) > 1 else 0) % len(shape)
+        start = n.args[2] if len(n.args) > 2 and n.args[2] is not None else 0
+        end = n.args[3] if len(n.args) > 3 and n.args[3] is not None else shape[axis]
+        step = n.args[4] if len(n.args) > 4 else 1
+        start, end, _ = slice(start, end, step).indices(shape[axis])
+        if (start, end, step) == (0, shape[axis], 1):
+            return ctx.alias(n, x)
+        ctx.emit(n, "slice", [x], axis=axis, start=start, end=max(start, end), step=step)
+
+    @lowering(aten.cat.default)
+    def cat(ctx, n):
+        xs = [x for x in n.args[0] if ctx.shape(x) and 0 not in ctx.shape(x)]
+        axis = (n.args[1] if len(n.args) > 1 else 0) % len(ctx.shape(n))
+        if len(xs) == 1:
+            return ctx.alias(n, xs[0])
+        ctx.emit(n, "cat", xs, axis=axis)

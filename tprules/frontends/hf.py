@@ -1,0 +1,177 @@
+"""A Hugging Face model folder in `save_pretrained` layout: config.json, the tensor-parallel
+plan of its config class, optional *.safetensors weights; and the model built from them.
+
+Nothing is downloaded: the folder is all there is. Without weights the model gets the
+seeded random initialisation of its class; with `--no-data` it lives on meta tensors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..lang.ast import Pos
+from ..paths import display_path
+from .errors import ImportFailed
+
+# Plan styles tprules imports, and what each means for a linear layer's weight [out, in].
+STYLES = {"colwise": "colwise", "rowwise": "rowwise",
+          # a training concern (gradients all-reduced); at inference the weight is replicated
+          "replicated_with_grad_allreduce": "replicate", "replicate": "replicate"}
+
+
+@dataclass
+class Source:
+    directory: Path
+    display: str
+    config: object  # a transformers PretrainedConfig
+    architecture: str
+    plan: dict[str, str]  # module pattern → colwise | rowwise | replicate
+    weights: list[Path]
+
+    def where(self, name: str = "config.json") -> Pos:
+        return Pos(f"{self.display}/{name}", 0)
+
+    def fail(self, message: str, name: str = "config.json") -> ImportFailed:
+        return ImportFailed(f"{self.architecture}: {message}", self.where(name))
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:300]
+
+
+def read_source(directory: Path | str, layers: int | None = None, plan_file: Path | str | None = None) -> Source:
+    """Check the folder and read its config and plan (nothing heavy: no model yet)."""
+    from transformers import AutoConfig
+
+    directory = Path(directory)
+    display = display_path(directory)
+    if not directory.is_dir():
+        raise ImportFailed(f"{display}: no such folder (SOURCE is a save_pretrained folder)")
+    if not (directory / "config.json").is_file():
+        raise ImportFailed(f"no config.json: {display} is not a save_pretrained folder", Pos(f"{display}/config.json", 0))
+    try:
+        config = AutoConfig.from_pretrained(directory)
+    except Exception as err:  # noqa: BLE001 - transformers raises many kinds
+        raise ImportFailed(f"cannot read the config: {_first_line(err)}", Pos(f"{display}/config.json", 0)) from None
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal_lm
+
+    arch = (getattr(config, "architectures", None) or [causal_lm.get(config.model_type, config.model_type)])[0]
+    source = Source(directory, display, config, arch, {}, sorted(directory.glob("*.safetensors")))
+    if config.model_type not in causal_lm:
+        raise source.fail(f"model type {config.model_type} has no causal-LM class in transformers")
+    if layers is not None:
+        _keep_layers(source, layers)
+    source.plan = _plan(source, plan_file)
+    return source
+
+
+def _keep_layers(source: Source, layers: int) -> None:
+    config = source.config
+    total = getattr(config, "num_hidden_layers", None)
+    if total is None:
+        raise source.fail("the config has no num_hidden_layers, so --layers cannot cut it")
+    if not 1 <= layers <= total:
+        raise source.fail(f"--layers {layers}: the model has {total} decoder layers")
+    config.num_hidden_layers = layers
+    for key in ("layer_types", "block_types"):  # per-layer lists follow the layer count
+        if isinstance(getattr(config, key, None), list):
+            setattr(config, key, getattr(config, key)[:layers])
+
+
+def _plan(source: Source, plan_file) -> dict[str, str]:
+    if plan_file is not None:
+        path = Path(plan_file)
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ImportFailed(f"--plan: cannot read {path}: {_first_line(err)}", Pos(display_path(path), 0)) from None
+        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+            raise ImportFailed("--plan: expected a JSON object of module pattern → style, as base_model_tp_plan",
+                               Pos(display_path(path), 0))
+    else:
+        raw = getattr(source.config, "base_model_tp_plan", None) or getattr(type(source.config), "base_model_tp_plan", None)
+        if not raw:
+            raise source.fail(f"{type(source.config).__name__} has no base_model_tp_plan; give one with --plan PLAN.json")
+    plan = {}
+    for pattern, style in raw.items():
+        if style not in STYLES:
+            raise source.fail(f"plan style {style} ({pattern}) is not one tprules imports "
+                              f"(colwise, rowwise, replicate)")
+        plan[pattern] = STYLES[style]
+    return plan
+
+
+def plan_style(plan: dict[str, str], module: str, base_prefix: str) -> str | None:
+    """The plan's style for a module path (patterns are relative to the base model, `*` a
+    layer index; a pattern may also name a path from the top, such as lm_head)."""
+    relative = module[len(base_prefix) + 1:] if base_prefix and module.startswith(base_prefix + ".") else module
+    for pattern, style in plan.items():
+        rx = "^" + re.escape(pattern).replace(r"\*", r"[^.]+") + "$"
+        if re.match(rx, relative) or re.match(rx, module):
+            return style
+    return None
+
+
+# -- the model ---------------------------------------------------------------------------
+
+
+def build_model(source: Source, seed: int, no_data: bool):
+    """The causal LM in float32, eager attention (the plain math: matmuls and a softmax)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    options = {"attn_implementation": "eager", "dtype": torch.float32}
+    torch.manual_seed(seed)
+    try:
+        if no_data:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(source.config, **options)
+        elif source.weights:
+            _check_weight_files(source)
+            model = AutoModelForCausalLM.from_pretrained(source.directory, config=source.config, **options)
+        else:
+            model = AutoModelForCausalLM.from_config(source.config, **options)
+    except ImportFailed:
+        raise
+    except Exception as err:  # noqa: BLE001
+        bad = _unreadable_weight_file(source)
+        if bad is not None:
+            raise bad from None
+        raise source.fail(f"transformers cannot build the model: {_first_line(err)}") from None
+    return model.eval()
+
+
+def _check_weight_files(source: Source) -> None:
+    from safetensors import safe_open
+
+    for path in source.weights:
+        try:
+            with safe_open(str(path), "pt") as f:
+                for key in f.keys():
+                    f.get_slice(key)
+        except Exception as err:  # noqa: BLE001
+            raise ImportFailed(f"not a readable safetensors file: {_first_line(err)}",
+                               Pos(f"{source.display}/{path.name}", 0)) from None
+
+
+def _unreadable_weight_file(source: Source) -> ImportFailed | None:
+    from safetensors.torch import load_file
+
+    for path in source.weights:
+        try:
+            load_file(str(path))
+        except Exception as err:  # noqa: BLE001
+            return ImportFailed(f"not a readable safetensors file: {_first_line(err)}",
+                                Pos(f"{source.display}/{path.name}", 0))
+    return None
+
+
+def head_counts(config) -> tuple[int | None, int | None]:
+    """(attention heads, key/value heads) of a config, where it has them."""
+    heads = getattr(config, "num_attention_heads", None)
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    return heads, kv

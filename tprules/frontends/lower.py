@@ -1,0 +1,143 @@
+"""Walk the traced program in order: every node that depends on `input_ids` goes through
+the op table (aten.py) and becomes a statement of the `Graph`; the constants it reads
+become inputs (constants.py); the forward's output is the tensor `logits`.
+"""
+
+from __future__ import annotations
+
+from .aten import DTYPES, OPS, SKIP, _table
+from .constants import Constants, Transposed, Weight
+from .errors import ImportFailed
+from .graph import INPUT, OUTPUT, Graph, Stmt, Value
+
+
+class Lowerer:
+    """The traced program as statements of registry classes (a `Graph`)."""
+
+    def __init__(self, program, constants: Constants, arch: str):
+        if not OPS:
+            _table()
+        self.program = program
+        self.c = constants
+        self.arch = arch
+        self.graph = Graph()
+        self.names: dict = {}  # fx node → the value holding it
+        self.folded_keys: dict[tuple, str] = {}
+        self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
+        self.module = ""
+        outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
+        self.output = outputs[0]  # logits, the forward's first output
+
+    def run(self) -> Graph:
+        for n in self.program.graph_module.graph.nodes:
+            if n.op == "placeholder" and n in self.c.dynamic:
+                if len(self.c.user_inputs) != 1:
+                    raise ImportFailed(f"{self.arch}: the forward takes {len(self.c.user_inputs)} inputs; expected input_ids")
+                self.names[n] = self.graph.add_value(Value(INPUT, self.shape(n), self.dtype(n), "input"))
+            elif n.op == "call_function" and n in self.c.dynamic:
+                self.module = _module(n) or self.module
+                if n.target in SKIP:
+                    continue
+                fn = OPS.get(n.target)
+                if fn is None:
+                    self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
+                fn(self, n)
+        if self.output not in self.c.dynamic:
+            raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids")
+        self._name_output(self.names[self.output])
+        return self.graph
+
+    # -- what the table's functions call ------------------------------------------------
+
+    def shape(self, n) -> tuple[int, ...]:
+        return tuple(int(d) for d in n.meta["val"].shape)
+
+    def dtype(self, n) -> str:
+        return self.dtype_of(n, n.meta["val"])
+
+    def is_tensor(self, x) -> bool:
+        return hasattr(x, "op")
+
+    def unsupported(self, n, what: str):
+        op = str(n.target) if hasattr(n.target, "_schema") else getattr(n.target, "__name__", str(n.target))
+        raise ImportFailed(f"{self.arch}: {op} at {_module(n) or self.module or '(top)'}: {what}")
+
+    def transposed(self, x) -> str | None:
+        """The weight a matmul operand is the transpose of, if it is one."""
+        if x in self.c.dynamic:
+            return None
+        found = self.c.resolve(x)
+        return self._weight(found.fqn, x) if isinstance(found, Transposed) else None
+
+    def value(self, x) -> str:
+        """The value (tensor) an operand is, declaring constants as inputs."""
+        if isinstance(x, str):  # already a value (a transposed weight)
+            return x
+        if x in self.names:
+            return self.names[x]
+        if x in self.c.dynamic:
+            raise AssertionError(f"{x.name} is read before it is lowered")
+        found = self.c.resolve(x)
+        if isinstance(found, Weight):
+            name = self._weight(found.fqn, x)
+        elif isinstance(found, Transposed):  # read other than by a matmul: fold the transpose
+            name = self._folded(x)
+        else:
+            name = self._folded(found.node)
+        self.names[x] = name
+        return name
+
+    def _weight(self, fqn: str, n) -> str:
+        node = n
+        while node.op != "placeholder":  # the weight's own shape, through the identity ops
+            node = node.args[0]
+        return self.graph.add_value(Value(fqn, self.shape(node), self.dtype(node), "weight", fqn.rsplit(".", 1)[0]))
+
+    def _folded(self, n) -> str:
+        key = self.c.key(n)
+        if key in self.folded_keys:  # the same constant folded already (another layer's copy)
+            return self.folded_keys[key]
+        self.graph.folded[n.name] = n
+        self.folded_keys[key] = n.name
+        return self.graph.add_value(Value(n.name, self.shape(n), self.dtype(n), "folded", _module(n)))
+
+    def emit(self, n, cls: str, operands: list, value_of=None, **attrs) -> None:
+        reads = tuple(self.value(x) for x in operands)
+        meta = value_of if value_of is not None else n.meta["val"]
+        shape, dtype = tuple(int(d) for d in meta.shape), self.dtype_of(n, meta)
+        pairs = tuple((k, str(v)) for k, v in attrs.items())
+        key = (cls, reads, pairs, shape, dtype)
+        if key in self.computed:  # the same statement again (q, k and v each view the hidden state)
+            self.names[n] = self.computed[key]
+            return
+        name = self.graph.add_value(Value(n.name, shape, dtype, "activation", self.module))
+        self.names[n] = self.computed[key] = name
+        self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
+
+    def dtype_of(self, n, meta) -> str:
+        name = str(meta.dtype).replace("torch.", "")
+        if name not in DTYPES:
+            self.unsupported(n, f"tensors of dtype {name}")
+        return DTYPES[name]
+
+    def alias(self, n, x) -> None:
+        self.names[n] = self.value(x)
+
+    def _name_output(self, value: str) -> None:
+        """The forward's output is the tensor `logits`."""
+        g = self.graph
+        writer = next((s for s in g.stmts if s.writes == value), None)
+        if writer is None:
+            raise ImportFailed(f"{self.arch}: the logits are not computed by any statement")
+        old = g.values.pop(value)
+        g.values[OUTPUT] = Value(OUTPUT, old.shape, old.dtype, old.role, old.module)
+        g.stmts = [Stmt(s.name, s.cls, tuple(OUTPUT if r == value else r for r in s.reads),
+                        OUTPUT if s.writes == value else s.writes, s.attrs, s.module, s.aten) for s in g.stmts]
+
+
+def _module(n) -> str:
+    stack = n.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return path.replace("L['self'].", "").replace("L__self__.", "")

@@ -1,0 +1,249 @@
+"""The sharding table: how placements flow through each registry class (DTensor's sharding
+rules, for the classes an import writes). A rule gets the operands' placements and whole
+shapes, and the result's whole shape, and returns the result's placement, or raises
+`NotShardable` saying what the statement would need (an all-gather, a local slice).
+
+A partial operand reaches a rule only for the classes in `PARTIAL_THROUGH` (a sum of
+partials viewed another way is the view of the sum); for every other class tp.py first
+folds it (the all-reduce) into a replicated tensor.
+
+>>> from tprules.frontends.placement import REPLICATE, Shard, Split
+>>> str(RULES["matmul"]({}, [REPLICATE, Shard((Split(0, 2, 32),))], [(8, 64), (32, 64)], (8, 32), 2, transpose_b=True))
+'Shard(axis 1 in 2)'
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
+
+PARTIAL_THROUGH = ("reshape", "permute")
+
+
+class NotShardable(Exception):
+    pass
+
+
+def _rank_aligned(p: Shard, rank: int, operand_rank: int) -> Shard:
+    off = rank - operand_rank
+    return Shard(tuple(s.moved(s.axis + off) for s in p.splits))
+
+
+def elementwise(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """NumPy broadcasting: shards must agree; a replicated operand must broadcast over every
+    split axis (size 1 there), else it would need a local slice."""
+    rank = len(out)
+    shard = None
+    for p, s in zip(ins, shapes):
+        if isinstance(p, Shard):
+            for a in p.axes():
+                if s[a] != out[a + rank - len(s)]:
+                    raise NotShardable(f"an operand split on axis {a} is broadcast there")
+            aligned = _rank_aligned(p, rank, len(s))
+            if shard is not None and aligned != shard:
+                raise NotShardable(f"operands placed {shard} and {aligned} (needs a redistribution)")
+            shard = aligned
+    if shard is None:
+        return REPLICATE
+    for p, s in zip(ins, shapes):
+        if isinstance(p, Replicate):
+            off = rank - len(s)
+            for a in shard.axes():
+                if a >= off and s[a - off] != 1:
+                    raise NotShardable(f"a replicated operand {list(s)} meets one placed {shard} "
+                                       "(needs a local slice of the replicated one)")
+    return shard
+
+
+def row(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """Over the last axis: the rows may be split, the last axis not; weights replicated."""
+    x = ins[0]
+    if any(not isinstance(p, Replicate) for p in ins[1:]):
+        raise NotShardable("a split weight or bias of a row class")
+    if isinstance(x, Shard) and len(shapes[0]) - 1 in x.axes():
+        raise NotShardable(f"its input is split on the last axis, which it reduces ({x}; needs an all-gather)")
+    return x
+
+
+def matmul(attrs, ins, shapes, out, tp, transpose_b=False, **_) -> Placement:
+    """A[M, K] @ B[K, N] (B[N, K] with transpose_b): colwise B gives a result split on N,
+    a rowwise pair (A split on K, B split on K) partial sums."""
+    a, b = ins
+    k_axis, n_axis = (1, 0) if transpose_b else (0, 1)
+    if isinstance(a, Replicate) and isinstance(b, Replicate):
+        return REPLICATE
+    if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {n_axis}:
+        return Shard((b.on(n_axis).moved(1),))
+    if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {1} and set(b.axes()) == {k_axis} \
+            and a.on(1).moved(0) == b.on(k_axis).moved(0) and a.replication(tp) == 1:
+        return PARTIAL
+    if isinstance(a, Shard) and set(a.axes()) == {0} and isinstance(b, Replicate):
+        return a
+    raise NotShardable(f"operands placed {a} and {b} (needs an all-gather or a redistribution)")
+
+
+def bmm(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """Per batch: both operands split alike on the batch axis (attention heads)."""
+    a, b = ins
+    if isinstance(a, Replicate) and isinstance(b, Replicate):
+        return REPLICATE
+    if isinstance(a, Shard) and a == b and set(a.axes()) == {0}:
+        return a
+    raise NotShardable(f"operands placed {a} and {b} (heads split differently; needs a redistribution)")
+
+
+def reshape(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """The same elements in another shape. In each group of axes whose sizes multiply to the
+    same number, a split factor keeps its place in the flattened group: it lands in the
+    result axes that hold those strides, its parts going to the major ones first. Two split
+    factors that become adjacent merge when the major one is cut to single indices (the
+    key/value heads and their copies becoming the heads)."""
+    (x,), (shape,) = ins, shapes
+    if not isinstance(x, Shard):
+        return x
+    splits: list[tuple[int, Split]] = []  # (position of the source split: the chip digit's order, split)
+    for into, outof in axis_groups(shape, out):
+        factors = [_factor(x.on(a), a, into, shape) for a in into if x.on(a) is not None]
+        if not factors:
+            continue
+        order = [f for f in sorted(factors, key=lambda f: -f[0])]
+        if [x.splits.index(x.on(f[3])) for f in order] != sorted(x.splits.index(x.on(f[3])) for f in order):
+            raise NotShardable(f"splits {x} are not major first where axes {into} of {list(shape)} reshape")
+        merged = [order[0]]
+        for stride, size, parts, axis in order[1:]:
+            top_stride, top_size, top_parts, top_axis = merged[-1]
+            if top_stride == stride * size and top_parts == top_size:  # adjacent, the major one cut to indices
+                merged[-1] = (stride, size * top_size, parts * top_parts, top_axis)
+            else:
+                merged.append((stride, size, parts, axis))
+        for stride, size, parts, axis in merged:
+            position = x.splits.index(x.on(axis))
+            splits.extend((position, split) for split in _place(stride, size, parts, outof, out, x))
+    axes = [s.axis for _, s in splits]
+    if len(set(axes)) != len(axes):
+        raise NotShardable(f"{x} would cut an axis of {list(out)} twice")
+    return Shard(tuple(s for _, s in sorted(splits, key=lambda p: p[0])))  # stable: major first within one
+
+
+def _factor(split: Split, axis: int, into: list[int], shape) -> tuple[int, int, int, int]:
+    """(stride in the flattened group, size, parts, axis) of a split factor."""
+    below = 1
+    for a in into[into.index(axis) + 1:]:
+        below *= shape[a]
+    return split.inner * below, split.factor, split.parts, axis
+
+
+def _place(stride: int, size: int, parts: int, outof: list[int], out, x) -> list[Split]:
+    """The splits of result axes `outof` holding a factor of `size` at `stride`."""
+    strides = {}
+    below = 1
+    for o in reversed(outof):
+        strides[o] = below
+        below *= out[o]
+    placed, left = [], parts
+    for o in outof:  # major first
+        lo, hi = strides[o], strides[o] * out[o]
+        top, bottom = min(hi, stride * size), max(lo, stride)
+        if top <= bottom or left == 1:
+            continue
+        portion, inner = top // bottom, bottom // lo
+        whole = portion * inner == out[o]  # nothing above the factor: a plain split of the axis
+        if portion % left == 0:
+            placed.append(plain(o, left, out[o]) if whole else Split(o, left, portion, inner))
+            left = 1
+        elif left % portion == 0:
+            placed.append(plain(o, portion, out[o]) if whole else Split(o, portion, portion, inner))
+            left //= portion
+        else:
+            raise NotShardable(f"{x}: a factor of {size} cut in {parts} meets an axis of {out[o]} ({list(out)}): "
+                               f"{left} does not divide {portion}")
+    if left != 1:
+        raise NotShardable(f"{x} does not fit the axes of {list(out)}")
+    return placed
+
+
+def axis_groups(shape, out) -> list[tuple[list[int], list[int]]]:
+    """Pairs (axes of `shape`, axes of `out`) whose sizes multiply to the same number."""
+    groups, i, j = [], 0, 0
+    while i < len(shape) or j < len(out):
+        if i < len(shape) and shape[i] == 1:
+            groups.append(([i], []))
+            i += 1
+            continue
+        if j < len(out) and out[j] == 1:
+            j += 1
+            continue
+        into, outof, a, b = [i], [j], shape[i], out[j]
+        i, j = i + 1, j + 1
+        while a != b:
+            if a < b:
+                into.append(i)
+                a *= shape[i]
+                i += 1
+            else:
+                outof.append(j)
+                b *= out[j]
+                j += 1
+        groups.append((into, outof))
+    return groups
+
+
+def permute(attrs, ins, shapes, out, tp, **_) -> Placement:
+    (x,) = ins
+    if not isinstance(x, Shard):
+        return x
+    dims = [int(d) for d in attrs["dims"].split(",")]
+    return Shard(tuple(s.moved(dims.index(s.axis)) for s in x.splits))
+
+
+def expand(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """Broadcast: splits move with the axes; a block replicated on r chips may split an
+    expanded axis in r instead (each chip keeps 1/r of the copies: Megatron's KV heads)."""
+    (x,), (shape,) = ins, shapes
+    if not isinstance(x, Shard):
+        return x
+    shard = _rank_aligned(x, len(out), len(shape))
+    r = shard.replication(tp)
+    off = len(out) - len(shape)
+    for a in range(len(out)):
+        grown = a < off or shape[a - off] == 1
+        if r > 1 and grown and out[a] > 1 and out[a] % r == 0:
+            return Shard(shard.splits + (plain(a, r, out[a]),))
+    return shard
+
+
+def slice_(attrs, ins, shapes, out, tp, **_) -> Placement:
+    (x,) = ins
+    axis = int(attrs["axis"]) % len(out)
+    if isinstance(x, Shard) and axis in x.axes():
+        raise NotShardable(f"a slice of axis {axis}, which is split ({x})")
+    return x
+
+
+def cat(attrs, ins, shapes, out, tp, **_) -> Placement:
+    axis = int(attrs["axis"]) % len(out)
+    if any(p != ins[0] for p in ins[1:]):
+        raise NotShardable(f"operands placed {', '.join(map(str, ins))}")
+    if isinstance(ins[0], Shard) and axis in ins[0].axes():
+        raise NotShardable(f"a cat on axis {axis}, which is split ({ins[0]})")
+    return ins[0]
+
+
+def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
+    table, ids = ins
+    if not isinstance(table, Replicate):
+        raise NotShardable(f"an embedding table placed {table} (vocabulary-parallel embedding is not imported)")
+    return ids
+
+
+RULES = {"matmul": matmul, "bmm": bmm, "reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,
+         "cat": cat, "embedding": embedding,
+         **{c: row for c in ("softmax", "rmsnorm", "mean", "layernorm")}}
+
+
+def rule(cls: str):
+    return RULES.get(cls, elementwise)
+
+
+__all__ = ["NotShardable", "PARTIAL_THROUGH", "Partial", "RULES", "rule"]

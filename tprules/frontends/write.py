@@ -1,0 +1,90 @@
+"""Write an imported program folder, whole or not at all.
+
+Everything goes into a temporary folder beside DIR, renamed into place at the end, so a
+failure leaves no partial DIR. A DIR that exists is replaced only when it holds an
+earlier import (its `source.json`).
+
+Candidates (`member.facts`): every producer → consumer pair of statements, and every pair
+of statements that read the same computed tensor (siblings), as `A__B`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from ..paths import display_path
+from .errors import ImportFailed
+
+MARKER = "source.json"
+
+
+def add_candidates(b) -> int:
+    """Producer → consumer pairs and sibling pairs; returns how many candidates."""
+    readers: dict[str, list[str]] = {}
+    for o, _, t in b.facts["reads"]:
+        readers.setdefault(t, [])
+        if o not in readers[t]:
+            readers[t].append(o)
+    seen: set[frozenset] = set()
+
+    def add(a: str, c: str) -> None:
+        key = frozenset((a, c))
+        if a != c and key not in seen:
+            seen.add(key)
+            b.candidate(f"{a}__{c}", [a, c])
+
+    written = {}
+    for o, t in b.facts["writes"]:
+        written[t] = o
+        for consumer in readers.get(t, ()):
+            add(o, consumer)
+    for t, rs in readers.items():
+        if t in written:
+            for a, c in combinations(rs, 2):
+                add(a, c)
+    return len(seen)
+
+
+def check_out(out: Path) -> None:
+    if out.exists() and not (out / MARKER).is_file() and (not out.is_dir() or any(out.iterdir())):
+        raise ImportFailed(f"--out {display_path(out)} exists and holds no earlier import ({MARKER}); "
+                           "remove it or choose another folder")
+
+
+def write_folder(out: Path, builder, data: dict[str, np.ndarray], expected: dict[str, np.ndarray],
+                 source: dict, validate=None) -> None:
+    """Facts, data/, expected/ and source.json into `out`, atomically (after `validate(tmp)`)."""
+    out = Path(out)
+    check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        builder.write(tmp)
+        if data:
+            (tmp / "data").mkdir(exist_ok=True)
+            for name, array in data.items():
+                np.save(tmp / "data" / f"{name}.npy", array)
+        if expected:
+            (tmp / "expected").mkdir()
+            for name, array in expected.items():
+                np.save(tmp / "expected" / f"{name}.npy", array)
+        (tmp / MARKER).write_text(json.dumps(source, indent=2) + "\n")
+        if validate is not None:
+            validate(tmp)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "dir")
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
