@@ -7,12 +7,11 @@ tests/data/lang/roundtrip/ (each a whole program, so Soufflé can run it too).
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from conftest import DATA, RULES
-from helpers import needs_souffle, read_tsv, run_souffle, tsv_lines
+from helpers import needs_souffle, read_tsv, run_souffle
 from tprules.lang import ast
 from tprules.lang.parser import parse_file, parse_text
 from tprules.lang.printer import print_program
@@ -117,7 +116,7 @@ def test_every_node_points_at_its_own_text(path):
                 assert text.startswith(rel), (node, pos, text)
             case ast.Var(name) | ast.Attribute(name):
                 assert text.startswith(name), (node, pos, text)
-            case ast.Num(value):
+            case ast.Num():
                 assert text[0] in "-0123456789", (node, pos, text)
             case ast.Str():
                 assert text.startswith('"'), (node, pos, text)

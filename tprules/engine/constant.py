@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..lang import ast
 from . import values
-from .values import truncating_div  # noqa: F401 - the name other modules import
 
 
 def kind_of(term: ast.Term) -> str:

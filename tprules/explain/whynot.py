@@ -11,7 +11,7 @@ from dataclasses import replace
 from ..lang import ast
 from ..lang.printer import print_literal, print_rule
 from ..program.schema import COMPUTED
-from .proof import Attempt, Elided, WhyNot
+from .proof import Attempt, WhyNot
 from .prove import Prover
 from .terms import bindings, instantiated, pattern_key, substitute_literal
 

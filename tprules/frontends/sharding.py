@@ -14,8 +14,6 @@ folds it (the all-reduce) into a replicated tensor.
 
 from __future__ import annotations
 
-from math import prod
-
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
 PARTIAL_THROUGH = ("reshape", "permute")

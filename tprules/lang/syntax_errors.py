@@ -107,7 +107,7 @@ def _line(text: str, line: int) -> str:
 
 def _hint(err: UnexpectedInput, text: str, accepts: set[str]) -> str:
     line = _line(text, err.line)
-    before, here = line[: err.column - 1], line[err.column - 1:]
+    before = line[: err.column - 1]
     if "DOT" in accepts and not before.strip():  # the first token of its line
         previous = next((n for n in range(err.line - 1, 0, -1) if _line(text, n).strip()), None)
         if previous is not None:

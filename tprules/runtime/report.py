@@ -88,11 +88,11 @@ def expected_table(report):
     expected = [o for o in report.outputs if o.expected]
     if not expected:
         return None
-    rows = table("expected", "max abs err", "max rel err", "tolerance", "")
+    rows = table("output", "against", "max abs err", "max rel err", "tolerance", "")
     for o in expected:
-        e = o.expected
-        rows.add_row(e.path, f"{e.max_abs_err:.2g}", f"{e.max_rel_err:.2g}", f"{o.tolerance:g}",
-                     "ok" if e.ok else "MISMATCH")
+        e = o.expected  # e.path names the program folder, which the header names already
+        rows.add_row(o.tensor, f"expected/{o.tensor}.npy", f"{e.max_abs_err:.2g}", f"{e.max_rel_err:.2g}",
+                     f"{o.tolerance:g}", "ok" if e.ok else "MISMATCH")
     return rows
 
 
