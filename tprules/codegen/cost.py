@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from .ir import AbsMax, Acc, Expr, Kernel, Load, MatmulStage, Op, Pointwise, Quant, RowOut, RowStage, Transpose
+from .ir import (AbsMax, Acc, BatchedMatmulStage, Concat, Expr, Gather, Kernel, Load, MatmulStage, Op, Pointwise,
+                 Quant, Remap, RowOut, RowStage, Transpose)
 
-TRANSCENDENTAL = ("exp", "silu", "gelu")  # a libm call (exp, tanh), not a few instructions
+TRANSCENDENTAL = ("exp", "silu", "gelu", "gelu_erf", "sigmoid", "tanh", "expm1", "pow")  # a libm call, not a few instructions
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,15 @@ def _stage(stage, machine: Machine) -> Estimate:
         epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
         return Estimate(flops, operands.bytes + epilogue.bytes, operands.ops + epilogue.ops,
                         operands.transcendental + epilogue.transcendental, 0)
+    if isinstance(stage, BatchedMatmulStage):  # our own loops (codegen/batched.py), one matmul per batch
+        mn = stage.batch * stage.m * stage.n
+        operands = ZERO
+        for mm in stage.matmuls:
+            for e in (mm.a, mm.b):
+                operands = operands + _operand(e, 1)
+        epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
+        return Estimate(2.0 * mn * stage.k * len(stage.matmuls), operands.bytes + epilogue.bytes,
+                        operands.ops + epilogue.ops, operands.transcendental + epilogue.transcendental, 0)
     if isinstance(stage, RowStage):
         n = prod(stage.shape)
         # the pass that stores evaluates every row op's input once, with the stores
@@ -111,7 +121,7 @@ def _stage(stage, machine: Machine) -> Estimate:
         for op in stage.rows:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
-            passes = 1 if op.cls == "rmsnorm" else 2
+            passes = 1 if op.cls in ("rmsnorm", "mean") else 2
             reads = _evaluate([op.x], n)
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
                                      reads.transcendental * passes + (2 * n if op.cls == "softmax" else 0), 0)
@@ -157,6 +167,13 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
             ops += 1
             transcendental += e.cls in TRANSCENDENTAL
             for a in e.args:
+                walk(a)
+        elif isinstance(e, Remap):  # a layout read: index arithmetic only
+            ops += 1
+            walk(e.arg)
+        elif isinstance(e, (Concat, Gather)):
+            ops += 1
+            for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
                 walk(a)
         elif isinstance(e, (Transpose, Quant)):
             ops += isinstance(e, Quant) * 8  # a rounding to int8 is a handful of operations
