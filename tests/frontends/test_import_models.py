@@ -5,6 +5,10 @@ through the fused kernels on cpu and sim."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,9 +60,24 @@ def test_the_fused_program_in_the_simulator_matches_torch(imported):
     assert report.ok and out.expected.ok and out.expected.max_rel_err <= 1e-4
 
 
-def test_an_output_off_from_expected_is_a_mismatch(imported, tmp_path):
-    import shutil
+@pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists() and shutil.which("mpiexec") is None,
+                    reason="needs MPI: pip install -e '.[mpi]'")
+def test_an_imported_model_on_mpi_ranks_gives_the_one_process_outputs(imported, tmp_path):
+    # Qwen2 at TP 4 on 2 ranks (chips 0, 2 and 1, 3): the rank reference computes every
+    # imported class (expand, reshape, ...) and the logits match one process and torch.
+    folder = imported("qwen2", 4, layers=1, seq=4)
+    single = execute(Workspace(folder), device="cpu")
+    done = subprocess.run([sys.executable, "-m", "tprules", "run", folder, "--ranks", "2", "--format", "json",
+                           "--save", tmp_path / "out"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["ok"] and len({r["pid"] for r in data["ranks"]}) == 2
+    assert data["outputs"][0]["expected"]["ok"]
+    got, want = np.load(tmp_path / "out" / "logits.npy"), single.values["logits"]
+    assert float(np.max(np.abs(got - want))) <= 1e-6 * float(np.max(np.abs(want)))
 
+
+def test_an_output_off_from_expected_is_a_mismatch(imported, tmp_path):
     from tprules.runtime.compare import compare
 
     folder = shutil.copytree(imported("qwen2", 2), tmp_path / "p")

@@ -46,6 +46,7 @@ def rank_reference(prog: RunProgram, inputs: dict[str, np.ndarray], world: RankW
         if world.rank in runs:
             out = prog.tensors[s.writes]
             operands = [values[t] for t in s.reads]
-            values[s.writes] = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype).reshape(out.shape)
+            result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype, out.shape)
+            values[s.writes] = result.reshape(out.shape).copy()
         have[s.writes] = runs
     return values
