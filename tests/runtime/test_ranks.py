@@ -148,3 +148,31 @@ def test_outputs_are_compared_with_expected_when_the_folder_has_it(program_copy,
     assert row[0] == "out" and row[-1] == ("ok" if ok else "MISMATCH")
     assert ("differ from the reference or expected/" in text) != ok
     assert report.to_json()["outputs"][0]["expected"]["ok"] == ok
+
+
+class _AbortingWorld:
+    rank, chips = 1, (1, 3)
+
+    def abort(self, code):
+        raise SystemExit(code)
+
+
+@pytest.mark.parametrize("traceback", [False, True])
+def test_a_failing_rank_is_one_line_and_its_traceback_only_when_asked(traceback, capsys):
+    from tprules.runtime.distributed.rank import _fail
+
+    def kernel_error():
+        raise TypeError("'<' not supported")
+
+    heard = []
+    try:
+        kernel_error()
+    except TypeError as err:
+        with pytest.raises(SystemExit) as ended:
+            _fail(_AbortingWorld(), lambda state, **fields: heard.append((state, fields)), err, traceback)
+    assert ended.value.code == 3
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1] == "rank 1 (chips 1, 3) failed: TypeError: '<' not supported"
+    assert heard == [("failed", {"code": 3, "message": lines[-1]})]
+    assert (lines[0] == "Traceback (most recent call last):" and "kernel_error" in "\n".join(lines)) == traceback
+    assert len(lines) == 1 or traceback

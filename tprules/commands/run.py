@@ -72,10 +72,11 @@ def run_ranks(args) -> int:
     forward = ["--device", args.device, "--repeat", str(args.repeat), "--format", args.format]
     if args.save:
         forward += ["--save", args.save]
-    if "kernels" in args.show:
-        forward += ["--show", "kernels"]
+    shown = [s for s in ("kernels", "traceback") if s in args.show]
+    if shown:
+        forward += ["--show", ",".join(shown)]
     return launch(args.dir, args.ranks, forward, rules=args.rules, shim=args.shim, engine=args.engine,
-                  unfused=args.unfused, timeout=args.timeout)
+                  unfused=args.unfused, timeout=args.timeout, traceback="traceback" in args.show)
 
 
 def run_mpi(args) -> int:
@@ -98,7 +99,7 @@ def run_mpi(args) -> int:
 
     options = RankOptions(args.dir, args.device, args.repeat, args.timeout, Path(args.job) if args.job else None,
                           args.rules, args.shim, args.engine, args.unfused,
-                          _show_kernels if "kernels" in args.show else None)
+                          _show_kernels if "kernels" in args.show else None, "traceback" in args.show)
     return run_rank(options, emit)
 
 

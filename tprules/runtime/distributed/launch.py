@@ -56,8 +56,9 @@ def launcher_flags(mpiexec: str) -> list[str]:
 
 
 def launch(program_dir: str, ranks: int, rank_args: list[str], *, rules=None, shim=None, engine="fast",
-           unfused=False, timeout: float = 600.0) -> int:
-    """Run `tprules run DIR --mpi RANK_ARGS` on `ranks` ranks; the exit status of the run."""
+           unfused=False, timeout: float = 600.0, traceback: bool = False) -> int:
+    """Run `tprules run DIR --mpi RANK_ARGS` on `ranks` ranks; the exit status of the run.
+    With `traceback`, a failed run shows the ranks' own error output before its one line."""
     from ...errors import UsageError
 
     if ranks < 1:
@@ -73,11 +74,12 @@ def launch(program_dir: str, ranks: int, rank_args: list[str], *, rules=None, sh
         write_job(Path(folder), job)
         command = [mpiexec, *launcher_flags(mpiexec), "-n", str(ranks), sys.executable, "-m", "tprules", "run",
                    str(program_dir), "--mpi", "--job", folder, "--timeout", f"{timeout:g}", *rank_args]
-        return _Watch(command, Path(folder), ranks, timeout).wait()
+        return _Watch(command, Path(folder), ranks, timeout, traceback).wait()
 
 
 class _Watch:
-    def __init__(self, command: list[str], folder: Path, ranks: int, timeout: float):
+    def __init__(self, command: list[str], folder: Path, ranks: int, timeout: float, traceback: bool = False):
+        self.traceback = traceback
         self.folder = folder
         self.ranks = ranks
         self.timeout = timeout
@@ -123,6 +125,8 @@ class _Watch:
             sys.stderr.write("".join(self.errors))
             return done[0]["code"]
         code, line = self._cause(records, reason)
+        if self.traceback:
+            sys.stderr.write("".join(self.errors))
         print(line, file=sys.stderr)
         return code
 

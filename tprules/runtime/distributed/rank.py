@@ -39,6 +39,7 @@ class RankOptions:
     engine: str = "fast"
     unfused: bool = False
     show_kernels: object = None  # callable(kernel, source), on rank 0
+    traceback: bool = False  # --show traceback: a failing rank prints its traceback before its line
 
 
 def run_rank(options: RankOptions, emit) -> int:
@@ -52,7 +53,7 @@ def run_rank(options: RankOptions, emit) -> int:
     except BadInput:
         raise  # rank 0's, after every rank heard of it
     except BaseException as err:  # noqa: BLE001 - a rank never leaves the others waiting
-        _fail(world, status, err)
+        _fail(world, status, err, options.traceback)
     if job is None:
         return code  # rank 0 reported why
     if world.size > job.prog.chips:
@@ -65,7 +66,7 @@ def run_rank(options: RankOptions, emit) -> int:
     try:
         code = run_job(world, job, options, emit, started, status)
     except BaseException as err:  # noqa: BLE001 - a rank never leaves the others waiting
-        _fail(world, status, err)
+        _fail(world, status, err, options.traceback)
     status("done", code=code)
     return code
 
@@ -105,7 +106,11 @@ class _Status:
         write_status(self.folder, w.rank, state, pid=w.pid, host=w.host, chips=list(w.chips), **fields)
 
 
-def _fail(world: RankWorld, status: _Status, err: BaseException):
+def _fail(world: RankWorld, status: _Status, err: BaseException, traceback: bool = False):
+    if traceback and not isinstance(err, (BadInput, KeyboardInterrupt)):
+        import traceback as tb
+
+        tb.print_exception(err, file=sys.stderr)
     if isinstance(err, BadInput):
         code, what = 2, f"failed: {err}"
     elif isinstance(err, KeyboardInterrupt):
