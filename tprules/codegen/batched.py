@@ -37,10 +37,11 @@ def render_cpu(src: Source, stage: BatchedMatmulStage, kernel: Kernel) -> None:
 
 
 def render_cuda(src: Source, stage: BatchedMatmulStage, kernel: Kernel, target) -> None:
+    from .cuda import tile_products  # cuda.py renders through this module's table
+
     tn = -(-stage.n // target.tile)
     per_batch = -(-stage.m // target.tile) * tn
-    names = ("ty", "tx", "tile", "b", "t", "i", "j", "k", "ka", "kb", "kk")
-    ty, tx, tile, b, t, i, j, k0, ka, kb, kk = (src.fresh(s) for s in names)
+    ty, tx, tile, b, t, i, j = (src.fresh(s) for s in ("ty", "tx", "tile", "b", "t", "i", "j"))
     src.line(f"{ty} = tid // T")
     src.line(f"{tx} = tid % T")
     with src.block(f"for {tile} in range(bid, {stage.batch * per_batch}, nb):"):
@@ -48,25 +49,4 @@ def render_cuda(src: Source, stage: BatchedMatmulStage, kernel: Kernel, target) 
         src.line(f"{t} = {tile} % {per_batch}")
         src.line(f"{i} = ({t} // {tn}) * T + {ty}")
         src.line(f"{j} = ({t} % {tn}) * T + {tx}")
-        accs = [src.fresh("acc") for _ in stage.matmuls]
-        for acc in accs:
-            src.line(f"{acc} = f32(0)")
-        with src.block(f"for {k0} in range(0, {stage.k}, T):"):
-            src.line(f"{ka} = {k0} + {tx}")
-            src.line(f"{kb} = {k0} + {ty}")
-            for n, mm in enumerate(stage.matmuls):
-                with src.block(f"if {i} < {stage.m} and {ka} < {stage.k}:"):
-                    src.line(f"sa{n}[{ty}, {tx}] = {Scope(src).at(mm.a, (b, i, ka))}")
-                with src.block("else:"):
-                    src.line(f"sa{n}[{ty}, {tx}] = f32(0)")
-                with src.block(f"if {kb} < {stage.k} and {j} < {stage.n}:"):
-                    src.line(f"sb{n}[{ty}, {tx}] = {Scope(src).at(mm.b, (b, kb, j))}")
-                with src.block("else:"):
-                    src.line(f"sb{n}[{ty}, {tx}] = f32(0)")
-            src.line("cuda.syncthreads()")
-            with src.block(f"for {kk} in range(T):"):
-                for n, acc in enumerate(accs):
-                    src.line(f"{acc} += sa{n}[{ty}, {kk}] * sb{n}[{kk}, {tx}]")
-            src.line("cuda.syncthreads()")
-        with src.block(f"if {i} < {stage.m} and {j} < {stage.n}:"):
-            store(src, Scope(src, acc=lambda n: accs[n]), stage, (b, i, j), kernel)
+        tile_products(src, stage, kernel, (b,), i, j, ty, tx)
