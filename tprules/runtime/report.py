@@ -31,11 +31,7 @@ def render_text(report, width: int = 100, color: bool = False) -> str:
     console.print()
     console.print(chip_table(report))
     console.print()
-    console.print(output_table(report))
-    console.print()
-    if (expected := expected_table(report)) is not None:
-        console.print(expected)
-        console.print()
+    print_outputs(console, report)
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)}, "
                   f"{report.transfers} transfer{'' if report.transfers == 1 else 's'} ({size(report.moved_bytes)}); "
                   f"{verdict(report)}", soft_wrap=True)
@@ -81,6 +77,14 @@ def output_table(report):
         outs.add_row(o.tensor, "x".join(map(str, o.shape)) or "scalar", ",".join(map(str, o.chips)),
                      f"{o.max_abs_err:.2g}", f"{o.max_rel_err:.2g}", f"{o.tolerance:g}", "ok" if ok else "MISMATCH")
     return outs
+
+
+def print_outputs(console, report) -> None:
+    """The outputs against the reference, then against expected/ when the program has it."""
+    for shown in (output_table(report), expected_table(report)):
+        if shown is not None:
+            console.print(shown)
+            console.print()
 
 
 def expected_table(report):

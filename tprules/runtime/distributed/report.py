@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .. import RunReport
-from ..report import chip_table, expected_table, make_console, output_table, print_plan, seconds, size, table, verdict
+from ..report import chip_table, make_console, print_outputs, print_plan, seconds, size, table, verdict
 
 
 @dataclass
@@ -51,11 +51,7 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
     console.print()
     console.print(rank_table(report))
     console.print()
-    console.print(output_table(report))
-    console.print()
-    if (expected := expected_table(report)) is not None:
-        console.print(expected)
-        console.print()
+    print_outputs(console, report)
     n = report.allreduces
     each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
