@@ -54,14 +54,20 @@ def run(args) -> int:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
                          matmul=args.matmul,
                          show_kernels=_show_kernels if "kernels" in args.show else None)
+    from ..runtime.report import render_text
+
+    return emit_report(report, args, render_text)
+
+
+def emit_report(report, args, render_text) -> int:
+    """--save, then the report as JSON or text; the exit status (1: an output differs)."""
     if args.save:
         save(report, args.save)
     if args.format == "json":
         common.emit_json(report.to_json())
     else:
-        from ..runtime.report import render_text
-
         sys.stdout.write(render_text(report))
+    sys.stdout.flush()
     return 0 if report.ok else 1
 
 
@@ -86,16 +92,9 @@ def run_mpi(args) -> int:
     from ..runtime.distributed.rank import RankOptions, run_rank
 
     def emit(report) -> int:
-        if args.save:
-            save(report, args.save)
-        if args.format == "json":
-            common.emit_json(report.to_json())
-        else:
-            from ..runtime.distributed.report import render_text
+        from ..runtime.distributed.report import render_text
 
-            sys.stdout.write(render_text(report))
-        sys.stdout.flush()
-        return 0 if report.ok else 1
+        return emit_report(report, args, render_text)
 
     options = RankOptions(args.dir, args.device, args.repeat, args.timeout, Path(args.job) if args.job else None,
                           args.rules, args.shim, args.engine, args.unfused,
