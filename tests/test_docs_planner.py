@@ -15,7 +15,7 @@ from conftest import ROOT
 
 MODULES = ["tprules.shim.protocol", "tprules.shim.graph", "tprules.shim.manifest", "tprules.shim.base",
            "tprules.shim.tp", "tprules.planner", "tprules.planner.groups", "tprules", "tprules.program.shimsource",
-           "tprules.analysis.domains", "tprules.repl.complete"]
+           "tprules.analysis.domains", "tprules.repl.complete", "tprules.runtime.classes"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -13,7 +13,9 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 
 from __future__ import annotations
 
-from ..runtime.classes import dims
+from math import prod
+
+from ..runtime.classes import axis_groups, dims
 from .ir import Concat, Expr, Gather, Load, Remap
 
 NODES = (Remap, Concat, Gather)
@@ -97,27 +99,10 @@ def _concat(scope, e: Concat, idx) -> str:
 def _reshape(src, idx, out, into) -> list[str]:
     """The operand's index (shape `into`) for index `idx` of the reshaped result (shape `out`)."""
     child: list[str] = []
-    i = j = 0
-    while i < len(out) or j < len(into):
-        if j < len(into) and into[j] == 1:
+    for group_in, group_out in axis_groups(into, out):
+        if not group_out:  # an axis of size 1
             child.append("0")
-            j += 1
             continue
-        if i < len(out) and out[i] == 1:
-            i += 1
-            continue
-        group_out, group_in = [i], [j]
-        n_out, n_in = out[i], into[j]
-        i, j = i + 1, j + 1
-        while n_out != n_in:
-            if n_out < n_in:
-                group_out.append(i)
-                n_out *= out[i]
-                i += 1
-            else:
-                group_in.append(j)
-                n_in *= into[j]
-                j += 1
         if len(group_out) == 1 and len(group_in) == 1:
             child.append(idx[group_out[0]])
             continue
@@ -127,7 +112,7 @@ def _reshape(src, idx, out, into) -> list[str]:
                 terms.append(idx[d] if stride == 1 else f"{idx[d]} * {stride}")
             stride *= out[d]
         flat = _var(src, " + ".join(reversed(terms)))
-        stride = n_in
+        stride = prod(into[d] for d in group_in)
         for d in group_in:
             stride //= into[d]
             if into[d] == 1:

@@ -14,6 +14,7 @@ folds it (the all-reduce) into a replicated tensor.
 
 from __future__ import annotations
 
+from ..runtime.classes import axis_groups
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
 PARTIAL_THROUGH = ("reshape", "permute")
@@ -159,32 +160,6 @@ def _place(stride: int, size: int, parts: int, outof: list[int], out, x) -> list
     if left != 1:
         raise NotShardable(f"{x} does not fit the axes of {list(out)}")
     return placed
-
-
-def axis_groups(shape, out) -> list[tuple[list[int], list[int]]]:
-    """Pairs (axes of `shape`, axes of `out`) whose sizes multiply to the same number."""
-    groups, i, j = [], 0, 0
-    while i < len(shape) or j < len(out):
-        if i < len(shape) and shape[i] == 1:
-            groups.append(([i], []))
-            i += 1
-            continue
-        if j < len(out) and out[j] == 1:
-            j += 1
-            continue
-        into, outof, a, b = [i], [j], shape[i], out[j]
-        i, j = i + 1, j + 1
-        while a != b:
-            if a < b:
-                into.append(i)
-                a *= shape[i]
-                i += 1
-            else:
-                outof.append(j)
-                b *= out[j]
-                j += 1
-        groups.append((into, outof))
-    return groups
 
 
 def permute(attrs, ins, shapes, out, tp, **_) -> Placement:
