@@ -45,13 +45,12 @@ def buffers(kernel, held, chip: int) -> list:
 
 
 def main(argv=None) -> int:
+    from bench_run import add_layer_options
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tp", type=int, default=4)
     p.add_argument("--repeat", type=int, default=15)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--ffn", type=int, default=2816)
+    add_layer_options(p)
     args = p.parse_args(argv)
 
     import numba

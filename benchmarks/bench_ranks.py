@@ -55,16 +55,15 @@ def figures(report: dict) -> dict:
 
 
 def main(argv=None) -> int:
+    from bench_run import add_layer_options
+
     p = argparse.ArgumentParser(description="the Llama layer in one process and on MPI ranks")
     p.add_argument("--ranks", default="1,2,4", help="comma-separated rank counts (default 1,2,4)")
     p.add_argument("--repeat", type=int, default=10, help="runs per command; the fastest counts")
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds over the configurations")
     p.add_argument("--device", default="cpu", choices=("cpu", "sim", "cuda"))
     p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--ffn", type=int, default=2816)
+    add_layer_options(p)
     args = p.parse_args(argv)
 
     from generate import llama_layer

@@ -227,16 +227,21 @@ def bench_tp(args, tp: int, tmp: Path) -> list[dict]:
     return rows
 
 
+def add_layer_options(p: argparse.ArgumentParser) -> None:
+    """The Llama layer's shape (the benchmarks' default: seq 128, hidden 1024, 16 heads, ffn 2816)."""
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--ffn", type=int, default=2816)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="tprules run against numpy and PyTorch on a Llama layer")
     p.add_argument("--device", default="cpu", choices=("cpu", "sim", "cuda"))
     p.add_argument("--matmul", default="auto", choices=("auto", "library", "own"))
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--tp", default="1,2,4", help="comma-separated chip counts")
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--ffn", type=int, default=2816)
+    add_layer_options(p)
     p.add_argument("--impls", default="unfused,planner,numpy,torch,compile",
                    help=f"comma-separated, of: {', '.join(IMPLS)}")
     args = p.parse_args(argv)
