@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
 
     started = time.perf_counter()
     ws = Workspace(args.dir)
-    ws.model
+    _ = ws.model  # evaluate now
     gc.freeze()  # as `tprules why` and `tprules repl` do after loading (see settle_after_loading)
     load = time.perf_counter() - started
     statements = len(ws.program.order)

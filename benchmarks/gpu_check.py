@@ -102,13 +102,17 @@ def main(argv=None) -> int:
             prog = RunProgram.from_workspace(ws)
             loaded[name] = (ws, prog)
             check(f"{name} unfused [{core}]",
-                  lambda: execute(ws, unfused(prog), device=args.device, prog=prog, matmul=core), True, results)
+                  lambda ws=ws, prog=prog, core=core: execute(ws, unfused(prog), device=args.device, prog=prog,
+                                                              matmul=core), True, results)
             check(f"{name} planned [{core}]",
-                  lambda: execute(ws, make_plan(ws), device=args.device, prog=prog, matmul=core), True, results)
+                  lambda ws=ws, prog=prog, core=core: execute(ws, make_plan(ws), device=args.device, prog=prog,
+                                                              matmul=core), True, results)
         for case_name, case in cases().items():
             ws, prog = loaded[case["program"]]
             plan = fused_plan(prog, case["groups"])
-            check(f"fused {case_name} [{core}]", lambda: execute(ws, plan, device=args.device, prog=prog, matmul=core),
+            check(f"fused {case_name} [{core}]",
+                  lambda ws=ws, plan=plan, prog=prog, core=core: execute(ws, plan, device=args.device, prog=prog,
+                                                                         matmul=core),
                   case["matches_reference"], results)
     bench = None
     if not args.skip_bench:

@@ -65,6 +65,8 @@ def tiny_model(model_type: str, folder: Path) -> None:
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
+    import numpy as np
+
     from tprules.errors import BadInput
     from tprules.frontends.importer import import_hf
     from tprules.runtime import RunProgram, execute
@@ -72,8 +74,6 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
-
-    import numpy as np
 
     row = {"model_type": model_type}
     folder, out = work / "models" / model_type, work / "programs" / f"{model_type}-tp{tp}"

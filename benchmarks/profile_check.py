@@ -22,8 +22,8 @@ compileall.compile_dir(Path(__file__).resolve().parent.parent / "tprules", quiet
 STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
-import cProfile  # noqa: E402
 import contextlib  # noqa: E402
+import cProfile  # noqa: E402
 import importlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402

@@ -46,7 +46,8 @@ def tp_programs(draw, max_statements: int = 14, max_chips: int = 3, rows: int = 
         elif kind == "binary":
             b.stmt(name, draw(st.sampled_from(BINARY)), [draw(st.sampled_from(pool)), draw(st.sampled_from(pool))], out)
         else:
-            weight = b.tensor(f"w{i}", [cols, cols], spine=True) if home == "spine" else b.tensor(f"w{i}", [cols, cols], chip=home)
+            where = {"spine": True} if home == "spine" else {"chip": home}
+            weight = b.tensor(f"w{i}", [cols, cols], **where)
             b.stmt(name, "matmul", [draw(st.sampled_from(pool)), weight], out)
         home_tensors[home].append(out)
     statements = b.statements

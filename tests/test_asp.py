@@ -6,10 +6,10 @@ Skipped where clingo is not installed (`pip install .[bench]`).
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from conftest import FACTS
+from hypothesis import HealthCheck, given, settings
 from strategies import rule_sets
+
 from tprules.analysis import check_program
 from tprules.engine.asp import ClingoEngine, facts_to_asp, predicate, program_to_asp, quote
 from tprules.lang.parser import parse_text

@@ -10,7 +10,6 @@ import sys
 from collections import defaultdict
 
 import pytest
-
 from conftest import FACTS, ROOT
 
 

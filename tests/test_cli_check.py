@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import DATA, ROOT
 from helpers import read_tsv
+
 from tprules.workspace import ENGINES
 
 EXAMPLE = "facts/megatron-mlp-tp2"

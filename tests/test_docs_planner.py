@@ -10,7 +10,6 @@ import io
 import re
 
 import pytest
-
 from conftest import ROOT
 
 MODULES = ["tprules.shim.protocol", "tprules.shim.graph", "tprules.shim.manifest", "tprules.shim.base",

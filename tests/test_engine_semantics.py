@@ -20,9 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA
 from helpers import case_dirs, case_ids, needs_souffle, read_tsv, run_souffle, tsv_lines
+
 from tprules.analysis import check_program
 from tprules.deep import on_large_stack
 from tprules.errors import RuleError

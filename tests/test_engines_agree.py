@@ -7,11 +7,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from helpers import needs_souffle, read_tsv, run_souffle, tprules_verdicts, verdict_lines
+from hypothesis import HealthCheck, given, settings
 from strategies import tp_programs
 from test_golden import EXAMPLES
+
 from tprules.workspace import ENGINES, Workspace, load_checked_rules
 
 CHECKED = None

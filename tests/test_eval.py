@@ -14,9 +14,9 @@ from __future__ import annotations
 import shlex
 
 import pytest
-
 from conftest import DATA
 from helpers import case_dirs, case_ids
+
 from tprules.workspace import ENGINES
 
 CASES = case_dirs(DATA / "eval")

@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
-
 from conftest import FACTS
+from hypothesis import HealthCheck, given, reject, settings
 from strategies import rule_sets, tp_programs
+
 from tprules.analysis import check_program
 from tprules.engine.evaluate import Model
 from tprules.engine.pydatalog_backend import PyDatalogEngine

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FACTS
+
 from tprules.explain.explainer import Explainer
 from tprules.explain.oneline import verdict_line
 from tprules.workspace import Workspace

@@ -11,14 +11,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from conftest import FACTS
+from hypothesis import HealthCheck, given, settings
 from strategies import tp_programs
+
 from tprules.engine.constant import constant_value
 from tprules.explain.explainer import Explainer
-from tprules.explain.proof import (AggregateValue, Checked, Computed, Derived, Elided, Fact, Shown, Unproven,
-                                   WhyNot)
+from tprules.explain.proof import AggregateValue, Checked, Computed, Derived, Elided, Fact, Shown, Unproven, WhyNot
 from tprules.explain.query import read_atom
 from tprules.explain.terms import atom_text
 from tprules.lang import ast

@@ -5,11 +5,11 @@ from __future__ import annotations
 import doctest
 
 import pytest
+from conftest import RULES
 
 import tprules.explain.query
 import tprules.lang.parser
 import tprules.repl.complete
-from conftest import RULES
 from tprules.analysis.program import load_rules
 from tprules.errors import RuleSyntaxError
 from tprules.explain.query import QueryError, query_variables, read_atom, read_query

@@ -6,8 +6,20 @@ import io
 
 from rich.console import Console
 
-from tprules.explain.proof import (AggregateValue, Attempt, Checked, Computed, Derived, Elided, Explanation, Fact,
-                                   Fusion, Shown, Unproven, WhyNot)
+from tprules.explain.proof import (
+    AggregateValue,
+    Attempt,
+    Checked,
+    Computed,
+    Derived,
+    Elided,
+    Explanation,
+    Fact,
+    Fusion,
+    Shown,
+    Unproven,
+    WhyNot,
+)
 from tprules.explain.render import Renderer, to_text
 from tprules.lang.ast import Pos
 

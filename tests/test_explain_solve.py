@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FACTS, RULES
+
 from tprules.analysis.program import check_program, load_rules
 from tprules.engine.evaluate import Evaluator
-from tprules.explain.query import query_variables, read_atom, read_query
 from tprules.explain.access import SCANS_BEFORE_INDEX, ColumnarAccess, TupleAccess
+from tprules.explain.query import query_variables, read_atom, read_query
 from tprules.explain.solve import Solver
 from tprules.lang import ast
 from tprules.lang.parser import parse_text

@@ -10,9 +10,9 @@ explanation. After a deliberate change: `tprules golden --update` (or this file 
 from __future__ import annotations
 
 import pytest
-
 from conftest import FACTS, ROOT
 from helpers import read_tsv
+
 from tprules.golden.check import Golden
 from tprules.golden.corpus import example_programs, targets
 from tprules.golden.render import golden_text

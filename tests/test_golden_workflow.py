@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from conftest import FACTS, ROOT
+
 from tprules.golden.corpus import meant_for, shim_folder
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from conftest import DATA, RULES
 from helpers import needs_souffle, read_tsv, run_souffle
+
 from tprules.lang import ast
 from tprules.lang.parser import parse_file, parse_text
 from tprules.lang.printer import print_program

@@ -12,7 +12,6 @@ Lint must exit 2 and write nothing on stdout.
 from __future__ import annotations
 
 import pytest
-
 from conftest import DATA, FACTS, RULES
 from helpers import case_dirs, case_ids
 

@@ -12,7 +12,6 @@ Each folder under tests/data/malformed/ is one case, run from inside that folder
 from __future__ import annotations
 
 import pytest
-
 from conftest import DATA, ROOT
 from helpers import case_dirs, case_ids
 

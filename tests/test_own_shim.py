@@ -18,9 +18,9 @@ import json
 import shutil
 
 import pytest
-
 from conftest import DATA, FACTS, RULES
 from helpers import case_dirs, case_ids
+
 from tprules.paths import display_path
 
 CASES = case_dirs(DATA / "own_shim")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from conftest import FACTS, ROOT
+from hypothesis import HealthCheck, given, settings
 from strategies import tp_programs
+
 from tprules.planner import Plan, plan, plan_graph
 from tprules.program.order import data_flow
 from tprules.shim import Fit, FusedOp, Support, TensorGraph

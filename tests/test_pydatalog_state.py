@@ -7,9 +7,9 @@ from __future__ import annotations
 import gc
 import threading
 
+from conftest import DATA
 from pyDatalog import pyDatalog
 
-from conftest import DATA
 from tprules.analysis import check_program
 from tprules.analysis.program import load_rules
 from tprules.engine.pydatalog_backend import PyDatalogEngine

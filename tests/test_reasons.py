@@ -11,9 +11,9 @@ the programs were made. Every engine and Soufflé must give exactly the expected
 from __future__ import annotations
 
 import pytest
-
 from conftest import DATA
 from helpers import needs_souffle, read_tsv, souffle_verdicts, tprules_verdicts
+
 from tprules.workspace import ENGINES
 
 ROOT = DATA / "reasons"

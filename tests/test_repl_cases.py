@@ -5,7 +5,6 @@ Each folder under tests/data/repl/ is one case (see tests/explain_cases.py)."""
 from __future__ import annotations
 
 import pytest
-
 from explain_cases import expected, repl_cases, run_case
 
 

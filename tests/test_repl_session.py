@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import FACTS
 from rich.text import Text
 
-from conftest import FACTS
 from tprules.explain.render import to_text
 from tprules.repl.complete import ReplCompleter, candidates
 from tprules.repl.session import COMMANDS, QUIT, Session

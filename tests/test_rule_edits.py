@@ -17,9 +17,9 @@ import json
 import re
 
 import pytest
-
 from conftest import FACTS, RULES
 from test_reasons import SPEC_REASONS
+
 from tprules.golden.corpus import example_programs, meant_for
 from tprules.lang import ast
 from tprules.lang.parser import parse_file

@@ -6,11 +6,10 @@ import json
 import re
 
 import pytest
-
 from conftest import FACTS
+
 from tprules.errors import BadInput, RuleError
-from tprules.shim import (FactShim, Fit, FusedOp, Manifest, Op, Shim, Support, TensorGraph,
-                          TensorParallelShim, fits_all)
+from tprules.shim import FactShim, Fit, FusedOp, Manifest, Op, Shim, Support, TensorGraph, TensorParallelShim, fits_all
 
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if p.is_dir() and (p / "op.facts").exists())
 SHIMS = ("cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32")

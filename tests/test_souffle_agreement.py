@@ -9,10 +9,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from conftest import FACTS
+from hypothesis import HealthCheck, given, settings
 from strategies import rule_sets
+
 from tprules.analysis import check_program
 from tprules.lang.parser import parse_text
 from tprules.workspace import ENGINES, Workspace, make_engine

@@ -5,7 +5,6 @@ tprules' `legal` and `refused` (the rule files run unchanged on Soufflé). Skipp
 from __future__ import annotations
 
 import pytest
-
 from helpers import needs_souffle, souffle_verdicts, tprules_verdicts
 from test_golden import EXAMPLES
 

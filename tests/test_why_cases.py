@@ -5,7 +5,6 @@ Each folder under tests/data/why/ is one case (see tests/explain_cases.py)."""
 from __future__ import annotations
 
 import pytest
-
 from explain_cases import expected, run_case, why_cases
 
 

@@ -8,9 +8,10 @@ import shutil
 import sys
 
 import pytest
-from .tiny import make_model
 
 from tprules.cli import main
+
+from .tiny import make_model
 
 
 def leftovers(parent, name) -> list[str]:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from .tiny import MUST_WORK
 
 from tprules.runtime import RunProgram, execute
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
+
+from .tiny import MUST_WORK
 
 
 def facts(folder, relation) -> list[list[str]]:

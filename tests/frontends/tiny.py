@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 # hidden 64, 2 layers, 4 heads of 16, 2 key/value heads; weights larger than the usual
 # 0.02 so that attention and the MLP move the logits well beyond the tolerance
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,

@@ -141,8 +141,9 @@ def test_the_rules_matter_for_folds(cli, rules_copy):
 
 def test_a_mismatch_exits_1_and_says_which_output(cli, monkeypatch):
     """A planner that fuses a fold (what the rules refuse) makes run fail, whatever planner it is."""
-    import tprules.planner
     from plans import fused_plan
+
+    import tprules.planner
 
     _, prog = example("megatron-mlp-tp2")
     monkeypatch.setattr(tprules.planner, "plan", lambda ws, **_: fused_plan(prog, [["allreduce", "bias", "residual"]]))

@@ -40,7 +40,7 @@ def test_hand_made_fused_plans_on_cpu(name):
 def sim_batches():
     """One simulator run per program for every matching case (the simulator is slow)."""
     by_program: dict[str, list] = {}
-    for name, case in sorted(CASES.items()):
+    for _name, case in sorted(CASES.items()):
         if case["matches_reference"]:
             groups = by_program.setdefault(case["program"], [])
             taken = {o for g in groups for o in g}

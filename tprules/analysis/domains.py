@@ -59,7 +59,7 @@ def column_domains(rules: Iterable[ast.Rule]) -> dict[Column, frozenset[Column]]
     for rule in rules:
         seen: dict[str, object] = {}  # variable → a node of its domain
 
-        def meet(var: str, node) -> None:
+        def meet(var: str, node, seen=seen) -> None:
             sets.find(node)
             if var in seen:
                 sets.union(node, seen[var])

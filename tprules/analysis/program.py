@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from .. import __version__

@@ -18,8 +18,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from .ir import (AbsMax, Acc, BatchedMatmulStage, Concat, Expr, Gather, Kernel, Load, MatmulStage, Op, Pointwise,
-                 Quant, Remap, RowOut, RowStage, Transpose)
+from .ir import (
+    AbsMax,
+    Acc,
+    BatchedMatmulStage,
+    Concat,
+    Expr,
+    Gather,
+    Kernel,
+    Load,
+    MatmulStage,
+    Op,
+    Pointwise,
+    Quant,
+    Remap,
+    RowOut,
+    RowStage,
+    Transpose,
+)
 
 TRANSCENDENTAL = ("exp", "silu", "gelu", "gelu_erf", "sigmoid", "tanh", "expm1", "pow")  # a libm call, not a few instructions
 

@@ -7,8 +7,7 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
-from . import cpu_gemm
-from . import batched
+from . import batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
 

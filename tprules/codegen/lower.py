@@ -9,11 +9,28 @@ from __future__ import annotations
 
 from ..runtime.program import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
 from . import layout
-from .ir import (AbsMax, Acc, BatchedMatmulStage, Expr, Kernel, Load, Matmul, MatmulStage, Op, Param, Pointwise,
-                 Quant, RowOp, RowOut, RowStage, Store, Transpose)
+from .ir import (
+    AbsMax,
+    Acc,
+    BatchedMatmulStage,
+    Expr,
+    Kernel,
+    Load,
+    Matmul,
+    MatmulStage,
+    Op,
+    Param,
+    Pointwise,
+    Quant,
+    RowOp,
+    RowOut,
+    RowStage,
+    Store,
+    Transpose,
+)
+from .schedule import LOCAL, Schedule, operands, schedule
 
 ROW_EPS = {"layernorm": "1e-5"}  # the default eps of a row class, where it is not 1e-6
-from .schedule import LOCAL, Schedule, operands, schedule
 
 
 class Lowering:

@@ -31,8 +31,8 @@ def write_facts(facts, relations, out: Path) -> None:
 
 def run(args) -> int:
     from ..config import default_rules_dir
-    from ..workspace import load_checked_rules
     from ..program.load import load_program
+    from ..workspace import load_checked_rules
 
     checked = load_checked_rules(args.rules)
     program = load_program(args.dir, checked, args.shim)

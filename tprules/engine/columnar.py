@@ -23,8 +23,8 @@ from ..errors import RuleError
 from ..lang import ast
 from ..program.columns import Symbols, encode_rows
 from .column_model import ColumnarModel
-from .compile import one_positive_atom
 from .column_values import DTYPES, TermValues, encode_typed, storage
+from .compile import one_positive_atom
 from .constant import fact_values, kind_of
 from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from ..lang import ast
 from ..lang.printer import print_literal
 from .proof import Explanation, Fusion, Proof, WhyNot
-from .terms import constant
 from .prove import DEFAULT_DEPTH, Prover
+from .terms import constant
 from .whynot import WhyNotFinder
 
 PROOFS_SHOWN = 8  # tuples proven when an atom with variables matches many

@@ -13,8 +13,23 @@ from rich.console import Console, Group
 from rich.text import Text
 from rich.tree import Tree
 
-from .proof import (AggregateValue, Attempt, Checked, Computed, Derived, Elided, Explanation, Fact, Fusion, Proof,
-                    Shown, Unproven, WhyNot, to_json, where)
+from .proof import (
+    AggregateValue,
+    Attempt,
+    Checked,
+    Computed,
+    Derived,
+    Elided,
+    Explanation,
+    Fact,
+    Fusion,
+    Proof,
+    Shown,
+    Unproven,
+    WhyNot,
+    to_json,
+    where,
+)
 from .terms import show
 
 # Styles (dropped when colour is off).

@@ -43,9 +43,9 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
-    from .lower import Lowerer
     from .constants import Constants
     from .hf import build_model, head_counts, read_source
+    from .lower import Lowerer
     from .tp import Heads, check_heads, shard
     from .trace import trace
     from .write import add_candidates, check_out, write_folder
@@ -91,7 +91,7 @@ def _data(src, model, graph, constants, tpp, tp, batch, seq, seed):
     """Every input's values (a split weight one file per chip), and torch's own logits."""
     import torch
 
-    vocab = int(getattr(src.config, "vocab_size"))
+    vocab = int(src.config.vocab_size)
     ids = np.random.default_rng(seed).integers(0, vocab, size=(batch, seq)).astype(np.int64)
     data = {}
     for v in graph.inputs:
@@ -119,8 +119,8 @@ def _numpy(t) -> np.ndarray:
 
 def _wellformed(folder: Path) -> None:
     """The folder must pass tprules' own checks before it replaces DIR."""
-    from ..workspace import load_checked_rules
     from ..program.load import load_program
+    from ..workspace import load_checked_rules
 
     load_program(folder, load_checked_rules(None))
 

@@ -9,9 +9,9 @@ from collections import defaultdict
 
 from ..errors import IllFormed
 from ..lang.ast import Pos
-from .facts import FactBase
 from . import guards
 from .columns import Columns
+from .facts import FactBase
 from .schema import DTYPES, LEVELS, LIMIT_KEYS, SPEC
 
 

@@ -84,7 +84,7 @@ class Session:
         gc.unfreeze()  # what an earlier load froze may be collected again once replaced
         try:
             ws = Workspace(self.program_dir, self.rules_dir, self.shim)
-            ws.model  # evaluate now: an evaluation error is a load error
+            _ = ws.model  # evaluate now: an evaluation error is a load error
         finally:
             gc.freeze()  # the loaded model stays until the next :reload; see commands/why.py
         return ws

@@ -84,7 +84,7 @@ def compare(prog: RunProgram, outputs: dict[str, dict[int, np.ndarray]], ref: Va
         info = prog.tensors[t]
         want = ref.get(t, info.home)
         worst_abs, worst_rel = 0.0, 0.0
-        for chip, got in sorted(outputs[t].items()):
+        for _chip, got in sorted(outputs[t].items()):
             a, r = errors(got, want)
             worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
         tol = tolerance(prog, t)

@@ -21,7 +21,7 @@ BASE = {
     "fold": [("ar", "mlp_out")],
     "member": [("f", "mm0"), ("f", "mm1")],
 }
-CLASSES = [l.split("\t")[0] for l in (ROOT.parents[2] / "facts/shims/registry.facts").read_text().splitlines() if l]
+CLASSES = [line.split("\t")[0] for line in (ROOT.parents[2] / "facts/shims/registry.facts").read_text().splitlines() if line]
 
 
 def replace(rel, old, new):
@@ -50,7 +50,8 @@ def both(*fs):
 
 
 def own_shim(levels):
-    return both(add("shim", ("mychip",)), add("supports", *[("mychip", c, levels.get(c, "fused")) for c in CLASSES if levels.get(c) != "-"]))
+    answers = [("mychip", c, levels.get(c, "fused")) for c in CLASSES if levels.get(c) != "-"]
+    return both(add("shim", ("mychip",)), add("supports", *answers))
 
 
 CASES = {

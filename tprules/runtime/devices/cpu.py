@@ -28,7 +28,6 @@ from ...codegen import cache, cpu
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
 
-
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _MALLOC_TUNED: list[bool] = []
 

@@ -12,7 +12,6 @@ import numpy as np
 
 from .cuda import CudaDevice, CudaQueue
 
-
 SWITCH_INTERVAL = 1e-5  # seconds
 
 

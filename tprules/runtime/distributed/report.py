@@ -44,8 +44,9 @@ class DistributedReport(RunReport):
 
 def render_text(report: DistributedReport, width: int = 130, color: bool = False) -> str:
     console, buf = make_console(width, color)
-    print_plan(console, report, f"run {report.program} on {report.device}, {len(report.ranks)} rank"
-                                f"{'' if len(report.ranks) == 1 else 's'} ({report.mpi})   shim {report.shim} ({report.shim_source})")
+    ranks = f"{len(report.ranks)} rank{'' if len(report.ranks) == 1 else 's'}"
+    print_plan(console, report, f"run {report.program} on {report.device}, {ranks} ({report.mpi})"
+                                f"   shim {report.shim} ({report.shim_source})")
     console.print()
     console.print(chip_table(report))
     console.print()
