@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import RuleError
+from ..errors import RuleError, Unsupported
 from ..lang import ast
 from .types import Typer, resolve_types
 
@@ -161,6 +161,19 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
     in_aggregates = set().union(*(ast.aggregate_vars(a) for lit in body for a in ast.literal_aggregates(lit)))
     in_expressions = {n for lit in body if isinstance(lit, ast.Atom)
                       for arg in lit.args if not isinstance(arg, ast.Var) for n in ast.term_vars(arg)}
+    head_vars = ast.literal_vars(head) if head is not None else set()
+    # A head variable bound only inside a min or max: Soufflé binds it to the tuple that
+    # gives the min or max (a witness; Soufflé rejects one of count, sum or mean).
+    extremes = [a for lit in body for a in ast.literal_aggregates(lit) if a.func in ("min", "max")]
+    witnesses = sorted(n for n in unsafe if n in head_vars and n not in in_expressions
+                       and any(n in ast.aggregate_vars(a) for a in extremes))
+    if witnesses:
+        agg = next(a for a in extremes if set(witnesses) & ast.aggregate_vars(a))
+        problems.append(Unsupported(f"tprules does not support aggregate witnesses (head variable"
+                                    f"{'s' if len(witnesses) > 1 else ''} {', '.join(witnesses)} bound only inside "
+                                    f"the {agg.func} aggregate at {agg.pos})", unsafe[witnesses[0]]))
+        for name in witnesses:
+            del unsafe[name]
     for name, pos in unsafe.items():
         if name in in_expressions:
             problems.add(f"unsafe variable {name} in {where}: it appears in positive atoms only inside "
@@ -174,7 +187,7 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
         for agg in ast.literal_aggregates(lit):
             inner = ast.aggregate_vars(agg)
             shared = inner & (outside_vars(head, body, agg) | outer)  # outer: a nested aggregate's scope
-            for name in sorted(shared - bound - set(unsafe)):
+            for name in sorted(shared - bound - set(unsafe) - set(witnesses)):
                 problems.add(f"unsafe variable {name} in {where}: used in an aggregate but not bound outside it", agg.pos)
             local_bound = bound_variables(agg.body, frozenset(shared))
             if agg.target is not None:
