@@ -21,6 +21,7 @@ def add_parser(sub):
                    help="where .input relations are read (default: .)")
     p.add_argument("-D", "--output", dest="output", metavar="OUT_DIR", default=".",
                    help="where .output relations are written as <rel>.csv (default: .); '-' prints them")
+    common.add_include(p)
     common.add_engine(p)
     common.add_show(p)
     return p
@@ -29,6 +30,7 @@ def add_parser(sub):
 def load(program: str):
     """Parse and check a .dl file or a folder of them."""
     from ..analysis.program import check_program, load_rules
+    from ..config import include_dirs
     from ..errors import UsageError
     from ..lang.parser import parse_file
     from ..paths import display_path
@@ -38,7 +40,7 @@ def load(program: str):
         return load_rules(path, use_cache=False)
     if not path.is_file():
         raise UsageError(f"no such program: {program} (a .dl file or a folder of them)")
-    return check_program(parse_file(path, display_path(path)), display_path(path))
+    return check_program(parse_file(path, display_path(path), include_dirs()), display_path(path))
 
 
 def run(args) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from lark.exceptions import UnexpectedInput, VisitError
 from ..deep import deep
 from ..errors import BadInput, RuleSyntaxError
 from . import ast
+from .preprocess import SourceMap, needs_preprocessor, preprocess
 from .syntax_errors import refusal, syntax_error
 
 _GRAMMAR = Path(__file__).with_name("souffle.lark")
@@ -87,13 +89,15 @@ def _number(text: str) -> int:
 
 
 class _ToAst(Transformer):
-    def __init__(self, filename: str):
+    def __init__(self, filename: str, where: SourceMap | None = None):
         super().__init__()
-        self.filename = filename
+        self.filename, self.where = filename, where
 
     def _pos(self, meta_or_token) -> ast.Pos:
         line = getattr(meta_or_token, "line", 0) or 0
         col = getattr(meta_or_token, "column", 0) or 0
+        if self.where is not None:  # preprocessed text: the original file, line and column
+            return self.where.pos(line, col)
         return ast.Pos(self.filename, line, col)
 
     @v_args(meta=True)
@@ -334,12 +338,16 @@ class _ToAst(Transformer):
     sum, min, max, mean = _aggregate("sum"), _aggregate("min"), _aggregate("max"), _aggregate("mean")
 
 
-def parse_text(text: str, filename: str = "<text>") -> ast.Program:
-    """Parse one rule file's text.
+def parse_text(text: str, filename: str = "<text>", include_dirs=()) -> ast.Program:
+    """Parse one rule file's text (through the C preprocessor when it holds a directive;
+    `#include` looks in the file's folder, then in `include_dirs`).
 
     >>> parse_text('.decl e(a: number)\\ne(1).').rules[0].head.args
     (Num(value=1),)
     """
+    if needs_preprocessor(text):
+        expanded, where = preprocess(text, filename, include_dirs)
+        return _parse(expanded, filename, "start", where)
     return _parse(text, filename, "start")
 
 
@@ -365,22 +373,27 @@ def parse_body(text: str, filename: str = "<query>") -> tuple[ast.Literal, ...]:
     return alternatives[0]
 
 
-def _parse(text: str, filename: str, start: str):
+def _parse(text: str, filename: str, start: str, where: SourceMap | None = None):
     try:
         tree = _lark().parse(text, start=start)
     except UnexpectedInput as err:
-        raise syntax_error(err, text, filename, _patterns()) from None
+        problem = syntax_error(err, text, filename, _patterns())
+        if where is not None and problem.pos is not None:
+            problem.pos = where.pos(problem.pos.line, problem.pos.col)
+            problem.message = re.sub(r"end of line (\d+)", lambda m: f"end of line {where.pos(int(m[1]), 0).line}",
+                                     problem.message)
+        raise problem from None
     try:
-        return deep(_ToAst(filename).transform, tree)
+        return deep(_ToAst(filename, where).transform, tree)
     except VisitError as err:
         if isinstance(err.orig_exc, BadInput):
             raise err.orig_exc from None
         raise RuleSyntaxError(str(err.orig_exc), ast.Pos(filename, 0, 0)) from None
 
 
-def parse_file(path: Path, display: str | None = None) -> ast.Program:
+def parse_file(path: Path, display: str | None = None, include_dirs=()) -> ast.Program:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as err:
         raise RuleSyntaxError(f"cannot read rule file: {err}", ast.Pos(str(display or path), 0, 0)) from None
-    return parse_text(text, display or str(path))
+    return parse_text(text, display or str(path), include_dirs)
