@@ -14,6 +14,7 @@ from ..deep import deep
 from ..errors import RuleError, raise_all
 from ..lang import ast
 from .checks import check_program_items
+from .components import expand_components
 from .locality import is_candidate_local
 from .normalise import evaluation_rules
 from .strata import Stratum, stratify
@@ -47,6 +48,7 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
 
 
 def _check_program(program: ast.Program, source: str) -> CheckedProgram:
+    program = expand_components(program)  # before every check: they see plain relations
     decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:

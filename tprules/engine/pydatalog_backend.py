@@ -34,7 +34,12 @@ _UNIT = 0  # the placeholder column of a zero-arity relation
 
 
 def _pred(rel: str, derived: bool = False) -> str:
-    return ("d_" if derived else "r_") + rel.replace("?", "_q_")
+    return ("d_" if derived else "r_") + _identifier(rel)
+
+
+def _identifier(rel: str) -> str:
+    """A relation's name as a Python identifier (`?` and a component instance's `.` spelled out)."""
+    return rel.replace("?", "_q_").replace(".", "_d_")
 
 
 def _var(name: str) -> str:
@@ -124,7 +129,7 @@ class _Translator:
     def projection(self, atom: ast.Atom) -> str:
         """A helper predicate over an atom's named, non-wildcard columns (for negation)."""
         keep = [t for t in atom.args if not isinstance(t, ast.Wildcard)]
-        name = f"p_{atom.rel}_{next(self.fresh)}".replace("?", "_q_")
+        name = f"p_{_identifier(atom.rel)}_{next(self.fresh)}"
         params = [f"V__p{i}" for i in range(len(keep))]
         args, i = [], 0
         for t in atom.args:

@@ -190,11 +190,13 @@ Literal = Union[Atom, Negation, Comparison]
 
 @dataclass(frozen=True)
 class Rule:
-    """A rule `head :- body.`; a fact is a rule with an empty body."""
+    """A rule `head :- body.`; a fact is a rule with an empty body. A rule of a component
+    says which instance it belongs to (`origin`, e.g. `instance shimA of component Shim (.init at r.dl:9:7)`)."""
 
     head: Atom
     body: tuple[Literal, ...]
     pos: Pos = _pos()
+    origin: str = field(default="", compare=False)
 
     @property
     def is_fact(self) -> bool:
@@ -258,7 +260,46 @@ class Pragma:
     pos: Pos = _pos()
 
 
-Item = Union[Decl, Directive, TypeDecl, Pragma, Rule]
+@dataclass(frozen=True)
+class CompType:
+    """A component's name with its type parameters: `Graph<N>`."""
+
+    name: str
+    params: tuple[str, ...] = ()
+    pos: Pos = _pos()
+
+    def __str__(self) -> str:
+        return self.name + (f"<{', '.join(self.params)}>" if self.params else "")
+
+
+@dataclass(frozen=True)
+class Component:
+    """`.comp Name<T> : Base<T> { items }`."""
+
+    type: CompType
+    bases: tuple[CompType, ...]
+    items: tuple["Item", ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Init:
+    """`.init instance = Component<args>`."""
+
+    instance: str
+    comp: CompType
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Override:
+    """`.override rel` inside a component: the base's own rules for rel are dropped."""
+
+    rel: str
+    pos: Pos = _pos()
+
+
+Item = Union[Decl, Directive, TypeDecl, Pragma, Rule, Component, Init, Override]
 
 
 @dataclass(frozen=True)

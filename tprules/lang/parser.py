@@ -111,7 +111,7 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def decl(self, meta, children):
-        names = [c for c in children if isinstance(c, Token) and c.type == "NAME"]
+        names = [c for c in children if isinstance(c, Token) and c.type in ("NAME", "QNAME")]
         attrs = tuple(c for c in children if isinstance(c, ast.Attribute))
         quals = [c for c in children if isinstance(c, tuple)]
         qualifiers = tuple(dict.fromkeys(q for q, _ in quals if q in ast.QUALIFIERS))
@@ -165,6 +165,35 @@ class _ToAst(Transformer):
     def pragma(self, meta, children):
         key, value = children
         return ast.Pragma(_unescape(str(key)), _unescape(str(value)) if value is not None else "", self._pos(meta))
+
+    # -- components -----------------------------------------------------------------
+
+    @v_args(meta=True)
+    def component(self, meta, children):
+        own, *rest = children
+        bases = tuple(c for c in rest if isinstance(c, ast.CompType))
+        items: list[ast.Item] = []
+        for c in rest:
+            if c is None or isinstance(c, ast.CompType):
+                continue
+            items.extend(c if isinstance(c, list) else [c])
+        return ast.Component(own, bases, tuple(items), self._pos(meta))
+
+    def comp_type(self, children):
+        name, params = children
+        return ast.CompType(str(name), tuple(params or ()), self._pos(name))
+
+    def type_params(self, children):
+        return [str(c) for c in children]
+
+    @v_args(meta=True)
+    def init(self, meta, children):
+        name, comp = children
+        return ast.Init(str(name), comp, self._pos(name))
+
+    def override(self, children):
+        (name,) = children
+        return ast.Override(str(name), self._pos(name))
 
     # -- clauses --------------------------------------------------------------------
 

@@ -91,6 +91,12 @@ def print_rule(rule: ast.Rule) -> str:
     return f"{head}." if rule.is_fact else f"{head} :- {print_body(rule.body)}."
 
 
+def print_rule_origin(rule: ast.Rule) -> str:
+    """The rule, and for a rule of a component, which instance of which component it is."""
+    text = print_rule(rule)
+    return f"{text}  // {rule.origin}" if rule.origin else text
+
+
 def print_item(item: ast.Item) -> str:
     match item:
         case ast.Decl(name, attrs, _, qualifiers):

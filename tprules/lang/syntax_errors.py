@@ -59,7 +59,7 @@ def _refused(err: UnexpectedInput, text: str, pos: Pos) -> Unsupported | None:
         return refusal("subsumption (head <= head :- body)", pos)
     return None
 
-_WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
+_WORDS = {"NAME": "a name", "QNAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
           "FLOAT": "a float", "UNSIGNED": "an unsigned", "$END": "end of file"}
 _AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "MEAN"}
 _FUNCTORS = {"CAT", "ORD", "RANGE", "STRLEN", "SUBSTR", "TO_FLOAT", "TO_NUMBER", "TO_STRING", "TO_UNSIGNED", "AS",
