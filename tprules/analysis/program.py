@@ -17,6 +17,7 @@ from .checks import check_program_items
 from .components import expand_components
 from .locality import is_candidate_local
 from .normalise import evaluation_rules
+from .records import desugar_records
 from .strata import Stratum, stratify
 
 
@@ -49,6 +50,9 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
 
 def _check_program(program: ast.Program, source: str) -> CheckedProgram:
     program = expand_components(program)  # before every check: they see plain relations
+    shape_problems: list[RuleError] = []
+    program = desugar_records(program, shape_problems)  # and plain values (records are symbols)
+    raise_all(shape_problems)
     decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:

@@ -42,6 +42,9 @@ def resolve_types(program: ast.Program, problems) -> dict[str, str]:
         decl = defs.get(name)
         if decl is None or name in seen:
             return None
+        if decl.kind in ("record", "adt"):  # held as interned symbols (engine/record_values.py)
+            resolved[name] = "symbol"
+            return "symbol"
         kinds = []
         for base in decl.bases:
             kind = resolve(base, seen + (name,))
@@ -164,6 +167,8 @@ class Typer:
             case ast.Aggregate(_, target):
                 found = self.infer(target) if target is not None else None
                 return found if found in NUMERIC else "number"  # a symbol target is reported there
+            case ast.Functor(name, args) if name.startswith("."):
+                return self.typenames.get(name.split(":")[2]) or "number" if name.startswith(".field:") else "symbol"
             case ast.Functor(name, args):
                 result = _RESULT.get(name)
                 if result is not None:
@@ -318,6 +323,8 @@ class Typer:
 
     def _functor(self, term: ast.Functor, want: str) -> ast.Term:
         name, args = term.name, term.args
+        if name.startswith("."):  # a record's functors (records.py): field types in the name
+            return self._record_functor(term)
         low, high = _ARITY[name]
         if not low <= len(args) <= high:
             count = f"{low}" if low == high else f"{low} to {high}" if high < 99 else f"at least {low}"
@@ -336,6 +343,22 @@ class Typer:
             kind = allowed[0]
         typed = tuple(self.expect(a, (kind,), f"argument {i + 1} of {name}") for i, a in enumerate(args))
         return dataclasses.replace(term, args=typed, type=kind)
+
+    def _record_functor(self, term: ast.Functor) -> ast.Term:
+        """`.rec:T1|T2` and `.adt:Name:T1|T2` build a value from fields of those types (any
+        where unknown); `.field:i:T` reads field i as a T; `.tag` names the shape."""
+        name, args = term.name, term.args
+        if name == ".tag":
+            return dataclasses.replace(term, args=(self.expect(args[0], ("symbol",), "a record"),), type="symbol")
+        if name.startswith(".field:"):
+            kind = self.typenames.get(name.split(":")[2]) or "number"
+            return dataclasses.replace(term, args=(self.expect(args[0], ("symbol",), "a record"),), type=kind)
+        wanted = name.split(":")[-1].split("|") if ":" in name else []
+        typed = []
+        for i, arg in enumerate(args):
+            kind = self.typenames.get(wanted[i]) if i < len(wanted) else None
+            typed.append(self.expect(arg, (kind,) if kind else _ANY, f"field {i + 1} of a record"))
+        return dataclasses.replace(term, args=tuple(typed), type="symbol")
 
     def _aggregate(self, term: ast.Aggregate) -> ast.Term:
         body = self._literals(term.body)

@@ -60,7 +60,8 @@ def _run(args) -> int:
     read: dict[str, list[tuple]] = {}
     for chan in chans:
         if chan.kind == "input":
-            read.setdefault(chan.rel, []).extend(souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir))
+            rows = souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir)
+            read.setdefault(chan.rel, []).extend(souffle_io.records_read(checked, chan.rel, rows))
     values.number_symbols(souffle_io.symbols_in_order(checked, read))
     facts = {rel: set(rows) for rel, rows in read.items()}
     if "strata" in args.show:

@@ -195,6 +195,10 @@ def render(value, kind: str) -> str:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return "%.17g" % value
+    if kind == "symbol" and value.startswith("\x1e"):  # a record or ADT value: Soufflé's printed form
+        from .record_values import printed
+
+        return printed(value)
     return str(value)
 
 
@@ -250,6 +254,10 @@ def contains(sub: str, text: str) -> bool:
 
 def functor(name: str, kind: str, args: tuple, arg_kinds: tuple[str, ...]):
     """The value of a functor (not range, which yields several)."""
+    if name.startswith("."):  # a record's functors (analysis/records.py)
+        from .record_values import functor as record_functor
+
+        return record_functor(name, kind, args, arg_kinds)
     if name == "cat":
         return "".join(args)
     if name == "strlen":

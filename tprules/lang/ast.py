@@ -145,7 +145,34 @@ class Aggregate:
     type: str = _kind()
 
 
-Term = Union[Var, Wildcard, Num, Unsigned, Float, Str, BinOp, Negative, Functor, Cast, Aggregate]
+@dataclass(frozen=True)
+class Record:
+    """A record `[a, b]` (its type comes from where it is used)."""
+
+    args: tuple[Term, ...]
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Nil:
+    """The empty record `nil`."""
+
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A value of an algebraic data type: `$Int(1)`, `$Mon`."""
+
+    name: str
+    args: tuple[Term, ...]
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+Term = Union[Var, Wildcard, Num, Unsigned, Float, Str, BinOp, Negative, Functor, Cast, Aggregate, Record, Nil, Branch]
 Constant = Union[Num, Unsigned, Float, Str]
 CONSTANTS = (Num, Unsigned, Float, Str)
 
@@ -197,6 +224,7 @@ class Rule:
     body: tuple[Literal, ...]
     pos: Pos = _pos()
     origin: str = field(default="", compare=False)
+    written: str = field(default="", compare=False)  # its text before records were desugared
 
     @property
     def is_fact(self) -> bool:
@@ -246,9 +274,11 @@ class TypeDecl:
     """`.type T <: number` (a subtype), `.type T = A` (an alias) or `.type T = A | B` (a union)."""
 
     name: str
-    kind: str  # "subtype" or "union"
+    kind: str  # "subtype", "union", "record" or "adt"
     bases: tuple[str, ...]
     pos: Pos = _pos()
+    fields: tuple[Attribute, ...] = ()  # a record's: `.type R = [x: number, next: R]`
+    branches: tuple[tuple[str, tuple[Attribute, ...]], ...] = ()  # an ADT's: `A {x: number} | B {}`
 
 
 @dataclass(frozen=True)
@@ -333,7 +363,7 @@ def subterms(term: Term) -> tuple[Term, ...]:
             return (left, right)
         case Negative(operand) | Cast(operand):
             return (operand,)
-        case Functor(_, args):
+        case Functor(_, args) | Record(args) | Branch(_, args):
             return args
     return ()
 

@@ -137,6 +137,18 @@ class _ToAst(Transformer):
         name, *bases = children
         return ast.TypeDecl(str(name), "union", tuple(str(b) for b in bases), self._pos(name))
 
+    def record_type(self, children):
+        name, *fields = children
+        return ast.TypeDecl(str(name), "record", (), self._pos(name), fields=tuple(f for f in fields if f is not None))
+
+    def adt_type(self, children):
+        name, *branches = children
+        return ast.TypeDecl(str(name), "adt", (), self._pos(name), branches=tuple(branches))
+
+    def branch(self, children):
+        name, *fields = children
+        return (str(name), tuple(f for f in fields if f is not None))
+
     def number_type(self, children):
         return ast.TypeDecl(str(children[0]), "subtype", ("number",), self._pos(children[0]))
 
@@ -275,8 +287,8 @@ class _ToAst(Transformer):
 
     def var(self, children):
         (tok,) = children
-        if str(tok) in ("nil", "autoinc"):  # Soufflé's keywords for records and counters
-            raise refusal("records (nil)" if str(tok) == "nil" else "the counter autoinc()", self._pos(tok))
+        if str(tok) == "autoinc":  # Soufflé's keyword for counters
+            raise refusal("the counter autoinc()", self._pos(tok))
         return ast.Var(str(tok), self._pos(tok))
 
     @v_args(meta=True)
@@ -350,6 +362,19 @@ class _ToAst(Transformer):
     def cast(self, meta, children):
         term, to = children
         return ast.Cast(term, str(to), self._pos(meta))
+
+    @v_args(meta=True)
+    def record(self, meta, children):
+        return ast.Record(tuple(c for c in children if c is not None), self._pos(meta))
+
+    @v_args(meta=True)
+    def nil(self, meta, children):
+        return ast.Nil(self._pos(meta))
+
+    @v_args(meta=True)
+    def branch_init(self, meta, children):
+        name, *args = children
+        return ast.Branch(str(name), tuple(a for a in args if a is not None), self._pos(meta))
 
     @v_args(meta=True)
     def count(self, meta, children):
