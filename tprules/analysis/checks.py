@@ -119,14 +119,29 @@ def _is_bound(term: ast.Term, bound: set[str]) -> bool:
 
 
 def outside_vars(rule_head: ast.Atom | None, body: tuple[ast.Literal, ...], agg: ast.Aggregate) -> set[str]:
-    """Variables of the enclosing rule outside one aggregate."""
+    """Variables of the enclosing rule outside one aggregate (which may be nested inside
+    another: then the enclosing aggregate's own body and target count as outside too).
+    A variable that only other aggregates mention is theirs, not shared with this one."""
     found = ast.literal_vars(rule_head) if rule_head is not None else set()
     for lit in body:
         found |= ast.literal_vars(lit)
         for other in ast.literal_aggregates(lit):
-            if other is not agg:
-                found |= ast.aggregate_vars(other)
+            if other is agg:
+                continue
+            if _holds(other, agg):
+                found |= outside_vars(None, other.body, agg)
+                if other.target is not None:
+                    found |= ast.term_vars(other.target)
+            # A sibling aggregate's variables are its own (Soufflé scopes each aggregate).
     return found
+
+
+def _holds(outer: ast.Aggregate, agg: ast.Aggregate) -> bool:
+    """Is `agg` somewhere inside `outer`?"""
+    inner = [a for lit in outer.body for a in ast.literal_aggregates(lit)]
+    if outer.target is not None:
+        inner += ast.aggregates_in(outer.target)
+    return any(a is agg or _holds(a, agg) for a in inner)
 
 
 def check_safety(program: ast.Program, problems: _Problems) -> None:
@@ -218,7 +233,6 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.
     check_atoms(program, decls, problems)
     typed = check_types(program, decls, problems, typenames)
     check_safety(program, problems)
-    check_no_nested_aggregates(program, problems)
     return decls, typed, list(problems)
 
 

@@ -19,6 +19,7 @@ from .locality import is_candidate_local
 from .normalise import evaluation_rules
 from .records import desugar_records
 from .strata import Stratum, stratify
+from .witnesses import expand_witnesses
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ def _check_program(program: ast.Program, source: str) -> CheckedProgram:
     shape_problems: list[RuleError] = []
     program = desugar_records(program, shape_problems)  # and plain values (records are symbols)
     raise_all(shape_problems)
+    program = expand_witnesses(program)  # a min's or max's witnesses, in plain Datalog
     decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:

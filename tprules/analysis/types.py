@@ -85,6 +85,7 @@ class Typer:
         self.rule, self.decls, self.typenames, self.problems = rule, decls, typenames, problems
         self.types: dict[str, tuple[str, ast.Pos, str]] = {}
         self._inferred: dict[tuple[int, int], str | None] = {}
+        self._pending = False  # inside the first pass over assignments (aggregate targets may wait)
 
     def run(self) -> ast.Rule:
         atoms = [(self.rule.head, "head"), *ast.body_atoms(self.rule.body)]
@@ -117,7 +118,20 @@ class Typer:
         """`X = expr` gives X the type of expr (repeatedly: one binding may enable the next)."""
         pending = [lit for lit in _all_literals(body) if isinstance(lit, ast.Comparison) and lit.op == "="]
         changed = True
+        self._pending = True
         while changed:
+            changed = False
+            for lit in pending:
+                for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
+                    if isinstance(var, ast.Var) and var.name not in self.types:
+                        kind = self.infer(other)
+                        if kind is not None and kind != INT:
+                            self.types[var.name] = (kind, var.pos, f"{var.name} = ...")
+                            changed = True
+        self._pending = False
+        self._inferred.clear()
+        changed = True
+        while changed:  # what is still unknown now takes the defaults
             changed = False
             for lit in pending:
                 for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
@@ -166,6 +180,8 @@ class Typer:
                 return "float"
             case ast.Aggregate(_, target):
                 found = self.infer(target) if target is not None else None
+                if found is None and target is not None and ast.term_vars(target) and self._pending:
+                    return None  # a target variable an assignment (a nested aggregate, say) types later
                 return found if found in NUMERIC else "number"  # a symbol target is reported there
             case ast.Functor(name, args) if name.startswith("."):
                 return self.typenames.get(name.split(":")[2]) or "number" if name.startswith(".field:") else "symbol"
@@ -409,11 +425,13 @@ _SIGNATURE = {
     "to_unsigned": ((("symbol", "number", "float", "unsigned"),), "unsigned"),
     "to_float": ((("symbol", "number", "unsigned", "float"),), "float"),
     "to_string": ((_ANY,), "symbol"),
+    "autoinc": ((), "number"),  # a new number each time it is computed
+    **{name: ((("float",),), "float") for name in ast.MATH},  # Soufflé's math functors, on floats
 }
 _RESULT = {name: result for name, (_, result) in _SIGNATURE.items()}
 _ARITY = {"cat": (1, 99), "strlen": (1, 1), "substr": (3, 3), "ord": (1, 1), "to_number": (1, 1),
           "to_unsigned": (1, 1), "to_float": (1, 1), "to_string": (1, 1), "min": (2, 99), "max": (2, 99),
-          "range": (2, 3), "bnot": (1, 1), "lnot": (1, 1)}
+          "range": (2, 3), "bnot": (1, 1), "lnot": (1, 1), "autoinc": (0, 0), **{name: (1, 1) for name in ast.MATH}}
 
 
 def _all_literals(body):

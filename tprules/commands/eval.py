@@ -63,6 +63,7 @@ def _run(args) -> int:
             rows = souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir)
             read.setdefault(chan.rel, []).extend(souffle_io.records_read(checked, chan.rel, rows))
     values.number_symbols(souffle_io.symbols_in_order(checked, read))
+    values.reset_counter()
     facts = {rel: set(rows) for rel, rows in read.items()}
     if "strata" in args.show:
         for stratum in checked.strata:

@@ -37,6 +37,22 @@ def _pred(rel: str, derived: bool = False) -> str:
     return ("d_" if derived else "r_") + _identifier(rel)
 
 
+def _autoinc_in(rule: ast.Rule):
+    """The first autoinc() of a rule, or None."""
+    terms = list(rule.head.args)
+    for lit in rule.body:
+        match lit:
+            case ast.Atom(_, args) | ast.Negation(ast.Atom(_, args)):
+                terms.extend(args)
+            case ast.Comparison(_, left, right):
+                terms.extend((left, right))
+    for term in terms:
+        found = ast.functors_in(term, "autoinc")
+        if found:
+            return found[0]
+    return None
+
+
 def _identifier(rel: str) -> str:
     """A relation's name as a Python identifier (`?` and a component instance's `.` spelled out)."""
     return rel.replace("?", "_q_").replace(".", "_d_")
@@ -291,6 +307,12 @@ class PyDatalogEngine:
                     raise RuleError(f"the pydatalog engine cannot evaluate the eqrel relation {rel}: pyDatalog does "
                                     "not terminate on a symmetric transitive closure; use --engine fast",
                                     decls[rel].pos)
+            for rule in stratum.rules:
+                counter = _autoinc_in(rule)
+                if counter is not None:
+                    raise RuleError("the pydatalog engine cannot evaluate autoinc(): pyDatalog computes an "
+                                    "expression once for equal inputs, not once per tuple; use --engine fast",
+                                    counter.pos)
         held = {name: _encode(set(facts.get(name, ())), decls[name].types) for name in decls}
         with self._current(), _division_errors():
             pyDatalog.clear()
@@ -377,6 +399,10 @@ class PyDatalogEngine:
     def _fold(self, agg: ast.Aggregate, outer: list[str], name: str, rels) -> None:
         """Ask for every group of the aggregate's body, fold each in Python, assert the values."""
         body, witness = _witnessed(agg.body, outer)
+        nested = next((a for lit in body for a in ast.literal_aggregates(lit)), None)
+        if nested is not None:
+            raise RuleError(f"the pydatalog engine cannot evaluate a {nested.func} inside a {agg.func}; "
+                            "use --engine fast", nested.pos)
         positive = set().union(*(ast.literal_vars(lit) for lit in body if isinstance(lit, ast.Atom)))
         if not set(outer) <= positive:
             raise RuleError("the pydatalog engine needs each outer variable of an aggregate bound by an atom "

@@ -8,6 +8,7 @@ an `unsigned` an int in [0, 2^64), a `float` a Python float, a `symbol` a str.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import struct
@@ -276,7 +277,25 @@ def functor(name: str, kind: str, args: tuple, arg_kinds: tuple[str, ...]):
         return uwrap(~args[0]) if kind == "unsigned" else ~args[0]
     if name == "lnot":
         return int(not args[0])
+    if name in _MATH:
+        try:
+            return _MATH[name](args[0])
+        except (ValueError, OverflowError):  # outside the function's domain: C's libm gives nan (or inf)
+            return math.inf if name in ("exp", "sinh", "cosh") and args[0] > 0 else math.nan
+    if name == "autoinc":
+        return next(_COUNTER)
     raise EvaluationError(f"unknown functor {name}")
+
+
+_MATH = {name: getattr(math, name) for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+                                                 "asinh", "acosh", "atanh", "log", "exp")}
+_COUNTER = itertools.count()  # autoinc(): Soufflé's counter, a new number each time
+
+
+def reset_counter() -> None:
+    """Start autoinc() from 0 again (each evaluation of `tprules eval`)."""
+    global _COUNTER
+    _COUNTER = itertools.count()
 
 
 _ORDINALS: dict[str, int] = {}

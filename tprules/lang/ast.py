@@ -111,8 +111,9 @@ class Negative:
 
 
 # Functors written `name(args)`, and the prefix operators `bnot x`, `lnot x`.
+MATH = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "log", "exp")
 FUNCTORS = ("cat", "ord", "strlen", "substr", "to_float", "to_number", "to_string", "to_unsigned", "min", "max",
-            "range", "bnot", "lnot")
+            "range", "bnot", "lnot", "autoinc") + MATH
 
 
 @dataclass(frozen=True)

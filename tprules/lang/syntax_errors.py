@@ -66,7 +66,8 @@ _WORDS = {"NAME": "a name", "QNAME": "a name", "NUMBER": "a number", "STRING": "
           "FLOAT": "a float", "UNSIGNED": "an unsigned", "$END": "end of file"}
 _AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "MEAN"}
 _FUNCTORS = {"CAT", "ORD", "RANGE", "STRLEN", "SUBSTR", "TO_FLOAT", "TO_NUMBER", "TO_STRING", "TO_UNSIGNED", "AS",
-             "BNOT", "LNOT"}
+             "BNOT", "LNOT", "AUTOINC", "SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "TANH", "ASINH",
+             "ACOSH", "ATANH", "LOG", "EXP"}
 _NUMBERS = {"FLOAT", "UNSIGNED"}  # said as "a number"
 _QUIET = {"TRUE", "FALSE", "CONTAINS", "MATCH", "NIL", "DOLLAR", "LSQB"}  # would only make the list longer
 _FIRST = ("DOT", "COMMA", "RPAR", "RBRACE")  # the tokens that close something, shown first
