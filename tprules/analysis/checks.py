@@ -43,6 +43,11 @@ def check_decls(program: ast.Program, typenames: dict[str, str], problems: _Prob
             seen.add(attr.name)
             attrs.append(dataclasses.replace(attr, kind=kind or ""))
         decl = dataclasses.replace(decl, attrs=tuple(attrs))
+        for key in decl.choice:
+            for name in key:
+                if name not in seen:
+                    problems.add(f"choice-domain of {decl.name} names {name}, which is not one of its attributes "
+                                 f"({', '.join(a.name for a in decl.attrs)})", decl.pos)
         if "eqrel" in decl.qualifiers and (decl.arity != 2 or len(set(decl.types)) != 1):
             problems.add(f"eqrel relation {decl.name} must have two columns of one type", decl.pos)
         decls[decl.name] = decl

@@ -22,6 +22,7 @@ from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
 from ..program.columns import Symbols, encode_rows
+from .choice import choice_of
 from .column_model import ColumnarModel
 from .column_values import DTYPES, TermValues, encode_typed, storage
 from .compile import one_positive_atom
@@ -375,12 +376,16 @@ class ColumnarEngine:
         if not stratum.recursive:
             for rule in rules:
                 fired = self._fire(rule, arrays, {}, None)
-                arrays[rule.head.rel] = dedupe(np.concatenate([arrays[rule.head.rel], fired]))
+                head = rule.head.rel
+                if self.checked.decls[head].choice:
+                    fired = self._chosen(head, fired, arrays[head])
+                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
             return
         rels = frozenset(stratum.relations)
         rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
         seen = {rel: _Seen(self.checked.decls[rel].types, len(self.symbols.names), arrays[rel]) for rel in rels}
         produced = {rel: [] for rel in rels}
+        choices = {rel: choice_of(self.checked.decls[rel], map(tuple, arrays[rel].tolist())) for rel in rels}
         for rule in rules:
             produced[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
         step, small = 0, 0
@@ -392,6 +397,8 @@ class ColumnarEngine:
             for rel in rels:
                 new = np.concatenate(produced[rel]) if produced[rel] else arrays[rel][:0]
                 new = seen[rel].fresh(new, arrays[rel])
+                if choices[rel] is not None and len(new):
+                    new = np.asarray(choices[rel].admit(map(tuple, new.tolist())), dtype=I64).reshape(-1, new.shape[1])
                 delta[rel] = new
                 arrays[rel] = np.concatenate([arrays[rel], new])
                 rounds[rel].append(np.full(len(new), step, dtype=I64))
@@ -406,6 +413,13 @@ class ColumnarEngine:
                         produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
         for rel in rels:
             model.round_arrays[rel] = np.concatenate(rounds[rel])
+
+    def _chosen(self, rel: str, fired: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""
+        existing = set(map(tuple, rows.tolist()))
+        new = set(map(tuple, dedupe(fired).tolist())) - existing
+        admitted = choice_of(self.checked.decls[rel], existing).admit(new)
+        return np.asarray(admitted, dtype=I64).reshape(-1, rows.shape[1])
 
     def _finish_by_tuples(self, model: ColumnarModel, stratum: Stratum, produced: dict[str, list[np.ndarray]],
                           rounds: dict[str, list[np.ndarray]], step: int) -> None:

@@ -21,6 +21,7 @@ from ..analysis.program import CheckedProgram
 from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
+from .choice import choice_of
 from .compile import RUNTIME_HELPERS, CompiledRule, Stats, compile_rule
 from .values import EvaluationError
 
@@ -214,9 +215,13 @@ class Evaluator:
         compiled = self._compile(stratum, ModelStats(model))
         self.last_source.extend(c.source for c in compiled)
         relations = model.relations
+        decls = self.checked.decls
         if not stratum.recursive:
             for c in compiled:
-                relations[c.rule.head.rel] |= _call(self._runner(c, model), c, {})
+                head = c.rule.head.rel
+                derived = _call(self._runner(c, model), c, {})
+                choice = choice_of(decls[head], relations[head])
+                relations[head] |= derived if choice is None else set(choice.admit(derived - relations[head]))
             return
         full = [c for c in compiled if c.delta is None]
         rounds = {rel: {t: 0 for t in relations[rel]} for rel in stratum.relations}
@@ -245,11 +250,14 @@ class Evaluator:
         model.forget_derived_all(rels)
         indexes = {rel: model.built_indexes(rel) for rel in rels}  # every index the runners read
         own = {rel: relations[rel] for rel in rels}
+        choices = {rel: choice_of(self.checked.decls[rel], own[rel]) for rel in rels}
         while True:
             grew = False
             for rel in rels:
                 fresh = delta[rel]
                 fresh -= own[rel]
+                if fresh and choices[rel] is not None:
+                    fresh = delta[rel] = set(choices[rel].admit(fresh))
                 if fresh:
                     grew = True
                     own[rel] |= fresh

@@ -307,6 +307,10 @@ class PyDatalogEngine:
                     raise RuleError(f"the pydatalog engine cannot evaluate the eqrel relation {rel}: pyDatalog does "
                                     "not terminate on a symmetric transitive closure; use --engine fast",
                                     decls[rel].pos)
+                if decls[rel].choice:
+                    raise RuleError(f"the pydatalog engine cannot evaluate the choice-domain of {rel}: pyDatalog "
+                                    "derives every tuple at once, with no order to choose by; use --engine fast",
+                                    decls[rel].pos)
             for rule in stratum.rules:
                 counter = _autoinc_in(rule)
                 if counter is not None:

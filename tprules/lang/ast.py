@@ -251,6 +251,7 @@ class Decl:
     attrs: tuple[Attribute, ...]
     pos: Pos = _pos()
     qualifiers: tuple[str, ...] = ()
+    choice: tuple[tuple[str, ...], ...] = ()  # choice-domain keys: at most one tuple for each
 
     @property
     def arity(self) -> int:
@@ -260,6 +261,13 @@ class Decl:
     def types(self) -> tuple[str, ...]:
         """The primitive type of each column (the declared name before the checker ran)."""
         return tuple(a.kind or a.type for a in self.attrs)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A declaration's `choice-domain` keys (the parser's; kept on the Decl)."""
+
+    keys: tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,19 @@ class _ToAst(Transformer):
         attrs = tuple(c for c in children if isinstance(c, ast.Attribute))
         quals = [c for c in children if isinstance(c, tuple)]
         qualifiers = tuple(dict.fromkeys(q for q, _ in quals if q in ast.QUALIFIERS))
-        items: list[ast.Item] = [ast.Decl(str(n), attrs, self._pos(n), qualifiers) for n in names]
+        choice = next((c for c in children if isinstance(c, ast.Choice)), None)
+        keys = choice.keys if choice is not None else ()
+        items: list[ast.Item] = [ast.Decl(str(n), attrs, self._pos(n), qualifiers, keys) for n in names]
         for kind, token in quals:  # the deprecated `.decl r(...) output` means `.output r`
             if kind in ("input", "output", "printsize"):
                 items.append(ast.Directive(kind, tuple(str(n) for n in names), self._pos(token)))
         return items
+
+    def choice(self, children):
+        return ast.Choice(tuple(children[1:]))
+
+    def choice_key(self, children):
+        return tuple(str(c) for c in children)
 
     def attr(self, children):
         name, type_ = children
