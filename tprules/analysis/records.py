@@ -5,9 +5,12 @@ engines and their columnar joins need nothing new. Each use becomes functors ove
 
 - built where its fields are known (a head, `r = [x, y]` with x, y bound):
   `.rec:T1|T2(x, y)`, `.adt:Int:number(1)`;
-- taken apart where the value is known (a body atom, `r = [x, y]` with r bound), as
-  Soufflé unifies: a shape test `.tag(r) = "[2"`, then `x = .field:0:T1(r)` for each
-  field (a test where the field is already bound, a constant or an expression).
+- taken apart where the value is known (`r = [x, y]` with r bound), as Soufflé unifies:
+  a shape test `.tag(r) = "[2"`, then `x = .field:0:T1(r)` for each field (a test where
+  the field is already bound, a constant or an expression);
+- a record in a body atom (`e([x, y])`) is read from a relation derived beside `e` that
+  holds the record's fields as columns too (`e.unpack0_2(r, x, y)`), so the engines join
+  on a field as on any column (N-queens over lists of records: 78 s down to 1.7 s).
 
 Which of the two an equality is follows from what the body's atoms bind, as Soufflé
 decides; a record given the wrong number of fields, or an unknown ADT branch, is an error
@@ -17,8 +20,10 @@ at its line.
 >>> from tprules.lang.printer import print_rule
 >>> p = desugar_records(parse_text('.type P = [a: number, b: number]\\n.decl e(p: P)\\n.decl s(x: number)\\n'
 ...                                's(x + y) :- e([x, y]).'), [])
->>> print_rule(p.rules[0])
-'s(x + y) :- e(.r1), .tag(.r1) = "[2", x = .field:0:number(.r1), y = .field:1:number(.r1).'
+>>> print(print_rule(p.rules[0]))
+s(x + y) :- e.unpack0_2(.r1, x, y).
+>>> print(print_rule(p.rules[1]))
+e.unpack0_2(.c0, .g0, .g1) :- e(.c0), .tag(.c0) = "[2", .g0 = .field:0:number(.c0), .g1 = .field:1:number(.c0).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class _Types:
         self.decls = {d.name: d for d in program.decls}
         self.types = {t.name: t for t in program.types}
         self.branches: dict[str, tuple[str, tuple[ast.Attribute, ...]]] = {}
+        self.aux: dict[str, tuple[ast.Decl, ast.Rule]] = {}  # relations that hold a record's fields
         for t in program.types:
             for name, fields in t.branches:
                 self.branches[name] = (t.name, fields)
@@ -84,9 +90,11 @@ class _Rule:
     def __init__(self, types: _Types, problems: list, fresh):
         self.types, self.problems, self.fresh = types, problems, fresh
         self.var_types: dict[str, str] = {}
+        self.lifted: dict[str, tuple[int, int]] = {}  # a record an atom gives: (its literal, its column)
 
     def problem(self, message: str, pos: ast.Pos) -> None:
-        self.problems.append(RuleError(message, pos))
+        if not any(p.pos == pos for p in self.problems):  # one problem per place
+            self.problems.append(RuleError(message, pos))
 
     def var(self, stem: str, pos: ast.Pos) -> ast.Var:
         return ast.Var(f".{stem}{next(self.fresh)}", pos)
@@ -194,6 +202,7 @@ class _Rule:
                             self.check_column(rel, i, arg)
                             v = self.var("r", arg.pos)
                             equalities.append((v, arg, self.types.column(rel, i), arg.pos))
+                            self.lifted[v.name] = (len(out), i)
                             arg = v
                         elif isinstance(arg, ast.Var):
                             self.var_types.setdefault(arg.name, self.types.column(rel, i))
@@ -232,9 +241,20 @@ class _Rule:
         return lit
 
     def settle(self, equalities, out: list, bound: set[str]) -> None:
-        """Each `a = b` with a record side: take apart what is bound, build what is known."""
-        bound |= _assigned(out, bound)
+        """Each `a = b` with a record side: build what is known, take apart what is bound.
+
+        A record in an atom (`e([x, y])`, lifted to `e(.r1), .r1 = [x, y]`) is built, so
+        that the atom is looked up by it, when other literals bind its fields; it is taken
+        apart, binding them, only when nothing else can (as few times as that needs)."""
+        lifted = {left.name for left, *_ in equalities if isinstance(left, ast.Var) and left.name.startswith(".r")}
+        bound -= lifted
         pending = list(equalities)
+        for item in list(pending):  # a record an atom gives: read from its fields' relation where it has one
+            if item[0].name in lifted if isinstance(item[0], ast.Var) else False:
+                if self.unpack(item, out, bound, pending):
+                    pending.remove(item)
+                    bound.add(item[0].name)
+        bound |= _assigned(out, bound)
         while pending:
             progress = False
             for item in list(pending):
@@ -244,10 +264,63 @@ class _Rule:
                     pending.remove(item)
                     progress = True
                     bound |= _assigned(out, bound)
-            if not progress:  # nothing is bound: build, and let the safety check name what is unbound
-                for left, right, type_name, pos in pending:
-                    out.append(ast.Comparison("=", self.build(left, type_name), self.build(right, type_name), pos))
-                return
+            if progress:
+                continue
+            # nothing more can be built: take apart the first record an atom gives
+            item = next((e for e in pending if isinstance(e[0], ast.Var) and e[0].name in lifted), None)
+            if item is not None:
+                bound.add(item[0].name)
+                if self.unpack(item, out, bound, pending):
+                    pending.remove(item)
+                continue
+            for left, right, type_name, pos in pending:  # the safety check names what is unbound
+                out.append(ast.Comparison("=", self.build(left, type_name), self.build(right, type_name), pos))
+            return
+
+    def unpack(self, item, out: list, bound: set[str], pending: list) -> bool:
+        """Take apart the record an atom gives by reading a relation that holds its fields as
+        columns (`e.unpack0_2(r, f0, f1) :- e(r), ...`), so the engines join on them, as on
+        any column, instead of testing each field one tuple at a time."""
+        var, pattern, type_name, pos = item
+        if isinstance(pattern, ast.Nil) or not pattern.args:
+            return False
+        index, column = self.lifted[var.name]
+        atom = out[index]
+        if atom.rel not in self.types.decls:  # one record of an atom is read this way; others by functors
+            return False
+        kinds = self.fields(pattern, type_name)
+        if kinds is None or "" in kinds:
+            return False
+        shape = pattern.name if isinstance(pattern, ast.Branch) else str(len(pattern.args))
+        name = f"{atom.rel}.unpack{column}_{shape}"
+        if name not in self.types.aux:
+            decl = self.types.decls[atom.rel]
+            attrs = decl.attrs + tuple(ast.Attribute(f".f{j}", k, pos) for j, k in enumerate(kinds))
+            cols = [ast.Var(f".c{j}", pos) for j in range(decl.arity)]
+            fields = [ast.Var(f".g{j}", pos) for j in range(len(kinds))]
+            tag = f"${pattern.name}" if isinstance(pattern, ast.Branch) else f"[{len(pattern.args)}"
+            body = (ast.Atom(atom.rel, tuple(cols), pos),
+                    ast.Comparison("=", ast.Functor(".tag", (cols[column],), pos), ast.Str(tag, pos), pos),
+                    *(ast.Comparison("=", g, ast.Functor(f".field:{j}:{k}", (cols[column],), pos), pos)
+                      for j, (g, k) in enumerate(zip(fields, kinds))))
+            self.types.aux[name] = (ast.Decl(name, attrs, decl.pos),
+                                    ast.Rule(ast.Atom(name, tuple(cols + fields), pos), body, pos))
+        args = []
+        for arg, kind in zip(pattern.args, kinds):
+            if isinstance(arg, (ast.Var, ast.Wildcard) + ast.CONSTANTS):
+                args.append(arg)
+                if isinstance(arg, ast.Var):
+                    bound.add(arg.name)
+                continue
+            inner = self.var("f", arg.pos)
+            args.append(inner)
+            bound.add(inner.name)
+            if isinstance(arg, _SHAPES):
+                pending.append((inner, arg, kind, arg.pos))
+            else:
+                out.append(ast.Comparison("=", arg, inner, arg.pos))
+        out[index] = ast.Atom(name, atom.args + tuple(args), atom.pos)
+        return True
 
     def settle_one(self, left, right, type_name, pos, out, bound, pending) -> bool:
         if isinstance(left, _SHAPES) and isinstance(right, _SHAPES):
@@ -263,13 +336,13 @@ class _Rule:
             left, right = right, left
         value, pattern = left, right  # value: any term; pattern: a record, nil or branch
         type_name = type_name or (self.var_types.get(value.name, "") if isinstance(value, ast.Var) else "")
-        if isinstance(value, ast.Var) and value.name in bound:
-            self.take_apart(value, pattern, type_name, out, bound)
-            return True
         if _vars(pattern) <= bound:
             out.append(ast.Comparison("=", value, self.build(pattern, type_name), pos))
             if isinstance(value, ast.Var):
                 bound.add(value.name)
+            return True
+        if isinstance(value, ast.Var) and value.name in bound:
+            self.take_apart(value, pattern, type_name, out, bound)
             return True
         return False
 
@@ -312,4 +385,6 @@ def desugar_records(program: ast.Program, problems: list) -> ast.Program:
     fresh = itertools.count(1)
     items = [(_Rule(types, problems, fresh).rule(i) if isinstance(i, ast.Rule) and _has_records(i) else i)
              for i in program.items]
+    for decl, rule in types.aux.values():
+        items += [decl, rule]
     return ast.Program(tuple(items))
