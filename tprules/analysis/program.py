@@ -16,6 +16,7 @@ from ..lang import ast
 from .checks import check_program_items
 from .components import expand_components
 from .locality import is_candidate_local
+from .magic import magic_transform
 from .normalise import evaluation_rules
 from .records import desugar_records
 from .strata import Stratum, stratify
@@ -55,6 +56,7 @@ def _check_program(program: ast.Program, source: str) -> CheckedProgram:
     program = desugar_records(program, shape_problems)  # and plain values (records are symbols)
     raise_all(shape_problems)
     program = expand_witnesses(program)  # a min's or max's witnesses, in plain Datalog
+    program = magic_transform(program)  # .pragma "magic-transform": magic sets
     decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:
