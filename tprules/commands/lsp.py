@@ -1,0 +1,21 @@
+"""`tprules lsp`: the language server for rule files, over stdin and stdout (docs/editor.md)."""
+
+from __future__ import annotations
+
+
+def add_parser(sub):
+    p = sub.add_parser("lsp", help="serve the Language Server Protocol for rule files over stdio (docs/editor.md)")
+    p.add_argument("--stdio", action="store_true", help="speak over stdin and stdout (the default and only transport)")
+    p.add_argument("--log", metavar="FILE", help="write the server's log to FILE")
+    return p
+
+
+def run(args) -> int:
+    import logging
+
+    if args.log:
+        logging.basicConfig(filename=args.log, level=logging.INFO)
+    from ..lsp.server import serve
+
+    serve()
+    return 0
