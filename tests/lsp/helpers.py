@@ -40,7 +40,7 @@ async def open_file(client: LanguageClient, path: Path, text: str | None = None)
 
 
 async def change(client: LanguageClient, path: Path, text: str, version: int = 2) -> list[types.Diagnostic]:
-    client.diagnostics.pop(path.as_uri(), None)
+    """Replace an open document's text and wait for its diagnostics."""
     client.text_document_did_change(types.DidChangeTextDocumentParams(
         text_document=types.VersionedTextDocumentIdentifier(uri=path.as_uri(), version=version),
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
@@ -48,9 +48,12 @@ async def change(client: LanguageClient, path: Path, text: str, version: int = 2
 
 
 async def diagnostics_of(client: LanguageClient, path: Path) -> list[types.Diagnostic]:
-    """The diagnostics published for `path` next (or already)."""
-    while path.as_uri() not in client.diagnostics:
-        await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    """The diagnostics of `path` once the server has handled every notification sent so far.
+
+    A request is the barrier: the server handles messages in order and publishes within a
+    notification's handler, so everything it sent for earlier notifications (diagnostics,
+    messages) reaches the client before this request's answer."""
+    await client.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=doc(path)))
     return list(client.diagnostics[path.as_uri()])
 
 
