@@ -92,14 +92,17 @@ async def test_document_symbols_list_relations_and_rules(client: LanguageClient)
 
 
 async def test_hover_shows_the_declaration_columns_comment_and_tuple_count(client: LanguageClient, verdicts):
-    found = await client.text_document_hover_async(types.HoverParams(text_document=doc(TP), position=position_of(TP, "legal(F) :-", 1)))
+    found = await client.text_document_hover_async(types.HoverParams(
+        text_document=doc(TP), position=position_of(TP, "legal(F) :-", 1)))
     text = found.contents.value
     assert ".decl legal(f: symbol)" in text and "`f` symbol" in text
     legal = sum(1 for v in verdicts if v["legal"])
     assert f"{legal} tuples in " in text and "llama-layer-tp4" in text
-    found = await client.text_document_hover_async(types.HoverParams(text_document=doc(TP), position=position_of(TP, "member(F, O)")))
+    found = await client.text_document_hover_async(types.HoverParams(
+        text_document=doc(TP), position=position_of(TP, "member(F, O)")))
     assert "candidate fusion f holds statement o" in found.contents.value  # the comment beside its .decl
-    found = await client.text_document_hover_async(types.HoverParams(text_document=doc(PLACE), position=position_of(PLACE, ".decl on_chip", 7)))
+    found = await client.text_document_hover_async(types.HoverParams(
+        text_document=doc(PLACE), position=position_of(PLACE, ".decl on_chip", 7)))
     assert "The place chip:C." in found.contents.value  # the comment line above its .decl
 
 

@@ -91,7 +91,8 @@ class RankExecutor:
         self.compiled = compiled
         self.inputs = inputs  # only the inputs this rank's chips bind, and the spine's
 
-    def run(self) -> RankExecution:
+    def run(self, trace=None) -> RankExecution:
+        """One run; `trace` (runtime/trace.py) gets its launches, copies, collectives and messages."""
         prog, world = self.prog, self.world
         queues = rank_queues(self.device, world)
         try:
@@ -103,14 +104,20 @@ class RankExecutor:
                                                     if c in queues else REMOTE)
             for q in queues.values():
                 q.synchronize()
+                if trace is not None:
+                    q.start_trace()
             before = Traffic(*world.traffic.astuple())
-            run = _RankRun(prog, world, queues, held)
+            run = _RankRun(prog, world, queues, held, trace)
             started = time.perf_counter()
             for i, kernel in enumerate(self.kernels):
                 run.launch(kernel, self.compiled.get(i))
             for q in queues.values():
                 q.synchronize()
             seconds = time.perf_counter() - started
+            if trace is not None:
+                trace.host("run", "run", started, started + seconds)
+                for q in queues.values():
+                    trace.queue_records(q.chip, q.take_trace(), prog, self.device.machine)
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape)
                            for c, buf in held[t].items() if c in queues}
                        for t in prog.outputs}
@@ -124,11 +131,12 @@ class RankExecutor:
 
 
 class _RankRun:
-    def __init__(self, prog: RunProgram, world: RankWorld, queues: dict[int, Queue], held: dict):
+    def __init__(self, prog: RunProgram, world: RankWorld, queues: dict[int, Queue], held: dict, trace=None):
         self.prog = prog
         self.world = world
         self.queues = queues
         self.held = held
+        self.trace = trace
         self.kernels = {c: 0 for c in queues}
         self.launches = {c: 0 for c in queues}
         self.transfers = 0
@@ -153,20 +161,38 @@ class _RankRun:
             self.transfers += 1
             self.moved += buf.nbytes
         elif there:
-            self.world.send(self.queues[src].download(where[src]), self.world.owner(chip), what)
+            began = time.perf_counter()
+            data = self.queues[src].download(where[src])
+            self.world.send(data, self.world.owner(chip), what)
+            self._traced(f"send {what}", began, bytes=data.nbytes, to_rank=self.world.owner(chip))
             buf = REMOTE
         elif here:
             info = self.prog.tensors[tensor]
-            buf = self.queues[chip].upload(self.world.recv(info.buffer_shape, info.storage, self.world.owner(src), what))
+            began = time.perf_counter()
+            data = self.world.recv(info.buffer_shape, info.storage, self.world.owner(src), what)
+            buf = self.queues[chip].upload(data)
+            self._traced(f"recv {what}", began, bytes=data.nbytes, from_rank=self.world.owner(src))
         else:
             buf = REMOTE
         where[chip] = buf
         return buf
 
+    def _traced(self, name: str, began: float, cat: str = "transfer", **args) -> None:
+        if self.trace is not None:
+            from ..trace import HOST
+
+            self.trace.slice(name, cat, HOST, began, time.perf_counter(), **args)
+
     def launch(self, kernel: Kernel, compiled: Compiled | None) -> None:
         if kernel.place == "collective":
+            began = time.perf_counter()
+            # each fold's partial goes out as float32 of the destination's shape (see allreduce)
+            moved = sum(self.prog.tensors[self.prog.statement(n).writes].size * 4 for n in kernel.members)
             for name in kernel.members:
                 self.allreduce(self.prog.statement(name))
+            peers = [r for r in range(self.world.size) if r != self.world.rank]
+            self._traced(f"all_reduce {kernel.group}", began, "collective", kind="all_reduce", group=kernel.group,
+                         members=list(kernel.members), bytes=moved, peers=peers, chips=list(self.world.chips))
             return
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
