@@ -185,14 +185,8 @@ class _RankRun:
 
     def launch(self, kernel: Kernel, compiled: Compiled | None) -> None:
         if kernel.place == "collective":
-            began = time.perf_counter()
-            # each fold's partial goes out as float32 of the destination's shape (see allreduce)
-            moved = sum(self.prog.tensors[self.prog.statement(n).writes].size * 4 for n in kernel.members)
             for name in kernel.members:
-                self.allreduce(self.prog.statement(name))
-            peers = [r for r in range(self.world.size) if r != self.world.rank]
-            self._traced(f"all_reduce {kernel.group}", began, "collective", kind="all_reduce", group=kernel.group,
-                         members=list(kernel.members), bytes=moved, peers=peers, chips=list(self.world.chips))
+                self.allreduce(self.prog.statement(name), kernel.group)
             return
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
@@ -216,8 +210,9 @@ class _RankRun:
                 self.kernels[chip] += 1
                 self.launches[chip] += compiled.launches
 
-    def allreduce(self, fold) -> None:
-        """The fold as a collective: local partials summed first, then Allreduce(SUM)."""
+    def allreduce(self, fold, group: str = "") -> None:
+        """The fold as a collective: local partials summed first, then Allreduce(SUM). Its trace
+        slice begins once the local partials are here (the wait for this rank's chips is theirs)."""
         out = self.prog.tensors[fold.writes]
         partial = None
         for t in fold.reads:
@@ -227,9 +222,14 @@ class _RankRun:
                 x = x.astype(np.float32, copy=False)
                 partial = x if partial is None else partial + x  # operand order, as the fold's kernel adds
         partial = np.broadcast_to(np.float32(0) if partial is None else partial, out.shape)
+        began = time.perf_counter()
         value = store(self.world.allreduce(partial, f"the all-reduce {fold.name}"), out.dtype)
         self.held[fold.writes] = {c: (self.queues[c].upload(value.reshape(out.buffer_shape)) if c in self.queues
                                       else REMOTE) for c in range(self.prog.chips)}
+        self._traced(f"all_reduce {group or fold.name}", began, "collective", kind="all_reduce", group=group,
+                     members=[fold.name], bytes=partial.size * 4, peers=[r for r in range(self.world.size)
+                                                                        if r != self.world.rank],
+                     chips=list(self.world.chips))
 
 
 def _storage(dtype: str) -> np.dtype:
