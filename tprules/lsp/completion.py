@@ -28,6 +28,10 @@ def complete(rs: RuleSet, path: Path, position: types.Position, program: Program
     return types.CompletionList(is_incomplete=False, items=items)
 
 
+def _rules(n: int) -> str:
+    return f"reason code ({n} rule{'' if n == 1 else 's'})"
+
+
 def _in_string(rs: RuleSet, before: str, program: ProgramView | None) -> list[types.CompletionItem]:
     where = string_column(before)
     domains = column_domains(rs.rules)
@@ -43,7 +47,7 @@ def _in_string(rs: RuleSet, before: str, program: ProgramView | None) -> list[ty
     else:
         codes = sorted(reasons)
     items = [types.CompletionItem(label=c, kind=types.CompletionItemKind.EnumMember,
-                                  detail=f"reason code ({len(reasons.get(c, []))} rules)") for c in codes]
+                                  detail=_rules(len(reasons.get(c, [])))) for c in codes]
     shown = set(codes)
     source = f"constant of {where[0]}.{where[1]} in {program.display}" if where and program else ""
     items += [types.CompletionItem(label=c, kind=types.CompletionItemKind.Value, detail=source)

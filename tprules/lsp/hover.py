@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from ..lang import ast
 from .program import ProgramView
 from .ruleset import RuleSet
 from .text import comment_above, word_at
@@ -29,7 +30,11 @@ def hover(rs: RuleSet, path: Path, position: types.Position, program: ProgramVie
         parts.append(comment)
     uses = rs.uses(rel)
     rules = len({id(u.rule) for u in uses if u.role == "head"})
-    line = f"declared at {decl.pos.file}:{decl.pos.line}; derived by {rules} rule{'' if rules == 1 else 's'}"
+    inputs = {n for item in rs.items if isinstance(item, ast.Directive) and item.kind == "input" for n in item.names}
+    derived = f"derived by {rules} rule{'' if rules == 1 else 's'}"
+    if rel in inputs:
+        derived = "an input (its fact file)" + (f" and {derived}" if rules else "")
+    line = f"declared at {decl.pos.file}:{decl.pos.line}; {derived}"
     if program is not None and (count := program.count(rel)) is not None:
         line += f"; {count} tuple{'' if count == 1 else 's'} in {program.display}"
     parts.append(line)
