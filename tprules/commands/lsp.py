@@ -11,7 +11,10 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    import gc
     import logging
+
+    gc.enable()  # the command line turns it off for one-shot commands; a server runs for hours
 
     if args.log:
         logging.basicConfig(filename=args.log, level=logging.INFO)
