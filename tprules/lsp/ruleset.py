@@ -71,12 +71,16 @@ class RuleSet:
                 problems.append(problem)
                 stale = True
                 continue
+            old = previous.files.get(name) if previous is not None else None
+            if old is not None and old.problem is None and old.text == text and old.items is not None:
+                files[name] = old  # unchanged since the last check: its parse is reused
+                items.extend(old.items)
+                continue
             try:
                 parsed = parse_text(text, name).items
                 files[name] = RuleFile(path, name, text, parsed)
                 items.extend(parsed)
             except BadInput as err:
-                old = previous.files.get(name) if previous is not None else None
                 kept = old.items if old is not None else None
                 files[name] = RuleFile(path, name, text, kept, err)
                 problems.append(err)
