@@ -5,13 +5,21 @@ a bad tprules.toml) never ends the session."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import pytest_lsp
-from helpers import CONFIG, FACTS, RULES, change, doc, line_of, open_file, position_of, start
+from lsp_helpers import CONFIG, FACTS, RULES, change, doc, line_of, open_file, position_of, start
 from lsprotocol import types
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+LOG = Path(tempfile.gettempdir()) / f"tprules-lsp-test-{os.getpid()}.log"  # every server of this module logs here
+LOGGED = ClientServerConfig(server_command=[sys.executable, "-m", "tprules", "lsp", "--log", str(LOG)],
+                            server_env=CONFIG.server_env)
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -33,7 +41,7 @@ def workspace(tmp_path):
     return tmp_path
 
 
-@pytest_lsp.fixture(config=CONFIG)
+@pytest_lsp.fixture(config=LOGGED)
 async def client(lsp_client: LanguageClient, workspace):
     await start(lsp_client, workspace)  # the program comes from tprules.toml
     yield
@@ -108,6 +116,7 @@ async def test_an_ill_formed_program_is_a_message_and_the_session_goes_on(client
     tp = workspace / "rules" / "tp.dl"
     assert await open_file(client, tp) == []
     assert any("ill-formed" in m.message and "placed.facts" in m.message for m in client.messages)
+    assert "ill-formed" in LOG.read_text()  # and in the server's log (--log)
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(tp)))
     assert list(lenses or []) == []
     hover = await client.text_document_hover_async(types.HoverParams(

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, RULES
+from lsp_helpers import ROOT, RULES
 
 NVIM = shutil.which("nvim")
 pytestmark = pytest.mark.skipif(NVIM is None, reason="Neovim (nvim) is not installed: apt-get install -y neovim")

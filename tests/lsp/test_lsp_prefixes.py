@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import RULES
+from lsp_helpers import RULES
 from lsprotocol import types
 
 from tprules.lsp import completion, diagnostics, hover, navigation

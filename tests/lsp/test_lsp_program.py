@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import FACTS, RULES
+from lsp_helpers import FACTS, RULES
 
 from tprules.lsp.program import ProgramView
 from tprules.lsp.ruleset import RuleSet

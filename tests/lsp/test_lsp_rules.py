@@ -10,7 +10,7 @@ import re
 
 import pytest
 import pytest_lsp
-from helpers import CONFIG, LLAMA, ROOT, RULES, doc, line_of, open_file, position_of, start
+from lsp_helpers import CONFIG, LLAMA, ROOT, RULES, doc, line_of, open_file, position_of, start
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -164,7 +164,7 @@ async def test_an_edit_recomputes_the_lenses_and_a_broken_edit_keeps_them(client
 
 
 async def _edit(client: LanguageClient, path, text: str, version: int = 3):
-    from helpers import change
+    from lsp_helpers import change
 
     return await change(client, path, text, version)
 

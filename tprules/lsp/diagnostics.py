@@ -6,16 +6,17 @@ from __future__ import annotations
 from lsprotocol import types
 
 from ..errors import BadInput
+from ..lang.ast import Pos
 from .ruleset import RuleSet
 from .text import token_range
 
 SOURCE = "tprules"
 
 
-def diagnostic(problem: BadInput, text: str) -> types.Diagnostic:
-    from ..lang.ast import Pos
-
-    pos = problem.pos or Pos("", 0, 0)
+def diagnostic(problem: BadInput, text: str, here: bool = True) -> types.Diagnostic:
+    """`problem` as a diagnostic on the token its position names (`here`: the position is in
+    this file; else on the file's first line, where a problem naming no rule file goes)."""
+    pos = problem.pos if here and problem.pos is not None else Pos("", 0, 0)
     return types.Diagnostic(range=token_range(text, pos), message=f"{problem.kind}: {problem.message}",
                             severity=types.DiagnosticSeverity.Error, code=problem.code, source=SOURCE)
 
@@ -26,12 +27,8 @@ def by_file(rs: RuleSet) -> dict[str, list[types.Diagnostic]]:
     found: dict[str, list[types.Diagnostic]] = {name: [] for name in rs.files}
     first = next(iter(rs.files), None)
     for problem in rs.problems:
-        name = problem.pos.file if problem.pos is not None and problem.pos.file in rs.files else first
-        if name is None:
-            continue
-        pos_ok = problem.pos is not None and problem.pos.file == name
-        shown = problem if pos_ok else BadInput(problem.message, None)
-        if not pos_ok:
-            shown.kind, shown.code = problem.kind, problem.code
-        found[name].append(diagnostic(shown, rs.text_of(name)))
+        here = problem.pos is not None and problem.pos.file in rs.files
+        name = problem.pos.file if here else first
+        if name is not None:
+            found[name].append(diagnostic(problem, rs.text_of(name), here))
     return found

@@ -87,6 +87,7 @@ class RuleServer(LanguageServer):
             self.settings = Settings()
             self.say(str(err), types.MessageType.Warning)
         self.programs.clear()
+        self.told.clear()
         for folder in list(self.rulesets):
             self.refresh(folder)
 
