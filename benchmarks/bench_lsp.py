@@ -26,6 +26,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 
 async def bench(rules: Path, program: Path, edits: int) -> tuple[list[float], list[float], float]:
@@ -85,8 +86,10 @@ def main() -> int:
     ap.add_argument("--limit-lens-ms", type=float, default=1000.0)
     args = ap.parse_args()
     diag_s, lens_s, opened = asyncio.run(bench(args.rules, args.program.resolve(), args.edits))
-    print(f"rules {args.rules}, program {args.program}: {args.edits} edits of tp.dl (server started and "
-          f"files opened, first lenses, in {opened * 1e3:.0f} ms)")
+    from tprules.paths import display_path
+
+    print(f"rules {display_path(args.rules)}, program {display_path(args.program)}: {args.edits} edits of tp.dl "
+          f"(server started, files opened, first lenses: {opened * 1e3:.0f} ms)")
     for what, times, limit in (("diagnostics", diag_s, args.limit_diag_ms), ("code lenses", lens_s, args.limit_lens_ms)):
         print(f"{what:12} median {statistics.median(times) * 1e3:6.1f} ms   worst {max(times) * 1e3:6.1f} ms   "
               f"(goal {limit:.0f} ms)")
