@@ -127,3 +127,48 @@ def test_ranks_trace_is_one_file_a_process_per_rank_on_one_time_base(tmp_path):
         for c in collectives:
             assert c["args"]["kind"] == "all_reduce" and c["args"]["peers"] == [1 - row["rank"]]
             assert c["args"]["bytes"] == row["allreduce_bytes"] // row["allreduces"]
+
+
+def test_a_cuda_queue_times_its_work_with_events_placed_on_the_host_clock():
+    """The CUDA queue's own path (events, not the simulator queue's host times). The
+    simulator's events keep no time, so these do: a device clock 5,000 s off the host's,
+    which the event recorded at start_trace places onto the host's."""
+    import time
+
+    import numpy as np
+
+    from tprules.runtime.devices.cuda import CudaQueue
+    from tprules.runtime.devices.sim import SimDevice
+
+    class DeviceEvent:
+        def record(self, stream=0):
+            self.ms = (time.perf_counter() + 5000.0) * 1e3
+
+        def synchronize(self):
+            pass
+
+        def wait(self, stream=0):
+            pass
+
+        def elapsed_time(self, later):
+            return later.ms - self.ms
+
+    class Cuda:  # the simulator's API, with events that keep time
+        def __init__(self, real):
+            self.real = real
+
+        def __getattr__(self, name):
+            return DeviceEvent if name == "event" else getattr(self.real, name)
+
+    device = SimDevice()
+    source, here = CudaQueue(device, 0, device.gpus[0]), CudaQueue(device, 1, device.gpus[0])
+    here.cuda = Cuda(device.cuda)
+    buffer = source.upload(np.arange(16, dtype=np.float32))
+    before = time.perf_counter()
+    here.start_trace()
+    copied = here.copy_from(source, buffer)
+    after = time.perf_counter()
+    ((what, start, end),) = here.take_trace()
+    assert what == ("transfer", 0, 64)
+    assert before - 1e-3 <= start <= end <= after + 1e-3  # on the host's clock, not the device's
+    assert here.trace is None and list(here.download(copied)[:3]) == [0.0, 1.0, 2.0]
