@@ -20,6 +20,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 LOG = Path(tempfile.gettempdir()) / f"tprules-lsp-test-{os.getpid()}.log"  # every server of this module logs here
 LOGGED = ClientServerConfig(server_command=[sys.executable, "-m", "tprules", "lsp", "--log", str(LOG)],
                             server_env=CONFIG.server_env)
+CHECKED = Path(tempfile.gettempdir()) / f"tprules-lsp-rules-{os.getpid()}"  # --rules, made by its test
+EAGER = ClientServerConfig(server_command=[sys.executable, "-m", "tprules", "lsp", "--rules", str(CHECKED)],
+                           server_env=CONFIG.server_env)
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -168,3 +171,28 @@ async def test_a_second_rule_folder_is_its_own_program(client, workspace):
     assert {i.label for i in completion.items} == {"edge", "path"}
     # the program folder is a TP program: these rules cannot load it, which is said, not fatal
     assert await change(client, path, path.read_text(), 4) == []
+
+
+@pytest.fixture
+def checked_copy():
+    shutil.rmtree(CHECKED, ignore_errors=True)
+    shutil.copytree(RULES, CHECKED)
+    base = CHECKED / "base.dl"
+    base.write_text(base.read_text().replace("supports(S, C, \"none\")", "supports(S, C)"))
+    yield CHECKED
+    shutil.rmtree(CHECKED, ignore_errors=True)
+
+
+@pytest_lsp.fixture(config=EAGER)
+async def eager(lsp_client: LanguageClient, checked_copy):
+    await start(lsp_client, checked_copy.parent)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_rules_flag_publishes_every_files_diagnostics_before_any_opens(eager: LanguageClient, checked_copy):
+    base = (checked_copy / "base.dl").resolve()
+    await eager.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=doc(base)))  # a barrier
+    found = eager.diagnostics[base.as_uri()]
+    assert [d.code for d in found] == ["relation"] and "supports has 3 columns" in found[0].message
+    assert list(eager.diagnostics[(checked_copy / "tp.dl").resolve().as_uri()]) == []

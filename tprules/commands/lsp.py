@@ -7,6 +7,9 @@ def add_parser(sub):
     p = sub.add_parser("lsp", help="serve the Language Server Protocol for rule files over stdio (docs/editor.md)")
     p.add_argument("--stdio", action="store_true", help="speak over stdin and stdout (the default and only transport)")
     p.add_argument("--log", metavar="FILE", help="write the server's log to FILE")
+    p.add_argument("--rules", metavar="RULES_DIR",
+                   help="also check this rule folder as soon as the editor connects, and publish the diagnostics "
+                        "of every file in it, open or not (other folders are checked when a file of theirs opens)")
     return p
 
 
@@ -18,7 +21,9 @@ def run(args) -> int:
 
     if args.log:
         logging.basicConfig(filename=args.log, level=logging.INFO)
+    from pathlib import Path
+
     from ..lsp.server import serve
 
-    serve()
+    serve(Path(args.rules) if args.rules else None)
     return 0

@@ -30,6 +30,7 @@ class RuleServer(LanguageServer):
     def __init__(self):
         super().__init__("tprules", __version__)
         self.root: Path | None = None
+        self.rules: Path | None = None  # `--rules`: checked as soon as the client connects
         self.settings = Settings()
         self.rulesets: dict[Path, RuleSet] = {}
         self.programs: dict[Path, ProgramView] = {}  # by rule folder: the last one its good rules built
@@ -135,6 +136,10 @@ def initialized(ls: RuleServer, params: types.InitializedParams):
     ls.root = Path(root).resolve() if root else None
     options = getattr(ls, "_init_options", None)
     ls.configure(from_options(options, ls.root))
+    if ls.rules is not None:
+        ls.refresh(ls.rules)
+        if not ls.rulesets[ls.rules].files:  # nothing to publish a diagnostic on
+            ls.say(f"--rules {ls.rules}: {ls.rulesets[ls.rules].problems[0].message}", types.MessageType.Warning)
 
 
 @server.feature(types.INITIALIZE)
@@ -229,6 +234,8 @@ def code_lens(ls: RuleServer, params: types.CodeLensParams):
     return lenses.lenses(ls.ruleset(path), path, program) if program is not None else []
 
 
-def serve() -> None:
-    """Serve over stdin and stdout until the client says exit."""
+def serve(rules: Path | None = None) -> None:
+    """Serve over stdin and stdout until the client says exit; `rules`: a folder to check
+    (and publish every file's diagnostics of) as soon as the client connects."""
+    server.rules = rules.resolve() if rules is not None else None
     server.start_io()
