@@ -100,6 +100,15 @@ async def test_a_half_typed_rule_keeps_the_other_files_clean_and_the_server_answ
     where = await client.text_document_definition_async(types.DefinitionParams(
         text_document=doc(tp), position=position_of(tp, "on_chip(A, CA)")))
     assert where and where[0].uri.endswith("/rules/place.dl")
+    symbols = await client.text_document_document_symbol_async(types.DocumentSymbolParams(text_document=doc(tp)))
+    assert 'refused(F, "spans_chips")' in {s.name for s in symbols}
+    # and completion goes on while the rule is being typed
+    typed = tp.read_text() + '\nrefused(F, "oops") :- on_ch'
+    assert [d.code for d in await change(client, tp, typed, 3)] == ["syntax"]
+    lines = typed.split("\n")
+    found = await client.text_document_completion_async(types.CompletionParams(
+        text_document=doc(tp), position=types.Position(len(lines) - 1, len(lines[-1]))))
+    assert {i.label: i.detail for i in found.items}["on_chip"].startswith("on_chip/2")
 
 
 async def test_an_unreadable_rule_file_is_a_diagnostic(client, workspace):
@@ -169,6 +178,14 @@ async def test_a_second_rule_folder_is_its_own_program(client, workspace):
     completion = await client.text_document_completion_async(types.CompletionParams(
         text_document=doc(path), position=types.Position(2, 0)))
     assert {i.label for i in completion.items} == {"edge", "path"}
+    # the program of tprules.toml (a TP program) holds no edge facts: the rule file's own two
+    # edges are all there is, so path holds 1-2, 2-3 and 1-3
+    assert await change(client, path, path.read_text(), 5) == []
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=doc(path)))
+    assert [lens.command.title for lens in lenses] == ["derives 2 tuples", "derives 1 tuple"]
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=doc(path), position=position_of(path, "path(X, Z)")))
+    assert "3 tuples in " in hover.contents.value and "derived by 2 rules" in hover.contents.value
     # the program folder is a TP program: these rules cannot load it, which is said, not fatal
     assert await change(client, path, path.read_text(), 4) == []
 
