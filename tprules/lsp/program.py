@@ -9,6 +9,7 @@ depend on a relation whose rules changed are evaluated again over the previous m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ..analysis.program import CheckedProgram
@@ -52,6 +53,13 @@ class ProgramView:
             model = make_engine("fast", checked, loaded).evaluate(loaded.facts.relations)
         return cls(directory, loaded.display, checked, loaded, model, incremental)
 
+    @cached_property
+    def solver(self):
+        """One explain-code solver over the model for every rule's lens (it caches its plans)."""
+        from ..explain.solve import Solver
+
+        return Solver(self.model)
+
     def count(self, rel: str) -> int | None:
         """The relation's tuple count, or None when the rules do not declare it."""
         if rel not in self.checked.decls:
@@ -66,9 +74,7 @@ class ProgramView:
         solved over the fixpoint gives exactly the tuples that rule contributes."""
         key = id(rule)
         if key not in self._derived:
-            from ..explain.solve import Solver
-
-            solver = Solver(self.model)
+            solver = self.solver
             heads = set()
             for env, _ in solver.solutions(rule.body, {}, rule.head):
                 heads.add(tuple(solver.value(arg, env) for arg in rule.head.args))

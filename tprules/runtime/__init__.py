@@ -24,6 +24,7 @@ import numpy as np
 from .compare import OutputCheck, compare
 from .groups import BadPlan, ordered_groups, unfused
 from .program import RunProgram
+from .trace import phases
 
 
 @dataclass
@@ -95,7 +96,7 @@ class Prepared:
         self.prog = prog
         self.plan = plan
         self.trace = trace
-        phase = _phases(trace)
+        phase = phases(trace)
         groups = ordered_groups(plan, prog)
         self.device = get_device(device, matmul) if isinstance(device, str) else device
         with phase("lower", groups=len(groups)):
@@ -145,20 +146,6 @@ def _core(device) -> dict[str, str]:
     return {} if core is None else {"kind": core.kind, "library": core.library, "reason": core.reason}
 
 
-def _phases(trace):
-    """`with phase(name, **args):` records a compile phase in `trace`, or nothing without one."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def phase(name: str, **args):
-        started = time.perf_counter()
-        yield
-        if trace is not None:
-            trace.phase(name, started, time.perf_counter(), **args)
-
-    return phase
-
-
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
             progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto",
             trace=None) -> RunReport:
@@ -180,7 +167,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     elif plan is None:
         from ..planner import plan as make_plan
 
-        with _phases(trace)("plan"):
+        with phases(trace)("plan"):
             plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
     prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace)
     best = done = None

@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -95,6 +96,19 @@ class Trace:
 
     def write(self, path: str | Path) -> None:
         write(path, self.events, {"clock": self.clock})
+
+
+def phases(trace: Trace | None):
+    """`with phase(name, **args):` records a compile phase in `trace`; nothing without one."""
+
+    @contextlib.contextmanager
+    def phase(name: str, **args):
+        started = time.perf_counter()
+        yield
+        if trace is not None:
+            trace.phase(name, started, time.perf_counter(), **args)
+
+    return phase
 
 
 def kernel_args(kernel, prog, machine) -> dict:

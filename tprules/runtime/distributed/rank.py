@@ -155,10 +155,10 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
     """Steps 3-5 on this rank, given its world and the job; rank 0 calls `emit(report)`.
     `status(state)` (optional) hears when the run proper begins."""
     from ...codegen import lower
-    from .. import _phases
     from ..devices import get_device
     from ..groups import ordered_groups
     from ..inputs import program_inputs
+    from ..trace import phases
     from .collect import collect, rank_share
     from .executor import RankExecutor, runs_here
     from .reference import rank_reference
@@ -166,7 +166,7 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
     prog = job.prog
     device = get_device(options.device)
     trace = _rank_trace(world, device, started) if options.trace else None
-    phase = _phases(trace)
+    phase = phases(trace)
     with phase("lower"):
         kernels = [lower(g, prog) for g in ordered_groups(job.plan, prog)]
     begun = time.perf_counter()
