@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from math import prod
 
-from ..runtime.classes import axis_groups, dims
+from ..ops import dims
+from ..program.axes import axis_groups
 from .ir import Concat, Expr, Gather, Load, Remap
 
 NODES = (Remap, Concat, Gather)

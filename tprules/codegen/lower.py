@@ -7,7 +7,7 @@ to the same source and compile once.
 
 from __future__ import annotations
 
-from ..runtime.program import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
+from ..program.model import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
 from . import layout
 from .ir import (
     AbsMax,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..runtime.program import BMM, INDEXED, MATMUL, ROW, RunProgram, Statement
+from ..program.model import BMM, INDEXED, MATMUL, ROW, RunProgram, Statement
 
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
 

@@ -14,7 +14,7 @@ folds it (the all-reduce) into a replicated tensor.
 
 from __future__ import annotations
 
-from ..runtime.classes import axis_groups
+from ..program.axes import axis_groups
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
 PARTIAL_THROUGH = ("reshape", "permute")

@@ -23,7 +23,7 @@ import numpy as np
 
 from .compare import OutputCheck, compare
 from .groups import BadPlan, ordered_groups, unfused
-from .program import RunProgram
+from ..program.model import RunProgram
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..codegen.ir import Kernel
 from .devices.base import Compiled, Queue
-from .program import RunProgram
+from ..program.model import RunProgram
 
 
 @dataclass
@@ -129,6 +129,6 @@ class _Run:
 
 
 def _storage(dtype: str) -> np.dtype:
-    from .program import INTEGER
+    from ..program.model import INTEGER
 
     return np.dtype(INTEGER.get(dtype, np.float32))

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import IllFormed
 from ..lang.ast import Pos
-from .program import RunProgram, Tensor
+from ..program.model import RunProgram, Tensor
 from .semantics import store
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from ...codegen.ir import Kernel
 from ..devices.base import Compiled, Queue
 from ..executor import chips_of
-from ..program import RunProgram
+from ...program.model import RunProgram
 from ..semantics import store
 from .world import RankWorld, Traffic
 

@@ -62,7 +62,7 @@ def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False
     from ..groups import ordered_groups
     from ..groups import unfused as unfused_plan
     from ..inputs import check_input_files
-    from ..program import RunProgram
+    from ...program.model import RunProgram
 
     ws = Workspace(program_dir, rules, shim, engine=engine)
     prog = RunProgram.from_workspace(ws)
