@@ -16,6 +16,11 @@ ALLOWED = {"ops", "frontends/aten.py"}
 # The rule language's side never sees a class: there `sum`, `mean` (aggregates), `cat` (a
 # functor) and `neg` (a negated literal) are Datalog's own words.
 RULE_LANGUAGE = ("lang", "analysis", "engine", "explain")
+# Words that are a class's name and mean something else here, each said why.
+OTHER_MEANINGS = {
+    ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
+    ("runtime/distributed/executor.py", "scale"): "the same parameter role",
+}
 
 
 def _strings(path: Path) -> set[str]:
@@ -43,6 +48,8 @@ def test_class_names_live_in_the_table_and_the_aten_mapping():
     found = {}
     for rel, path in _modules():
         for name in sorted(_strings(path) & names):
+            if (rel, name) in OTHER_MEANINGS:
+                continue
             found.setdefault(name, []).append(rel)
     assert not found, "class names outside tprules/ops and frontends/aten.py: " + "; ".join(
         f"{name!r} in {', '.join(where)}" for name, where in sorted(found.items()))

@@ -140,8 +140,9 @@ def _stage(stage, machine: Machine) -> Estimate:
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
             passes = ops.CLASSES[op.cls].passes
             reads = _evaluate([op.x], n)
+            exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
-                                     reads.transcendental * passes + (2 * n if ops.CLASSES[op.cls].reduction == "softmax" else 0), 0)
+                                     reads.transcendental * passes + exps, 0)
         return total
     if isinstance(stage, AbsMax):
         return _evaluate([stage.value], prod(stage.value.shape))

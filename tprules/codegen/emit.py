@@ -132,6 +132,11 @@ def rf16(x):
 
 constant = ops.constant  # a float32 constant, exactly
 
+
+def reduction(cls: str) -> str:
+    """How a row class reduces its row (its entry's `reduction`)."""
+    return ops.CLASSES[cls].reduction
+
 def convert(text: str, dtype: str) -> str:
     """A float32 value as its destination dtype keeps it (still a float32)."""
     return {"f32": text, "f16": f"rf16({text})", "bf16": f"rbf16({text})",
@@ -230,18 +235,21 @@ class RowValues:
     def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
         op = self.stage.rows[n]
         stats = self.stats[n]
-        if op.cls == "mean":
+        how = reduction(op.cls)
+        if how == "average":
             return stats["m"]
-        if op.cls == "layernorm":
+        if how == "moments":
             text = f"({scope.at(op.x, idx)} - {stats['m']}) / {stats['d']}"
             if op.w is not None:
                 text = f"{text} * {scope.at(op.w, idx[-1:])}"
             return f"{text} + {scope.at(op.b, idx[-1:])}" if op.b is not None else text
         x = scope.at(op.x, idx)
-        if op.cls == "rmsnorm":
+        if how == "rms":
             text = f"{x} / {stats['d']}"
             return f"{text} * {scope.at(op.w, idx[-1:])}" if op.w is not None else text
-        return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+        if how == "max_exp":
+            return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+        raise AssertionError(f"row class {op.cls} reduces by {how!r}: no store pass for it")
 
 
 def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:

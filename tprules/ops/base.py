@@ -52,6 +52,9 @@ class Ops(enum.StrEnum):
 
 
 KINDS = ("matmul", "elementwise", "row", "layout")
+# How a row class reduces its row: sum of squares; max, then sum of exp; sum; sum, then
+# sum of squared deviations.
+REDUCTIONS = ("rms", "max_exp", "average", "moments")
 N_ARY = 0  # the registry's arity of a class that reads any number of operands
 
 
@@ -76,7 +79,7 @@ class OpClass:
     reference: Callable
     shape: Callable
     formula: Callable | None = None
-    reduction: str | None = None  # row classes: rms | softmax | mean | moments
+    reduction: str | None = None  # row classes: rms | max_exp | average | moments
     passes: int = 0  # row classes: reduction passes over the row before the one that stores
     eps: str | None = None  # the default eps of a normalisation
     number_attrs: tuple[str, ...] = ()  # attributes read as numbers (a missing or bad one is ill-formed)
@@ -98,7 +101,7 @@ class OpClass:
             raise ValueError(f"class {self.op}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind == "elementwise" and self.formula is None:
             raise ValueError(f"elementwise class {self.op} has no formula")
-        if self.kind == "row" and self.reduction not in ("rms", "softmax", "mean", "moments"):
+        if self.kind == "row" and self.reduction not in REDUCTIONS:
             raise ValueError(f"row class {self.op} has no reduction")
 
 

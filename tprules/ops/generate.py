@@ -55,7 +55,8 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         stale = drifted()
         for p in stale:
-            print(f"{p.relative_to(ROOT)}: differs from the class table (python -m tprules.ops.generate)",
+            shown = p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
+            print(f"{shown}: differs from the class table (python -m tprules.ops.generate)",
                   file=sys.stderr)
         return 1 if stale else 0
     REGISTRY.write_text(registry_facts())

@@ -72,9 +72,9 @@ CLASSES = (
             reduction="rms", passes=1, eps="1e-6", late_numbers=(("eps", "1e-6"),), spec=True),
     OpClass(Ops.SOFTMAX, "row", 1, "0", "softmax over the last axis", _softmax,
             lambda attrs, shapes, out: _last_axis(attrs, shapes, out, Ops.SOFTMAX),
-            reduction="softmax", passes=2, spec=True),
+            reduction="max_exp", passes=2, spec=True),
     OpClass(Ops.MEAN, "row", 1, "0: x[.., H]", "the mean over the last axis, kept as an axis of size 1: [.., 1]",
-            _mean, _mean_shape, reduction="mean", passes=1),
+            _mean, _mean_shape, reduction="average", passes=1),
     OpClass(Ops.LAYERNORM, "row", 0, "0: x[.., H], 1: w[H] (optional), 2: b[H] (optional)",
             "(x − m) / sqrt(v + eps) · w + b, m and v the mean and (biased) variance over the last axis; "
             "attr `eps` (default 1e-5)", _layernorm, _layernorm_shape, reduction="moments", passes=2, eps="1e-5",

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from ..errors import IllFormed
 from ..lang.ast import Pos
+from ..ops import Ops
 from . import guards
 from .columns import Columns
 from .facts import FactBase
@@ -148,7 +149,7 @@ def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool 
     output = dict(facts.tuples("writes"))
     for tup in facts.ordered("fold"):
         o = tup[0]
-        if ops.get(o) != "sum":
+        if ops.get(o) != Ops.SUM:
             _fail(facts, "fold", tup, f"fold {o} is of class {ops.get(o)}; a fold is a sum")
         chips_read: dict[int, str] = {}
         for r in by_fold[o]:

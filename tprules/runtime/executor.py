@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen.ir import Kernel
-from .devices.base import Compiled, Queue
 from ..program.model import RunProgram
+from .devices.base import Compiled, Queue
 
 
 @dataclass

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...codegen.ir import Kernel
+from ...program.model import RunProgram
 from ..devices.base import Compiled, Queue
 from ..executor import chips_of
-from ...program.model import RunProgram
 from ..semantics import store
 from .world import RankWorld, Traffic
 
