@@ -6,7 +6,7 @@ having printed nothing else.
 
 from __future__ import annotations
 
-from .lang.ast import Pos
+from .pos import Pos
 
 
 class BadInput(Exception):
