@@ -19,7 +19,7 @@ RULE_LANGUAGE = ("lang", "analysis", "engine", "explain")
 # Words that are a class's name and mean something else here, each said why.
 OTHER_MEANINGS = {
     ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
-    ("runtime/distributed/executor.py", "scale"): "the same parameter role",
+    ("runtime/buffers.py", "scale"): "the same parameter role",
 }
 
 
