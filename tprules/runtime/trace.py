@@ -67,6 +67,11 @@ class Trace:
     def host(self, name: str, cat: str, start: float, end: float, **args) -> None:
         self.slice(name, cat, HOST, start, end, **args)
 
+    def wall(self, started: float, seconds: float, **args) -> None:
+        """The process's wall time, from `started` (a `time.time()` reading) for `seconds`."""
+        self.slice("rank wall time", "rank", HOST, self.perf0 + (started - self.wall0),
+                   self.perf0 + (started - self.wall0) + seconds, **args)
+
     def phase(self, name: str, start: float, end: float, **args) -> None:
         """A compile phase (plan, lower, compile a kernel, inputs, reference) on the host thread."""
         self.slice(name, "compile", HOST, start, end, **args)
@@ -123,8 +128,10 @@ def kernel_args(kernel, prog, machine) -> dict:
 
 def kind_of(kernel, prog) -> str:
     """A fold's collective: an all-gather when its statement is a `cat`, else an all-reduce (SPEC §1)."""
+    from ..ops import Ops
+
     classes = {prog.statement(m).cls for m in kernel.members}
-    return "all_gather" if classes == {"cat"} else "all_reduce"
+    return "all_gather" if classes == {Ops.CAT} else "all_reduce"
 
 
 def write(path: str | Path, events: list[dict], other: dict | None = None) -> None:

@@ -106,11 +106,9 @@ def _rank_trace(world: RankWorld, device, started: float):
 def _write_trace(world: RankWorld, trace, path: str, started: float, wall: float) -> None:
     """Every rank's events to rank 0, which writes them as one file: the ranks' slices share the
     host wall clock as their time base (ranks on several machines: as well as their clocks agree)."""
-    from ..trace import HOST, write
+    from ..trace import write
 
-    trace.events.append({"name": "rank wall time", "cat": "rank", "ph": "X", "pid": trace.pid, "tid": HOST,
-                         "ts": round(started * 1e6, 3), "dur": round(wall * 1e6, 3),
-                         "args": {"rank": world.rank, "wall_s": wall}})
+    trace.wall(started, wall, rank=world.rank, wall_s=wall)
     events = world.gather(trace.events, "the trace at rank 0")
     if world.rank == 0:
         write(path, [e for rank in events for e in rank], {"clock": trace.clock, "ranks": world.size})
