@@ -27,6 +27,12 @@ EAGER = ClientServerConfig(server_command=[sys.executable, "-m", "tprules", "lsp
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _log_removed():
+    yield
+    LOG.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def workspace(tmp_path):
     """A workspace root holding a copy of rules/, a program folder and a second rule folder."""
