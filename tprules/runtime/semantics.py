@@ -107,6 +107,23 @@ def _bmm(attrs, a, b):
     return np.matmul(a, b)
 
 
+def _move(cls, attrs, operands, dtype, shape):
+    """A layout class over integers, exactly; an embedding's table read at its integer ids.
+    None where float32 values are moved (computed as every other class)."""
+    xs = [np.asarray(x) for x in operands]
+    integer = [x.dtype.kind in "iu" for x in xs]
+    if cls == "embedding":
+        if not integer[1]:
+            return None
+        table = xs[0] if dtype in INTEGERS and integer[0] else np.asarray(xs[0], F32)
+        rows = table[xs[1].astype(np.int64)]
+        return rows.astype(INTEGERS[dtype]) if dtype in INTEGERS else store(rows, dtype)
+    if dtype not in INTEGERS or not all(integer):
+        return None
+    value = SHAPED[cls](attrs, shape, *xs) if cls in SHAPED else CLASSES[cls](attrs, *xs)
+    return np.asarray(value).astype(INTEGERS[dtype])
+
+
 def _embedding(attrs, table, ids):
     return table[np.asarray(ids).astype(np.int64)]
 
@@ -170,9 +187,19 @@ SHAPED = {
 }
 
 
+# Classes that move elements without computing: integers they move stay integers (ids
+# above 2**24 are not rounded through float32), as the kernels keep them (codegen/layout.py).
+MOVES = ("reshape", "expand", "permute", "slice", "cat", "embedding")
+INTEGERS = {"i8": np.int8, "i32": np.int32, "i64": np.int64}
+
+
 def apply(cls: str, attrs: dict[str, str], operands: list[np.ndarray], quantized: dict[int, str], dtype: str,
           shape: tuple[int, ...] | None = None) -> np.ndarray:
     """One statement: operands (as stored) in, its destination's value (of `shape`) out."""
+    if cls in MOVES and not quantized:
+        moved = _move(cls, attrs, operands, dtype, shape)
+        if moved is not None:
+            return moved
     xs = [np.asarray(x, F32) for x in operands]
     xs = [QUANTIZERS[quantized[i]](x) if i in quantized else x for i, x in enumerate(xs)]
     with np.errstate(all="ignore"):  # inf and nan are values here, as on the devices
