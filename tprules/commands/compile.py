@@ -55,18 +55,22 @@ class CompileReport:
                 "distinct": self.distinct, "seconds": self.seconds, "kernels": [b.to_json() for b in self.builds]}
 
 
-def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str = "own", groups=None,
+def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str = "own", fused=None,
                   compiler=None) -> CompileReport:
-    """Build every kernel of the workspace's plan (or `unfused`, or the given `groups`)."""
+    """Build every kernel of the workspace's plan (or `unfused`; or only the groups of the
+    member lists `fused`, each named by its members joined with +)."""
     from ..codegen import lower, nvvm
     from ..codegen.extern import split_matmuls
     from ..runtime import RunProgram
     from ..runtime.groups import ordered_groups
+    from ..planner.plan import Group
     from ..runtime.groups import unfused as one_each
 
     compiler = compiler or nvvm.Compiler(nvvm.parse_arch(arch))  # first: no NVVM, nothing else is done
     prog = RunProgram.from_workspace(ws)
-    if groups is None:
+    if fused is not None:
+        groups = [Group("+".join(ms), tuple(sorted(ms, key=prog.position.get)), _place(prog, ms)) for ms in fused]
+    else:
         if unfused:
             plan = one_each(prog)
         else:
@@ -81,6 +85,13 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
         builds.append(compiler.build(split_matmuls(kernel) if matmul == "library" else kernel))
     return CompileReport(prog.display, prog.shim, prog.shim_source, compiler.arch.name, compiler.nvvm,
                          compiler.ptxas_version or None, matmul, len(groups), builds, time.perf_counter() - started)
+
+
+def _place(prog, members) -> str:
+    """Where a fused op of these members runs: a chip member's chip, else the spine; folds
+    alone are the collective."""
+    places = sorted({prog.places[o] for o in members} - {"collective"})
+    return places[0] if places else "collective"
 
 
 def run(args) -> int:
