@@ -80,11 +80,30 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
         groups = ordered_groups(plan, prog)
     started = time.perf_counter()
     builds = []
-    for g in groups:
+    def build(g):
         kernel = lower(g, prog)
-        builds.append(compiler.build(split_matmuls(kernel) if matmul == "library" else kernel))
+        return compiler.build(split_matmuls(kernel) if matmul == "library" else kernel)
+
+    for g in groups:
+        b = build(g)
+        if not b.ok and b.statement is None:
+            b.statement = _failing_member(g, build)
+        builds.append(b)
     return CompileReport(prog.display, prog.shim, prog.shim_source, compiler.arch.name, compiler.nvvm,
                          compiler.ptxas_version or None, matmul, len(groups), builds, time.perf_counter() - started)
+
+
+def _failing_member(group, build) -> str | None:
+    """The member to blame where the compiler named no line: the group's only member, else
+    the first whose own kernel does not build either (None: only the fusion fails)."""
+    from ..planner.plan import Group
+
+    if len(group.members) == 1:
+        return group.members[0]
+    for o in group.members:
+        if not build(Group(o, (o,), group.place)).ok:
+            return o
+    return None
 
 
 def _place(prog, members) -> str:
@@ -140,7 +159,7 @@ def render_text(report: CompileReport) -> str:
     lines.append("")
     failed = [b for b in report.builds if not b.ok]
     for b in failed:
-        where = f"statement {b.statement}" if b.statement else "statement unknown"
+        where = f"statement {b.statement}" if b.statement else "every member builds alone"
         lines.append(f"FAILED {b.kernel.group} ({where}): {b.error}")
     built = [b for b in report.builds if b.ok and b.registers is not None]
     summary = (f"{len(report.builds)} kernels ({report.distinct} distinct) compiled for {report.arch} "
