@@ -6,7 +6,8 @@ forms). The same code as `tprules compile` (tprules/commands/compile.py, codegen
     python benchmarks/ptx_check.py [--arch sm_90] [--json OUT.json] [PROGRAM...]
 
 PROGRAM is a program folder or the name of an example under facts/ (default: every
-example). Needs the cuda-compile extra (`pip install -e '.[cuda-compile]'`) and must run
+example). A kernel whose source equals one built before is built and printed once (the
+JSON lists every kernel, `reused` for those). Needs the cuda-compile extra (`pip install -e '.[cuda-compile]'`) and must run
 with NUMBA_ENABLE_CUDASIM unset. Prints one line per distinct kernel; exit 0 when every
 kernel builds, 1 otherwise, 77 when NVVM cannot be loaded (nothing was checked).
 """
@@ -60,7 +61,8 @@ def main(argv=None) -> int:
         for label, options in jobs(folder):
             report = build_program(ws, compiler=compiler, **options)
             for b in report.builds:
-                if b.reused:
+                results.append({"program": name, "job": label, **b.to_json(), "reused": b.reused, "seconds": b.seconds})
+                if b.reused:  # the same source as a kernel before: built and reported once
                     continue
                 total += 1
                 failed += not b.ok
@@ -71,9 +73,8 @@ def main(argv=None) -> int:
                     print(f"ok      {what}{usage}")
                 else:
                     print(f"FAILED  {what}: statement {b.statement}: {b.error}")
-                results.append({"program": name, "job": label, **b.to_json(), "seconds": b.seconds})
     seconds = time.perf_counter() - started
-    print(f"{total} distinct kernels compiled for {arch} in {seconds:.1f} s, {failed} failed")
+    print(f"{len(results)} kernels, {total} distinct, compiled for {arch} in {seconds:.1f} s; {failed} failed")
     if args.json:
         Path(args.json).write_text(json.dumps({"arch": arch, "seconds": seconds, "kernels": results}, indent=1))
     return 1 if failed else 0

@@ -14,12 +14,12 @@ from tests.frontends.tiny import MUST_WORK, make_model
 from .conftest import ARCHES, ROOT, python
 
 EXAMPLES = sorted(p.name for p in (ROOT / "facts").iterdir() if (p / "op.facts").exists())
-PROGRAMS = EXAMPLES + [f"{m}-tp4" for m in MUST_WORK]
+PROGRAMS = EXAMPLES + [f"hf-{m}-tp4" for m in MUST_WORK]
 
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):
-    """name-tp4 → the program folder of that tiny model imported at TP 4 (None without torch)."""
+    """hf-NAME-tp4 → the program folder of that tiny model imported at TP 4 (none without torch)."""
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -31,7 +31,7 @@ def models(tmp_path_factory):
     for m in MUST_WORK:
         folder = tmp_path_factory.mktemp(f"{m}-tp4")
         import_hf(make_model(folder / "model", m), 4, folder / "program")
-        out[f"{m}-tp4"] = folder / "program"
+        out[f"hf-{m}-tp4"] = folder / "program"
     return out
 
 
@@ -59,7 +59,7 @@ def compiled(nvvm, models, tmp_path_factory):
 @pytest.mark.parametrize("program", PROGRAMS)
 @pytest.mark.parametrize("arch", ARCHES)
 def test_every_kernel_builds_for_the_architecture(compiled, models, arch, program):
-    if program.endswith("-tp4") and program not in models:
+    if program.startswith("hf-") and program not in models:
         pytest.skip("the import extra (torch, transformers) is not installed")
     kernels = compiled(arch)[program]
     jobs = {k["job"] for k in kernels}

@@ -88,7 +88,8 @@ def xielu(b):
     _s(b, "out", "where", [pos, a, m], [4, 8])
 
 
-CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, rmsnorm_decomposed, layernorms, xielu)}
+CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, rmsnorm_decomposed,
+                                   layernorms, xielu)}
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plans import EXAMPLES, example
 
 from tprules.codegen import cuda, lower, typed
 from tprules.planner import plan as make_plan
@@ -12,8 +13,6 @@ from tprules.program.builder import ProgramBuilder
 from tprules.runtime import RunProgram, execute
 from tprules.runtime.groups import unfused
 from tprules.workspace import Workspace
-
-from plans import EXAMPLES, example
 
 PARAMS = {"p0": ("f32", 2), "p1": ("i64", 1), "p2": ("f32", 1)}
 

@@ -61,9 +61,9 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
     member lists `fused`, each named by its members joined with +)."""
     from ..codegen import lower, nvvm
     from ..codegen.extern import split_matmuls
+    from ..planner.plan import Group
     from ..runtime import RunProgram
     from ..runtime.groups import ordered_groups
-    from ..planner.plan import Group
     from ..runtime.groups import unfused as one_each
 
     compiler = compiler or nvvm.Compiler(nvvm.parse_arch(arch))  # first: no NVVM, nothing else is done
