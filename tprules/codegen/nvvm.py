@@ -160,9 +160,9 @@ class Compiler:
 
 def load_nvvm(arch: Arch):
     """`numba.cuda`, able to make PTX for `arch` here; CompilerMissing when NVVM is not
-    installed, UsageError when it does not build for that architecture."""
+    installed, UsageError when the simulator is on or NVVM does not build for `arch`."""
     if os.environ.get(SIM_VARIABLE, "0") not in ("", "0"):
-        raise CompilerMissing(f"{SIM_VARIABLE}={os.environ[SIM_VARIABLE]} turns on the CUDA simulator, which "
+        raise UsageError(f"{SIM_VARIABLE}={os.environ[SIM_VARIABLE]} turns on the CUDA simulator, which "
                               "cannot make PTX; unset it to compile")
     try:
         from numba import cuda
@@ -170,7 +170,7 @@ def load_nvvm(arch: Arch):
     except ImportError as err:
         raise CompilerMissing(f"numba-cuda cannot be imported ({err}); install it: {INSTALL}") from None
     if not hasattr(cuda, "compile_ptx"):
-        raise CompilerMissing(f"numba.cuda is the simulator in this process; unset {SIM_VARIABLE} to compile")
+        raise UsageError(f"numba.cuda is the simulator in this process; unset {SIM_VARIABLE} to compile")
     try:
         nvvm.NVVM()
     except Exception as err:  # noqa: BLE001 - Numba's own error, shortened to one line
@@ -180,7 +180,7 @@ def load_nvvm(arch: Arch):
         with _no_gpu(arch):
             cuda.compile_ptx(_probe, ("void(float32[:])"), cc=arch.cc)
     except Exception as err:  # noqa: BLE001
-        raise UsageError(f"NVVM {nvvm_version()} does not build for {arch.name}: "
+        raise UsageError(f"{nvvm_version()} does not build for {arch.name}: "
                          f"{first_error(type(err).__name__, str(err))}") from None
     return cuda
 
