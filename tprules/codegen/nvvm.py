@@ -116,8 +116,6 @@ class Compiler:
 
     def build(self, kernel: Kernel) -> Build:
         """Render, type and compile one kernel (an equal source is compiled once)."""
-        from ..runtime.devices.cuda import signature
-
         started = time.perf_counter()
         try:
             source, launch, marks = render.render_marked(kernel, self.target)
@@ -156,6 +154,17 @@ class Compiler:
             usage = resources(r.stderr + r.stdout)
             b.registers, b.shared_bytes = usage["registers"], usage["shared_bytes"]
             b.spill_stores, b.spill_loads = usage["spill_stores"], usage["spill_loads"]
+
+
+def signature(kernel: Kernel) -> tuple:
+    """The kernel's Numba signature: the stage number, then each buffer as the executor
+    allocates it (program.model's storage: int64 ids as int64, f16 and bf16 as float32)."""
+    from numba import from_dtype, types
+
+    from ..program.model import Tensor
+
+    return (types.int64, *(types.Array(from_dtype(Tensor(p.name, p.shape, p.dtype, None).storage), len(p.buffer_shape), "C")
+                           for p in kernel.params))
 
 
 def load_nvvm(arch: Arch):

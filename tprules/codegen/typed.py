@@ -18,7 +18,7 @@ tests see the same class of bug that compiling for a GPU (`tprules compile`) see
 
 The types: `int` (any integer width: they unify without loss for indices), `f32`, `f64`,
 `bool`, and arrays of an element type. Only the kernel function is checked; the helpers
-are fixed text, typed by hand below (`HELPERS`).
+are fixed text: every argument and result float32 (their names read from `emit.HELPERS`).
 
 >>> check("@cuda.jit\\ndef kernel(stage, p0):\\n    p0[f32(0)] = f32(1)\\n", {"p0": ("f32", 1)})
 Traceback (most recent call last):
@@ -29,7 +29,10 @@ tprules.codegen.typed.KernelTypeError: line 3: subscript of p0 by f32 (an index 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
+
+from .emit import HELPERS as HELPER_SOURCE
 
 INT, F32, F64, BOOL, NONE = "int", "f32", "f64", "bool", "none"
 NUMERIC = (INT, F32, F64)
@@ -37,11 +40,9 @@ NUMERIC = (INT, F32, F64)
 ELEMENT = {"f32": F32, "f16": F32, "bf16": F32, "i8": INT, "i32": INT, "i64": INT}  # a buffer's element type
 CONVERSIONS = {"f32": F32, "I8": INT, "I32": INT, "I64": INT, "int": INT}
 # the device functions of emit.HELPERS: every argument and the result float32
-HELPERS = ("fexp", "fsqrt", "relu", "silu", "gelu", "sigmoid", "gelu_erf", "fexpm1", "fmin", "fpow", "rsqrt",
-           "q8", "rbf16", "rf16")
+HELPERS = frozenset(re.findall(r"^def (\w+)\(", HELPER_SOURCE, re.M))
 GLOBALS = {"T": INT, "BLOCK": INT, "INF": F32, "NAN": F32, "GELU_C": F32, "GELU_K": F32}
 THREAD_INDEXES = ("threadIdx", "blockIdx", "gridDim", "blockDim")
-MATH = ("tanh", "erf", "exp", "expm1", "sqrt", "floor", "pow")
 
 
 class KernelTypeError(AssertionError):
@@ -240,7 +241,7 @@ class _Checker:
             return F32
         if fn == "abs":
             return args[0]
-        if fn.startswith("math.") and fn[5:] in MATH:
+        if fn.startswith("math."):  # float32 in, float32 out (float64 in, float64 out)
             if any(a not in (F32, F64) for a in args):
                 self.fail(node, f"{fn} of {args}")
             return F64 if F64 in args else F32

@@ -51,7 +51,7 @@ class CompileReport:
 
     def to_json(self) -> dict:
         return {"program": self.program, "shim": self.shim, "shim_source": self.shim_source, "arch": self.arch,
-                "nvvm": self.nvvm, "ptxas": self.ptxas, "matmul": self.matmul, "ok": self.ok,
+                "nvvm": self.nvvm, "ptxas": self.ptxas, "matmul_core": self.matmul, "ok": self.ok,
                 "distinct": self.distinct, "seconds": self.seconds, "kernels": [b.to_json() for b in self.builds]}
 
 
