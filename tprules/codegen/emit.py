@@ -8,49 +8,16 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import numpy as np
-
+from .. import ops
 from . import layout
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
-# A class's formula over its operands' variables; helpers are defined in HELPERS.
-FORMULAS = {
-    "add": "{0} + {1}",
-    "sub": "{0} - {1}",
-    "mul": "{0} * {1}",
-    "div": "{0} / {1}",
-    "neg": "-{0}",
-    "exp": "fexp({0})",
-    "relu": "relu({0})",
-    "silu": "silu({0})",
-    "rsqrt": "rsqrt({0})",
-    "gelu": "gelu({0})",
-    "cast": "{0}",
-    "sigmoid": "sigmoid({0})",
-    "tanh": "f32(math.tanh({0}))",
-    "gelu_erf": "gelu_erf({0})",
-    "expm1": "fexpm1({0})",
-    "minimum": "fmin({0}, {1})",
-    "where": "({1} if {0} != f32(0) else {2})",
-}
+INTEGER = ("i8", "i32", "i64")
 
-
-def _pow(args, attrs) -> str:
-    e = float(attrs["exponent"])
-    if e in (1.0, 2.0, 3.0):  # what models use: a product, as NumPy computes small powers
-        return " * ".join([args[0]] * int(e))
-    if e == 0.5:
-        return f"fsqrt({args[0]})"
-    return f"fpow({args[0]}, {constant(e)})"
-
-
-# Classes whose formula reads an attribute.
-ATTR_FORMULAS = {
-    "scale": lambda args, attrs: f"{args[0]} * {constant(float(attrs['factor']))}",
-    "add_scalar": lambda args, attrs: f"{args[0]} + {constant(float(attrs['value']))}",
-    "pow": _pow,
-    "greater": lambda args, attrs: f"(f32(1) if {args[0]} > {constant(float(attrs['value']))} else f32(0))",
-}
+# A class's formula over its operands' variables (its entry in tprules/ops); the helpers
+# they call are defined in HELPERS.
+FORMULAS = ops.require({op: c.formula for op, c in ops.CLASSES.items() if c.formula is not None},
+                       ops.ELEMENTWISE, "codegen's formulas")
 
 # Device functions, decorated by each renderer. Written to behave the same compiled and
 # interpreted (the simulator runs them as Python: math.exp and math.sqrt would raise there).
@@ -165,10 +132,12 @@ def rf16(x):
 '''
 
 
-def constant(x: float) -> str:
-    """A float32 constant, exactly."""
-    return f"f32({float(np.float32(x))!r})"
+constant = ops.constant  # a float32 constant, exactly
 
+
+def reduction(cls: str) -> str:
+    """How a row class reduces its row (its entry's `reduction`)."""
+    return ops.CLASSES[cls].reduction
 
 def convert(text: str, dtype: str) -> str:
     """A float32 value as its destination dtype keeps it (still a float32)."""
@@ -193,13 +162,19 @@ def subscript(param: str, idx: tuple[str, ...]) -> str:
 class Source:
     """Lines with indentation, and a counter for fresh variable names."""
 
-    def __init__(self):
+    def __init__(self, params=()):
         self.lines: list[str] = []
         self.depth = 0
         self.count = 0
+        self.marks: dict[int, object] = {}  # line number (1-based) -> the expression or stored parameter it computes
+        self.param_dtypes = {p.name: p.dtype for p in params}  # the kernel's parameters' dtypes
 
     def line(self, text: str = "") -> None:
         self.lines.append("    " * self.depth + text if text else "")
+
+    def mark(self, what) -> None:
+        """The last line computes `what` (an expression, or a stored parameter's name)."""
+        self.marks[len(self.lines)] = what
 
     @contextmanager
     def block(self, header: str):
@@ -236,12 +211,7 @@ class Scope:
             text = f"f32({subscript(e.param, idx)})"
         elif isinstance(e, Op):
             args = [self.at(a, child_index(idx, e.shape, a.shape)) for a in e.args]
-            if e.cls == "sum":
-                text = " + ".join(args)
-            elif e.cls in ATTR_FORMULAS:
-                text = ATTR_FORMULAS[e.cls](args, dict(e.attrs))
-            else:
-                text = FORMULAS[e.cls].format(*args)
+            text = FORMULAS[e.cls](args, dict(e.attrs))
             text = convert(text, e.dtype)
         elif isinstance(e, Transpose):
             text = convert(self.at(e.arg, (idx[1], idx[0])), e.dtype)
@@ -257,8 +227,37 @@ class Scope:
             raise TypeError(f"not an expression: {e!r}")
         name = self.src.fresh()
         self.src.line(f"{name} = {text}")
+        self.src.mark(e)
         self.memo[key] = name
         return name
+
+    def index(self, e: Expr, idx: tuple[str, ...]) -> str:
+        """An integer value of `e` at `idx`, for a subscript (an embedding's ids): the stored
+        integers of an integer buffer, carried through layout classes as integers; anything
+        computed is computed in float32 (as `at`) and converted, as its destination keeps it."""
+        key = ("index", e, idx)
+        if key in self.memo:
+            return self.memo[key]
+        if isinstance(e, Load) and self.dtype_of(e.param) in INTEGER:
+            text = subscript(e.param, idx)
+        elif isinstance(e, layout.NODES) and e.dtype in INTEGER:
+            text = layout.at(self, e, idx, integer=True)
+        else:
+            text = f"I64({self.at(e, idx)})"
+        name = self.src.fresh("ix")
+        self.src.line(f"{name} = {text}")
+        self.src.mark(e)
+        self.memo[key] = name
+        return name
+
+    def moves_integers(self, e: Expr) -> bool:
+        """Whether `e` is an integer buffer's elements, moved by layout classes only."""
+        if isinstance(e, Load):
+            return self.dtype_of(e.param) in INTEGER
+        return isinstance(e, layout.NODES) and e.dtype in INTEGER
+
+    def dtype_of(self, param: str) -> str:
+        return self.src.param_dtypes.get(param, "f32")
 
 
 class RowValues:
@@ -273,18 +272,34 @@ class RowValues:
     def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
         op = self.stage.rows[n]
         stats = self.stats[n]
-        if op.cls == "mean":
+        how = reduction(op.cls)
+        if how == "average":
             return stats["m"]
-        if op.cls == "layernorm":
+        if how == "moments":
             text = f"({scope.at(op.x, idx)} - {stats['m']}) / {stats['d']}"
             if op.w is not None:
                 text = f"{text} * {scope.at(op.w, idx[-1:])}"
             return f"{text} + {scope.at(op.b, idx[-1:])}" if op.b is not None else text
         x = scope.at(op.x, idx)
-        if op.cls == "rmsnorm":
+        if how == "rms":
             text = f"{x} / {stats['d']}"
             return f"{text} * {scope.at(op.w, idx[-1:])}" if op.w is not None else text
-        return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+        if how == "max_exp":
+            return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+        raise AssertionError(f"row class {op.cls} reduces by {how!r}: no store pass for it")
+
+
+def origin(kernel, marks: dict[int, object], line: int | None) -> str | None:
+    """The member statement whose code is at `line` (1-based) of a rendered source: that of
+    the first marked line at or after it (a load is marked by the value that reads it)."""
+    if line is None:
+        return None
+    for n in sorted(marks):
+        if n >= line:
+            who = kernel.origins.get(marks[n])
+            if who is not None:
+                return who
+    return None
 
 
 def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:
@@ -305,6 +320,9 @@ def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:
 def store(src: Source, scope: Scope, stage, idx: tuple[str, ...], kernel) -> None:
     """Write a stage's stores at index `idx` (a flipped store at the swapped index)."""
     for st in stage.stores:
-        v = scope.at(st.value, idx)
+        dtype = kernel.param(st.param).dtype
+        # integers moved by layout classes stay integers (an id above 2**24 is itself)
+        v = scope.index(st.value, idx) if dtype in INTEGER and scope.moves_integers(st.value) else scope.at(st.value, idx)
         where = (idx[1], idx[0]) if st.flip else idx
-        src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")
+        src.line(f"{subscript(st.param, where)} = {store_cast(v, dtype)}")
+        src.mark(st.param)

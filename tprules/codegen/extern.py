@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
+from ..ops import Ops
 from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Store, Transpose
 
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
@@ -60,7 +61,7 @@ def split_matmuls(kernel: Kernel) -> Kernel:
             stages.extend(_split(stage, kernel, params))
         else:
             stages.append(stage)
-    return Kernel(kernel.group, kernel.members, kernel.place, tuple(params), tuple(stages))
+    return Kernel(kernel.group, kernel.members, kernel.place, tuple(params), tuple(stages), kernel.origins)
 
 
 def _scratch(params: list[Param], shape) -> str:
@@ -101,7 +102,7 @@ def _read_results(e, results: dict[int, str]):
     """`e` with every matmul result read from the buffer the library wrote it to."""
     if isinstance(e, Acc):
         load = Load(results[e.index], e.shape)
-        return load if e.dtype == "f32" else Op("cast", (load,), e.shape, e.dtype)
+        return load if e.dtype == "f32" else Op(Ops.CAST.value, (load,), e.shape, e.dtype)
     if not is_dataclass(e):
         return e
     changes = {}

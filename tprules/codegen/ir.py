@@ -8,9 +8,11 @@ hashable, so the renderers can share common subexpressions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Union
+
+from ..ops import Ops
 
 Shape = tuple[int, ...]
 
@@ -235,12 +237,15 @@ class Kernel:
     place: str
     params: tuple[Param, ...]
     stages: tuple[Stage, ...]
+    # expression (or stored parameter's name) -> the member statement it computes: lets a
+    # compiler's error on a line of the rendered source name the statement (codegen/nvvm.py)
+    origins: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
-        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
-                 BatchedMatmulStage: "bmm"}
+        names = {Pointwise: "pointwise", MatmulStage: Ops.MATMUL.value, RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
+                 BatchedMatmulStage: Ops.BMM.value}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:

@@ -8,62 +8,71 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 - expand: NumPy broadcasting (a size-1 axis reads index 0);
 - slice: start + step * index on its axis;
 - cat: the operand whose range holds the index on the axis, read at the offset index;
-- embedding: row ids[lead] of the table, at the last index.
+- embedding: row ids[lead] of the table, at the last index. The ids are integers from the
+  buffer to the subscript (`Scope.index`): layout classes over them map indices and carry
+  the stored integers, never a float32 copy.
 """
 
 from __future__ import annotations
 
 from math import prod
 
-from ..runtime.classes import axis_groups, dims
-from .ir import Concat, Expr, Gather, Load, Remap
+from .. import ops
+from ..ops import Ops, dims
+from ..program.axes import axis_groups
+from .ir import Concat, Expr, Gather, Remap
 
 NODES = (Remap, Concat, Gather)
 
 
+def _slice(s, args, shape, dtype):
+    axis = int(s.attr("axis")) % len(args[0].shape)
+    return Remap(Ops.SLICE.value, args[0], shape, dtype, (axis, int(s.attr("start")), int(s.attr("step", "1"))))
+
+
+# Each layout class's lowering over its operands' expressions (a Remap's kind is its class).
+LOWERINGS = ops.require({
+    Ops.RESHAPE: lambda s, args, shape, dtype: Remap(Ops.RESHAPE.value, args[0], shape, dtype),
+    Ops.EXPAND: lambda s, args, shape, dtype: Remap(Ops.EXPAND.value, args[0], shape, dtype),
+    Ops.PERMUTE: lambda s, args, shape, dtype: Remap(Ops.PERMUTE.value, args[0], shape, dtype,
+                                                     tuple(dims(s.attr("dims")))),
+    Ops.SLICE: _slice,
+    Ops.CAT: lambda s, args, shape, dtype: Concat(args, int(s.attr("axis")) % len(shape), shape, dtype),
+    Ops.EMBEDDING: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype),
+}, ops.LAYOUT - {Ops.TRANSPOSE}, "codegen's layout lowerings")  # a transpose is a stage's flip (lower.py)
+
+
 def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
     """The expression of layout statement `s` over its operands' expressions."""
-    if s.cls in ("reshape", "expand"):
-        return Remap(s.cls, args[0], shape, dtype)
-    if s.cls == "permute":
-        return Remap("permute", args[0], shape, dtype, tuple(dims(s.attr("dims"))))
-    if s.cls == "slice":
-        axis = int(s.attr("axis")) % len(args[0].shape)
-        return Remap("slice", args[0], shape, dtype, (axis, int(s.attr("start")), int(s.attr("step", "1"))))
-    if s.cls == "cat":
-        return Concat(args, int(s.attr("axis")) % len(shape), shape, dtype)
-    if s.cls == "embedding":
-        return Gather(args[0], args[1], shape, dtype)
-    raise ValueError(f"{s.cls} is not a layout class")
+    if s.cls not in LOWERINGS:
+        raise ValueError(f"{s.cls} is not a layout class")
+    return LOWERINGS[s.cls](s, args, shape, dtype)
 
 
-def at(scope, e, idx: tuple[str, ...]) -> str:
-    """Write the lines that read `e` at `idx` into `scope`; returns the value's text."""
+def at(scope, e, idx: tuple[str, ...], integer: bool = False) -> str:
+    """Write the lines that read `e` at `idx` into `scope`; returns the value's text: a
+    float32, or with `integer` the operand's stored integer (`Scope.index`)."""
     src = scope.src
+    read = scope.index if integer else scope.at
     if isinstance(e, Gather):
-        if isinstance(e.ids, Load):  # the ids as stored: integers, not converted to f32
-            ids = f"{e.ids.param}[{', '.join(idx[:-1]) or '0'}]"
-        else:
-            ids = f"int({scope.at(e.ids, idx[:-1])})"
-        row = src.fresh("row")
-        src.line(f"{row} = {ids}")
-        return scope.at(e.table, (row, idx[-1]))
+        row = scope.index(e.ids, idx[:-1])  # an integer from the ids' buffer to here
+        return read(e.table, (row, idx[-1]))
     if isinstance(e, Concat):
-        return _concat(scope, e, idx)
-    if e.kind == "permute":
+        return _concat(scope, e, idx, integer)
+    if e.kind == Ops.PERMUTE:
         child = [""] * len(idx)
         for a, d in enumerate(e.params):
             child[d] = idx[a]
-    elif e.kind == "expand":
+    elif e.kind == Ops.EXPAND:
         child = _broadcast(idx, e.shape, e.arg.shape)
-    elif e.kind == "slice":
+    elif e.kind == Ops.SLICE:
         axis, start, step = e.params
         child = list(idx)
         child[axis] = _var(src, f"{start} + {step} * {idx[axis]}" if step != 1 else f"{start} + {idx[axis]}") \
             if (start, step) != (0, 1) else idx[axis]
     else:
         child = _reshape(src, idx, e.shape, e.arg.shape)
-    return scope.at(e.arg, tuple(child))
+    return read(e.arg, tuple(child))
 
 
 def _var(src, text: str) -> str:
@@ -77,10 +86,10 @@ def _broadcast(idx, shape, child) -> list[str]:
     return ["0" if c == 1 and shape[off + d] != 1 else idx[off + d] for d, c in enumerate(child)]
 
 
-def _concat(scope, e: Concat, idx) -> str:
+def _concat(scope, e: Concat, idx, integer: bool) -> str:
     src, axis = scope.src, e.axis
-    out = src.fresh("cat")
-    src.line(f"{out} = f32(0)")
+    out = src.fresh(Ops.CAT.value)  # named for its class
+    src.line(f"{out} = {'I64(0)' if integer else 'f32(0)'}")
     offset = 0
     for n, arg in enumerate(e.args):
         size = arg.shape[axis]
@@ -91,7 +100,8 @@ def _concat(scope, e: Concat, idx) -> str:
             if offset:
                 child[axis] = _var(src, f"{idx[axis]} - {offset}")
             inner = type(scope)(src, acc=scope.acc, row=scope.row)  # what a branch computes stays in it
-            src.line(f"{out} = {inner.at(arg, tuple(child))}")
+            value = f"I64({inner.index(arg, tuple(child))})" if integer else inner.at(arg, tuple(child))
+            src.line(f"{out} = {value}")
         offset += size
     return out
 

@@ -7,7 +7,9 @@ to the same source and compile once.
 
 from __future__ import annotations
 
-from ..runtime.program import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
+from .. import ops
+from ..ops import Ops
+from ..program.model import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
 from . import layout
 from .ir import (
     AbsMax,
@@ -30,8 +32,6 @@ from .ir import (
 )
 from .schedule import LOCAL, Schedule, operands, schedule
 
-ROW_EPS = {"layernorm": "1e-5"}  # the default eps of a row class, where it is not 1e-6
-
 
 class Lowering:
     def __init__(self, group, prog: RunProgram):
@@ -43,6 +43,7 @@ class Lowering:
         self.sched: Schedule = schedule(self.members, prog)
         self.params: dict[object, Param] = {}
         self.scales: list[AbsMax] = []  # first passes the current stage needs
+        self.origins: dict = {}  # expression or stored parameter -> the statement it computes
 
     # -- parameters ----------------------------------------------------------------------
 
@@ -65,6 +66,12 @@ class Lowering:
 
     def value(self, t: str | None, stage: int, fold: Statement | None = None) -> Expr:
         """The value of tensor `t` as the pass of schedule stage `stage` computes it."""
+        e = self._value(t, stage, fold)
+        if t in self.produced:
+            self.origins.setdefault(e, self.produced[t].name)
+        return e
+
+    def _value(self, t: str | None, stage: int, fold: Statement | None) -> Expr:
         if t is LOCAL:
             return Load(self.local_param(fold), self.prog.tensors[fold.reads[0]].shape)
         info = self.prog.tensors[t]
@@ -81,10 +88,10 @@ class Lowering:
         if s.cls in LAYOUT:
             args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
             return layout.expression(s, args, info.shape, info.dtype)
-        if s.cls == "transpose":
+        if s.cls == Ops.TRANSPOSE:
             return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
         args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
-        cls = "sum" if s.fold else s.cls
+        cls = Ops.SUM.value if s.fold else s.cls
         return Op(cls, args, info.shape, info.dtype, s.attrs)
 
     def operand(self, s: Statement, i: int, t: str | None, stage: int) -> Expr:
@@ -103,7 +110,7 @@ class Lowering:
     def stage(self, i: int):
         plan = self.sched.stages[i]
         # anchors first: their operands are what the pass reads
-        if plan.kind in ("matmul", "bmm"):
+        if plan.kind in (MATMUL, BMM):
             mms = []
             for o in plan.anchors:
                 s = self.prog.statement(o)
@@ -115,13 +122,13 @@ class Lowering:
                 s = self.prog.statement(o)
                 w = self.operand(s, 1, s.reads[1], i) if len(s.reads) > 1 else None
                 b = self.operand(s, 2, s.reads[2], i) if len(s.reads) > 2 else None
-                eps = float(s.attr("eps", ROW_EPS.get(s.cls, "1e-6")))
+                eps = float(s.attr("eps", ops.CLASSES[s.cls].eps or "1e-6"))
                 rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, eps, b))
         stores = tuple(self.store(t, i) for t in plan.stores)
-        if plan.kind == "matmul":
+        if plan.kind == MATMUL:
             m, n, k = plan.dims
             return MatmulStage(m, n, k, tuple(mms), stores)
-        if plan.kind == "bmm":
+        if plan.kind == BMM:
             batch, m, n, k = plan.dims
             return BatchedMatmulStage(batch, m, n, k, tuple(mms), stores)
         if plan.kind == "row":
@@ -134,9 +141,12 @@ class Lowering:
             v = self.operand(s, 0, s.reads[0], stage)
             dtype = self.prog.tensors[t].dtype
             if dtype != self.prog.tensors[s.reads[0]].dtype:
-                v = Op("cast", (v,), v.shape, dtype)
-            return Store(self.tensor_param(t), v, flip=True)
-        return Store(self.tensor_param(t), self.value(t, stage))
+                v = Op(Ops.CAST.value, (v,), v.shape, dtype)
+            store = Store(self.tensor_param(t), v, flip=True)
+        else:
+            store = Store(self.tensor_param(t), self.value(t, stage))
+        self.origins.setdefault(store.param, self.produced[t].name)
+        return store
 
     def kernel(self) -> Kernel:
         stages = []
@@ -146,7 +156,7 @@ class Lowering:
             stages.extend(self.scales)  # the quantized reads' first pass, just before
             stages.append(main)
         return Kernel(self.group.group, tuple(s.name for s in self.members), self.group.place,
-                      tuple(self.params.values()), tuple(stages))
+                      tuple(self.params.values()), tuple(stages), self.origins)
 
 
 def lower(group, prog: RunProgram) -> Kernel:

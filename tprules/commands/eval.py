@@ -84,7 +84,6 @@ def _run(args) -> int:
         if chan.kind == "input":
             rows = souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir)
             read.setdefault(chan.rel, []).extend(souffle_io.records_read(checked, chan.rel, rows))
-    values.number_symbols(souffle_io.symbols_in_order(checked, read))
     values.reset_counter()
     facts = {rel: set(rows) for rel, rows in read.items()}
     if "strata" in args.show:
@@ -92,6 +91,7 @@ def _run(args) -> int:
             print(f"stratum {stratum.index} ({'recursive' if stratum.recursive else 'plain'}): "
                   f"{', '.join(stratum.relations)}")
     wanted = sorted({c.rel for c in chans if c.kind in ("output", "printsize")})
-    model = make_engine(args.engine, checked).evaluate(facts, targets=wanted)
+    with values.symbol_table(souffle_io.symbols_in_order(checked, read)):  # ord's, for this evaluation
+        model = make_engine(args.engine, checked).evaluate(facts, targets=wanted)
     souffle_io.write_outputs(model, checked, chans, args.output)
     return 0

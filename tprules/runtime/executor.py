@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen.ir import Kernel
+from ..program.model import RunProgram
+from .buffers import buffers
 from .devices.base import Compiled, Queue
-from .program import RunProgram
 
 
 @dataclass
@@ -51,7 +52,8 @@ class Executor:
         self.compiled = compiled  # in an order where producers come first
         self.inputs = inputs
 
-    def run(self, progress=None) -> Execution:
+    def run(self, progress=None, trace=None) -> Execution:
+        """One run; `trace` (a runtime/trace.py `Trace`) gets every launch and copy of it."""
         prog = self.prog
         queues = self.device.queues(prog.chips)
         try:
@@ -62,6 +64,8 @@ class Executor:
                     held.setdefault(name, {})[c] = queues[c].upload(value.reshape(prog.tensors[name].buffer_shape))
             for q in queues:
                 q.synchronize()
+                if trace is not None:
+                    q.start_trace()
             run = _Run(prog, queues, held)
             started, cpu = time.perf_counter(), time.process_time()
             for compiled in self.compiled:
@@ -71,6 +75,10 @@ class Executor:
             for q in queues:
                 q.synchronize()
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+            if trace is not None:
+                trace.host("run", "run", started, started + seconds)
+                for q in queues:
+                    trace.queue_records(q.chip, q.take_trace(), prog, self.device.machine)
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
                        for t in prog.outputs}
             return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
@@ -108,27 +116,7 @@ class _Run:
         kernel = compiled.kernel
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues[chip]
-            buffers = []
-            for p in kernel.params:
-                storage = _storage(p.dtype)
-                if p.role == "in":
-                    buf = self.on(p.tensor, chip)
-                elif p.role == "local":
-                    buf = self.on(dict(p.local)[chip], chip)
-                elif p.role == "out":
-                    buf = q.empty(p.buffer_shape, storage)
-                    self.held.setdefault(p.tensor, {})[chip] = buf
-                elif p.role == "scratch":
-                    buf = q.empty(p.buffer_shape, storage)
-                else:  # scale: a quantized read's max starts at zero
-                    buf = q.zeros(p.buffer_shape, storage)
-                buffers.append(buf)
-            q.launch(compiled, buffers)
+            q.launch(compiled, buffers(kernel, chip, q, self.on, self.held))
             self.kernels[chip] += 1
             self.launches[chip] += compiled.launches
 
-
-def _storage(dtype: str) -> np.dtype:
-    from .program import INTEGER
-
-    return np.dtype(INTEGER.get(dtype, np.float32))
