@@ -8,6 +8,12 @@ import sys
 
 def add_rules(parser) -> None:
     parser.add_argument("--rules", metavar="RULES_DIR", help="rule folder (default: the project's rules/)")
+    add_include(parser)
+
+
+def add_include(parser) -> None:
+    parser.add_argument("-I", "--include-dir", dest="include_dirs", metavar="DIR", action="append", default=[],
+                        help="a folder #include searches after the including file's own (repeatable)")
 
 
 def add_shim(parser) -> None:

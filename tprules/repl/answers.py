@@ -60,12 +60,12 @@ def query(session, body):
 
 
 def rules(session, rel: str):
-    from ..lang.printer import print_rule
+    from ..lang.printer import print_rule_origin
 
     checked = session.workspace.checked
     found = checked.rules_for(rel)
     if session.format == "json":
-        return json.dumps({"relation": rel, "rules": [{"file": r.pos.file, "line": r.pos.line, "text": print_rule(r)}
+        return json.dumps({"relation": rel, "rules": [{"file": r.pos.file, "line": r.pos.line, "text": print_rule_origin(r)}
                                                        for r in found]})
     if not found:
         kind = "an input relation" if rel in checked.inputs else "declared but never derived"
@@ -75,7 +75,7 @@ def rules(session, rel: str):
         if i:
             lines.append("\n")
         lines.append(f"{rule.pos.file}:{rule.pos.line}", style="cyan")
-        lines.append(f"  {print_rule(rule)}")
+        lines.append(f"  {print_rule_origin(rule)}")
     return lines
 
 
