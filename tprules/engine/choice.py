@@ -39,7 +39,7 @@ class Choice:
 def _order(t: tuple) -> tuple:
     from .values import ordinal
 
-    return tuple(ordinal(v, "symbol") if isinstance(v, str) else v for v in t)
+    return tuple((ordinal(v, "symbol"), v) if isinstance(v, str) else (v, "") for v in t)  # ties: by value
 
 
 def choice_of(decl, tuples) -> Choice | None:
