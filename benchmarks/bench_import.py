@@ -34,7 +34,13 @@ LLAMA3 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_s
 FULL = {
     "8b": {**LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32},
     "70b": {**LLAMA3, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64},
+    # Llama-3.1-405B: 126 layers, hidden 16384, 128 heads, 8 key/value heads, FFN 53248, llama3 RoPE scaling
+    "405b": {**LLAMA3, "hidden_size": 16384, "intermediate_size": 53248, "num_hidden_layers": 126,
+             "num_attention_heads": 128, "max_position_embeddings": 131072,
+             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192}},
 }
+TP = {"8b": 8, "70b": 8, "405b": 16}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)

@@ -173,7 +173,6 @@ class Stamper:
         self.template = [kind if i == kinds.first(kind) else second[kind] for i, kind in enumerate(kinds.kind)]
         self._offsets()
         self.export = self._exports()
-        self._cache: dict[tuple[int, int], dict[str, str]] = {}
 
     # -- fx numbering -----------------------------------------------------------------
 
@@ -262,13 +261,51 @@ class Stamper:
     def facts(self, progress=None) -> FactColumns:
         out = FactColumns()
         relations = [(rel, rows) for rel, rows in self.sharder.b.facts.items() if rel != "member" and rows]
-        if progress is not None:
-            progress.phase("stamp layers", len(relations) * self.layers)
+        layout = {rel: self._parts(rows, self.sharder.tags[rel]) for rel, rows in relations}
+        # every template's names, numbered once; each (template, layer) renames them once
+        tokens: dict[int, dict[tuple[str, bool], int]] = {}
+        columns = {}
         for rel, rows in relations:
-            out.set(rel, self._relation(rel, rows, self.sharder.tags[rel], progress))
+            arity = ARITY.get(rel, len(rows[0]))
+            named = _NAME_COLUMNS.get(rel, ())
+            for t, rs in {id(rs): (t, rs) for t, _, rs in layout[rel]}.values():
+                table = tokens.setdefault(t, {})
+                for c in range(arity):
+                    if t == PRE or not (c in named or (rel == "attr" and c == 2)):
+                        col = np.empty(len(rs), dtype=object)
+                        col[:] = [str(r[c]) for r in rs]
+                        columns[rel, c, id(rs)] = ("raw", col)
+                    else:
+                        flags = [True] * len(rs) if c in named else [r[1] in _NAMED_ATTRS for r in rs]
+                        ids = [table.setdefault((str(r[c]), f), len(table)) for r, f in zip(rs, flags)]
+                        columns[rel, c, id(rs)] = ("ids", np.array(ids, dtype=np.int64))
+        if progress is not None:
+            progress.phase("stamp layers", self.layers + 2)
+        names: dict[tuple[int, int], np.ndarray] = {}
+        for t, i in sorted({(t, i) for parts in layout.values() for t, i, _ in parts if t != PRE}):
+            table = tokens[t]
+            memo: dict[str, str] = {}
+            full = np.empty(len(table), dtype=object)
+            full[:] = [self.token(tok, t, i, memo) if flag else tok for tok, flag in table]
+            names[t, i] = full
+            if progress is not None and i < self.layers and t == self.template[i]:
+                progress.advance()
+        for rel, rows in relations:
+            arity = ARITY.get(rel, len(rows[0]))
+            cols = []
+            for c in range(arity):
+                pieces = []
+                for t, i, rs in layout[rel]:
+                    how, col = columns[rel, c, id(rs)]
+                    pieces.append(col if how == "raw" else names[t, i][col])
+                cols.append(np.concatenate(pieces))
+            out.set(rel, cols)
+        if progress is not None:
+            progress.advance(2)
         return out
 
-    def _relation(self, rel: str, rows: list[tuple], tags: list[int], progress=None) -> list[np.ndarray]:
+    def _parts(self, rows: list[tuple], tags: list[int]) -> list[tuple[int, int, list[tuple]]]:
+        """(template, layer, rows) in the full program's order, for one relation."""
         seen: dict[tuple, int] = {}
         for row, tag in zip(rows, tags):
             seen.setdefault(row, tag)
@@ -278,7 +315,7 @@ class Stamper:
                 runs[-1][1].append(row)
             else:
                 runs.append((tag, [row]))
-        parts: list[tuple[int, int, list[tuple]]] = []  # (template, target, rows)
+        parts: list[tuple[int, int, list[tuple]]] = []
         j = 0
         while j < len(runs):
             tag, rs = runs[j]
@@ -290,32 +327,12 @@ class Stamper:
                 j += 1
             else:  # a sweep over the traced layers, in order
                 sweep = {}
-                while j < len(runs) and runs[j][0] not in (PRE, self.post) and runs[j][0] not in sweep \
-                        and all(runs[j][0] > t for t in sweep):
+                while j < len(runs) and runs[j][0] not in (PRE, self.post) and all(runs[j][0] > t for t in sweep):
                     sweep[runs[j][0]] = runs[j][1]
                     j += 1
-                for i in range(self.layers):
-                    t = self.template[i]
-                    if t in sweep:
-                        parts.append((t, i, sweep[t]))
-        if progress is not None:
-            progress.advance(self.layers)
-        arity = ARITY.get(rel, len(rows[0]))
-        return [np.concatenate([self._column(rel, c, t, i, rs) for t, i, rs in parts]) for c in range(arity)]
-
-    def _column(self, rel: str, c: int, t: int, i: int, rows: list[tuple]) -> np.ndarray:
-        col = np.empty(len(rows), dtype=object)
-        if t == PRE:
-            col[:] = [str(r[c]) for r in rows]
-            return col
-        names = self._cache.setdefault((t, i), {})
-        if c in _NAME_COLUMNS.get(rel, ()):
-            col[:] = [self.token(r[c], t, i, names) for r in rows]
-        elif rel == "attr" and c == 2:
-            col[:] = [self.token(r[2], t, i, names) if r[1] in _NAMED_ATTRS else str(r[2]) for r in rows]
-        else:
-            col[:] = [str(r[c]) for r in rows]
-        return col
+                parts.extend((self.template[i], i, sweep[self.template[i]]) for i in range(self.layers)
+                             if self.template[i] in sweep)
+        return parts
 
     # -- what the importer reports and reads ---------------------------------------------
 
