@@ -27,7 +27,7 @@ from collections import Counter
 
 import numpy as np
 
-from .columnar import ARITY, FactColumns
+from .columnar import ARITY, FactColumns, strings
 from .graph import INPUT, OUTPUT, Graph
 from .layers import LayerKinds
 from .tp import Sharder
@@ -259,6 +259,8 @@ class Stamper:
     # -- the full program --------------------------------------------------------------
 
     def facts(self, progress=None) -> FactColumns:
+        import pyarrow as pa
+
         out = FactColumns()
         relations = [(rel, rows) for rel, rows in self.sharder.b.facts.items() if rel != "member" and rows]
         layout = {rel: self._parts(rows, self.sharder.tags[rel]) for rel, rows in relations}
@@ -274,11 +276,11 @@ class Stamper:
                     if t == PRE or not (c in named or (rel == "attr" and c == 2)):
                         col = np.empty(len(rs), dtype=object)
                         col[:] = [str(r[c]) for r in rs]
-                        columns[rel, c, id(rs)] = ("raw", col)
+                        columns[rel, c, id(rs)] = ("raw", strings(col))
                     else:
                         flags = [True] * len(rs) if c in named else [r[1] in _NAMED_ATTRS for r in rs]
                         ids = [table.setdefault((str(r[c]), f), len(table)) for r, f in zip(rs, flags)]
-                        columns[rel, c, id(rs)] = ("ids", np.array(ids, dtype=np.int64))
+                        columns[rel, c, id(rs)] = ("ids", pa.array(np.array(ids, dtype=np.int64)))
         if progress is not None:
             progress.phase("stamp layers", self.layers + 2)
         names: dict[tuple[int, int], np.ndarray] = {}
@@ -287,7 +289,7 @@ class Stamper:
             memo: dict[str, str] = {}
             full = np.empty(len(table), dtype=object)
             full[:] = [self.token(tok, t, i, memo) if flag else tok for tok, flag in table]
-            names[t, i] = full
+            names[t, i] = strings(full)
             if progress is not None and i < self.layers and t == self.template[i]:
                 progress.advance()
         for rel, rows in relations:
@@ -297,8 +299,8 @@ class Stamper:
                 pieces = []
                 for t, i, rs in layout[rel]:
                     how, col = columns[rel, c, id(rs)]
-                    pieces.append(col if how == "raw" else names[t, i][col])
-                cols.append(np.concatenate(pieces))
+                    pieces.append(col if how == "raw" else names[t, i].take(col))
+                cols.append(pa.concat_arrays(pieces))
             out.set(rel, cols)
         if progress is not None:
             progress.advance(2)
