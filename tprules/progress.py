@@ -27,7 +27,7 @@ class Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
             self._bar = Bar(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=Console(file=self.stream), transient=False)
+                            TimeElapsedColumn(), console=Console(file=self.stream), transient=True)
             self._bar.start()
         self._finish()
         self._total = max(total, 1)

@@ -55,38 +55,40 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
 
     check_out(Path(out))
     progress = progress or Progress(False)
-    clock = _Clock()
-    src = read_source(source, layers, plan)
-    heads = Heads(*head_counts(src.config))
-    check_heads(src, heads, tp)
-    _quiet_transformers()
-    model = build_model(src, seed, no_data)
-    clock.tick("model")
-    kinds = None if every_layer else layer_kinds(model)
-    built = None
-    if kinds is not None and len(kinds.order) < kinds.count:
-        from .stamp import CannotStamp
+    try:
+        clock = _Clock()
+        src = read_source(source, layers, plan)
+        heads = Heads(*head_counts(src.config))
+        check_heads(src, heads, tp)
+        _quiet_transformers()
+        model = build_model(src, seed, no_data)
+        clock.tick("model")
+        kinds = None if every_layer else layer_kinds(model)
+        built = None
+        if kinds is not None and len(kinds.order) < kinds.count:
+            from .stamp import CannotStamp
 
-        try:
-            built = _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress)
-        except CannotStamp:
-            built = None
-    if built is None:
-        built = _traced(src, model, tp, batch, seq, heads, clock, progress)
-    data, expected = {}, {}
-    if not no_data:
-        data, expected = _data(src, model, built, tp, batch, seq, seed)
-    clock.tick("data")
-    info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
-            "tp": tp, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
-            "seed": seed, "no_data": no_data, "plan": src.plan, **_versions(),
-            "statements": built.statements, "candidates": built.candidates, "folded": built.folded,
-            "layer_kinds": built.kinds, "traced_layers": built.traced}
-    from .write import write_folder
+            try:
+                built = _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress)
+            except CannotStamp:
+                built = None
+        if built is None:
+            built = _traced(src, model, tp, batch, seq, heads, clock, progress)
+        data, expected = {}, {}
+        if not no_data:
+            data, expected = _data(src, model, built, tp, batch, seq, seed)
+        clock.tick("data")
+        info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
+                "tp": tp, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
+                "seed": seed, "no_data": no_data, "plan": src.plan, **_versions(),
+                "statements": built.statements, "candidates": built.candidates, "folded": built.folded,
+                "layer_kinds": built.kinds, "traced_layers": built.traced}
+        from .write import write_folder
 
-    write_folder(Path(out), built.facts, data, expected, info, validate=_wellformed, progress=progress)
-    clock.tick("write")
-    progress.close()
+        write_folder(Path(out), built.facts, data, expected, info, validate=_wellformed, progress=progress)
+        clock.tick("write")
+    finally:
+        progress.close()
     return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
                         built.folds, built.folded, clock.seconds, built.kinds, built.traced)
 
