@@ -24,7 +24,8 @@ class Progress:
             return
         if self._bar is None:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bar
 
             self._bar = Bar(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=Console(file=self.stream), transient=True)

@@ -47,9 +47,9 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
+    from ..progress import Progress
     from .hf import build_model, head_counts, read_source
     from .layers import layer_kinds
-    from ..progress import Progress
     from .tp import Heads, check_heads
     from .write import check_out
 
@@ -126,7 +126,7 @@ def _lowered(src, model, batch, seq, arch, tag=None):
 def _check_folded(src, graph, constants, placement) -> None:
     from .placement import Shard
 
-    
+
     for name, node in graph.folded.items():
         split = [w for w in constants.leaves(node) if isinstance(placement.get(w), Shard)]
         if split:
