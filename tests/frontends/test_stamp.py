@@ -133,21 +133,3 @@ def test_columnar_candidates_and_writer_equal_the_builders(seed, tmp_path):
     b.write(tmp_path / "builder")
     columns.write(tmp_path / "columns")
     assert _same_folders(tmp_path / "builder", tmp_path / "columns") == []
-
-
-def test_the_progress_bar_draws_on_a_terminal_and_nothing_when_piped():
-    import io
-
-    from tprules.progress import Progress
-
-    class Terminal(io.StringIO):
-        def isatty(self):
-            return True
-
-    shown, piped = Terminal(), io.StringIO()
-    for stream in (shown, piped):
-        p = Progress(stream=stream)
-        p.phase("stamp layers", 4)
-        p.advance(4)
-        p.close()
-    assert "stamp layers" in shown.getvalue() and piped.getvalue() == ""
