@@ -162,7 +162,7 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     from .stamp import Segments, Stamper, TaggingSharder, tag_lowerer
     from .tp import weight_placement
 
-    progress.phase("trace layer kinds", 1)
+    progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers", 1)
     segments = {}
 
     def tag(lowerer, program):
