@@ -14,10 +14,12 @@ folds it (the all-reduce) into a replicated tensor.
 
 from __future__ import annotations
 
-from ..runtime.classes import axis_groups
+from .. import ops
+from ..ops import Ops
+from ..program.axes import axis_groups
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
-PARTIAL_THROUGH = ("reshape", "permute")
+PARTIAL_THROUGH = (Ops.RESHAPE, Ops.PERMUTE)
 
 
 class NotShardable(Exception):
@@ -210,9 +212,8 @@ def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     return ids
 
 
-RULES = {"matmul": matmul, "bmm": bmm, "reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,
-         "cat": cat, "embedding": embedding,
-         **{c: row for c in ("softmax", "rmsnorm", "mean", "layernorm")}}
+RULES = {Ops.MATMUL: matmul, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
+         Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, **{c: row for c in ops.ROW}}
 
 
 def rule(cls: str):

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...codegen.ir import Kernel
+from ...program.model import RunProgram
+from ..buffers import buffers
 from ..devices.base import Compiled, Queue
 from ..executor import chips_of
-from ..program import RunProgram
 from ..semantics import store
 from .world import RankWorld, Traffic
 
@@ -170,23 +171,9 @@ class _RankRun:
             return
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
-            buffers = []
-            for p in kernel.params:
-                if p.role == "in":
-                    buf = self.on(p.tensor, chip)
-                elif p.role == "local":
-                    buf = self.on(dict(p.local)[chip], chip)
-                elif q is None:
-                    buf = REMOTE
-                elif p.role == "scale":  # a quantized read's max starts at zero
-                    buf = q.zeros(p.buffer_shape, _storage(p.dtype))
-                else:  # out, scratch
-                    buf = q.empty(p.buffer_shape, _storage(p.dtype))
-                if p.role == "out":
-                    self.held.setdefault(p.tensor, {})[chip] = buf
-                buffers.append(buf)
+            bufs = buffers(kernel, chip, q, self.on, self.held, REMOTE)
             if q is not None:
-                q.launch(compiled, buffers)
+                q.launch(compiled, bufs)
                 self.kernels[chip] += 1
                 self.launches[chip] += compiled.launches
 
@@ -205,6 +192,3 @@ class _RankRun:
         self.held[fold.writes] = {c: (self.queues[c].upload(value.reshape(out.buffer_shape)) if c in self.queues
                                       else REMOTE) for c in range(self.prog.chips)}
 
-
-def _storage(dtype: str) -> np.dtype:
-    return np.dtype({"i8": np.int8, "i32": np.int32}.get(dtype, np.float32))
