@@ -369,12 +369,15 @@ def report(infos: dict[str, dict], rows: list[Row], repeat: int) -> str:
     lines += ["", "Goals of issue 24: `import` at most 4 s (8b-hf), 8 s (70b-hf), 15 s (405b-hf, under 2 GiB); "
               "`plan` at most 1.5 × `check`; `check` at most 1.0 × Soufflé's interpreter; peak memory at most "
               "2 × Soufflé's.", "",
-              "| size | import | import goal | import MiB | plan ÷ check | plan goal | check ÷ Soufflé | "
-              "check MiB ÷ Soufflé's |", "|---|---:|---|---:|---:|---|---:|---:|"]
+              "| size | import | import cpu | import goal | import MiB | plan ÷ check | (cpu) | plan goal | "
+              "check ÷ Soufflé | check MiB ÷ Soufflé's |", "|---|---:|---:|---|---:|---:|---:|---|---:|---:|"]
     for s in sizes:
         imp, check, plan, souffle = (by.get((s, t)) for t in ("import", "check", "plan", "souffle"))
         target = IMPORT_TARGETS.get(s)
         imp_cell = "-" if imp is None or imp.wall is None else _fmt(imp.wall)
+        imp_cpu = "-" if imp is None or imp.cpu is None else _fmt(imp.cpu)
+        pc_cpu = "-" if plan is None or check is None or plan.cpu is None or not check.cpu else \
+            f"{plan.cpu / check.cpu:.2f}"
         imp_goal = "-" if target is None or imp is None or imp.wall is None else \
             f"{'met' if imp.wall <= target and imp.peak <= 2048 else 'missed'} ({target} s)"
         imp_mib = "-" if imp is None or imp.peak is None else f"{imp.peak:.0f}"
@@ -384,8 +387,8 @@ def report(infos: dict[str, dict], rows: list[Row], repeat: int) -> str:
             f"{check.wall / souffle.wall:.2f}"
         mem = "-" if check is None or souffle is None or check.peak is None or souffle.peak is None else \
             f"{check.peak / souffle.peak:.2f}"
-        lines.append(f"| {s} | {imp_cell} | {imp_goal} | {imp_mib} | {'-' if pc is None else f'{pc:.2f}'} | "
-                     f"{plan_goal} | {cs} | {mem} |")
+        lines.append(f"| {s} | {imp_cell} | {imp_cpu} | {imp_goal} | {imp_mib} | {'-' if pc is None else f'{pc:.2f}'} "
+                     f"| {pc_cpu} | {plan_goal} | {cs} | {mem} |")
     lines.append("")
     for s in sizes:
         agree = infos[s].get("agree", {})
