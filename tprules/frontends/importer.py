@@ -70,8 +70,8 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
 
             try:
                 built = _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress)
-            except CannotStamp:
-                built = None
+            except (CannotStamp, ImportFailed):
+                built = None  # traced whole: a model that fails is reported as the full trace names it
         if built is None:
             built = _traced(src, model, tp, batch, seq, heads, clock, progress)
         data, expected = {}, {}
