@@ -178,7 +178,6 @@ class Stamper:
 
     def _offsets(self) -> None:
         """reduced[q][b]: nodes of base b before traced layer q; full[i][b]: before layer i."""
-        bases = set().union(*self.seg.count.values())
         count = self.seg.count
         pre = count.get(PRE, Counter())
 
@@ -192,7 +191,6 @@ class Stamper:
 
         self.reduced = prefix(range(self.post))
         self.full = prefix(self.template)
-        self.bases = bases
 
     def shifted(self, name: str, q: int, i: int) -> str:
         """The fx name in a full trace, as layer i (or POST) of a node of traced segment q."""
