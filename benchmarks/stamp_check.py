@@ -42,7 +42,7 @@ def check(model_type: str, work: Path, tp: int, layers: int) -> str:
     except BadInput as err:
         return f"not imported ({str(err).splitlines()[0][:80]})"
     if stamped.kinds is None:
-        return "traced whole"
+        return "traced whole (nothing to stamp at this layer count, or the graph does not fit)"
     a, b = work / f"{model_type}-stamped", work / f"{model_type}-traced"
     names = sorted({p.name for p in a.glob("*.facts")} | {p.name for p in b.glob("*.facts")})
     differ = [n for n in names if not ((a / n).exists() and (b / n).exists()
