@@ -6,8 +6,9 @@
   vocabulary 128), made with transformers and saved with save_pretrained, imported at TP 2
   (`tprules import hf`, the whole command); statements and candidates; then
   `tprules run --device DEVICE` on each: the logits' max error against torch's forward;
-- 8b, 70b: Llama-3-8B's and Llama-3-70B's hyperparameters in a config.json written here
-  (no weights, nothing downloaded), imported with --no-data at TP 8, sequence 2048; then
+- 8b, 70b, 405b: Llama-3-8B's, Llama-3-70B's and Llama-3.1-405B's hyperparameters in a
+  config.json written here (no weights, nothing downloaded), imported with --no-data at
+  TP 8 (405b: TP 16), sequence 2048; then
   `tprules check` and `tprules plan` on the imported folders.
 
 Every step is a whole command in its own process (start-up included), timed by wall clock,
@@ -34,7 +35,13 @@ LLAMA3 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_s
 FULL = {
     "8b": {**LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32},
     "70b": {**LLAMA3, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64},
+    # Llama-3.1-405B: 126 layers, hidden 16384, 128 heads, 8 key/value heads, FFN 53248, llama3 RoPE scaling
+    "405b": {**LLAMA3, "hidden_size": 16384, "intermediate_size": 53248, "num_hidden_layers": 126,
+             "num_attention_heads": 128, "max_position_embeddings": 131072,
+             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192}},
 }
+TP = {"8b": 8, "70b": 8, "405b": 16}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)
@@ -81,9 +88,9 @@ def full(work: Path, size: str) -> dict:
     source = work / f"llama3-{size}"
     source.mkdir(parents=True, exist_ok=True)
     (source / "config.json").write_text(json.dumps(FULL[size], indent=1))
-    out = work / f"llama3-{size}-tp8"
-    row = {"model": f"Llama-3-{size.upper()}"}
-    wall, cpu, done = command("import", "hf", source, "--tp", 8, "--seq", 2048, "--no-data", "--out", out,
+    out = work / f"llama3-{size}-tp{TP[size]}"
+    row = {"model": f"Llama-3{'.1' if size == '405b' else ''}-{size.upper()}"}
+    wall, cpu, done = command("import", "hf", source, "--tp", TP[size], "--seq", 2048, "--no-data", "--out", out,
                               "--format", "json")
     report = json.loads(done.stdout)
     row.update(import_s=wall, import_cpu_s=cpu, statements=report["statements"], candidates=report["candidates"],
@@ -91,7 +98,7 @@ def full(work: Path, size: str) -> dict:
     for name in ("check", "plan"):
         wall, cpu, _ = command(name, out, "--format", "json")
         row[f"{name}_s"], row[f"{name}_cpu_s"] = wall, cpu
-    print(f"{row['model']} TP 8 --no-data: import {row['import_s']:.1f} s (cpu {row['import_cpu_s']:.1f} s; "
+    print(f"{row['model']} TP {TP[size]} --no-data: import {row['import_s']:.1f} s (cpu {row['import_cpu_s']:.1f} s; "
           + ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
           + f"), {row['statements']} statements, {row['candidates']} candidates; "
           f"check {row['check_s']:.2f} s (cpu {row['check_cpu_s']:.2f}), plan {row['plan_s']:.2f} s "

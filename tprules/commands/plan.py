@@ -24,12 +24,13 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..planner import Stats, plan
+    from ..progress import Progress
     from ..workspace import Workspace
 
     started = time.perf_counter()
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
-    result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine)
+    result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine, progress=Progress())
     from ..planner.render import render_dot, render_text
 
     if args.format == "json":

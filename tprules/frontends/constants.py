@@ -143,6 +143,22 @@ class Constants:
         self._values[node] = out
         return out
 
+    def value_as(self, node, rename, memo: dict):
+        """`value(node)` with every weight's name passed through `rename` (a stamped layer's
+        copy of a constant computed from its own layer's weights)."""
+        if node in memo:
+            return memo[node]
+        if node.op == "placeholder":
+            out = self.weight(rename(self.fqn[node.name]))
+        elif node.op == "get_attr":
+            out = getattr(self.program.graph_module, node.target)
+        else:
+            args = _map(node.args, lambda x: self.value_as(x, rename, memo))
+            kwargs = _map(node.kwargs, lambda x: self.value_as(x, rename, memo))
+            out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
+        memo[node] = out
+        return out
+
 
 def _map(x, fn):
     if hasattr(x, "op"):

@@ -31,6 +31,7 @@ class Lowerer:
 
     def run(self) -> Graph:
         for n in self.program.graph_module.graph.nodes:
+            self.at_node(n)
             if n.op == "placeholder" and n in self.c.dynamic:
                 if len(self.c.user_inputs) != 1:
                     raise ImportFailed(f"{self.arch}: the forward takes {len(self.c.user_inputs)} inputs; expected input_ids")
@@ -47,6 +48,9 @@ class Lowerer:
             raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids")
         self._name_output(self.names[self.output])
         return self.graph
+
+    def at_node(self, n) -> None:
+        """Called before each node is lowered (stamp.py tags what each node adds)."""
 
     # -- what the table's functions call ------------------------------------------------
 
