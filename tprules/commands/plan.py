@@ -30,7 +30,7 @@ def run(args) -> int:
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
     result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine)
-    from ..planner.render import render_dot, render_text
+    from ..planner.render import fold_labels, render_dot, render_text
 
     if args.format == "json":
         data = result.to_json()
@@ -39,7 +39,7 @@ def run(args) -> int:
 
         facts = ws.program.facts
         classes = dict(facts.tuples("op"))
-        folds = dict(facts.tuples("fold"))
+        folds = fold_labels(facts)
         if args.format == "dot":
             from ..program.order import data_flow
 
