@@ -95,12 +95,15 @@ class Concat:
 
 @dataclass(frozen=True)
 class Gather:
-    """`embedding`: row ids[lead] of `table`, at the last index."""
+    """`embedding`: row ids[lead] of `table`, at the last index; with an `offset` (a
+    vocabulary-parallel slice of the table) row ids[lead] - offset, and zero where that
+    row lies outside the table."""
 
     table: "Expr"
     ids: "Expr"
     shape: Shape
     dtype: str
+    offset: int | None = None
 
 
 Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather]

@@ -8,7 +8,8 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 - expand: NumPy broadcasting (a size-1 axis reads index 0);
 - slice: start + step * index on its axis;
 - cat: the operand whose range holds the index on the axis, read at the offset index;
-- embedding: row ids[lead] of the table, at the last index.
+- embedding: row ids[lead] of the table, at the last index (less `offset`, zero outside
+  the table, for a vocabulary-parallel slice).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
     if s.cls == "cat":
         return Concat(args, int(s.attr("axis")) % len(shape), shape, dtype)
     if s.cls == "embedding":
-        return Gather(args[0], args[1], shape, dtype)
+        offset = s.attr("offset")
+        return Gather(args[0], args[1], shape, dtype, None if offset is None else int(offset))
     raise ValueError(f"{s.cls} is not a layout class")
 
 
@@ -46,8 +48,14 @@ def at(scope, e, idx: tuple[str, ...]) -> str:
         else:
             ids = f"int({scope.at(e.ids, idx[:-1])})"
         row = src.fresh("row")
-        src.line(f"{row} = {ids}")
-        return scope.at(e.table, (row, idx[-1]))
+        if e.offset is None:
+            src.line(f"{row} = {ids}")
+            return scope.at(e.table, (row, idx[-1]))
+        rows, inside = e.table.shape[0], src.fresh("inside")
+        src.line(f"{row} = {ids} - {e.offset}")
+        src.line(f"{inside} = {row} >= 0 and {row} < {rows}")
+        src.line(f"{row} = min(max({row}, 0), {rows - 1})")  # read in bounds; the value is dropped outside
+        return f"({scope.at(e.table, (row, idx[-1]))} if {inside} else f32(0.0))"
     if isinstance(e, Concat):
         return _concat(scope, e, idx)
     if e.kind == "permute":

@@ -57,12 +57,17 @@ def add_module(parser) -> None:
                              "(e.g. model.layers.3.mlp)")
 
 
+def under(module: str, prefix: str) -> bool:
+    """Whether a module path is `prefix` or lies below it."""
+    return module == prefix or module.startswith(prefix + ".")
+
+
 def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:
     """`modules` (statement → module path) when some statement lies under `prefix`; else a
     usage error naming the prefix (a typo would otherwise show an empty table)."""
     from ..errors import UsageError
 
-    if not any(m == prefix or m.startswith(prefix + ".") for m in modules.values()):
+    if not any(under(m, prefix) for m in modules.values()):
         what = "the program names no module paths (attr module)" if not modules else \
             "no statement lies under it"
         raise UsageError(f"--module {prefix}: {what}")

@@ -44,7 +44,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
     from .constants import Constants
-    from .hf import build_model, head_counts, read_source
+    from .hf import build_model, check_plan_paths, head_counts, read_source
     from .lower import Lowerer
     from .tp import Heads, check_heads, shard
     from .trace import trace
@@ -57,6 +57,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     check_heads(src, heads, tp)
     _quiet_transformers()
     model = build_model(src, seed, no_data)
+    check_plan_paths(src, model)
     clock.tick("model")
     program = trace(model, batch, seq, src.architecture)
     clock.tick("trace")

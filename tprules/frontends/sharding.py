@@ -187,11 +187,42 @@ def expand(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 
 def slice_(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """A slice of an axis that is not split; or of whole packed parts of a packed split axis
+    (gate from up of a packed_colwise gate_up_proj): each chip slices its own parts."""
     (x,) = ins
     axis = int(attrs["axis"]) % len(out)
     if isinstance(x, Shard) and axis in x.axes():
-        raise NotShardable(f"a slice of axis {axis}, which is split ({x})")
+        split = x.on(axis)
+        packed = _packed_slice(split, attrs, shapes[0][axis])
+        if packed is None:
+            raise NotShardable(f"a slice of axis {axis}, which is split ({x})")
+        return Shard(tuple(packed if s is split else s for s in x.splits))
     return x
+
+
+def _packed_slice(split: Split, attrs, size: int) -> Split | None:
+    """The split of a slice that takes whole packed parts of a packed axis, else None."""
+    if split.plain(size):
+        return None
+    unit = split.factor * split.inner
+    start, end, step = int(attrs["start"]), int(attrs["end"]), int(attrs.get("step", "1"))
+    if step != 1 or start % unit or end % unit:
+        return None
+    outer = (end - start) // unit
+    return plain(split.axis, split.parts, split.factor) if outer == 1 and split.inner == 1 else split
+
+
+def local_attrs(cls: str, attrs, ins, shapes, tp):
+    """Per-chip attributes where a chip's statement differs from the whole one (a slice of
+    packed parts: each chip's parts are 1/parts as wide), as a function of the chip; else None."""
+    if cls != "slice" or not isinstance(ins[0], Shard):
+        return None
+    axis = int(attrs["axis"]) % len(shapes[0])
+    split = ins[0].on(axis)
+    if split is None:
+        return None
+    start, end = int(attrs["start"]) // split.parts, int(attrs["end"]) // split.parts
+    return lambda chip: {"start": str(start), "end": str(end)}
 
 
 def cat(attrs, ins, shapes, out, tp, **_) -> Placement:

@@ -26,7 +26,8 @@ LAYOUT = ("reshape", "permute", "expand", "slice", "cat", "embedding")
 
 # attribute → how it is read, per class (a missing one or a bad value is ill-formed)
 NUMBER_ATTRS = {"pow": ("exponent",), "add_scalar": ("value",), "layernorm": ("eps",), "greater": ("value",)}
-INT_ATTRS = {"slice": ("axis", "start", "end", "step"), "cat": ("axis",)}
+INT_ATTRS = {"slice": ("axis", "start", "end", "step"), "cat": ("axis",), "embedding": ("offset",)}
+OPTIONAL_INT = ("step", "offset")  # step 1; no offset: the whole table
 
 
 def dims(text: str | None) -> list[int]:
@@ -173,7 +174,7 @@ def check_attrs(cls: str, attrs: dict[str, str]) -> None:
         except (KeyError, ValueError):
             raise ValueError(f"needs a number attribute {key}; got {attrs.get(key)!r}") from None
     for key in INT_ATTRS.get(cls, ()):
-        if key == "step" and key not in attrs:
+        if key in OPTIONAL_INT and key not in attrs:
             continue
         try:
             int(attrs[key])

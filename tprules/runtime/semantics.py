@@ -108,7 +108,13 @@ def _bmm(attrs, a, b):
 
 
 def _embedding(attrs, table, ids):
-    return table[np.asarray(ids).astype(np.int64)]
+    ids = np.asarray(ids).astype(np.int64)
+    if "offset" not in attrs:
+        return table[ids]
+    # a vocabulary-parallel slice of the table: rows offset.. of the whole; other ids give zeros
+    row = ids - int(attrs["offset"])
+    inside = (row >= 0) & (row < len(table))
+    return np.where(inside[..., None], table[np.clip(row, 0, len(table) - 1)], F32(0))
 
 
 def _permute(attrs, x):
