@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from ..runtime.classes import TOPK
 from .ir import (
     AbsMax,
     Acc,
@@ -137,7 +138,11 @@ def _stage(stage, machine: Machine) -> Estimate:
         for op in stage.rows:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
-            passes = 1 if op.cls in ("rmsnorm", "mean") else 2
+            # top-k: the t-th output element selects t + 1 times over the row's h inputs
+            if op.cls in TOPK:
+                passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
+            else:
+                passes = 1 if op.cls in ("rmsnorm", "mean") else 2
             reads = _evaluate([op.x], n)
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
                                      reads.transcendental * passes + (2 * n if op.cls == "softmax" else 0), 0)

@@ -7,6 +7,7 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
+from ..runtime.classes import TOPK
 from . import batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
@@ -114,6 +115,8 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
     with src.block(f"for {r} in prange({stage.row_count}):"):
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
+            if op.cls in TOPK:
+                continue  # no statistics: each element selects again (emit.RowValues.topk)
             if op.cls in MEAN_ROWS:
                 values.stats[n] = mean_row(src, values, op, lead)
             elif op.cls == "rmsnorm":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from math import prod
 
+from ..runtime.classes import TOPK
 from . import batched
 from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Gemm, Kernel, MatmulStage, Pointwise, RowStage
@@ -214,6 +215,8 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
             part = src.fresh("part")
+            if op.cls in TOPK:
+                continue  # no statistics: each element selects again (emit.RowValues.topk)
             if op.cls in ("mean", "layernorm"):
                 values.stats[n] = mean_row(src, values, op, lead, part)
             elif op.cls == "rmsnorm":

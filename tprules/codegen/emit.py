@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..runtime.classes import TOPK
 from . import layout
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
@@ -272,6 +273,8 @@ class RowValues:
 
     def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
         op = self.stage.rows[n]
+        if op.cls in TOPK:
+            return self.topk(op, idx, scope)
         stats = self.stats[n]
         if op.cls == "mean":
             return stats["m"]
@@ -285,6 +288,30 @@ class RowValues:
             text = f"{x} / {stats['d']}"
             return f"{text} * {scope.at(op.w, idx[-1:])}" if op.w is not None else text
         return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+
+
+    def topk(self, op, idx: tuple[str, ...], scope: Scope) -> str:
+        """The idx[-1]-th largest of the row (ties: the lower index first) and its index,
+        found again for each output element by k selection passes over the row: no state
+        between elements, so any thread may store any of them."""
+        src = scope.src
+        h = op.x.shape[-1]
+        pv, pi, bv, bi = src.fresh("pv"), src.fresh("pi"), src.fresh("bv"), src.fresh("bi")
+        s, q = src.fresh("s"), src.fresh("q")
+        src.line(f"{pv} = INF")
+        src.line(f"{pi} = -1")
+        with src.block(f"for {s} in range({idx[-1]} + 1):"):
+            src.line(f"{bv} = -INF")
+            src.line(f"{bi} = -1")
+            with src.block(f"for {q} in range({h}):"):
+                x = Scope(src, row=self.value).at(op.x, idx[:-1] + (q,))
+                below = f"({x} < {pv} or ({x} == {pv} and {q} > {pi}))"
+                with src.block(f"if {below} and ({bi} < 0 or {x} > {bv}):"):
+                    src.line(f"{bv} = {x}")
+                    src.line(f"{bi} = {q}")
+            src.line(f"{pv} = {bv}")
+            src.line(f"{pi} = {bi}")
+        return pv if op.cls == "topk_values" else f"f32({pi})"
 
 
 def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:

@@ -9,7 +9,8 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 - slice: start + step * index on its axis;
 - cat: the operand whose range holds the index on the axis, read at the offset index;
 - embedding: row ids[lead] of the table, at the last index (less `offset`, zero outside
-  the table, for a vocabulary-parallel slice).
+  the table, for a vocabulary-parallel slice);
+- take_rows: row ids[lead] of a table of any rank, at the result's other indices.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
         return Remap("slice", args[0], shape, dtype, (axis, int(s.attr("start")), int(s.attr("step", "1"))))
     if s.cls == "cat":
         return Concat(args, int(s.attr("axis")) % len(shape), shape, dtype)
+    if s.cls == "take_rows":
+        return Gather(args[0], args[1], shape, dtype)
     if s.cls == "embedding":
         offset = s.attr("offset")
         return Gather(args[0], args[1], shape, dtype, None if offset is None else int(offset))
@@ -43,14 +46,15 @@ def at(scope, e, idx: tuple[str, ...]) -> str:
     """Write the lines that read `e` at `idx` into `scope`; returns the value's text."""
     src = scope.src
     if isinstance(e, Gather):
+        lead = len(e.ids.shape)  # the ids' axes lead the result's; the table's other axes follow
         if isinstance(e.ids, Load):  # the ids as stored: integers, not converted to f32
-            ids = f"{e.ids.param}[{', '.join(idx[:-1]) or '0'}]"
+            ids = f"{e.ids.param}[{', '.join(idx[:lead]) or '0'}]"
         else:
-            ids = f"int({scope.at(e.ids, idx[:-1])})"
+            ids = f"int({scope.at(e.ids, idx[:lead])})"
         row = src.fresh("row")
         if e.offset is None:
             src.line(f"{row} = {ids}")
-            return scope.at(e.table, (row, idx[-1]))
+            return scope.at(e.table, (row,) + tuple(idx[lead:]))
         rows, inside = e.table.shape[0], src.fresh("inside")
         src.line(f"{row} = {ids} - {e.offset}")
         src.line(f"{inside} = {row} >= 0 and {row} < {rows}")

@@ -140,7 +140,9 @@ def build_model(source: Source, seed: int, no_data: bool):
     import torch
     from transformers import AutoModelForCausalLM
 
-    options = {"attn_implementation": "eager", "dtype": torch.float32}
+    # eager attention (the plain math) and the static-shape experts of a mixture of experts:
+    # tokens repeated per chosen expert, each pair's weights gathered by expert id, a bmm
+    options = {"attn_implementation": "eager", "dtype": torch.float32, "experts_implementation": "batched_mm"}
     torch.manual_seed(seed)
     try:
         if no_data:

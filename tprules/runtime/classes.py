@@ -17,16 +17,18 @@ from math import prod
 import numpy as np
 
 BMM = "bmm"
-NEW_ROW = ("mean", "layernorm")
+NEW_ROW = ("mean", "layernorm", "topk_values", "topk_indices")
+TOPK = ("topk_values", "topk_indices")  # the k largest of the last axis, largest first (ties: lower index first)
 NEW_UNARY = ("pow", "add_scalar", "sigmoid", "tanh", "gelu_erf", "expm1", "greater")
 NEW_BINARY = ("minimum",)
 NEW_TERNARY = ("where",)
 # Read an operand at another index than the one they write (never computed in a stage's pass).
-LAYOUT = ("reshape", "permute", "expand", "slice", "cat", "embedding")
+LAYOUT = ("reshape", "permute", "expand", "slice", "cat", "embedding", "take_rows")
 
 # attribute → how it is read, per class (a missing one or a bad value is ill-formed)
 NUMBER_ATTRS = {"pow": ("exponent",), "add_scalar": ("value",), "layernorm": ("eps",), "greater": ("value",)}
-INT_ATTRS = {"slice": ("axis", "start", "end", "step"), "cat": ("axis",), "embedding": ("offset",)}
+INT_ATTRS = {"slice": ("axis", "start", "end", "step"), "cat": ("axis",), "embedding": ("offset",),
+             "topk_values": ("k",), "topk_indices": ("k",)}
 OPTIONAL_INT = ("step", "offset")  # step 1; no offset: the whole table
 
 
@@ -160,7 +162,23 @@ def _embedding(attrs, shapes, out):
     return ids + (table[1],)
 
 
-SHAPES = {BMM: _bmm, "mean": _mean, "layernorm": _layernorm, "reshape": _reshape, "permute": _permute,
+def _take_rows(attrs, shapes, out):
+    table, ids = shapes
+    if not table:
+        raise ValueError("take_rows reads a table with at least one axis")
+    return ids + table[1:]
+
+
+def _topk(attrs, shapes, out):
+    (x,) = shapes
+    k = int(attrs["k"])
+    if not x or not 1 <= k <= x[-1]:
+        raise ValueError(f"top-{k} of a last axis of {x[-1] if x else 0}")
+    return x[:-1] + (k,)
+
+
+SHAPES = {BMM: _bmm, "mean": _mean, "take_rows": _take_rows, "topk_values": _topk, "topk_indices": _topk,
+          "layernorm": _layernorm, "reshape": _reshape, "permute": _permute,
           "expand": _expand, "slice": _slice, "cat": _cat, "embedding": _embedding}
 
 

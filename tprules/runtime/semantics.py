@@ -117,6 +117,15 @@ def _embedding(attrs, table, ids):
     return np.where(inside[..., None], table[np.clip(row, 0, len(table) - 1)], F32(0))
 
 
+def _take_rows(attrs, table, ids):
+    return table[np.asarray(ids).astype(np.int64)]
+
+
+def _topk_order(attrs, x):
+    """The positions of the k largest along the last axis, largest first, ties lower index first."""
+    return np.argsort(-x, axis=-1, kind="stable")[..., :int(attrs["k"])]
+
+
 def _permute(attrs, x):
     return np.transpose(x, [int(d) for d in attrs["dims"].split(",")])
 
@@ -160,6 +169,9 @@ CLASSES = {
     "mean": _mean,
     "layernorm": _layernorm,
     "embedding": _embedding,
+    "take_rows": _take_rows,
+    "topk_values": lambda attrs, x: np.take_along_axis(x, _topk_order(attrs, x), axis=-1),
+    "topk_indices": lambda attrs, x: _topk_order(attrs, x).astype(F32),
     "expm1": lambda attrs, x: np.expm1(x),
     "minimum": lambda attrs, a, b: np.minimum(a, b),
     "greater": lambda attrs, x: (x > F32(float(attrs["value"]))).astype(F32),
