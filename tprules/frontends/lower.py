@@ -120,6 +120,14 @@ class Lowerer:
         self.names[n] = self.computed[key] = name
         self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
 
+    def extra(self, n, suffix: str, cls: str, operands: list, shape, **attrs) -> str:
+        """A statement of its own for part of node `n` (a slice of a sum over an axis); its value."""
+        reads = tuple(self.value(x) for x in operands)
+        name = self.graph.add_value(Value(f"{n.name}_{suffix}", tuple(shape), self.dtype(n), "activation", self.module))
+        pairs = tuple((k, str(v)) for k, v in attrs.items())
+        self.graph.stmts.append(Stmt(name, cls, reads, name, pairs, self.module, str(n.target)))
+        return name
+
     def dtype_of(self, n, meta) -> str:
         name = str(meta.dtype).replace("torch.", "")
         if name not in DTYPES:

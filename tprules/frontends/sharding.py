@@ -83,12 +83,21 @@ def matmul(attrs, ins, shapes, out, tp, transpose_b=False, **_) -> Placement:
 
 
 def bmm(attrs, ins, shapes, out, tp, **_) -> Placement:
-    """Per batch: both operands split alike on the batch axis (attention heads)."""
+    """Per batch: both operands split alike on the batch axis (attention heads); or, as a
+    matmul per batch, A split on its rows (an expert's gate_up weights gathered per token)
+    or B on its columns, and a rowwise pair (A split on K, B split alike on K) partial sums."""
     a, b = ins
     if isinstance(a, Replicate) and isinstance(b, Replicate):
         return REPLICATE
     if isinstance(a, Shard) and a == b and set(a.axes()) == {0}:
         return a
+    if isinstance(a, Shard) and set(a.axes()) == {1} and isinstance(b, Replicate):
+        return a
+    if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {2}:
+        return b
+    if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {2} and set(b.axes()) == {1} \
+            and a.on(2).moved(0) == b.on(1).moved(0) and a.replication(tp) == 1:
+        return PARTIAL
     raise NotShardable(f"operands placed {a} and {b} (heads split differently; needs a redistribution)")
 
 
@@ -234,6 +243,20 @@ def cat(attrs, ins, shapes, out, tp, **_) -> Placement:
     return ins[0]
 
 
+def take_rows(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """Rows of a table by ids: the table may be split on any axis but the rows' (the split
+    moves behind the ids' axes); the ids replicated."""
+    table, ids = ins
+    if not isinstance(ids, Replicate):
+        raise NotShardable(f"ids placed {ids} (take_rows reads replicated ids)")
+    if not isinstance(table, Shard):
+        return table
+    if 0 in table.axes():
+        raise NotShardable(f"a table split on its rows ({table}; each chip would hold only some of the rows)")
+    lead = len(shapes[1])
+    return Shard(tuple(s.moved(s.axis - 1 + lead) for s in table.splits))
+
+
 def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     table, ids = ins
     if not isinstance(table, Replicate):
@@ -242,8 +265,26 @@ def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 
 RULES = {"matmul": matmul, "bmm": bmm, "reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,
-         "cat": cat, "embedding": embedding,
-         **{c: row for c in ("softmax", "rmsnorm", "mean", "layernorm")}}
+         "cat": cat, "embedding": embedding, "take_rows": take_rows,
+         **{c: row for c in ("softmax", "rmsnorm", "mean", "layernorm", "topk_values", "topk_indices")}}
+# Linear in a partial operand (the others replicated): a sum of partials, so taken through
+# where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
+LINEAR = {"mul": "one", "div": "first", "scale": "one", "cast": "one", "slice": "one", "reshape": "one",
+          "permute": "one", "expand": "one", "add": "all", "sub": "all", "sum": "all", "neg": "one"}
+
+
+def partial_through(cls: str, ins) -> bool:
+    """Whether a statement of `cls` over these placements is linear in its partial operands."""
+    how = LINEAR.get(cls)
+    partial = [isinstance(p, Partial) for p in ins]
+    if how is None or not any(partial):
+        return False
+    if how == "all":
+        return all(partial)
+    others = [p for p, is_partial in zip(ins, partial) if not is_partial]
+    if how == "first":
+        return partial[0] and sum(partial) == 1 and all(isinstance(p, Replicate) for p in others)
+    return sum(partial) == 1 and all(isinstance(p, Replicate) for p in others)
 
 
 def rule(cls: str):

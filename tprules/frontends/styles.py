@@ -13,7 +13,12 @@ split, and what happens at the module's boundary.
   `reduce` (a fold sums its partial output at the boundary), or `None` (as it is);
 - `split_input`: the module's replicated input is sliced per chip on its last axis before
   the module reads it (rowwise_split_input: each chip takes its slice, multiplies, and the
-  fold sums the partials).
+  fold sums the partials);
+- `linear`: inside the module a partial sum stays partial through linear statements (a
+  product with a replicated routing weight, a sum over the chosen experts) up to the
+  boundary's one fold (moe_tp_experts);
+- `share_input`: each chip reads its replicated input divided by N, a partial the
+  enclosing fold sums back once (moe_identity_expert).
 
 A style tprules cannot import says why (`missing`); the importer names every such entry
 of a plan at once.
@@ -30,6 +35,8 @@ class Style:
     weight: str | None = None
     output: str | None = None
     split_input: bool = False
+    linear: bool = False  # a partial stays partial through linear statements up to the boundary's fold
+    share_input: bool = False  # each chip takes 1 / N of its replicated input (a partial)
     missing: str | None = None  # why it is not imported (None: it is)
 
 
@@ -54,8 +61,11 @@ STYLES = {s.name: s for s in [
     Style("all_reduce", output="reduce"),
     Style("sequence_parallel", missing="its output stays split on the sequence axis for a later redistribution "
                                        "(a reduce-scatter), which tprules does not import"),
-    Style("moe_tp_experts", missing="mixture-of-experts experts are not imported yet"),
-    Style("moe_identity_expert", missing="mixture-of-experts experts are not imported yet"),
+    # every expert's FFN split over the chips (gate_up packed_colwise, down rowwise, by their
+    # own entries); routing on the spine; the experts' partial outputs folded by one all-reduce
+    Style("moe_tp_experts", output="reduce", linear=True),
+    # an identity expert inside moe_tp_experts: its input divided by N, so that the fold sums it once
+    Style("moe_identity_expert", share_input=True),
 ]}
 
 SPLIT_FACTOR = 2  # packed_colwise / packed_rowwise as transformers registers them

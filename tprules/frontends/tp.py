@@ -22,7 +22,7 @@ from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
 from .hf import plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
-from .sharding import PARTIAL_THROUGH, NotShardable, local_attrs, rule
+from .sharding import PARTIAL_THROUGH, NotShardable, local_attrs, partial_through, rule
 from .styles import SPLIT_FACTOR, Style, style
 
 
@@ -69,8 +69,8 @@ def weight_placement(arch: str, value: Value, style: Style | None, tp: int, head
                 and heads.kv < tp:
             parts = heads.kv  # Megatron: each key/value head on tp / kv chips
         placement = Shard((plain(0, parts, shape[0]),))
-    elif kind == "rowwise" and rank == 2:
-        placement = Shard((plain(1, tp, shape[1]),))
+    elif kind == "rowwise" and rank in (2, 3):  # an expert's down_proj [E, out, in] on its input axis too
+        placement = Shard((plain(rank - 1, tp, shape[-1]),))
     elif kind in ("rowwise", "packed_rowwise") and rank == 1:
         return REPLICATE  # added once, after the fold
     elif kind == "packed_colwise" and rank in (1, 2, 3) and shape[0 if rank == 1 else rank - 2] % SPLIT_FACTOR == 0:
@@ -170,6 +170,8 @@ class Sharder:
         if v.role not in ("activation", "input"):
             return value
         for prefix, s in self.styled(reader):
+            if s.share_input and not _under(v.module, prefix) and isinstance(self.place[value], Replicate):
+                return self._share(value, prefix, s)
             if not s.split_input or _under(v.module, prefix):
                 continue
             if isinstance(self.place[value], Partial):
@@ -213,6 +215,24 @@ class Sharder:
         self.splits[value] = name
         return name
 
+    def _share(self, value: str, module: str, s: Style) -> str:
+        """Each chip's 1 / N of a replicated value: a partial that sums back to it."""
+        key = f"{value}_share"
+        if key in self.splits:
+            return self.splits[key]
+        v = self.g.values[value]
+        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", module)
+        self.place[key] = PARTIAL
+        self._declare(self.g.values[key])
+        for k in range(self.tp):
+            self.b.stmt(f"share_{value}@{k}", "scale", [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
+                        module=module, aten=f"({s.name})")
+        self.splits[key] = key
+        return key
+
+    def keeps_partial(self, module: str) -> bool:
+        return any(s.linear for _, s in self.styled(module))
+
     # -- statements -------------------------------------------------------------------
 
     def _statement(self, st: Stmt) -> None:
@@ -220,8 +240,9 @@ class Sharder:
         for r in st.reads:
             self._leaving(r, module)
         reads = [self._entering(r, module) for r in st.reads]
+        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
         for r in reads:
-            if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH:
+            if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
         ins = [self.place[r] for r in reads]
         shapes = [self.g.values[r].shape for r in reads]
@@ -229,6 +250,8 @@ class Sharder:
         attrs = dict(st.attrs)
         try:
             placed = self._embedding(st, reads, out.shape) if st.cls == "embedding" else None
+            if keep:
+                placed = PARTIAL
             if placed is None:
                 placed = rule(st.cls)(attrs, ins, shapes, out.shape, self.tp, transpose_b=attrs.get("transpose_b") == "1")
         except NotShardable as err:
