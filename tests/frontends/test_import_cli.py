@@ -64,6 +64,11 @@ BAD = {
     "plan_module_missing": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "layers.*.mlp.gate": "colwise"})]),
                             "plan.json: import: LlamaForCausalLM: the plan names 1 module path the model does not "
                             "have: layers.*.mlp.gate"),
+    "top_k_over_experts": (lambda tmp, m: (make_model(tmp / "k8", "mixtral", weights=False, num_experts_per_tok=8), []),
+                           "MixtralForCausalLM: num_experts_per_tok 8 is more than the 4 experts a router picks from"),
+    "experts_width_not_divisible": (
+        lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10), ["--tp", "4"]),
+        "gate_up_proj packs 2 parts of 10 on axis 1, each of which does not split into 4 (packed_colwise, --tp 4)"),
     "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, "{")]), "--plan: cannot read"),
     "vocab_parallel_embedding": (
         lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "embed_tokens": "colwise"})]),

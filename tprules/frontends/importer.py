@@ -46,7 +46,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     from .constants import Constants
     from .hf import build_model, check_plan_paths, head_counts, read_source
     from .lower import Lowerer
-    from .tp import Heads, check_heads, shard
+    from .tp import Heads, check_experts, check_heads, shard
     from .trace import trace
     from .write import add_candidates, check_out, write_folder
 
@@ -55,6 +55,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     src = read_source(source, layers, plan)
     heads = Heads(*head_counts(src.config))
     check_heads(src, heads, tp)
+    check_experts(src)
     _quiet_transformers()
     model = build_model(src, seed, no_data)
     check_plan_paths(src, model)

@@ -44,6 +44,18 @@ class TPProgram:
         return [(value, None)] if isinstance(p, Replicate) else [(f"{value}@{k}", k) for k in range(tp)]
 
 
+EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def check_experts(source) -> None:
+    """A router picks at most as many experts as there are."""
+    config = source.config
+    k = getattr(config, "num_experts_per_tok", None)
+    experts = next((getattr(config, f) for f in EXPERTS if isinstance(getattr(config, f, None), int)), None)
+    if isinstance(k, int) and experts is not None and k > experts:
+        raise source.fail(f"num_experts_per_tok {k} is more than the {experts} experts a router picks from (top-{k})")
+
+
 def check_heads(source, heads: Heads, tp: int) -> None:
     """Heads must split over the chips; key/value heads may be fewer than chips (replicated)."""
     if heads.heads is None:
@@ -86,8 +98,9 @@ def weight_placement(arch: str, value: Value, style: Style | None, tp: int, head
         raise ImportFailed(f"{arch}: the plan says {style.name} for {module}, but {value.name} has shape {list(shape)}")
     for split in placement.splits:
         if split.factor % split.parts:
-            raise ImportFailed(f"{arch}: {value.name} has {shape[split.axis]} on axis {split.axis}, which does "
-                               f"not split into {split.parts} ({style.name}, --tp {tp})")
+            what = f"has {shape[split.axis]} on axis {split.axis}" if split.plain(shape[split.axis]) else \
+                f"packs {shape[split.axis] // split.factor} parts of {split.factor} on axis {split.axis}, each of which"
+            raise ImportFailed(f"{arch}: {value.name} {what} does not split into {split.parts} ({style.name}, --tp {tp})")
     return placement
 
 
@@ -167,8 +180,8 @@ class Sharder:
     def _entering(self, value: str, reader: str) -> str:
         """A replicated value entering a module whose style splits its input: its slices."""
         v = self.g.values[value]
-        if v.role not in ("activation", "input"):
-            return value
+        if v.role not in ("activation", "input") or self.tp == 1:
+            return value  # on one chip every value is whole
         for prefix, s in self.styled(reader):
             if s.share_input and not _under(v.module, prefix) and isinstance(self.place[value], Replicate):
                 return self._share(value, prefix, s)

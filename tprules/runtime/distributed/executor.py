@@ -229,4 +229,6 @@ class _RankRun:
 
 
 def _storage(dtype: str) -> np.dtype:
-    return np.dtype({"i8": np.int8, "i32": np.int32}.get(dtype, np.float32))
+    from ..program import INTEGER
+
+    return np.dtype(INTEGER.get(dtype, np.float32))  # as in one process: i64 ids stay integers
