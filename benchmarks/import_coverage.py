@@ -115,12 +115,43 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     return row
 
 
+def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: float) -> dict:
+    """`try_one` in a forked process under a memory limit: a model too big for the machine is
+    one row (`crash`), not the end of the run."""
+    import multiprocessing
+    import resource
+
+    ctx = multiprocessing.get_context("fork")
+    rows = ctx.Queue()
+
+    def child():
+        limit = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            rows.put(try_one(model_type, work, tp, device))
+        except MemoryError:
+            rows.put({"model_type": model_type, "result": "crash", "detail": f"more than {memory_gib:g} GiB"})
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(1800)
+    if p.is_alive():
+        p.kill()
+    try:
+        return rows.get(timeout=1)
+    except Exception:  # noqa: BLE001 - the child died (memory, a signal) without a row
+        return {"model_type": model_type, "result": "crash", "detail": f"the process ended ({p.exitcode}): "
+                                                                       f"more than {memory_gib:g} GiB?"}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--device", choices=("none", "cpu", "sim"), default="none")
     ap.add_argument("--only", help="comma-separated model types")
     ap.add_argument("--work", default="/tmp/tprules-coverage")
+    ap.add_argument("--memory-gib", type=float, default=6.0,
+                    help="address space of the process trying one architecture (a default vision tower may be large)")
     args = ap.parse_args(argv)
     import transformers
 
@@ -131,7 +162,7 @@ def main(argv: list[str]) -> int:
     print("| model type | architecture | result | statements | candidates | reference vs torch (max rel err) |")
     print("|---|---|---|---:|---:|---|")
     for model_type in types:
-        row = try_one(model_type, work, args.tp, args.device)
+        row = isolated(model_type, work, args.tp, args.device, args.memory_gib)
         rows.append(row)
         err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
         if "run_rel_err" in row:
