@@ -117,7 +117,7 @@ def test_run_uses_the_programs_shim(cli):
 
 
 def test_run_reads_operands_quantized_as_the_programs_shim_says():
-    from tprules.runtime.program import RunProgram
+    from tprules.program.model import RunProgram
     from tprules.workspace import Workspace
 
     own = RunProgram.from_workspace(Workspace(CHANGED / "program"))

@@ -16,7 +16,7 @@ The Shim API is the package's face, as a compiler's fusion optimizer uses it:
 The names are loaded on first use, so `import tprules` stays as cheap as the command line needs.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # The Shim API (tprules.shim), exported from the package's face.
 _SHIM_API = ("FactShim", "Fit", "FusedOp", "Manifest", "Op", "QuantFormat", "Refusal", "Shim", "Support",

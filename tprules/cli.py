@@ -23,7 +23,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, just that command's options (the others' modules
     are then not imported: `check` starts faster)."""
     parser = _Parser(prog="tprules", description="Fusion legality for tensor-parallel programs, as Datalog rules.")
-    from . import __version__
+    from .version import __version__
 
     parser.add_argument("--version", action="version", version=f"tprules {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -6,7 +6,7 @@ having printed nothing else.
 
 from __future__ import annotations
 
-from .lang.ast import Pos
+from .pos import Pos
 
 
 class BadInput(Exception):
@@ -59,18 +59,20 @@ class UsageError(BadInput):
 class BadInputs(BadInput):
     """Several problems found together (lint reports them all)."""
 
-    def __init__(self, problems: list[BadInput]):
+    def __init__(self, problems: list[BadInput], in_order: bool = False):
         assert problems
         super().__init__(problems[0].message, problems[0].pos)
-        self.problems = sorted(problems, key=lambda p: (p.pos or Pos("", 0, 0), p.message))
+        self.problems = list(problems) if in_order else sorted(problems, key=lambda p: (p.pos or Pos("", 0, 0),
+                                                                                         p.message))
 
     def __str__(self) -> str:
         return "\n".join(str(p) for p in self.problems)
 
 
-def raise_all(problems: list[BadInput]) -> None:
-    """Raise nothing, the one problem, or all of them together."""
+def raise_all(problems: list[BadInput], in_order: bool = False) -> None:
+    """Raise nothing, the one problem, or all of them together (sorted by position, or
+    `in_order` as given)."""
     if len(problems) == 1:
         raise problems[0]
     if problems:
-        raise BadInputs(problems)
+        raise BadInputs(problems, in_order)

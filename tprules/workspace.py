@@ -12,10 +12,11 @@ from pathlib import Path
 
 from .analysis.program import CheckedProgram, load_rules
 from .config import default_rules_dir
+from .engine.options import ENGINE_TABLE
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .verdicts import Verdict, VerdictTable, judge, places
 
-ENGINES = ("fast", "compiled", "pydatalog")
+ENGINES = tuple(ENGINE_TABLE)
 VERDICT_RELATIONS = ("legal", "refused")
 
 
@@ -23,19 +24,9 @@ def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | Non
     """The engine that evaluates a checked program: `fast` (numpy columns), `compiled`
     (generated Python joins, tuple at a time) or `pydatalog` (the reference). The fast
     engine shares a loaded program's symbol table, so its encoded facts are reused."""
-    if name == "fast":
-        from .engine.columnar import ColumnarEngine
-
-        return ColumnarEngine(checked, program.facts.symbols if program is not None else None)
-    if name == "compiled":
-        from .engine.evaluate import Evaluator
-
-        return Evaluator(checked)
-    if name == "pydatalog":
-        from .engine.pydatalog_backend import PyDatalogEngine
-
-        return PyDatalogEngine(checked)
-    raise ValueError(f"unknown engine {name}")
+    if name not in ENGINE_TABLE:
+        raise ValueError(f"unknown engine {name}")
+    return ENGINE_TABLE[name].make(checked, program)
 
 
 def load_checked_rules(rules_dir: Path | None) -> CheckedProgram:
@@ -152,7 +143,7 @@ class Workspace:
             given = {"member": {(f, o) for f, ms in batch.items() for o in ms}}
             for rel, tuples in facts.items():
                 given[rel] = set(tuples) if len(batches) == 1 else {t for t in tuples if t[0] in batch}
-            if self.engine_name in ("fast", "compiled"):
+            if self.engine.capabilities.incremental:
                 model = self.engine.evaluate(given, targets=targets, base=self._base_model,
                                              only=self._dependent(seeds))
             else:

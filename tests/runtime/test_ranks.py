@@ -187,3 +187,24 @@ def test_a_failing_rank_is_one_line_and_its_traceback_only_when_asked(traceback,
     assert heard == [("failed", {"code": 3, "message": lines[-1]})]
     assert (lines[0] == "Traceback (most recent call last):" and "kernel_error" in "\n".join(lines)) == traceback
     assert len(lines) == 1 or traceback
+
+
+def test_an_i64_output_at_two_ranks_is_what_one_process_computes(tmp_path):
+    # each chip casts its part to i64 and adds it to itself: i64 buffers on both ranks
+    b = ProgramBuilder(chips=2)
+    x = b.tensor("x", [4, 4], spine=True, data=np.arange(16, dtype=np.float32).reshape(4, 4) * 3.5 - 20)
+    for c in range(2):
+        ids = b.stmt(f"cast{c}", "cast", [x], b.tensor(f"ids{c}", [4, 4], dtype="i64", chip=c))
+        b.stmt(f"twice{c}", "add", [ids, ids], b.tensor(f"out{c}", [4, 4], dtype="i64", chip=c))
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    plan = unfused(prog)
+    single = execute(ws, plan, prog=prog)
+    report = run_on_threads(prog, plan, 2)
+    assert report.ok, [o for o in report.outputs if not o.ok]
+    assert sorted(report.values) == sorted(single.values) == ["out0", "out1"]
+    want = 2 * np.trunc(np.arange(16).reshape(4, 4) * 3.5 - 20)
+    for t in ("out0", "out1"):
+        assert report.values[t].dtype == single.values[t].dtype == np.int64, t
+        np.testing.assert_array_equal(report.values[t], single.values[t])
+        np.testing.assert_array_equal(single.values[t], want)

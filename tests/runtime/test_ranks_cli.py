@@ -88,6 +88,23 @@ def test_llama_layer_on_four_ranks_prints_a_row_per_rank(tmp_path):
 
 
 @mpi
+def test_an_i64_output_under_mpi_is_the_one_process_output(tmp_path):
+    b = ProgramBuilder(chips=2)
+    x = b.tensor("x", [4, 4], spine=True, data=np.arange(16, dtype=np.float32).reshape(4, 4) * 3.5 - 20)
+    for c in range(2):
+        b.stmt(f"cast{c}", "cast", [x], b.tensor(f"ids{c}", [4, 4], dtype="i64", chip=c))
+    folder = b.write(tmp_path / "p")
+    done = tprules("run", folder, "--ranks", 2, "--format", "json", "--save", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    ws = Workspace(folder)
+    single = execute(ws, prog=RunProgram.from_workspace(ws))
+    for t in ("ids0", "ids1"):
+        got = np.load(tmp_path / "out" / f"{t}.npy")
+        assert got.dtype == single.values[t].dtype == np.int64, t
+        np.testing.assert_array_equal(got, single.values[t])
+
+
+@mpi
 def test_a_tensor_moves_between_ranks(tmp_path):
     # a relocated section computes a spine tensor on chip 1 that a spine statement reads on chip 0
     b = ProgramBuilder(chips=2)

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .. import __version__
 from ..config import cache_dir
 from ..deep import deep
 from ..errors import RuleError, raise_all
 from ..lang import ast
+from ..version import __version__
 from .checks import check_program_items
 from .locality import is_candidate_local
 from .normalise import evaluation_rules

@@ -10,6 +10,8 @@ The passes, in order:
                 each tile), or
    cuda.py      as one Numba-CUDA kernel (real GPUs and the simulator), its matmul stages
                 first split around a library's gemm where the device has one (extern.py);
+                both render through emit.py (formulas from the class table, tprules/ops),
+                batched.py (bmm) and tiles.py (the GPU's shared-memory tiles);
 4. cache.py     write the source under the cache folder and import it (Numba caches the
                 machine code beside it).
 

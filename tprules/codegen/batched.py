@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .emit import Scope, Source, store
 from .ir import BatchedMatmulStage, Kernel
+from .tiles import tile_products
 
 
 def render_cpu(src: Source, stage: BatchedMatmulStage, kernel: Kernel) -> None:
@@ -37,8 +38,6 @@ def render_cpu(src: Source, stage: BatchedMatmulStage, kernel: Kernel) -> None:
 
 
 def render_cuda(src: Source, stage: BatchedMatmulStage, kernel: Kernel, target) -> None:
-    from .cuda import tile_products  # cuda.py renders through this module's table
-
     tn = -(-stage.n // target.tile)
     per_batch = -(-stage.m // target.tile) * tn
     ty, tx, tile, b, t, i, j = (src.fresh(s) for s in ("ty", "tx", "tile", "b", "t", "i", "j"))

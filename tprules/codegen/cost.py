@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ..runtime.classes import TOPK
+from .. import ops
 from .ir import (
     AbsMax,
     Acc,
@@ -38,7 +38,7 @@ from .ir import (
     Transpose,
 )
 
-TRANSCENDENTAL = ("exp", "silu", "gelu", "gelu_erf", "sigmoid", "tanh", "expm1", "pow")  # a libm call, not a few instructions
+TRANSCENDENTAL = frozenset(op for op, c in ops.CLASSES.items() if c.transcendental)  # a libm call, not a few instructions
 
 
 @dataclass(frozen=True)
@@ -138,14 +138,13 @@ def _stage(stage, machine: Machine) -> Estimate:
         for op in stage.rows:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
-            # top-k: the t-th output element selects t + 1 times over the row's h inputs
-            if op.cls in TOPK:
+            passes = ops.CLASSES[op.cls].passes
+            if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
                 passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
-            else:
-                passes = 1 if op.cls in ("rmsnorm", "mean") else 2
             reads = _evaluate([op.x], n)
+            exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
-                                     reads.transcendental * passes + (2 * n if op.cls == "softmax" else 0), 0)
+                                     reads.transcendental * passes + exps, 0)
         return total
     if isinstance(stage, AbsMax):
         return _evaluate([stage.value], prod(stage.value.shape))

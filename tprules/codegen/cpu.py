@@ -7,9 +7,8 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
-from ..runtime.classes import TOPK
 from . import batched, cpu_gemm
-from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
+from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
@@ -115,11 +114,12 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
     with src.block(f"for {r} in prange({stage.row_count}):"):
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
-            if op.cls in TOPK:
-                continue  # no statistics: each element selects again (emit.RowValues.topk)
-            if op.cls in MEAN_ROWS:
+            how = reduction(op.cls)
+            if how == "select":
+                continue  # no statistics: each stored element selects again (emit.RowValues.select)
+            if how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead)
-            elif op.cls == "rmsnorm":
+            elif how == "rms":
                 ss = src.fresh("ss")
                 src.line(f"{ss} = f32(0)")
                 x = reduction_loop(src, values, op, lead, h)
@@ -128,7 +128,7 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
                 d = src.fresh("d")
                 src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
                 values.stats[n] = {"d": d}
-            else:  # softmax
+            elif how == "max_exp":
                 mx, se = src.fresh("mx"), src.fresh("se")
                 src.line(f"{mx} = -INF")
                 x = reduction_loop(src, values, op, lead, h)
@@ -140,6 +140,8 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
                 src.line(f"{se} += fexp({x} - {mx})")
                 src.depth -= 1
                 values.stats[n] = {"mx": mx, "se": se}
+            else:
+                raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cpu pass for it")
         j = src.fresh("j")
         with src.block(f"for {j} in range({h}):"):
             store(src, Scope(src, row=values.value), stage, lead + (j,), kernel)
@@ -162,7 +164,7 @@ def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
     src.line(f"{total} += {x}")
     src.depth -= 1
     src.line(f"{m} = {total} / f32({h})")
-    if op.cls == "mean":
+    if reduction(op.cls) == "average":
         return {"m": m}
     var, d = src.fresh("sv"), src.fresh("d")
     src.line(f"{var} = f32(0)")
@@ -173,6 +175,5 @@ def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
     return {"m": m, "d": d}
 
 
-MEAN_ROWS = ("mean", "layernorm")
 RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
           BatchedMatmulStage: batched.render_cpu}

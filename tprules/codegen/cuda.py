@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from math import prod
 
-from ..runtime.classes import TOPK
 from . import batched
-from .emit import HELPERS, RowValues, Scope, Source, constant, store, unflatten
+from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Gemm, Kernel, MatmulStage, Pointwise, RowStage
+from .tiles import tile_products
 
 TILED = (MatmulStage, BatchedMatmulStage)  # stages of T x T threads with shared tiles
 
@@ -150,36 +150,6 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, target: Target) -> N
         tile_products(src, stage, kernel, (), i, j, ty, tx)
 
 
-def tile_products(src: Source, stage, kernel: Kernel, lead: tuple, i: str, j: str, ty: str, tx: str) -> None:
-    """One T x T output tile at rows i, columns j (thread ty, tx) of each matmul of a
-    (batched, when `lead` holds the batch index) matmul stage: operand tiles staged in
-    shared memory over k, then the stores of the epilogue."""
-    k0, ka, kb, kk = (src.fresh(s) for s in ("k", "ka", "kb", "kk"))
-    accs = [src.fresh("acc") for _ in stage.matmuls]
-    for acc in accs:
-        src.line(f"{acc} = f32(0)")
-    with src.block(f"for {k0} in range(0, {stage.k}, T):"):
-        src.line(f"{ka} = {k0} + {tx}")
-        src.line(f"{kb} = {k0} + {ty}")
-        for n, mm in enumerate(stage.matmuls):
-            with src.block(f"if {i} < {stage.m} and {ka} < {stage.k}:"):
-                src.line(f"sa{n}[{ty}, {tx}] = {Scope(src).at(mm.a, (*lead, i, ka))}")
-            with src.block("else:"):
-                src.line(f"sa{n}[{ty}, {tx}] = f32(0)")
-            with src.block(f"if {kb} < {stage.k} and {j} < {stage.n}:"):
-                b_index = (*lead, j, kb) if mm.transpose_b else (*lead, kb, j)
-                src.line(f"sb{n}[{ty}, {tx}] = {Scope(src).at(mm.b, b_index)}")
-            with src.block("else:"):
-                src.line(f"sb{n}[{ty}, {tx}] = f32(0)")
-        src.line("cuda.syncthreads()")
-        with src.block(f"for {kk} in range(T):"):
-            for n, acc in enumerate(accs):
-                src.line(f"{acc} += sa{n}[{ty}, {kk}] * sb{n}[{kk}, {tx}]")
-        src.line("cuda.syncthreads()")
-    with src.block(f"if {i} < {stage.m} and {j} < {stage.n}:"):
-        store(src, Scope(src, acc=lambda n: accs[n]), stage, (*lead, i, j), kernel)
-
-
 def reduce_block(src: Source, part: str, how: str) -> str:
     """Tree reduction of each thread's `part` over the block; returns the variable with the result."""
     w, out = src.fresh("w"), src.fresh("red")
@@ -188,7 +158,7 @@ def reduce_block(src: Source, part: str, how: str) -> str:
     src.line(f"{w} = nt // 2")
     with src.block(f"while {w} > 0:"):
         with src.block(f"if tid < {w}:"):
-            if how == "sum":
+            if how == "plus":
                 src.line(f"red[tid] = red[tid] + red[tid + {w}]")
             else:
                 with src.block(f"if red[tid + {w}] > red[tid]:"):
@@ -215,20 +185,21 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
             part = src.fresh("part")
-            if op.cls in TOPK:
-                continue  # no statistics: each element selects again (emit.RowValues.topk)
-            if op.cls in ("mean", "layernorm"):
+            how = reduction(op.cls)
+            if how == "select":
+                continue  # no statistics: each stored element selects again (emit.RowValues.select)
+            if how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead, part)
-            elif op.cls == "rmsnorm":
+            elif how == "rms":
                 src.line(f"{part} = f32(0)")
                 x = row_loop(src, values, op, lead, h)
                 src.line(f"{part} += {x} * {x}")
                 src.depth -= 1
-                ss = reduce_block(src, part, "sum")
+                ss = reduce_block(src, part, "plus")
                 d = src.fresh("d")
                 src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
                 values.stats[n] = {"d": d}
-            else:  # softmax
+            elif how == "max_exp":
                 src.line(f"{part} = -INF")
                 x = row_loop(src, values, op, lead, h)
                 with src.block(f"if {x} > {part}:"):
@@ -240,8 +211,10 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
                 x = row_loop(src, values, op, lead, h)
                 src.line(f"{part2} += fexp({x} - {mx})")
                 src.depth -= 1
-                se = reduce_block(src, part2, "sum")
+                se = reduce_block(src, part2, "plus")
                 values.stats[n] = {"mx": mx, "se": se}
+            else:
+                raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cuda pass for it")
         j = src.fresh("j")
         with src.block(f"for {j} in range(tid, {h}, nt):"):
             store(src, Scope(src, row=values.value), stage, lead + (j,), kernel)
@@ -255,15 +228,15 @@ def mean_row(src: Source, values: RowValues, op, lead, part: str) -> dict[str, s
     src.line(f"{part} += {x}")
     src.depth -= 1
     m = src.fresh("m")
-    src.line(f"{m} = {reduce_block(src, part, 'sum')} / f32({h})")
-    if op.cls == "mean":
+    src.line(f"{m} = {reduce_block(src, part, 'plus')} / f32({h})")
+    if reduction(op.cls) == "average":
         return {"m": m}
     part2, d = src.fresh("part"), src.fresh("d")
     src.line(f"{part2} = f32(0)")
     x = row_loop(src, values, op, lead, h)
     src.line(f"{part2} += ({x} - {m}) * ({x} - {m})")
     src.depth -= 1
-    src.line(f"{d} = fsqrt({reduce_block(src, part2, 'sum')} / f32({h}) + {constant(op.eps)})")
+    src.line(f"{d} = fsqrt({reduce_block(src, part2, 'plus')} / f32({h}) + {constant(op.eps)})")
     return {"m": m, "d": d}
 
 

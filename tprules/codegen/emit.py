@@ -8,50 +8,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import numpy as np
-
-from ..runtime.classes import TOPK
+from .. import ops
+from ..ops import Ops
 from . import layout
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
-# A class's formula over its operands' variables; helpers are defined in HELPERS.
-FORMULAS = {
-    "add": "{0} + {1}",
-    "sub": "{0} - {1}",
-    "mul": "{0} * {1}",
-    "div": "{0} / {1}",
-    "neg": "-{0}",
-    "exp": "fexp({0})",
-    "relu": "relu({0})",
-    "silu": "silu({0})",
-    "rsqrt": "rsqrt({0})",
-    "gelu": "gelu({0})",
-    "cast": "{0}",
-    "sigmoid": "sigmoid({0})",
-    "tanh": "f32(math.tanh({0}))",
-    "gelu_erf": "gelu_erf({0})",
-    "expm1": "fexpm1({0})",
-    "minimum": "fmin({0}, {1})",
-    "where": "({1} if {0} != f32(0) else {2})",
-}
-
-
-def _pow(args, attrs) -> str:
-    e = float(attrs["exponent"])
-    if e in (1.0, 2.0, 3.0):  # what models use: a product, as NumPy computes small powers
-        return " * ".join([args[0]] * int(e))
-    if e == 0.5:
-        return f"fsqrt({args[0]})"
-    return f"fpow({args[0]}, {constant(e)})"
-
-
-# Classes whose formula reads an attribute.
-ATTR_FORMULAS = {
-    "scale": lambda args, attrs: f"{args[0]} * {constant(float(attrs['factor']))}",
-    "add_scalar": lambda args, attrs: f"{args[0]} + {constant(float(attrs['value']))}",
-    "pow": _pow,
-    "greater": lambda args, attrs: f"(f32(1) if {args[0]} > {constant(float(attrs['value']))} else f32(0))",
-}
+# A class's formula over its operands' variables (its entry in tprules/ops); the helpers
+# they call are defined in HELPERS.
+FORMULAS = ops.require({op: c.formula for op, c in ops.CLASSES.items() if c.formula is not None},
+                       ops.ELEMENTWISE, "codegen's formulas")
 
 # Device functions, decorated by each renderer. Written to behave the same compiled and
 # interpreted (the simulator runs them as Python: math.exp and math.sqrt would raise there).
@@ -166,10 +131,12 @@ def rf16(x):
 '''
 
 
-def constant(x: float) -> str:
-    """A float32 constant, exactly."""
-    return f"f32({float(np.float32(x))!r})"
+constant = ops.constant  # a float32 constant, exactly
 
+
+def reduction(cls: str) -> str:
+    """How a row class reduces its row (its entry's `reduction`)."""
+    return ops.CLASSES[cls].reduction
 
 def convert(text: str, dtype: str) -> str:
     """A float32 value as its destination dtype keeps it (still a float32)."""
@@ -237,12 +204,7 @@ class Scope:
             text = f"f32({subscript(e.param, idx)})"
         elif isinstance(e, Op):
             args = [self.at(a, child_index(idx, e.shape, a.shape)) for a in e.args]
-            if e.cls == "sum":
-                text = " + ".join(args)
-            elif e.cls in ATTR_FORMULAS:
-                text = ATTR_FORMULAS[e.cls](args, dict(e.attrs))
-            else:
-                text = FORMULAS[e.cls].format(*args)
+            text = FORMULAS[e.cls](args, dict(e.attrs))
             text = convert(text, e.dtype)
         elif isinstance(e, Transpose):
             text = convert(self.at(e.arg, (idx[1], idx[0])), e.dtype)
@@ -273,27 +235,29 @@ class RowValues:
 
     def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
         op = self.stage.rows[n]
-        if op.cls in TOPK:
-            return self.topk(op, idx, scope)
+        how = reduction(op.cls)
+        if how == "select":
+            return self.select(op, idx, scope)
         stats = self.stats[n]
-        if op.cls == "mean":
+        if how == "average":
             return stats["m"]
-        if op.cls == "layernorm":
+        if how == "moments":
             text = f"({scope.at(op.x, idx)} - {stats['m']}) / {stats['d']}"
             if op.w is not None:
                 text = f"{text} * {scope.at(op.w, idx[-1:])}"
             return f"{text} + {scope.at(op.b, idx[-1:])}" if op.b is not None else text
         x = scope.at(op.x, idx)
-        if op.cls == "rmsnorm":
+        if how == "rms":
             text = f"{x} / {stats['d']}"
             return f"{text} * {scope.at(op.w, idx[-1:])}" if op.w is not None else text
-        return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+        if how == "max_exp":
+            return f"fexp({x} - {stats['mx']}) / {stats['se']}"
+        raise AssertionError(f"row class {op.cls} reduces by {how!r}: no store pass for it")
 
-
-    def topk(self, op, idx: tuple[str, ...], scope: Scope) -> str:
-        """The idx[-1]-th largest of the row (ties: the lower index first) and its index,
-        found again for each output element by k selection passes over the row: no state
-        between elements, so any thread may store any of them."""
+    def select(self, op, idx: tuple[str, ...], scope: Scope) -> str:
+        """Top-k: the idx[-1]-th largest of the row (ties: the lower index first), or its
+        index, found again for each stored element by idx[-1] + 1 selection passes over the
+        row: no state between elements, so any thread may store any of them."""
         src = scope.src
         h = op.x.shape[-1]
         pv, pi, bv, bi = src.fresh("pv"), src.fresh("pi"), src.fresh("bv"), src.fresh("bi")
@@ -311,7 +275,7 @@ class RowValues:
                     src.line(f"{bi} = {q}")
             src.line(f"{pv} = {bv}")
             src.line(f"{pi} = {bi}")
-        return pv if op.cls == "topk_values" else f"f32({pi})"
+        return pv if op.cls == Ops.TOPK_VALUES else f"f32({pi})"
 
 
 def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
+from ..ops import Ops
 from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Store, Transpose
 
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
@@ -101,7 +102,7 @@ def _read_results(e, results: dict[int, str]):
     """`e` with every matmul result read from the buffer the library wrote it to."""
     if isinstance(e, Acc):
         load = Load(results[e.index], e.shape)
-        return load if e.dtype == "f32" else Op("cast", (load,), e.shape, e.dtype)
+        return load if e.dtype == "f32" else Op(Ops.CAST.value, (load,), e.shape, e.dtype)
     if not is_dataclass(e):
         return e
     changes = {}

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import Union
 
+from ..ops import Ops
+
 Shape = tuple[int, ...]
 
 
@@ -242,8 +244,8 @@ class Kernel:
     @property
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
-        names = {Pointwise: "pointwise", MatmulStage: "matmul", RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
-                 BatchedMatmulStage: "bmm"}
+        names = {Pointwise: "pointwise", MatmulStage: Ops.MATMUL.value, RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
+                 BatchedMatmulStage: Ops.BMM.value}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:

@@ -17,29 +17,38 @@ from __future__ import annotations
 
 from math import prod
 
-from ..runtime.classes import axis_groups, dims
+from .. import ops
+from ..ops import Ops, dims
+from ..program.axes import axis_groups
 from .ir import Concat, Expr, Gather, Load, Remap
 
 NODES = (Remap, Concat, Gather)
 
 
+def _slice(s, args, shape, dtype):
+    axis = int(s.attr("axis")) % len(args[0].shape)
+    return Remap(Ops.SLICE.value, args[0], shape, dtype, (axis, int(s.attr("start")), int(s.attr("step", "1"))))
+
+
+# Each layout class's lowering over its operands' expressions (a Remap's kind is its class).
+LOWERINGS = ops.require({
+    Ops.RESHAPE: lambda s, args, shape, dtype: Remap(Ops.RESHAPE.value, args[0], shape, dtype),
+    Ops.EXPAND: lambda s, args, shape, dtype: Remap(Ops.EXPAND.value, args[0], shape, dtype),
+    Ops.PERMUTE: lambda s, args, shape, dtype: Remap(Ops.PERMUTE.value, args[0], shape, dtype,
+                                                     tuple(dims(s.attr("dims")))),
+    Ops.SLICE: _slice,
+    Ops.CAT: lambda s, args, shape, dtype: Concat(args, int(s.attr("axis")) % len(shape), shape, dtype),
+    Ops.EMBEDDING: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype,
+                                                        None if s.attr("offset") is None else int(s.attr("offset"))),
+    Ops.TAKE_ROWS: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype),
+}, ops.LAYOUT - {Ops.TRANSPOSE}, "codegen's layout lowerings")  # a transpose is a stage's flip (lower.py)
+
+
 def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
     """The expression of layout statement `s` over its operands' expressions."""
-    if s.cls in ("reshape", "expand"):
-        return Remap(s.cls, args[0], shape, dtype)
-    if s.cls == "permute":
-        return Remap("permute", args[0], shape, dtype, tuple(dims(s.attr("dims"))))
-    if s.cls == "slice":
-        axis = int(s.attr("axis")) % len(args[0].shape)
-        return Remap("slice", args[0], shape, dtype, (axis, int(s.attr("start")), int(s.attr("step", "1"))))
-    if s.cls == "cat":
-        return Concat(args, int(s.attr("axis")) % len(shape), shape, dtype)
-    if s.cls == "take_rows":
-        return Gather(args[0], args[1], shape, dtype)
-    if s.cls == "embedding":
-        offset = s.attr("offset")
-        return Gather(args[0], args[1], shape, dtype, None if offset is None else int(offset))
-    raise ValueError(f"{s.cls} is not a layout class")
+    if s.cls not in LOWERINGS:
+        raise ValueError(f"{s.cls} is not a layout class")
+    return LOWERINGS[s.cls](s, args, shape, dtype)
 
 
 def at(scope, e, idx: tuple[str, ...]) -> str:
@@ -59,16 +68,16 @@ def at(scope, e, idx: tuple[str, ...]) -> str:
         src.line(f"{row} = {ids} - {e.offset}")
         src.line(f"{inside} = {row} >= 0 and {row} < {rows}")
         src.line(f"{row} = min(max({row}, 0), {rows - 1})")  # read in bounds; the value is dropped outside
-        return f"({scope.at(e.table, (row, idx[-1]))} if {inside} else f32(0.0))"
+        return f"({scope.at(e.table, (row,) + tuple(idx[lead:]))} if {inside} else f32(0.0))"
     if isinstance(e, Concat):
         return _concat(scope, e, idx)
-    if e.kind == "permute":
+    if e.kind == Ops.PERMUTE:
         child = [""] * len(idx)
         for a, d in enumerate(e.params):
             child[d] = idx[a]
-    elif e.kind == "expand":
+    elif e.kind == Ops.EXPAND:
         child = _broadcast(idx, e.shape, e.arg.shape)
-    elif e.kind == "slice":
+    elif e.kind == Ops.SLICE:
         axis, start, step = e.params
         child = list(idx)
         child[axis] = _var(src, f"{start} + {step} * {idx[axis]}" if step != 1 else f"{start} + {idx[axis]}") \
@@ -91,7 +100,7 @@ def _broadcast(idx, shape, child) -> list[str]:
 
 def _concat(scope, e: Concat, idx) -> str:
     src, axis = scope.src, e.axis
-    out = src.fresh("cat")
+    out = src.fresh(Ops.CAT.value)  # named for its class
     src.line(f"{out} = f32(0)")
     offset = 0
     for n, arg in enumerate(e.args):

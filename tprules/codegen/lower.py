@@ -7,7 +7,9 @@ to the same source and compile once.
 
 from __future__ import annotations
 
-from ..runtime.program import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
+from .. import ops
+from ..ops import Ops
+from ..program.model import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
 from . import layout
 from .ir import (
     AbsMax,
@@ -29,8 +31,6 @@ from .ir import (
     Transpose,
 )
 from .schedule import LOCAL, Schedule, operands, schedule
-
-ROW_EPS = {"layernorm": "1e-5"}  # the default eps of a row class, where it is not 1e-6
 
 
 class Lowering:
@@ -81,10 +81,10 @@ class Lowering:
         if s.cls in LAYOUT:
             args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
             return layout.expression(s, args, info.shape, info.dtype)
-        if s.cls == "transpose":
+        if s.cls == Ops.TRANSPOSE:
             return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
         args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
-        cls = "sum" if s.fold else s.cls
+        cls = Ops.SUM.value if s.fold else s.cls
         return Op(cls, args, info.shape, info.dtype, s.attrs)
 
     def operand(self, s: Statement, i: int, t: str | None, stage: int) -> Expr:
@@ -103,7 +103,7 @@ class Lowering:
     def stage(self, i: int):
         plan = self.sched.stages[i]
         # anchors first: their operands are what the pass reads
-        if plan.kind in ("matmul", "bmm"):
+        if plan.kind in (MATMUL, BMM):
             mms = []
             for o in plan.anchors:
                 s = self.prog.statement(o)
@@ -115,13 +115,13 @@ class Lowering:
                 s = self.prog.statement(o)
                 w = self.operand(s, 1, s.reads[1], i) if len(s.reads) > 1 else None
                 b = self.operand(s, 2, s.reads[2], i) if len(s.reads) > 2 else None
-                eps = float(s.attr("eps", ROW_EPS.get(s.cls, "1e-6")))
+                eps = float(s.attr("eps", ops.CLASSES[s.cls].eps or "1e-6"))
                 rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, eps, b))
         stores = tuple(self.store(t, i) for t in plan.stores)
-        if plan.kind == "matmul":
+        if plan.kind == MATMUL:
             m, n, k = plan.dims
             return MatmulStage(m, n, k, tuple(mms), stores)
-        if plan.kind == "bmm":
+        if plan.kind == BMM:
             batch, m, n, k = plan.dims
             return BatchedMatmulStage(batch, m, n, k, tuple(mms), stores)
         if plan.kind == "row":
@@ -134,7 +134,7 @@ class Lowering:
             v = self.operand(s, 0, s.reads[0], stage)
             dtype = self.prog.tensors[t].dtype
             if dtype != self.prog.tensors[s.reads[0]].dtype:
-                v = Op("cast", (v,), v.shape, dtype)
+                v = Op(Ops.CAST.value, (v,), v.shape, dtype)
             return Store(self.tensor_param(t), v, flip=True)
         return Store(self.tensor_param(t), self.value(t, stage))
 

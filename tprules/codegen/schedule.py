@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..runtime.program import BMM, INDEXED, MATMUL, ROW, RunProgram, Statement
+from ..ops import Ops
+from ..program.model import BMM, INDEXED, MATMUL, ROW, RunProgram, Statement
 
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
 
@@ -89,19 +90,19 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
             first = max(ready(u) for u in reads)
             m, k = shape(reads[0])
             dims = (m, shape(t)[1], k)
-            if cur >= 0 and stages[cur].kind == "matmul" and stages[cur].dims == dims and first <= cur:
+            if cur >= 0 and stages[cur].kind == MATMUL and stages[cur].dims == dims and first <= cur:
                 stages[cur].anchors.append(s.name)
             else:
-                stages.append(StagePlan("matmul", shape(t), [s.name], dims=dims))
+                stages.append(StagePlan(MATMUL.value, shape(t), [s.name], dims=dims))
             bound[t] = len(stages) - 1
         elif s.cls == BMM:  # as a matmul, one per batch index (codegen/batched.py)
             first = max(ready(u) for u in reads)
             batch, m, k = shape(reads[0])
             dims = (batch, m, shape(t)[2], k)
-            if cur >= 0 and stages[cur].kind == "bmm" and stages[cur].dims == dims and first <= cur:
+            if cur >= 0 and stages[cur].kind == BMM and stages[cur].dims == dims and first <= cur:
                 stages[cur].anchors.append(s.name)
             else:
-                stages.append(StagePlan("bmm", shape(t), [s.name], dims=dims))
+                stages.append(StagePlan(BMM.value, shape(t), [s.name], dims=dims))
             bound[t] = len(stages) - 1
         elif s.cls in ROW:
             x_inline = inline(reads[0], t, quant[0])
@@ -113,7 +114,7 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
                     stored.add(reads[0])
                 stages.append(StagePlan("row", shape(t), [s.name]))
             bound[t] = len(stages) - 1
-        elif s.cls == "transpose" and reads[0] in bound and bound[reads[0]] == cur and not quant[0] \
+        elif s.cls == Ops.TRANSPOSE and reads[0] in bound and bound[reads[0]] == cur and not quant[0] \
                 and reads[0] not in flipped and shape(reads[0]) == stages[cur].domain:
             # the transpose of a value of this pass: stored at the swapped index, read later
             bound[t] = cur

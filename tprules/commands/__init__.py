@@ -1,3 +1,3 @@
 """One module per command; each defines `add_parser(subparsers)` and `run(args) -> int`."""
 
-COMMANDS = ("check", "plan", "run", "lint", "export", "why", "repl", "golden", "diff", "eval", "importer")
+COMMANDS = ("check", "plan", "run", "lint", "export", "why", "repl", "golden", "diff", "eval", "importer", "shim")

@@ -59,13 +59,13 @@ def _run(args) -> int:
     for chan in chans:
         if chan.kind == "input":
             read.setdefault(chan.rel, []).extend(souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir))
-    values.number_symbols(souffle_io.symbols_in_order(checked, read))
     facts = {rel: set(rows) for rel, rows in read.items()}
     if "strata" in args.show:
         for stratum in checked.strata:
             print(f"stratum {stratum.index} ({'recursive' if stratum.recursive else 'plain'}): "
                   f"{', '.join(stratum.relations)}")
     wanted = sorted({c.rel for c in chans if c.kind in ("output", "printsize")})
-    model = make_engine(args.engine, checked).evaluate(facts, targets=wanted)
+    with values.symbol_table(souffle_io.symbols_in_order(checked, read)):  # ord's, for this evaluation
+        model = make_engine(args.engine, checked).evaluate(facts, targets=wanted)
     souffle_io.write_outputs(model, checked, chans, args.output)
     return 0

@@ -36,6 +36,7 @@ from ..analysis.checks import outside_vars
 from ..analysis.program import CheckedProgram
 from ..lang import ast
 from .evaluate import Model
+from .options import Capabilities, EngineOptions
 
 _PLAIN = re.compile(r"[a-z][A-Za-z0-9_]*")
 _RESERVED = {"not"}
@@ -170,8 +171,13 @@ class ClingoEngine:
         self.rules = program_to_asp(checked)
         self._relation = {predicate(rel): rel for rel in checked.decls}
 
-    def evaluate(self, facts: dict[str, set], targets=None, **_ignored) -> Model:
+    capabilities = Capabilities(incremental=False, rounds=False)
+
+    def evaluate(self, facts: dict[str, set], targets=None, base=None, only=None) -> Model:
+        """Every relation, whatever the targets (clingo grounds the whole program)."""
         import clingo
+
+        EngineOptions.of(targets, base, only).require(self.capabilities, "clingo")
 
         control = clingo.Control(["--warn=none"])
         known = {rel: tuples for rel, tuples in facts.items() if rel in self.checked.decls}

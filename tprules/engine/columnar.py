@@ -22,11 +22,13 @@ from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
 from ..program.columns import Symbols, encode_rows
+from . import values
 from .column_model import ColumnarModel
 from .column_values import DTYPES, TermValues, encode_typed, storage
 from .compile import one_positive_atom
 from .constant import fact_values, kind_of
 from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
+from .options import Capabilities
 
 I64 = np.int64
 
@@ -316,6 +318,8 @@ def _fold(func: str, ids: np.ndarray, values: np.ndarray, groups: int) -> np.nda
 class ColumnarEngine:
     """Evaluates a checked program over numpy columns; same `evaluate` as the other engines."""
 
+    capabilities = Capabilities(incremental=True, rounds=True)
+
     def __init__(self, checked: CheckedProgram, symbols: Symbols | None = None):
         self.checked = checked
         self.symbols = symbols if symbols is not None else Symbols()
@@ -330,6 +334,7 @@ class ColumnarEngine:
             return encode_typed(self.symbols, types, tuples)
         return encode_rows(self.symbols, types, tuples)
 
+    @values.one_evaluation
     def evaluate(self, facts: Mapping[str, set], targets: Iterable[str] | None = None,
                  base: ColumnarModel | None = None, only: frozenset[str] | None = None) -> ColumnarModel:
         """`facts` may be a fact base's `relations` in this engine's symbol table, whose

@@ -21,7 +21,9 @@ from ..analysis.program import CheckedProgram
 from ..analysis.strata import Stratum, needed_strata
 from ..errors import RuleError
 from ..lang import ast
+from . import values
 from .compile import RUNTIME_HELPERS, CompiledRule, Stats, compile_rule
+from .options import Capabilities
 from .values import EvaluationError
 
 
@@ -134,6 +136,8 @@ class Evaluator:
     generated source is the same.
     """
 
+    capabilities = Capabilities(incremental=True, rounds=True)
+
     def __init__(self, checked: CheckedProgram):
         self.checked = checked
         self._functions: dict[str, object] = {}
@@ -169,6 +173,7 @@ class Evaluator:
     def needed_strata(self, targets: Iterable[str] | None) -> list[Stratum]:
         return needed_strata(self.checked.strata, targets)
 
+    @values.one_evaluation
     def evaluate(
         self,
         facts: dict[str, set],

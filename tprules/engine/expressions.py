@@ -3,6 +3,8 @@ generated joins and the pyDatalog engine's lambdas compute, written once."""
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from collections.abc import Callable
 
 from ..lang import ast
@@ -15,7 +17,11 @@ from tprules.engine.values import functor as _fn, range_values as _range, float_
 from tprules.engine.expressions import interpret as _interp
 '''
 _DEEP = 60  # terms nested deeper are interpreted (Python's parser allows 200 nested parentheses)
-_DEEP_TERMS: list[ast.Term] = []
+# The deep terms generated code interprets, by index, for as long as the term lives (its
+# checked program holds it): the registry never outgrows the programs in use.
+_DEEP_TERMS: weakref.WeakValueDictionary[int, ast.Term] = weakref.WeakValueDictionary()
+_INDEX_OF: dict[int, int] = {}  # id(term) → its index, while the term lives
+_NEXT = itertools.count()
 
 
 def helper_namespace() -> dict:
@@ -104,11 +110,14 @@ def _variables(term: ast.Term) -> list[ast.Var]:
 
 
 def _register(term: ast.Term) -> int:
-    for i, known in enumerate(_DEEP_TERMS):
-        if known is term:
-            return i
-    _DEEP_TERMS.append(term)
-    return len(_DEEP_TERMS) - 1
+    index = _INDEX_OF.get(id(term))
+    if index is not None and _DEEP_TERMS.get(index) is term:
+        return index
+    index = next(_NEXT)
+    _DEEP_TERMS[index] = term
+    _INDEX_OF[id(term)] = index
+    weakref.finalize(term, _INDEX_OF.pop, id(term), None)
+    return index
 
 
 def interpret(index: int, env: dict):

@@ -28,7 +28,8 @@ from ..lang import ast
 from .constant import constant_value, fact_values, kind_of
 from .evaluate import Model
 from .expressions import constant_text, helper_namespace, python_expr, python_name, python_test
-from .values import EvaluationError, bits_float, compare, float_bits, uwrap, wrap
+from .options import Capabilities, EngineOptions
+from .values import EvaluationError, bits_float, compare, float_bits, one_evaluation, uwrap, wrap
 
 _UNIT = 0  # the placeholder column of a zero-arity relation
 
@@ -277,7 +278,11 @@ class PyDatalogEngine:
             self._logic = Logic(True)
             Logic(caller)
 
-    def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None, **_ignored) -> Model:
+    capabilities = Capabilities(incremental=False, rounds=False)
+
+    @one_evaluation
+    def evaluate(self, facts: dict[str, set], targets: Iterable[str] | None = None, base=None, only=None) -> Model:
+        EngineOptions.of(targets, base, only).require(self.capabilities, "pydatalog")
         decls = self.checked.decls
         strata = needed_strata(self.checked.strata, targets)
         for stratum in strata:

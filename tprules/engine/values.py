@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 import re
 import struct
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import wraps
 
 HALF = 1 << 63
 MASK = (1 << 64) - 1
@@ -271,23 +274,46 @@ def functor(name: str, kind: str, args: tuple, arg_kinds: tuple[str, ...]):
     raise EvaluationError(f"unknown functor {name}")
 
 
-_ORDINALS: dict[str, int] = {}
+# ord's symbol table belongs to one evaluation: set by `symbol_table` for its span (a
+# context variable, so two evaluations never share one), None outside any.
+_ORDINALS: ContextVar[dict[str, int] | None] = ContextVar("tprules_ord_symbols", default=None)
 
 
 def ordinal(value, kind: str) -> int:
-    """ord(x): the value itself for a number; for a symbol its index in a symbol table, as
-    in Soufflé: symbols seeded by `number_symbols` (tprules eval: the program's constants,
-    then the facts in the order read), then others in the order they are asked for."""
+    """ord(x): the value itself for a number; for a symbol its index in the evaluation's
+    symbol table, as in Soufflé: symbols seeded by `symbol_table` (tprules eval: the
+    program's constants, then the facts in the order read), then others in the order they
+    are asked for."""
     if kind != "symbol":
         return wrap(value) if kind == "unsigned" else value
-    return _ORDINALS.setdefault(value, len(_ORDINALS))
+    table = _ORDINALS.get()
+    if table is None:  # asked outside an evaluation: a table of this one call
+        table = {}
+    return table.setdefault(value, len(table))
 
 
-def number_symbols(symbols) -> None:
-    """Start ord's symbol table afresh with these symbols, in this order."""
-    _ORDINALS.clear()
+@contextmanager
+def symbol_table(symbols=()):
+    """ord's symbol table for the evaluations inside: these symbols first, in this order."""
+    table: dict[str, int] = {}
     for symbol in symbols:
-        _ORDINALS.setdefault(symbol, len(_ORDINALS))
+        table.setdefault(symbol, len(table))
+    token = _ORDINALS.set(table)
+    try:
+        yield table
+    finally:
+        _ORDINALS.reset(token)
+
+
+def one_evaluation(evaluate):
+    """An engine's `evaluate`, given a fresh symbol table of its own unless the caller set one."""
+    @wraps(evaluate)
+    def run(*args, **kwargs):
+        if _ORDINALS.get() is not None:
+            return evaluate(*args, **kwargs)
+        with symbol_table():
+            return evaluate(*args, **kwargs)
+    return run
 
 
 def range_values(kind: str, start, stop, step=None) -> list:

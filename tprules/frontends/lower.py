@@ -5,6 +5,7 @@ become inputs (constants.py); the forward's output is the tensor `logits`.
 
 from __future__ import annotations
 
+from .. import ops
 from .aten import CAT, DTYPES, OPS, SKIP, _table
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
@@ -108,6 +109,8 @@ class Lowerer:
         return self.graph.add_value(Value(n.name, self.shape(n), self.dtype(n), "folded", _module(n)))
 
     def emit(self, n, cls: str, operands: list, value_of=None, **attrs) -> None:
+        if cls not in ops.CLASSES:  # the op table names classes; the registry (tprules/ops) defines them
+            raise AssertionError(f"the op table writes {cls!r}, which is not a registry class")
         reads = tuple(self.value(x) for x in operands)
         meta = value_of if value_of is not None else n.meta["val"]
         shape, dtype = tuple(int(d) for d in meta.shape), self.dtype_of(n, meta)

@@ -14,10 +14,12 @@ folds it (the all-reduce) into a replicated tensor.
 
 from __future__ import annotations
 
-from ..runtime.classes import axis_groups
+from .. import ops
+from ..ops import Ops
+from ..program.axes import axis_groups
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
-PARTIAL_THROUGH = ("reshape", "permute")
+PARTIAL_THROUGH = (Ops.RESHAPE, Ops.PERMUTE)
 
 
 class NotShardable(Exception):
@@ -224,7 +226,7 @@ def _packed_slice(split: Split, attrs, size: int) -> Split | None:
 def local_attrs(cls: str, attrs, ins, shapes, tp):
     """Per-chip attributes where a chip's statement differs from the whole one (a slice of
     packed parts: each chip's parts are 1/parts as wide), as a function of the chip; else None."""
-    if cls != "slice" or not isinstance(ins[0], Shard):
+    if cls != Ops.SLICE or not isinstance(ins[0], Shard):
         return None
     axis = int(attrs["axis"]) % len(shapes[0])
     split = ins[0].on(axis)
@@ -264,13 +266,13 @@ def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     return ids
 
 
-RULES = {"matmul": matmul, "bmm": bmm, "reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,
-         "cat": cat, "embedding": embedding, "take_rows": take_rows,
-         **{c: row for c in ("softmax", "rmsnorm", "mean", "layernorm", "topk_values", "topk_indices")}}
+RULES = {Ops.MATMUL: matmul, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
+         Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, Ops.TAKE_ROWS: take_rows,
+         **{c: row for c in ops.ROW}}
 # Linear in a partial operand (the others replicated): a sum of partials, so taken through
 # where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
-LINEAR = {"mul": "one", "div": "first", "scale": "one", "cast": "one", "slice": "one", "reshape": "one",
-          "permute": "one", "expand": "one", "add": "all", "sub": "all", "sum": "all", "neg": "one"}
+LINEAR = {Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",
+          Ops.PERMUTE: "one", Ops.EXPAND: "one", Ops.ADD: "all", Ops.SUB: "all", Ops.SUM: "all", Ops.NEG: "one"}
 
 
 def partial_through(cls: str, ins) -> bool:

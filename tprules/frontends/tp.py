@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ops import Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
@@ -223,7 +224,7 @@ class Sharder:
         self._declare(self.g.values[name])
         width = size // self.tp
         for k in range(self.tp):
-            self.b.stmt(f"split_{value}@{k}", "slice", [value], f"{name}@{k}", axis=axis, start=k * width,
+            self.b.stmt(f"split_{value}@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
                         end=(k + 1) * width, step=1, module=module, aten=f"({s.name})")
         self.splits[value] = name
         return name
@@ -238,7 +239,7 @@ class Sharder:
         self.place[key] = PARTIAL
         self._declare(self.g.values[key])
         for k in range(self.tp):
-            self.b.stmt(f"share_{value}@{k}", "scale", [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
+            self.b.stmt(f"share_{value}@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
                         module=module, aten=f"({s.name})")
         self.splits[key] = key
         return key
@@ -262,7 +263,7 @@ class Sharder:
         out = self.g.values[st.writes]
         attrs = dict(st.attrs)
         try:
-            placed = self._embedding(st, reads, out.shape) if st.cls == "embedding" else None
+            placed = self._embedding(st, reads, out.shape) if st.cls == Ops.EMBEDDING else None
             if keep:
                 placed = PARTIAL
             if placed is None:
@@ -277,7 +278,7 @@ class Sharder:
             attrs["folded"] = ",".join(folded)
         chips = [None] if isinstance(placed, Replicate) else range(self.tp)
         local = local_attrs(st.cls, dict(st.attrs), ins, shapes, self.tp)
-        if st.cls == "embedding" and self.tables.get(reads[0]) == "vocab" and isinstance(ins[0], Shard):
+        if st.cls == Ops.EMBEDDING and self.tables.get(reads[0]) == "vocab" and isinstance(ins[0], Shard):
             rows = self.g.values[reads[0]].shape[0] // self.tp
             local = lambda k: {"offset": str(k * rows)}  # noqa: E731 - chip k's rows of the vocabulary
         for k in chips:

@@ -3,16 +3,18 @@ torch.export and lower it to core ATen.
 
 Tracing costs seconds (minutes for a full-size model), and the graph does not depend on
 the weights, so traces are kept per process by config, shape and device: importing one
-model at TP 1, 2 and 4 traces it once.
+model at TP 1, 2 and 4 traces it once. A process keeps the last few (`TRACES_KEPT`).
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 from .errors import ImportFailed
 
-_traces: dict[tuple, object] = {}
+TRACES_KEPT = 4  # the traces a process keeps, least recently used dropped first
+_traces: OrderedDict[tuple, object] = OrderedDict()
 
 
 def _key(model, batch: int, seq: int) -> tuple:
@@ -38,6 +40,7 @@ def trace(model, batch: int, seq: int, arch: str):
 
     key = _key(model, batch, seq)
     if key in _traces:
+        _traces.move_to_end(key)
         return _traces[key]
     device = next(iter(model.parameters())).device
     ids = torch.zeros((batch, seq), dtype=torch.int64, device=device)
@@ -54,5 +57,13 @@ def trace(model, batch: int, seq: int, arch: str):
         raise ImportFailed(f"{arch}: torch.export cannot trace the forward: {text}") from None
     finally:
         quiet.setLevel(level)
+    return _keep(key, program)
+
+
+def _keep(key: tuple, program):
+    """Keep `program` as the most recently used trace, dropping the least recently used."""
     _traces[key] = program
+    _traces.move_to_end(key)
+    while len(_traces) > TRACES_KEPT:
+        _traces.popitem(last=False)
     return program

@@ -71,7 +71,7 @@ class Side:
             from ..explain.explainer import Explainer
 
             ws = self.workspace
-            if ws.engine_name not in ("fast", "compiled"):  # proofs need the rounds those engines record
+            if not ws.engine.capabilities.rounds:  # proofs need the rounds an engine records
                 from ..workspace import Workspace
 
                 ws = Workspace.from_program(ws.program, ws.checked, "fast")

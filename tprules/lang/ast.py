@@ -9,18 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-
-@dataclass(frozen=True, order=True)
-class Pos:
-    file: str
-    line: int
-    col: int = 0
-
-    def __str__(self) -> str:
-        if not self.line:  # a whole file (one that is missing, or unreadable)
-            return self.file
-        return f"{self.file}:{self.line}:{self.col}" if self.col else f"{self.file}:{self.line}"
-
+from ..pos import Pos
 
 NOWHERE = Pos("<generated>", 0, 0)
 

@@ -42,7 +42,7 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
     shim.bind(g, workspace)  # the workspace already holds these facts, loaded and checked
     cost = None
     if machine is not None:
-        from ..runtime.program import RunProgram
+        from ..program.model import RunProgram
         from .cost import KernelCost
 
         cost = KernelCost(RunProgram.from_workspace(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..ops import Ops
 from ..shim.graph import FusedOp, TensorGraph
 from ..shim.protocol import fits_all
 from .groups import GroupGraph
@@ -65,7 +66,7 @@ class Greedy:
         kind = {o: kinds.get(g.op(o).cls) for o in self.order}
         # matmul → its elementwise consumers: the epilogues the planner fuses first
         self.epilogues = {o: [c for c in self.flows[o] if kind[c] == "elementwise"]
-                          for o in self.order if kind[o] == "matmul"}
+                          for o in self.order if kind[o] == Ops.MATMUL}
         self.legal: dict[frozenset, bool] = {}  # every answer, by member set
         # Pairs never to propose again: refused (answers are by member set, and a group's
         # members never change) or cyclic (merging only adds paths between other groups).

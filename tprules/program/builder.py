@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ops import Ops
+
 
 class ProgramBuilder:
     def __init__(self, chips: int):
@@ -59,7 +61,7 @@ class ProgramBuilder:
         if name in self._statements:
             raise ValueError(f"statement {name} declared twice")
         self._statements.add(name)
-        self.facts["op"].append((name, cls))
+        self.facts["op"].append((name, str(cls)))
         for i, t in enumerate(reads):
             self.facts["reads"].append((name, i, t))
         self.facts["writes"].append((name, out))
@@ -70,14 +72,14 @@ class ProgramBuilder:
 
     def fold(self, name: str, partials: list[str], out: str, collective: str) -> str:
         """An all-reduce: `out = sum(partials)` marked as the collective's fold."""
-        self.stmt(name, "sum", partials, out)
+        self.stmt(name, Ops.SUM.value, partials, out)
         self.facts["fold"].append((name, collective))
         return out
 
     def gather(self, name: str, slices: list[str], out: str, collective: str, axis: int) -> str:
         """An all-gather: `out = cat(slices, axis)`, slice i chip i's, marked as the fold of
         an `all_gather` collective."""
-        self.stmt(name, "cat", slices, out, axis=axis)
+        self.stmt(name, Ops.CAT, slices, out, axis=axis)
         self.facts["fold"].append((name, collective))
         self.facts["collective"].append((collective, "all_gather"))
         return out

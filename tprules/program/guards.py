@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops import Ops
 from .columns import Columns
 from .schema import DTYPES
 
@@ -129,7 +130,7 @@ def folds_look_fine(c: Columns) -> bool:
     is_fold = np.zeros(len(c.symbols.names) + 1, dtype=bool)
     is_fold[folds] = True
     sums = op[is_fold[op[:, 0]]]
-    if len(sums) != len(folds) or np.any(sums[:, 1] != c.symbols.one("sum")):
+    if len(sums) != len(folds) or np.any(sums[:, 1] != c.symbols.one(Ops.SUM.value)):
         return False
     chip_of = np.full(len(c.symbols.names) + 1, -1, dtype=I64)
     chip_of[placed[:, 0]] = placed[:, 1]

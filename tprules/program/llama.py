@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ops import Ops
 from .builder import ProgramBuilder
 
 
@@ -45,42 +46,42 @@ def llama_layer(b: ProgramBuilder, x: str, shape: LlamaShape, prefix: str = "", 
     d = hidden // shape.heads  # head size
     width = shape.heads // tp * d  # attention columns per chip
     part = shape.ffn // tp
-    xn = b.stmt(f"{p}rms1", "rmsnorm", [x, b.tensor(f"{p}w_ln1", [hidden], spine=True)],
+    xn = b.stmt(f"{p}rms1", Ops.RMSNORM, [x, b.tensor(f"{p}w_ln1", [hidden], spine=True)],
                 b.tensor(f"{p}xn", [seq, hidden], spine=True), eps="1e-6")
     attn_partials, mlp_partials = [], []
     for c in range(tp):
-        q = b.stmt(f"{p}q_{c}", "matmul", [xn, b.tensor(f"{p}wq_{c}", [hidden, width], chip=c)],
+        q = b.stmt(f"{p}q_{c}", Ops.MATMUL, [xn, b.tensor(f"{p}wq_{c}", [hidden, width], chip=c)],
                    b.tensor(f"{p}q{c}", [seq, width], chip=c))
-        k = b.stmt(f"{p}k_{c}", "matmul", [xn, b.tensor(f"{p}wk_{c}", [hidden, width], chip=c)],
+        k = b.stmt(f"{p}k_{c}", Ops.MATMUL, [xn, b.tensor(f"{p}wk_{c}", [hidden, width], chip=c)],
                    b.tensor(f"{p}k{c}", [seq, width], chip=c))
-        v = b.stmt(f"{p}v_{c}", "matmul", [xn, b.tensor(f"{p}wv_{c}", [hidden, width], chip=c)],
+        v = b.stmt(f"{p}v_{c}", Ops.MATMUL, [xn, b.tensor(f"{p}wv_{c}", [hidden, width], chip=c)],
                    b.tensor(f"{p}v{c}", [seq, width], chip=c))
         if shape.transpose_statement:
-            kt = b.stmt(f"{p}kt_{c}", "transpose", [k], b.tensor(f"{p}kt{c}", [width, seq], chip=c))
-            s = b.stmt(f"{p}qk_{c}", "matmul", [q, kt], b.tensor(f"{p}s{c}", [seq, seq], chip=c))
+            kt = b.stmt(f"{p}kt_{c}", Ops.TRANSPOSE, [k], b.tensor(f"{p}kt{c}", [width, seq], chip=c))
+            s = b.stmt(f"{p}qk_{c}", Ops.MATMUL, [q, kt], b.tensor(f"{p}s{c}", [seq, seq], chip=c))
         else:
-            s = b.stmt(f"{p}qk_{c}", "matmul", [q, k], b.tensor(f"{p}s{c}", [seq, seq], chip=c), transpose_b=1)
-        ss = b.stmt(f"{p}scale_{c}", "scale", [s], b.tensor(f"{p}ss{c}", [seq, seq], chip=c),
+            s = b.stmt(f"{p}qk_{c}", Ops.MATMUL, [q, k], b.tensor(f"{p}s{c}", [seq, seq], chip=c), transpose_b=1)
+        ss = b.stmt(f"{p}scale_{c}", Ops.SCALE, [s], b.tensor(f"{p}ss{c}", [seq, seq], chip=c),
                     factor=f"{d ** -0.5:.6g}")
-        pr = b.stmt(f"{p}softmax_{c}", "softmax", [ss], b.tensor(f"{p}p{c}", [seq, seq], chip=c))
-        o = b.stmt(f"{p}pv_{c}", "matmul", [pr, v], b.tensor(f"{p}o{c}", [seq, width], chip=c))
-        attn_partials.append(b.stmt(f"{p}wo_{c}", "matmul", [o, b.tensor(f"{p}wo{c}", [width, hidden], chip=c)],
+        pr = b.stmt(f"{p}softmax_{c}", Ops.SOFTMAX, [ss], b.tensor(f"{p}p{c}", [seq, seq], chip=c))
+        o = b.stmt(f"{p}pv_{c}", Ops.MATMUL, [pr, v], b.tensor(f"{p}o{c}", [seq, width], chip=c))
+        attn_partials.append(b.stmt(f"{p}wo_{c}", Ops.MATMUL, [o, b.tensor(f"{p}wo{c}", [width, hidden], chip=c)],
                                     b.tensor(f"{p}attn{c}", [seq, hidden], chip=c)))
     attn = b.fold(f"{p}ar_attn", attn_partials, b.tensor(f"{p}attn", [seq, hidden], spine=True), f"{p}attn_out")
-    h = b.stmt(f"{p}res1", "add", [x, attn], b.tensor(f"{p}h", [seq, hidden], spine=True))
-    hn = b.stmt(f"{p}rms2", "rmsnorm", [h, b.tensor(f"{p}w_ln2", [hidden], spine=True)],
+    h = b.stmt(f"{p}res1", Ops.ADD, [x, attn], b.tensor(f"{p}h", [seq, hidden], spine=True))
+    hn = b.stmt(f"{p}rms2", Ops.RMSNORM, [h, b.tensor(f"{p}w_ln2", [hidden], spine=True)],
                 b.tensor(f"{p}hn", [seq, hidden], spine=True), eps="1e-6")
     for c in range(tp):
-        g = b.stmt(f"{p}gate_{c}", "matmul", [hn, b.tensor(f"{p}wg_{c}", [hidden, part], chip=c)],
+        g = b.stmt(f"{p}gate_{c}", Ops.MATMUL, [hn, b.tensor(f"{p}wg_{c}", [hidden, part], chip=c)],
                    b.tensor(f"{p}g{c}", [seq, part], chip=c))
-        u = b.stmt(f"{p}up_{c}", "matmul", [hn, b.tensor(f"{p}wu_{c}", [hidden, part], chip=c)],
+        u = b.stmt(f"{p}up_{c}", Ops.MATMUL, [hn, b.tensor(f"{p}wu_{c}", [hidden, part], chip=c)],
                    b.tensor(f"{p}u{c}", [seq, part], chip=c))
-        sg = b.stmt(f"{p}silu_{c}", "silu", [g], b.tensor(f"{p}sg{c}", [seq, part], chip=c))
-        m = b.stmt(f"{p}swiglu_{c}", "mul", [sg, u], b.tensor(f"{p}m{c}", [seq, part], chip=c))
-        mlp_partials.append(b.stmt(f"{p}down_{c}", "matmul", [m, b.tensor(f"{p}wd_{c}", [part, hidden], chip=c)],
+        sg = b.stmt(f"{p}silu_{c}", Ops.SILU, [g], b.tensor(f"{p}sg{c}", [seq, part], chip=c))
+        m = b.stmt(f"{p}swiglu_{c}", Ops.MUL, [sg, u], b.tensor(f"{p}m{c}", [seq, part], chip=c))
+        mlp_partials.append(b.stmt(f"{p}down_{c}", Ops.MATMUL, [m, b.tensor(f"{p}wd_{c}", [part, hidden], chip=c)],
                                    b.tensor(f"{p}dn{c}", [seq, hidden], chip=c)))
     mlp = b.fold(f"{p}ar_mlp", mlp_partials, b.tensor(f"{p}mlp", [seq, hidden], spine=True), f"{p}mlp_out")
-    return b.stmt(f"{p}res2", "add", [h, mlp], b.tensor(out, [seq, hidden], spine=True))
+    return b.stmt(f"{p}res2", Ops.ADD, [h, mlp], b.tensor(out, [seq, hidden], spine=True))
 
 
 def producer_consumer_candidates(b: ProgramBuilder) -> None:

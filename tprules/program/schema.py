@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ops import Ops
+
 
 @dataclass(frozen=True)
 class Relation:
@@ -67,5 +69,5 @@ SPEC = {**PROGRAM, **SHIM, **COMPUTED}
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")  # SPEC §2
 LEVELS = ("fused", "alone", "none")
-COLLECTIVES = {"all_reduce": "sum", "all_gather": "cat"}  # kind → the class of its fold (SPEC §1)
+COLLECTIVES = {"all_reduce": Ops.SUM, "all_gather": Ops.CAT}  # kind → the class of its fold (SPEC §1)
 LIMIT_KEYS = ("max_members", "max_inputs", "max_matmuls")

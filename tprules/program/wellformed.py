@@ -7,20 +7,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..errors import IllFormed
-from ..lang.ast import Pos
+from ..errors import BadInput, IllFormed, raise_all
+from ..pos import Pos
 from . import guards
 from .columns import Columns
 from .facts import FactBase
 from .schema import COLLECTIVES, DTYPES, LEVELS, LIMIT_KEYS, SPEC
 
 
-def _fail(facts: FactBase, rel: str, tup: tuple, message: str):
+def _problem(facts: FactBase, rel: str, tup: tuple, message: str) -> IllFormed:
     pos = facts.where(rel, tup)
     if pos is None:
         files = facts.files.get(rel)
         pos = Pos(files[0], 1) if files else None
-    raise IllFormed(message, pos)
+    return IllFormed(message, pos)
+
+
+def _fail(facts: FactBase, rel: str, tup: tuple, message: str):
+    raise _problem(facts, rel, tup, message)
 
 
 def check_statements(facts: FactBase) -> None:
@@ -250,23 +254,37 @@ def check_shims(facts: FactBase, shadowed: frozenset[str] = frozenset()) -> None
 
 def check_shims_total(facts: FactBase, shims: list[str], classes: list[str], answers: dict,
                       shadowed: frozenset[str]) -> None:
-    """Every declared shim answers every registry class (SPEC §2's totality rule)."""
+    """Every declared shim answers every registry class (SPEC §2's totality rule): every
+    class a shim misses is named in the one run, a line each."""
+    problems: list[BadInput] = []
     for s in shims:
         missing = [c for c in classes if (s, c) not in answers]
         if not missing:
             continue
-        line = f"'{s}<TAB>{missing[0]}<TAB>fused|alone|none'"
         if s in shadowed:  # the program's description stands alone: name its first line
             rel, tup = next((rel, t) for rel in ("supports", "limit", "quantized") for t in facts.ordered(rel)
                             if t[0] == s)
-            _fail(facts, rel, tup, f"shim {s} does not answer class {missing[0]} of the class registry: add a "
-                                   f"line {line} to this folder's supports.facts (its description of the shim "
-                                   "shadows the library's as a whole)")
-        if len(missing) == len(classes):
-            _fail(facts, "shim", (s,), f"shim {s} is described nowhere: neither this folder's supports.facts "
-                                       "nor the shim library's answers a class for it")
-        _fail(facts, "shim", (s,), f"shim {s} does not answer class {missing[0]} of the class registry: "
-                                   f"add a line {line} to supports.facts")
+            problems += [_problem(facts, rel, tup, f"shim {s} does not answer class {c} of the class registry: add a "
+                                  f"line {_line(s, c)} to this folder's supports.facts (its description of the shim "
+                                  "shadows the library's as a whole)") for c in missing]
+        elif len(missing) == len(classes):
+            problems.append(_problem(facts, "shim", (s,), f"shim {s} is described nowhere: neither this folder's "
+                                     "supports.facts nor the shim library's answers a class for it"))
+        else:
+            problems += [_problem(facts, "shim", (s,), f"shim {s} does not answer class {c} of the class registry: "
+                                  f"add a line {_line(s, c)} to supports.facts") for c in missing]
+    raise_all(problems, in_order=True)  # shim by shim, in registry order
+
+
+def _line(shim: str, cls: str) -> str:
+    return f"'{shim}<TAB>{cls}<TAB>fused|alone|none'"
+
+
+def missing_answers(facts: FactBase) -> dict[str, list[str]]:
+    """Each declared shim's registry classes that no supports line answers, in registry order."""
+    classes = [c for c, _, _ in facts.ordered("registry")]
+    answered = {(s, c) for s, c, _ in facts.ordered("supports")}
+    return {s: [c for c in classes if (s, c) not in answered] for (s,) in facts.ordered("shim")}
 
 
 def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | None = None,

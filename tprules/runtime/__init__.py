@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ops import Ops
+from ..program.model import RunProgram
 from .compare import OutputCheck, compare
 from .groups import BadPlan, ordered_groups, unfused
-from .program import RunProgram
 
 
 @dataclass
@@ -75,7 +76,7 @@ class RunReport:
                 "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s,
                            "threads": c.threads} for c in self.chips],
                 "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,
-                "moved_bytes": self.moved_bytes, "matmul": self.matmul}
+                "moved_bytes": self.moved_bytes, Ops.MATMUL.value: self.matmul}
 
 
 class Prepared:

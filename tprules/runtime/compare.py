@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import IllFormed
 from ..lang.ast import Pos
-from .program import RunProgram
+from ..program.model import RunProgram
 from .reference import Values
 
 TOLERANCE = {"f32": 1e-4, "f16": 4e-3, "bf16": 3e-2}

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen.ir import Kernel
+from ..program.model import RunProgram
+from .buffers import buffers
 from .devices.base import Compiled, Queue
-from .program import RunProgram
 
 
 @dataclass
@@ -108,27 +109,7 @@ class _Run:
         kernel = compiled.kernel
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues[chip]
-            buffers = []
-            for p in kernel.params:
-                storage = _storage(p.dtype)
-                if p.role == "in":
-                    buf = self.on(p.tensor, chip)
-                elif p.role == "local":
-                    buf = self.on(dict(p.local)[chip], chip)
-                elif p.role == "out":
-                    buf = q.empty(p.buffer_shape, storage)
-                    self.held.setdefault(p.tensor, {})[chip] = buf
-                elif p.role == "scratch":
-                    buf = q.empty(p.buffer_shape, storage)
-                else:  # scale: a quantized read's max starts at zero
-                    buf = q.zeros(p.buffer_shape, storage)
-                buffers.append(buf)
-            q.launch(compiled, buffers)
+            q.launch(compiled, buffers(kernel, chip, q, self.on, self.held))
             self.kernels[chip] += 1
             self.launches[chip] += compiled.launches
 
-
-def _storage(dtype: str) -> np.dtype:
-    from .program import INTEGER
-
-    return np.dtype(INTEGER.get(dtype, np.float32))

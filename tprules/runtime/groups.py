@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import BadInput
 from ..planner.plan import Group, Plan
-from .program import RunProgram
+from ..program.model import RunProgram
 
 
 class BadPlan(BadInput):

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import IllFormed
 from ..lang.ast import Pos
-from .program import RunProgram, Tensor
+from ..ops import Ops
+from ..program.model import RunProgram, Tensor
 from .semantics import store
 
 
@@ -60,14 +61,14 @@ def generate(tensor: Tensor, role: str) -> np.ndarray:
 def _roles(prog: RunProgram) -> dict[str, str]:
     roles = {}
     for s in prog.statements:
-        if s.cls == "matmul":
+        if s.cls == Ops.MATMUL:
             k = prog.tensors[s.reads[0]].shape[-1]
             roles.setdefault(s.reads[1], f"weight:{k}")
-        elif s.cls == "rsqrt" or (s.cls == "div" and len(s.reads) > 1):
+        elif s.cls == Ops.RSQRT or (s.cls == Ops.DIV and len(s.reads) > 1):
             roles.setdefault(s.reads[-1], "positive")
-        elif s.cls == "rmsnorm" and len(s.reads) > 1:
+        elif s.cls == Ops.RMSNORM and len(s.reads) > 1:
             roles.setdefault(s.reads[1], "positive")
-        elif s.cls == "embedding":
+        elif s.cls == Ops.EMBEDDING:
             roles.setdefault(s.reads[1], f"index:{prog.tensors[s.reads[0]].shape[0]}")
     return roles
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .program import RunProgram
+from ..program.model import RunProgram
 from .semantics import apply
 
 

@@ -190,7 +190,7 @@ def _threads(n: int) -> None:
 def signature(kernel) -> tuple:
     from numba import from_dtype, types
 
-    from ..program import Tensor
+    from ...program.model import Tensor
 
     out = []
     for p in kernel.params:

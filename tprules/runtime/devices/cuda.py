@@ -195,7 +195,7 @@ class CudaDevice(Device):
 def signature(kernel) -> tuple:
     from numba import from_dtype, types
 
-    from ..program import Tensor
+    from ...program.model import Tensor
 
     out = [types.int64]
     for p in kernel.params:

@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...codegen.ir import Kernel
+from ...ops import Ops
+from ...program.model import RunProgram
+from ..buffers import buffers
 from ..devices.base import Compiled, Queue
 from ..executor import chips_of
-from ..program import RunProgram
 from ..semantics import store
 from .world import RankWorld, Traffic
 
@@ -169,27 +171,13 @@ class _RankRun:
         if kernel.place == "collective":
             for name in kernel.members:
                 fold = self.prog.statement(name)
-                self.allgather(fold) if fold.cls == "cat" else self.allreduce(fold)
+                self.allgather(fold) if fold.cls == Ops.CAT else self.allreduce(fold)
             return
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
-            buffers = []
-            for p in kernel.params:
-                if p.role == "in":
-                    buf = self.on(p.tensor, chip)
-                elif p.role == "local":
-                    buf = self.on(dict(p.local)[chip], chip)
-                elif q is None:
-                    buf = REMOTE
-                elif p.role == "scale":  # a quantized read's max starts at zero
-                    buf = q.zeros(p.buffer_shape, _storage(p.dtype))
-                else:  # out, scratch
-                    buf = q.empty(p.buffer_shape, _storage(p.dtype))
-                if p.role == "out":
-                    self.held.setdefault(p.tensor, {})[chip] = buf
-                buffers.append(buf)
+            bufs = buffers(kernel, chip, q, self.on, self.held, REMOTE)
             if q is not None:
-                q.launch(compiled, buffers)
+                q.launch(compiled, bufs)
                 self.kernels[chip] += 1
                 self.launches[chip] += compiled.launches
 
@@ -208,7 +196,6 @@ class _RankRun:
         self.held[fold.writes] = {c: (self.queues[c].upload(value.reshape(out.buffer_shape)) if c in self.queues
                                       else REMOTE) for c in range(self.prog.chips)}
 
-
     def allgather(self, fold) -> None:
         """An all-gather's fold as a collective: each rank gives its chips' slices (operand k
         is chip k's), Allgatherv, and every chip joins them in chip order along the axis."""
@@ -226,9 +213,3 @@ class _RankRun:
                       out.dtype)
         self.held[fold.writes] = {c: (self.queues[c].upload(value.reshape(out.buffer_shape)) if c in self.queues
                                       else REMOTE) for c in range(self.prog.chips)}
-
-
-def _storage(dtype: str) -> np.dtype:
-    from ..program import INTEGER
-
-    return np.dtype(INTEGER.get(dtype, np.float32))  # as in one process: i64 ids stay integers

@@ -58,11 +58,11 @@ def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False
     """Load, check and plan the program once: every bad input is found here, before any
     rank computes (the launcher calls this before it starts the ranks)."""
     from ...planner import plan as make_plan
+    from ...program.model import RunProgram
     from ...workspace import Workspace
     from ..groups import ordered_groups
     from ..groups import unfused as unfused_plan
     from ..inputs import check_input_files
-    from ..program import RunProgram
 
     ws = Workspace(program_dir, rules, shim, engine=engine)
     prog = RunProgram.from_workspace(ws)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import RunProgram
+from ...program.model import RunProgram
 from ..semantics import apply
 from .world import RankWorld
 

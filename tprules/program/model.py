@@ -1,4 +1,4 @@
-"""The program as the runtime sees it: statements in topological order, tensors with their
+"""The program as codegen and the runtime see it: statements in topological order, tensors with their
 shapes, dtypes and homes, each statement's place, the operands the shim reads quantized.
 
 Shapes are checked here against SPEC §4 (the rule engine never looks at them), so a bad
@@ -13,21 +13,21 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import ops
 from ..errors import IllFormed
-from . import classes
-from .classes import BMM, LAYOUT
+from ..ops import Ops
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")
 QUANT_FORMATS = ("int8_two_pass",)
 INTEGER = {"i8": np.int8, "i32": np.int32, "i64": np.int64}  # how integer dtypes are stored
 
-MATMUL = "matmul"
-ROW = ("rmsnorm", "softmax", *classes.NEW_ROW)
-ANCHORS = (MATMUL, BMM, *ROW)  # classes whose output element needs more than one input element
-UNARY = ("neg", "exp", "relu", "silu", "rsqrt", "gelu", "scale", "cast", *classes.NEW_UNARY)
-BINARY = ("add", "sub", "mul", "div", *classes.NEW_BINARY)
-POINTWISE = (*UNARY, *BINARY, *classes.NEW_TERNARY, "sum")  # one output element from the same element of each operand
-INDEXED = ("transpose", *LAYOUT)  # read an operand at another index than the one they write
+# the kinds, as codegen asks for them (tprules/ops)
+MATMUL, BMM = Ops.MATMUL, Ops.BMM
+ROW = ops.ROW
+ANCHORS = ops.MATMULS | ops.ROW  # classes whose output element needs more than one input element
+POINTWISE = ops.ELEMENTWISE  # one output element from the same element of each operand
+INDEXED = ops.INDEXED  # read an operand at another index than the one they write
+LAYOUT = ops.LAYOUT - {Ops.TRANSPOSE}  # lowered as index reads (codegen/layout.py); transpose is a stage's flip
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class RunProgram:
         for o, i, t in facts.tuples("reads"):
             operands.setdefault(o, {})[i] = t
         writes = dict(facts.tuples("writes"))
-        classes = dict(facts.tuples("op"))
+        class_of = dict(facts.tuples("op"))
         attrs: dict[str, list[tuple[str, str]]] = {}
         for o, key, value in facts.ordered("attr"):
             attrs.setdefault(o, []).append((key, value))
@@ -140,8 +140,8 @@ class RunProgram:
         statements = []
         for o in loaded.order:
             reads = tuple(t for _, t in sorted(operands.get(o, {}).items()))
-            q = tuple(sorted((i, f) for (c, i), f in quantized.items() if c == classes[o] and i < len(reads)))
-            statements.append(Statement(o, classes[o], reads, writes[o], tuple(attrs.get(o, ())), o in folds, q))
+            q = tuple(sorted((i, f) for (c, i), f in quantized.items() if c == class_of[o] and i < len(reads)))
+            statements.append(Statement(o, class_of[o], reads, writes[o], tuple(attrs.get(o, ())), o in folds, q))
         tensors = _tensors(facts)
         (chips,) = next(iter(facts.tuples("chips")), (1,))
         prog = cls(loaded.directory, loaded.display, shim, chips, tuple(statements), tensors, ws.places(),
@@ -178,31 +178,7 @@ def _tensors(facts) -> dict[str, Tensor]:
 def statement_shape(s: Statement, shapes: list[tuple[int, ...]], out: tuple[int, ...] = ()) -> tuple[int, ...]:
     """The shape a statement computes from its operands' shapes (and, for a class that takes
     its shape from its destination, the destination's `out`); ValueError when they do not fit."""
-    if s.cls in classes.SHAPES:
-        return classes.shape_of(s.cls, dict(s.attrs), shapes, out)
-    if s.cls == MATMUL:
-        a, b = shapes
-        if len(a) != 2 or len(b) != 2:
-            raise ValueError(f"matmul operands are 2-D; got {_fmt(a)} and {_fmt(b)}")
-        k, n = (b[1], b[0]) if s.attr("transpose_b") == "1" else b
-        if a[1] != k:
-            raise ValueError(f"matmul of {_fmt(a)} by {_fmt(b)}: inner sizes {a[1]} and {k} differ")
-        return (a[0], n)
-    if s.cls in ROW:
-        x = shapes[0]
-        if not x:
-            raise ValueError(f"{s.cls} needs at least one axis")
-        if s.cls == "rmsnorm" and len(shapes) > 1 and shapes[1] != x[-1:]:
-            raise ValueError(f"rmsnorm weight has shape {_fmt(shapes[1])}; expected {_fmt(x[-1:])}")
-        return x
-    if s.cls == "transpose":
-        if len(shapes[0]) != 2:
-            raise ValueError(f"transpose is 2-D; got {_fmt(shapes[0])}")
-        return shapes[0][::-1]
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise ValueError(f"operand shapes {', '.join(_fmt(x) for x in shapes)} do not broadcast") from None
+    return ops.shape_of(s.cls, dict(s.attrs), shapes, out)
 
 
 def check_shapes(prog: RunProgram, facts) -> None:
@@ -210,7 +186,7 @@ def check_shapes(prog: RunProgram, facts) -> None:
         where = facts.where("op", (s.name, s.cls))
         want = prog.tensors[s.writes].shape
         try:
-            classes.check_attrs(s.cls, dict(s.attrs))
+            ops.check_attrs(s.cls, dict(s.attrs))
             got = statement_shape(s, [prog.tensors[t].shape for t in s.reads], want)
         except (ValueError, KeyError) as err:
             raise IllFormed(f"{s.name} ({s.cls}): {err}", where) from None
@@ -221,10 +197,8 @@ def check_shapes(prog: RunProgram, facts) -> None:
             if fmt not in QUANT_FORMATS:
                 raise IllFormed(f"the shim reads operand {i} of {s.cls} as {fmt}; run knows {', '.join(QUANT_FORMATS)}",
                                 where)
-        if s.cls == "scale":
-            _number(s, "factor", None, where)
-        if s.cls == "rmsnorm":
-            _number(s, "eps", "1e-6", where)
+        for key, default in ops.CLASSES[s.cls].late_numbers:
+            _number(s, key, default, where)
 
 
 def _number(s: Statement, key: str, default: str | None, where) -> float:

@@ -1,0 +1,98 @@
+"""`tprules shim complete`: a program whose own shim answers SPEC §4's seventeen classes
+hears about every missing class in one run, gets the missing answers appended, and then
+checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from tprules import ops
+
+SPEC = [c.name for c in ops.CLASSES.values() if c.spec]
+
+
+@pytest.fixture
+def spec_shim(program_copy):
+    """megatron-mlp-tp2 with its own shim `mychip`, written against SPEC §4 alone."""
+    folder = program_copy("megatron-mlp-tp2")
+    with open(folder / "shim.facts", "a") as f:
+        f.write("mychip\n")
+    (folder / "supports.facts").write_text("".join(f"mychip\t{c}\tfused\n" for c in SPEC))
+    return folder
+
+
+def test_every_missing_class_is_named_in_one_run(cli, spec_shim):
+    status, out, err = cli("check", spec_shim, "--shim", "mychip")
+    missing = [c.name for c in ops.CLASSES.values() if not c.spec]
+    assert (status, out) == (2, "")
+    assert len(SPEC) == 17 and len(missing) == 18
+    assert err.splitlines() == [
+        f"{spec_shim}/shim.facts:3: ill-formed: shim mychip does not answer class {c} of the class registry: "
+        f"add a line 'mychip<TAB>{c}<TAB>fused|alone|none' to supports.facts" for c in missing]
+
+
+def test_complete_adds_the_18_answers_and_then_the_program_checks(cli, spec_shim):
+    status, out, err = cli("shim", "complete", spec_shim, "--level", "alone")
+    added = [c.name for c in ops.CLASSES.values() if not c.spec]
+    assert (status, err) == (0, "")
+    assert out.splitlines() == [f"{spec_shim}: added 18 answers:"] + [f"  mychip\t{c}\talone" for c in added]
+    lines = (spec_shim / "supports.facts").read_text().splitlines()
+    assert lines == [f"mychip\t{c}\tfused" for c in SPEC] + [f"mychip\t{c}\talone" for c in added]
+    status, out, err = cli("check", spec_shim, "--shim", "mychip")
+    assert (status, err) == (0, "") and "shim mychip (program)" in out
+
+
+def test_complete_on_a_shim_that_misses_nothing_changes_nothing(cli, spec_shim):
+    assert cli("shim", "complete", spec_shim, "--level", "none")[0] == 0
+    before = (spec_shim / "supports.facts").read_text()
+    status, out, err = cli("shim", "complete", spec_shim, "--level", "fused")
+    assert (status, err) == (0, "")
+    assert out == f"{spec_shim}: shim mychip answers every class of the class registry; nothing added\n"
+    assert (spec_shim / "supports.facts").read_text() == before
+
+
+def test_an_added_level_is_the_one_asked(cli, spec_shim):
+    cli("shim", "complete", spec_shim, "--level", "none")
+    status, out, _ = cli("check", spec_shim, "--shim", "mychip", "--format", "json")
+    assert status == 0
+    assert "\tnone" in (spec_shim / "supports.facts").read_text()
+
+
+@pytest.mark.parametrize("make, args, message", [
+    (lambda tmp: tmp / "nowhere", ["--level", "fused"], "no such program folder"),
+    (None, ["--level", "fused"], "has no shim of its own"),
+])
+def test_bad_input_is_one_line_exit_2(cli, program_copy, tmp_path, make, args, message):
+    folder = make(tmp_path) if make is not None else program_copy("megatron-mlp-tp2")
+    before = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None
+    status, out, err = cli("shim", "complete", folder, *args)
+    assert (status, out) == (2, "")
+    assert len(err.splitlines()) == 1 and message in err
+    assert (sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None) == before
+
+
+def test_a_missing_trailing_newline_is_kept_apart(cli, spec_shim):
+    path = spec_shim / "supports.facts"
+    path.write_text(path.read_text().rstrip("\n"))
+    assert cli("shim", "complete", spec_shim, "--level", "fused")[0] == 0
+    assert len(path.read_text().splitlines()) == 35
+    assert cli("check", spec_shim, "--shim", "mychip")[0] == 0
+
+
+def test_a_bad_level_is_one_line_exit_2(spec_shim, capsys):
+    from tprules.cli import main
+
+    before = (spec_shim / "supports.facts").read_text()
+    with pytest.raises(SystemExit) as done:  # argparse's own error, as the command line shows it
+        main(["shim", "complete", str(spec_shim), "--level", "sometimes"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.splitlines()) == 1 and "invalid choice: 'sometimes'" in err
+    assert (spec_shim / "supports.facts").read_text() == before
+
+
+def test_complete_refuses_a_level_it_does_not_know(spec_shim):
+    from tprules.errors import UsageError
+    from tprules.shim.complete import complete
+
+    with pytest.raises(UsageError, match="--level sometimes"):
+        complete(spec_shim, "sometimes")
