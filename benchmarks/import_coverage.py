@@ -5,8 +5,8 @@
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
 vocabulary 128; when that does not build, the mixture-of-experts fields too: 4 experts,
-top-2, expert width 32), a model saved with transformers' own save_pretrained,
-`tprules import hf` at --tp, and the logits of tprules' reference executor (and, with
+top-2, expert width 32; then the multi-head latent attention fields, and a rotary of 8),
+a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and the logits of tprules' reference executor (and, with
 --device, of the fused program on that device) against torch's forward. Prints a Markdown
 table (the README's coverage table), a count per result and per refusal, and writes it as JSON.
 """
@@ -34,6 +34,10 @@ OVERRIDES = {
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
 }
 MOE = dict(num_local_experts=4, num_experts=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+# multi-head latent attention (DeepSeek-V2 style): as many key/value heads as heads
+MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
+           num_key_value_heads=4)
+ROTARY = dict(rotary_dim=8)  # a partial rotary narrower than the tiny head (GPT-J, CodeGen)
 
 
 def architectures() -> list[str]:
@@ -64,10 +68,13 @@ def tiny_model(model_type: str, folder: Path) -> None:
         with torch.no_grad():
             model(torch.zeros((1, 8), dtype=torch.int64), use_cache=False)
 
-    try:
-        build(TINY)
-    except Exception:  # noqa: BLE001 - then with the mixture-of-experts fields
-        build({**TINY, **MOE})
+    tries = [TINY, {**TINY, **MOE}, {**TINY, **MLA}, {**TINY, **MOE, **MLA}, {**TINY, **MOE, **MLA, **ROTARY}]
+    for n, fields in enumerate(tries):  # the generic tiny config, then the MoE, MLA and rotary fields
+        try:
+            return build(fields)
+        except Exception:  # noqa: BLE001 - transformers raises many kinds; the last one is the row's reason
+            if n == len(tries) - 1:
+                raise
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:

@@ -43,3 +43,16 @@ def test_plan_names_the_kind_of_each_collective(cli):
     _, reduce, _ = cli("plan", ROOT / "facts" / "megatron-mlp-tp2")
     assert "[collective: all-gather mlp_hidden]" in gather
     assert "[collective: all-reduce mlp_out]" in reduce
+
+
+def test_the_cost_model_counts_an_all_gathers_bytes():
+    from tprules.codegen.cost import estimate
+    from tprules.codegen.lower import lower
+    from tprules.planner.plan import Group
+    from tprules.program.model import RunProgram
+    from tprules.workspace import Workspace
+
+    prog = RunProgram.from_workspace(Workspace(GATHER))
+    kernel = lower(Group("g", ("allgather",), "collective"), prog)
+    # each chip loads both 8x16 float32 slices and stores the joined 8x32
+    assert estimate(kernel).bytes == 2 * 8 * 16 * 4 + 8 * 32 * 4
