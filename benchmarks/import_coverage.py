@@ -6,8 +6,9 @@ For every causal-LM model type whose config class has a `base_model_tp_plan` (11
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
 vocabulary 128; when that does not build, the mixture-of-experts fields too: 4 experts,
 top-2, expert width 32; then the multi-head latent attention fields, and a rotary of 8),
-a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and the logits of tprules' reference executor (and, with
---device, of the fused program on that device) against torch's forward. Prints a Markdown
+a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
+the logits of tprules' reference executor (and, with --device, of the fused program on
+that device) against torch's forward. Prints a Markdown
 table (the README's coverage table), a count per result and per refusal, and writes it as JSON.
 """
 
