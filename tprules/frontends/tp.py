@@ -23,7 +23,7 @@ from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
 from .hf import plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
-from .sharding import PARTIAL_THROUGH, NotShardable, local_attrs, partial_through, rule
+from .sharding import PARTIAL_THROUGH, NotShardable, _rank_aligned, elementwise, local_attrs, partial_through, rule
 from .styles import SPLIT_FACTOR, Style, style
 
 
@@ -76,7 +76,9 @@ def weight_placement(arch: str, value: Value, style: Style | None, tp: int, head
     module = value.module
     shape = value.shape
     rank = len(shape)
-    if kind == "colwise" and rank in (1, 2):
+    if kind == "colwise" and rank == 3:  # transformers' Shard(ndim - 2): an experts' [E, out, in] on out
+        placement = Shard((plain(1, tp, shape[1]),))
+    elif kind == "colwise" and rank in (1, 2):
         parts = tp
         if style.output is None and module.rsplit(".", 1)[-1] in ("k_proj", "v_proj") and heads.kv is not None \
                 and heads.kv < tp:
@@ -244,6 +246,54 @@ class Sharder:
         self.splits[key] = key
         return key
 
+    def _localize(self, reads: list[str], out, module: str) -> list[str]:
+        """An elementwise statement's replicated operands that are as wide as a split one on its
+        split axes: each chip's own block of them (a slice per chip and axis, no communication:
+        DTensor's Replicate → Shard; attention sinks beside split heads)."""
+        shard = next((_rank_aligned(self.place[r], len(out), len(self.g.values[r].shape)) for r in reads
+                      if isinstance(self.place[r], Shard)), None)
+        if shard is None:
+            return reads
+        local = []
+        for r in reads:
+            v = self.g.values[r]
+            off = len(out) - len(v.shape)
+            wide = [sp for sp in shard.splits if sp.axis >= off and v.shape[sp.axis - off] != 1]
+            if not isinstance(self.place[r], Replicate) or not wide:
+                local.append(r)
+                continue
+            if len(wide) != len(shard.splits) or any(not sp.plain(out[sp.axis]) or v.shape[sp.axis - off] !=
+                                                     out[sp.axis] for sp in wide):
+                local.append(r)  # the rule says what it would need
+                continue
+            local.append(self._block(r, Shard(tuple(sp.moved(sp.axis - off) for sp in wide)), module))
+        return local
+
+    def _block(self, value: str, placement: Shard, module: str) -> str:
+        """Chip k's block of a replicated value under `placement` (plain splits): slices."""
+        key = f"{value}_block_{'_'.join(f'{sp.axis}x{sp.parts}' for sp in placement.splits)}"
+        if key in self.splits:
+            return self.splits[key]
+        v = self.g.values[value]
+        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", module)
+        self.place[key] = placement
+        self._declare(self.g.values[key])
+        for k in range(self.tp):
+            src, digits = value, placement.block(k, self.tp)
+            for n, sp in enumerate(placement.splits):
+                width = v.shape[sp.axis] // sp.parts
+                last = n == len(placement.splits) - 1
+                dst = f"{key}@{k}" if last else f"{key}_{n}@{k}"
+                if not last:
+                    shape = list(local_shape(Shard(placement.splits[:n + 1]), v.shape, self.tp))
+                    self.b.tensor(dst, shape, v.dtype, chip=k)
+                self.b.stmt(f"block_{value}_{n}@{k}", Ops.SLICE, [src], dst, axis=sp.axis,
+                            start=digits[sp.axis] * width, end=(digits[sp.axis] + 1) * width, step=1,
+                            module=module, aten="(local block)")
+                src = dst
+        self.splits[key] = key
+        return key
+
     def keeps_partial(self, module: str) -> bool:
         return any(s.linear for _, s in self.styled(module))
 
@@ -258,9 +308,11 @@ class Sharder:
         for r in reads:
             if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
+        out = self.g.values[st.writes]
+        if rule(st.cls) is elementwise and not keep:
+            reads = self._localize(reads, out.shape, module)
         ins = [self.place[r] for r in reads]
         shapes = [self.g.values[r].shape for r in reads]
-        out = self.g.values[st.writes]
         attrs = dict(st.attrs)
         try:
             placed = self._embedding(st, reads, out.shape) if st.cls == Ops.EMBEDDING else None
