@@ -186,9 +186,16 @@ def _table():
         if not dims or len(dims) != 1 or n.kwargs.get("dtype") is not None:
             ctx.unsupported(n, f"a sum over axes {dims} (one axis is written as slices and an n-ary sum)")
         axis = dims[0] % len(shape)
-        if shape[axis] > SUM_SLICES:
-            ctx.unsupported(n, f"a sum over an axis of {shape[axis]} (at most {SUM_SLICES} as slices and an n-ary sum)")
         kept = shape[:axis] + (1,) + shape[axis + 1:]
+        if shape[axis] > SUM_SLICES and axis == len(shape) - 1:  # a wide last axis: its mean, times its size
+            mean = ctx.extra(n, "mean", "mean", [x], kept)
+            if keepdim or kept == ctx.shape(n):
+                return ctx.emit(n, "scale", [mean], factor=repr(float(shape[axis])))
+            total = ctx.extra(n, "kept", "scale", [mean], kept, factor=repr(float(shape[axis])))
+            return ctx.emit(n, "reshape", [total])
+        if shape[axis] > SUM_SLICES:
+            ctx.unsupported(n, f"a sum over an axis of {shape[axis]} (at most {SUM_SLICES} as slices and an n-ary "
+                               "sum, or the last axis)")
         parts = [ctx.extra(n, f"part{i}", "slice", [x], kept, axis=axis, start=i, end=i + 1, step=1)
                  for i in range(shape[axis])] if shape[axis] > 1 else [x]
         if keepdim or kept == ctx.shape(n):
