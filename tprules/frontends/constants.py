@@ -79,8 +79,11 @@ class Constants:
         aten = self.aten
         if node.target in self.identity:
             return True
-        same_shape = tuple(node.meta["val"].shape) == tuple(node.args[0].meta["val"].shape)
-        same_dtype = node.meta["val"].dtype == node.args[0].meta["val"].dtype
+        val, inner = node.meta.get("val"), node.args[0].meta.get("val")
+        if not hasattr(val, "shape") or not hasattr(inner, "shape"):
+            return False  # a multi-output node (a list of tensors) or an item of one: not an identity
+        same_shape = tuple(val.shape) == tuple(inner.shape)
+        same_dtype = val.dtype == inner.dtype
         if node.target in (aten.view.default, aten._unsafe_view.default, aten.expand.default) and same_shape:
             return True
         if node.target == aten._to_copy.default and same_dtype and same_shape:

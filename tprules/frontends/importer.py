@@ -48,9 +48,9 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
     from ..progress import Progress
-    from .hf import build_model, head_counts, read_source
+    from .hf import build_model, check_plan_paths, head_counts, read_source
     from .layers import layer_kinds
-    from .tp import Heads, check_heads
+    from .tp import Heads, check_experts, check_heads
     from .write import check_out
 
     check_out(Path(out))
@@ -60,12 +60,14 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         src = read_source(source, layers, plan)
         heads = Heads(*head_counts(src.config))
         check_heads(src, heads, tp)
+        check_experts(src)
         _quiet_transformers()
         model = build_model(src, seed, no_data)
+        check_plan_paths(src, model)
         clock.tick("model")
         kinds = None if every_layer else layer_kinds(model)
         built = None
-        if kinds is not None and len(kinds.order) < kinds.count:
+        if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
             from .stamp import CannotStamp
 
             try:
@@ -155,12 +157,25 @@ def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
                   inputs, constants, graph)
 
 
+def _stampable(plan: dict[str, str]) -> bool:
+    """Whether stamping is known to give the full trace's facts for this plan: every style
+    only places weights (a style that adds statements at a module's boundary, a gather, a
+    fold, a split input, an expert's partial, is traced whole; tests/frontends/test_stamp.py)."""
+    from .styles import style
+
+    def weight_only(s) -> bool:
+        return s is not None and s.missing is None and s.output is None and not (s.split_input or s.linear
+                                                                                 or s.share_input)
+
+    return all(weight_only(style(name)) for name in plan.values())
+
+
 def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:
     """Each layer kind traced once (its first and second layers), every layer stamped."""
     from .columnar import candidates as add_candidates
     from .layers import reduced
     from .stamp import Segments, Stamper, TaggingSharder, tag_lowerer
-    from .tp import weight_placement
+    from .tp import plan_placements
 
     progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers", 1)
     segments = {}
@@ -175,13 +190,10 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     progress.advance()
     graph = lowerer.run()
     clock.tick("lower")
-    from .hf import plan_style
-
     prefix = getattr(model, "base_model_prefix", "model")
-    weights = {v.name: weight_placement(src.architecture, v, plan_style(src.plan, v.module, prefix), tp, heads)
-               for v in graph.inputs if v.role == "weight"}
-    sharder = TaggingSharder(graph, tp, src.architecture)
-    tpp = sharder.run(weights)
+    style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, prefix, heads)
+    sharder = TaggingSharder(graph, tp, src.architecture, style_of)
+    tpp = sharder.run(weights, kinds_of)
     _check_folded(src, graph, constants, tpp.placement)
     clock.tick("shard")
     stamper = Stamper(graph, sharder, kinds)

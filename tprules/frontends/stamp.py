@@ -131,8 +131,8 @@ def tag_lowerer(lowerer, segments: Segments) -> TaggedGraph:
 class TaggingSharder(Sharder):
     """The Sharder, tagging every fact row with the segment that added it."""
 
-    def __init__(self, graph: TaggedGraph, tp: int, arch: str):
-        super().__init__(graph, tp, arch)
+    def __init__(self, graph: TaggedGraph, tp: int, arch: str, styles=None):
+        super().__init__(graph, tp, arch, styles)
         self.tags: dict[str, list[int]] = {rel: [] for rel in self.b.facts}
 
     def _mark(self, segment: int) -> None:
@@ -140,9 +140,9 @@ class TaggingSharder(Sharder):
             tags = self.tags[rel]
             tags.extend([segment] * (len(rows) - len(tags)))
 
-    def run(self, weights):
+    def run(self, weights, kinds=None):
         self._mark(PRE)
-        out = super().run(weights)
+        out = super().run(weights, kinds)
         self._mark(self.g.segments.post)
         return out
 
