@@ -66,7 +66,7 @@ def at(scope, e, idx: tuple[str, ...], integer: bool = False) -> str:
         rows, row, inside = e.table.shape[0], src.fresh("row"), src.fresh("inside")
         src.line(f"{row} = {ids} - {e.offset}")
         src.line(f"{inside} = {row} >= 0 and {row} < {rows}")
-        src.line(f"{row} = min(max({row}, 0), {rows - 1})")  # read in bounds; the value is dropped outside
+        src.line(f"{row} = {row} if {inside} else 0")  # read in bounds; the value is dropped outside
         zero = "0" if integer else "f32(0.0)"
         return f"({read(e.table, (row,) + tuple(idx[lead:]))} if {inside} else {zero})"
     if isinstance(e, Concat):
