@@ -53,6 +53,22 @@ def attention(b):
     _s(b, "out", "tanh", [_s(b, "o", "bmm", [p, b.tensor("v", [2, 4, 8], spine=True)], [2, 4, 8])], [2, 4, 8])
 
 
+def gqa_attention(b):
+    """GQA as imported: each key/value head repeated for 2 query heads (reshape, expand,
+    reshape), the key transposed by a permute, the heads split from [seq, heads * dim]."""
+    q = _s(b, "q3", "permute", [_s(b, "q4", "reshape", [b.tensor("q", [3, 16], spine=True)], [3, 4, 4])],
+           [4, 3, 4], dims="1,0,2")
+
+    def repeated(name):
+        x = _s(b, f"{name}1", "reshape", [b.tensor(name, [2, 3, 4], spine=True)], [2, 1, 3, 4])
+        return _s(b, f"{name}3", "reshape", [_s(b, f"{name}2", "expand", [x], [2, 2, 3, 4])], [4, 3, 4])
+
+    kt = _s(b, "kt", "permute", [repeated("k")], [4, 4, 3], dims="0,2,1")
+    p = _s(b, "p", "softmax", [_s(b, "s", "scale", [_s(b, "sc", "bmm", [q, kt], [4, 3, 3])], [4, 3, 3],
+                                 factor="0.5")], [4, 3, 3])
+    _s(b, "out", "bmm", [p, repeated("v")], [4, 3, 4])
+
+
 def rmsnorm_decomposed(b):
     x = b.tensor("x", [1, 4, 16], spine=True)
     m = _s(b, "m", "mean", [_s(b, "sq", "pow", [x], [1, 4, 16], exponent="2.0")], [1, 4, 1])
@@ -77,7 +93,8 @@ def xielu(b):
     _s(b, "out", "where", [pos, a, m], [4, 8])
 
 
-CASES = {f.__name__: f for f in (embedding, rotate_half, repeat_kv, attention, rmsnorm_decomposed, layernorms, xielu)}
+CASES = {f.__name__: f for f in (embedding, rotate_half, repeat_kv, attention, gqa_attention, rmsnorm_decomposed,
+                                  layernorms, xielu)}
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +118,23 @@ def test_kernels_match_the_reference(programs, name, device, unfused):
 def test_the_planner_fuses_layout_members_into_their_readers(programs):
     report = execute(Workspace(programs["rotate_half"]), device="sim")
     assert report.groups == 1 and report.kinds == {"pointwise": 1}
+
+
+def test_a_bmm_reads_repeated_key_value_heads_in_place(programs):
+    """On the CPU's BLAS core the expanded keys and values are views: each product's call
+    reads key/value head b // 2 where it lies, and nothing is computed into a buffer."""
+    from tprules.codegen import lower
+    from tprules.codegen.cpu import render
+    from tprules.planner.plan import Group
+
+    prog = RunProgram.from_workspace(Workspace(programs["gqa_attention"]))
+    layout = [s.name for s in prog.statements if s.cls in ("reshape", "expand", "permute")]
+    for product in ("sc", "out"):
+        members = [o for o in layout if o.startswith(("q", "k") if product == "sc" else "v")] + [product]
+        kernel = lower(Group("g", tuple(sorted(members, key=prog.position.get)), "spine"), prog)
+        source = render(kernel, gemm=True, threads=1)
+        assert "opnd" not in source and source.count("gemm(") == 1, source
+        assert "// 2) * 12" in source  # head b reads key/value head b // 2 (12 elements a head)
 
 
 @pytest.mark.parametrize("cls, reads, shape, attrs, message", [
