@@ -11,7 +11,7 @@ import sys
 from .commands import COMMANDS
 from .errors import BadInput
 
-SHOW_CHOICES = ("ast", "strata", "code", "plan", "timing", "traceback", "kernels")
+SHOW_CHOICES = ("ast", "strata", "code", "plan", "cost", "timing", "traceback", "kernels")
 
 
 class _Parser(argparse.ArgumentParser):

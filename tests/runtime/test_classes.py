@@ -175,3 +175,16 @@ def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
     plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
     assert {"i8", "i32"} <= set(re.findall(r"\b(i8|i32) = ", cpu.render(lower(plan.groups[0], prog))))
     assert execute(ws, plan, device=device, prog=prog).ok
+
+
+@pytest.mark.parametrize("machine, views, copied", [("cpu", True, False), ("gpu", False, True)])
+def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, views, copied):
+    """On the CPU the BLAS core reads GQA's repeated heads as views (they cost nothing); the
+    GPU's library split takes whole buffers, so there they are copied, and the cost says so."""
+    from tprules.cli import main
+
+    assert main(["plan", str(programs["gqa_attention"]), "--machine", machine, "--show", "cost"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("[cost]")]
+    assert lines[-1].startswith(f"[cost] {len(lines) - 1} groups on {machine}: ")
+    assert ("read as views" in err) == views and ("of layouts copied into buffers" in err) == copied, err
