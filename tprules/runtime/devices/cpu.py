@@ -72,8 +72,9 @@ class CpuQueue(Queue):
         self.cpu = 0.0
         self.threads = threads
         self.error: BaseException | None = None
+        self.timed: list[tuple[str, float]] = []  # (kernel kind, seconds) per launch
 
-    def _submit(self, work, wait: Future | None = None, slot: bool = False) -> None:
+    def _submit(self, work, wait: Future | None = None, slot: bool = False, kind: str | None = None) -> None:
         def step():
             if self.error is not None:
                 return
@@ -85,7 +86,10 @@ class CpuQueue(Queue):
                 try:
                     started, cpu = time.perf_counter(), time.thread_time()
                     work()
-                    self.busy += time.perf_counter() - started
+                    took = time.perf_counter() - started
+                    self.busy += took
+                    if kind is not None:
+                        self.timed.append((kind, took))
                     self.cpu += time.thread_time() - cpu
                 finally:
                     if slot and self.slots is not None:
@@ -106,7 +110,7 @@ class CpuQueue(Queue):
 
     def launch(self, compiled: Compiled, buffers: list) -> None:
         fn = compiled.fn
-        self._submit(lambda: fn(*buffers), slot=True)
+        self._submit(lambda: fn(*buffers), slot=True, kind=compiled.kernel.kind)
 
     def copy_from(self, source: "CpuQueue", buffer):
         out = np.empty_like(buffer)
@@ -125,6 +129,9 @@ class CpuQueue(Queue):
 
     def busy_seconds(self) -> float:
         return self.busy
+
+    def kernel_seconds(self) -> list[tuple[str, float]]:
+        return list(self.timed)
 
     def cpu_seconds(self) -> float | None:
         # the chip's thread does all its kernels' work only when their loops run on it alone
