@@ -164,8 +164,8 @@ def print_table(rows: list[dict], args) -> None:
             calls = "" if name in ("eager", "compile") else str(r["calls"])
             print(f"| {model} | {label} | {calls} | {r['wall'] * 1e3:.1f} ms | {r['wall'] / eager:.2f} | {vs_unfused} | "
                   f"{r['cpu'] * 1e3:.1f} ms | {'ok' if r['ok'] else 'MISMATCH'} ({r['err']:.1g}) |")
-    print("÷ unfused: the planner's wall over the unfused wall at the same TP (below 1: faster); cpu: the process's "
-          "processor time in its fastest round (less disturbed by other load than the wall)")
+    print("÷ unfused: the planner's wall over the unfused wall at the same TP (below 1: faster); cpu: the least "
+          "processor time of the process in a round (less disturbed by other load than the wall)")
 
 
 def main(args) -> int:
