@@ -1,5 +1,8 @@
 """`tprules run` against what a user would run instead: one Llama decoder layer, tensor-parallel.
 
+With `--hf llama,qwen3,gemma`: the Hugging Face model's own forward (eager, torch.compile)
+against `tprules run` of its import at each TP (benchmarks/hf_layer.py).
+
     python benchmarks/bench_run.py [--tp 1,2,4] [--repeat 10] [--impls unfused,planner,numpy,torch,compile]
                                    [--device cpu|cuda|sim] [--matmul auto|library|own] [--seq 128 --hidden 1024 ...]
 
