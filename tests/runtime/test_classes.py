@@ -188,3 +188,21 @@ def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, 
     lines = [line for line in err.splitlines() if line.startswith("[cost]")]
     assert lines[-1].startswith(f"[cost] {len(lines) - 1} groups on {machine}: ")
     assert ("read as views" in err) == views and ("of layouts copied into buffers" in err) == copied, err
+
+
+def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
+    """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of three stages, both
+    products BLAS calls reading the repeated key/value heads in place."""
+    from tprules.runtime import Prepared
+    from tprules.runtime.devices import get_device
+
+    ws = Workspace(programs["gqa_attention"])
+    prog = RunProgram.from_workspace(ws)
+    device = get_device("cpu")
+    from tprules.planner import plan
+
+    ready = Prepared(prog, plan(ws, machine=device.machine), device)
+    assert [k.kind for k in ready.kernels] == ["bmm+row+bmm"]
+    source = ready.compiled[0].source
+    assert source.count("gemm(") == 2 and "opnd" not in source
+    assert ready.report(ready.run()).ok
