@@ -20,6 +20,7 @@ RULE_LANGUAGE = ("lang", "analysis", "engine", "explain")
 OTHER_MEANINGS = {
     ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
     ("runtime/buffers.py", "scale"): "the same parameter role",
+    ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
 }
 
 

@@ -77,7 +77,7 @@ class CpuQueue(Queue):
         self.error: BaseException | None = None
         self.timed: list[tuple[str, float]] = []  # (kernel kind, seconds) per launch
 
-    def _submit(self, work, wait: Future | None = None, slot: bool = False, kind: str | None = None) -> None:
+    def _submit(self, work, wait: Future | None = None, slot: bool = False, what: tuple | None = None) -> None:
         def step():
             if self.error is not None:
                 return
@@ -89,11 +89,13 @@ class CpuQueue(Queue):
                 try:
                     started, cpu = time.perf_counter(), time.thread_time()
                     work()
-                    took = time.perf_counter() - started
-                    self.busy += took
-                    if kind is not None:
-                        self.timed.append((kind, took))
+                    ended = time.perf_counter()
+                    self.busy += ended - started
+                    if what is not None and what[0] == "kernel":
+                        self.timed.append((what[1].kernel.kind, ended - started))
                     self.cpu += time.thread_time() - cpu
+                    if self.trace is not None:
+                        self.trace.append((what, started, ended))
                 finally:
                     if slot and self.slots is not None:
                         self.slots.release()
@@ -113,11 +115,11 @@ class CpuQueue(Queue):
 
     def launch(self, compiled: Compiled, buffers: list) -> None:
         fn = compiled.fn
-        self._submit(lambda: fn(*buffers), slot=True, kind=compiled.kernel.kind)
+        self._submit(lambda: fn(*buffers), slot=True, what=("kernel", compiled))
 
     def copy_from(self, source: "CpuQueue", buffer):
         out = np.empty_like(buffer)
-        self._submit(lambda: np.copyto(out, buffer), wait=source.last)
+        self._submit(lambda: np.copyto(out, buffer), wait=source.last, what=("transfer", source.chip, out.nbytes))
         return out
 
     def download(self, buffer) -> np.ndarray:
