@@ -32,8 +32,8 @@ def add_engine(parser) -> None:
 
 
 def add_show(parser) -> None:
-    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, plan, timing, traceback, "
-                                                       "kernels")
+    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, plan, cost, timing, "
+                                                       "traceback, kernels")
 
 
 def emit_json(data) -> None:

@@ -64,6 +64,14 @@ def run(args) -> int:
         print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "
               f"({stats.refused} refused), {stats.merged} merges, {stats.costly} not made as slower than their parts "
               f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})", file=sys.stderr)
+    if "cost" in args.show:
+        from ..planner import shim_machine
+        from ..planner.cost import cost_lines
+        from ..runtime import RunProgram
+
+        machine = shim_machine(ws.shim) if args.machine in ("auto", "none") else args.machine
+        for line in cost_lines(RunProgram.from_workspace(ws), result, machine):
+            print(line, file=sys.stderr)
     if "timing" in args.show:
         print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     return 0
