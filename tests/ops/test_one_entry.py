@@ -20,6 +20,8 @@ RULE_LANGUAGE = ("lang", "analysis", "engine", "explain")
 OTHER_MEANINGS = {
     ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
     ("runtime/buffers.py", "scale"): "the same parameter role",
+    ("codegen/cpu.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
+    ("codegen/cuda.py", "amax"): "the same variable's stem",
 }
 
 

@@ -75,6 +75,15 @@ def fexpm1(x):
 
 
 @DEVICE
+def flog1p(x):
+    if x < f32(-1) or not (x == x):
+        return NAN
+    if x == f32(-1):
+        return -INF
+    return f32(math.log1p(x))
+
+
+@DEVICE
 def fmin(a, b):
     if not (a == a) or not (b == b):
         return NAN
@@ -238,6 +247,8 @@ class RowValues:
         how = reduction(op.cls)
         if how == "average":
             return stats["m"]
+        if how == "max":
+            return stats["mx"]
         if how == "moments":
             text = f"({scope.at(op.x, idx)} - {stats['m']}) / {stats['d']}"
             if op.w is not None:

@@ -166,6 +166,10 @@ def _table():
                 sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
             start = sum(sizes[:index])
             return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
+        if source.target == aten.max.dim:
+            if index != 0:
+                ctx.unsupported(n, "the indices of a max over an axis (an argmax: no class)")
+            return _over_axes(ctx, n, source.args[0], [_arg(source, 1, "dim")], False, "amax")
         if source.target == aten.native_layer_norm.default and index == 0:
             return ctx.alias(n, source)
         if source.target == aten.native_layer_norm.default:
@@ -223,3 +227,166 @@ def _table():
         if len(xs) == 1:
             return ctx.alias(n, xs[0])
         ctx.emit(n, "cat", xs, axis=axis)
+
+    _more(aten)
+
+
+def _arg(n, i: int, key: str, default=None):
+    """Argument `i` of a node, given by position or by name."""
+    return n.args[i] if len(n.args) > i else n.kwargs.get(key, default)
+
+
+def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
+    """A reduction over `dims` of x as the row classes compute it: the reduced axes permuted
+    last and merged into one, the row class, then the result's own shape. `reduce` is
+    `amax` (the class) or `sum` (a mean times the row's length)."""
+    from math import prod
+
+    shape = ctx.shape(x)
+    rank = len(shape)
+    if ctx.dtype(x) not in ("f32", "f16", "bf16"):
+        ctx.unsupported(n, f"a {reduce} of {ctx.dtype(x)} tensors (the row classes compute in floats)")
+    axes = sorted({d % rank for d in dims}) if dims else list(range(rank))
+    keep = [a for a in range(rank) if a not in axes]
+    lead, h = [shape[a] for a in keep], prod(shape[a] for a in axes)
+    v = x
+    if keep + axes != list(range(rank)):
+        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in keep + axes], dims=",".join(map(str, keep + axes)))
+    if len(axes) != 1:
+        v = ctx.part(n, "rows", "reshape", [v], lead + [h])
+    if reduce == "amax":
+        v = ctx.part(n, "amax", "amax", [v], lead + [1])
+    else:
+        v = ctx.part(n, "mean", "mean", [v], lead + [1])
+        if h != 1:
+            v = ctx.part(n, "total", "scale", [v], lead + [1], factor=repr(float(h)))
+    del keepdim  # the node's own shape says how the result is kept
+    if tuple(lead + [1]) == ctx.shape(n):
+        return ctx.alias(n, v)
+    ctx.emit(n, "reshape", [v])
+
+
+def _more(aten):
+    """The ops of real models beyond the first table: comparisons, log1p, clamp, reductions
+    over any axes, repeat, select, and writes into a slice (functionally: a new tensor)."""
+    unary = {aten.log1p.default: "log1p"}
+    for op, cls in unary.items():
+        OPS[op] = lambda ctx, n, cls=cls: ctx.emit(n, cls, [n.args[0]])
+
+    @lowering(aten.ge.Scalar)
+    def greater_equal(ctx, n):
+        ctx.emit(n, "greater_equal", [n.args[0]], value=repr(float(n.args[1])))
+
+    @lowering(aten.sqrt.default)
+    def sqrt(ctx, n):
+        ctx.emit(n, "pow", [n.args[0]], exponent="0.5")
+
+    @lowering(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default)
+    def clamp(ctx, n):
+        x = n.args[0]
+        if n.target == aten.clamp_max.default:
+            lo, hi = None, _arg(n, 1, "max")
+        else:
+            lo = _arg(n, 1, "min")
+            hi = _arg(n, 2, "max") if n.target == aten.clamp.default else None
+        if ctx.is_tensor(lo) or ctx.is_tensor(hi):
+            ctx.unsupported(n, "a clamp to tensor bounds (the class clamp takes numbers)")
+        bounds = {k: repr(float(v)) for k, v in (("min", lo), ("max", hi)) if v is not None}
+        ctx.alias(n, x) if not bounds else ctx.emit(n, "clamp", [x], **bounds)
+
+    @lowering(aten.amax.default)
+    def amax(ctx, n):
+        _over_axes(ctx, n, n.args[0], _arg(n, 1, "dim", []), _arg(n, 2, "keepdim", False), "amax")
+
+    @lowering(aten.sum.dim_IntList)
+    def sum_dims(ctx, n):
+        _over_axes(ctx, n, n.args[0], _arg(n, 1, "dim", None), _arg(n, 2, "keepdim", False), "sum")
+
+    @lowering(aten.max.dim)
+    def max_dim(ctx, n):
+        pass  # no statement: its values are an amax where a getitem reads them
+
+    @lowering(aten.linalg_vector_norm.default)
+    def vector_norm(ctx, n):
+        x, order = n.args[0], float(_arg(n, 1, "ord", 2))
+        if order != 2:
+            ctx.unsupported(n, f"a vector norm of order {order} (imported: the 2-norm)")
+        squares = ctx.part(n, "squares", "pow", [x], ctx.shape(x), exponent="2.0")
+        sums = _Sum(n)
+        _over_axes(ctx, sums, squares, _arg(n, 2, "dim", None), _arg(n, 3, "keepdim", False), "sum")
+        ctx.emit(n, "pow", [ctx.names[sums]], exponent="0.5")
+
+    @lowering(aten.repeat.default)
+    def repeat(ctx, n):
+        x, reps = n.args[0], list(n.args[1])
+        shape = (1,) * (len(reps) - len(ctx.shape(x))) + ctx.shape(x)
+        if all(r == 1 for r in reps):
+            return ctx.alias(n, x) if shape == ctx.shape(x) else ctx.emit(n, "reshape", [x])
+        spread = [d for s in shape for d in (1, s)]  # a unit axis before each axis, to expand
+        v = ctx.part(n, "spread", "reshape", [x], spread)
+        v = ctx.part(n, "copies", "expand", [v], [d for r, s in zip(reps, shape) for d in (r, s)])
+        ctx.emit(n, "reshape", [v])
+
+    @lowering(aten.select.int)
+    def select(ctx, n):
+        x, axis, index = n.args[:3]
+        shape = ctx.shape(x)
+        axis %= len(shape)
+        if not -shape[axis] <= index < shape[axis]:
+            ctx.unsupported(n, f"index {index} of axis {axis} (size {shape[axis]}) is out of bounds")
+        index %= shape[axis]
+        v = ctx.part(n, "slice", "slice", [x], shape[:axis] + (1,) + shape[axis + 1:], axis=axis, start=index,
+                     end=index + 1, step=1)
+        ctx.emit(n, "reshape", [v])
+
+    @lowering(aten.copy.default)
+    def copy(ctx, n):
+        """copy_(dst, src) functionalized: the value written is src, broadcast to dst's shape, in
+        dst's dtype (a slice_scatter then writes it into the base)."""
+        dst, src = n.args[:2]
+        v = src
+        if ctx.dtype(src) != ctx.dtype(n):
+            v = ctx.part(n, "cast", "cast", [v], ctx.shape(src))
+        if ctx.shape(src) != ctx.shape(n):
+            return ctx.emit(n, "expand", [v])
+        ctx.alias(n, v)
+
+    @lowering(aten.slice_scatter.default)
+    def slice_scatter(ctx, n):
+        """base with base[start:end] along `dim` replaced by src: a new tensor, written by a
+        cat of the base's slices around the region and src (no tensor is written twice)."""
+        base, src = n.args[:2]
+        shape = ctx.shape(base)
+        axis = _arg(n, 2, "dim", 0) % len(shape)
+        start, end, step = _arg(n, 3, "start", None), _arg(n, 4, "end", None), _arg(n, 5, "step", 1)
+        start = 0 if start is None else start
+        end = shape[axis] if end is None else end
+        region = range(*slice(start, end, step).indices(shape[axis]))
+        if step != 1:
+            ctx.unsupported(n, f"a write into every {step}th element of axis {axis} (imported: step 1)")
+        if not (0 <= start <= shape[axis] and region.stop - region.start == ctx.shape(src)[axis]):
+            ctx.unsupported(n, f"a write of {ctx.shape(src)[axis]} elements into {start}:{end} of axis {axis} "
+                               f"(size {shape[axis]}): out of bounds")
+        _write_region(ctx, n, base, src, axis, region.start, region.stop)
+
+
+def _write_region(ctx, n, base, src, axis: int, start: int, end: int) -> None:
+    shape = ctx.shape(base)
+    parts = []
+    if start > 0:
+        parts.append(ctx.part(n, "before", "slice", [base], shape[:axis] + (start,) + shape[axis + 1:],
+                              axis=axis, start=0, end=start, step=1))
+    parts.append(src)
+    if end < shape[axis]:
+        parts.append(ctx.part(n, "after", "slice", [base], shape[:axis] + (shape[axis] - end,) + shape[axis + 1:],
+                              axis=axis, start=end, end=shape[axis], step=1))
+    if len(parts) == 1:
+        return ctx.alias(n, src)
+    ctx.emit(n, "cat", parts, axis=axis)
+
+
+class _Sum:
+    """The sum of squares inside a vector norm: a node of its own for the reduction's parts."""
+
+    def __init__(self, n):
+        self.name, self.meta, self.target = f"{n.name}__sum", n.meta, n.target

@@ -51,9 +51,13 @@ class Lowerer:
     # -- what the table's functions call ------------------------------------------------
 
     def shape(self, n) -> tuple[int, ...]:
+        if isinstance(n, str):  # a value a lowering's part wrote
+            return self.graph.values[n].shape
         return tuple(int(d) for d in n.meta["val"].shape)
 
     def dtype(self, n) -> str:
+        if isinstance(n, str):
+            return self.graph.values[n].dtype
         return self.dtype_of(n, n.meta["val"])
 
     def is_tensor(self, x) -> bool:
@@ -117,7 +121,17 @@ class Lowerer:
         self.names[n] = self.computed[key] = name
         self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
 
+    def part(self, n, tag: str, cls: str, operands: list, shape, dtype: str | None = None, **attrs) -> str:
+        """A statement of a lowering that writes `n` in several (its value named `n__tag`):
+        the value, for the next part's operands."""
+        meta = _Meta(tuple(shape), dtype or self.dtype(n))
+        proxy = _Part(f"{n.name}__{tag}", n.meta, n.target)
+        self.emit(proxy, cls, operands, value_of=meta, **attrs)
+        return self.names[proxy]
+
     def dtype_of(self, n, meta) -> str:
+        if isinstance(meta, _Meta):
+            return meta.dtype
         name = str(meta.dtype).replace("torch.", "")
         if name not in DTYPES:
             self.unsupported(n, f"tensors of dtype {name}")
@@ -136,6 +150,20 @@ class Lowerer:
         g.values[OUTPUT] = Value(OUTPUT, old.shape, old.dtype, old.role, old.module)
         g.stmts = [Stmt(s.name, s.cls, tuple(OUTPUT if r == value else r for r in s.reads),
                         OUTPUT if s.writes == value else s.writes, s.attrs, s.module, s.aten) for s in g.stmts]
+
+
+class _Meta:
+    """The shape and dtype of a part's value (what a node's `meta["val"]` says of a node's)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+class _Part:
+    """A node's part: its own name, the node's module path and op."""
+
+    def __init__(self, name, meta, target):
+        self.name, self.meta, self.target = name, meta, target
 
 
 def _module(n) -> str:

@@ -49,12 +49,16 @@ class Ops(enum.StrEnum):
     MINIMUM = "minimum"
     GREATER = "greater"
     WHERE = "where"
+    GREATER_EQUAL = "greater_equal"
+    LOG1P = "log1p"
+    CLAMP = "clamp"
+    AMAX = "amax"
 
 
 KINDS = ("matmul", "elementwise", "row", "layout")
 # How a row class reduces its row: sum of squares; max, then sum of exp; sum; sum, then
-# sum of squared deviations.
-REDUCTIONS = ("rms", "max_exp", "average", "moments")
+# sum of squared deviations; max.
+REDUCTIONS = ("rms", "max_exp", "average", "moments", "max")
 N_ARY = 0  # the registry's arity of a class that reads any number of operands
 
 
@@ -79,7 +83,7 @@ class OpClass:
     reference: Callable
     shape: Callable
     formula: Callable | None = None
-    reduction: str | None = None  # row classes: rms | max_exp | average | moments
+    reduction: str | None = None  # row classes: rms | max_exp | average | moments | max
     passes: int = 0  # row classes: reduction passes over the row before the one that stores
     eps: str | None = None  # the default eps of a normalisation
     number_attrs: tuple[str, ...] = ()  # attributes read as numbers (a missing or bad one is ill-formed)
