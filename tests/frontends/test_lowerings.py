@@ -42,6 +42,14 @@ def _write_nested(m, x):  # a write into a slice of a selected row (MLA's k_pe i
     return y
 
 
+def _causal_conv(m, x):  # Mamba's: depthwise, padded by K − 1, the first T outputs kept
+    return torch.nn.functional.conv1d(x, m.w, padding=3, groups=3)[..., :5]
+
+
+def _grouped_conv(m, x):
+    return torch.nn.functional.conv1d(x.repeat(1, 2, 1), m.w.repeat(1, 2, 1), padding=1, groups=3)
+
+
 # name → (function, a class its statements must use)
 CASES = {
     "ge": (lambda m, x: (x >= 0.1).float() * x, "greater_equal"),
@@ -61,6 +69,8 @@ CASES = {
     "write_slice": (_write_slice, "cat"),
     "write_into_zeros": (_write_into_zeros, "cat"),
     "write_nested": (_write_nested, "cat"),
+    "causal_conv": (_causal_conv, "conv1d"),
+    "grouped_conv": (_grouped_conv, "conv1d"),
 }
 
 
@@ -69,7 +79,7 @@ def test_a_lowering_computes_what_torch_computes(name):
     fn, cls = CASES[name]
     torch.manual_seed(0)
     x = torch.randn(2, 3, 5)
-    m = Fn(fn)
+    m = Fn(fn, torch.randn(3, 1, 4) if "conv" in name else None)
     graph, program, want = lower_module(m, x)
     assert cls in {s.cls for s in graph.stmts}
     got = evaluate(graph, program, m, x)
@@ -112,3 +122,15 @@ def test_the_indices_of_a_max_are_refused_in_one_line():
     with pytest.raises(ImportFailed) as err:
         lower_module(Fn(lambda m, x: x.max(dim=-1).indices.float()), torch.randn(2, 3, 5))
     assert "\n" not in str(err.value) and "argmax" in str(err.value)
+
+
+@pytest.mark.parametrize("conv, words", [
+    (lambda m, x: torch.nn.functional.conv1d(x, m.w, stride=2, groups=3), "stride [2]"),
+    (lambda m, x: torch.nn.functional.conv1d(x, m.w[..., :2], dilation=2, groups=3), "dilation [2]"),
+    (lambda m, x: torch.nn.functional.conv2d(x[None], m.w[:2, :, :2].reshape(1, 2, 1, 2)), "input [1, 2, 3, 5]"),
+])
+def test_a_convolution_the_class_does_not_cover_is_one_line_naming_its_parameters(conv, words):
+    with pytest.raises(ImportFailed) as err:
+        lower_module(Fn(conv, torch.randn(3, 1, 4)), torch.randn(2, 3, 5))
+    text = str(err.value)
+    assert "\n" not in text and "aten.convolution.default" in text and words in text and "groups" in text

@@ -37,7 +37,28 @@ def logsumexp(b):
     _s(b, "out", "add", [_s(b, "l", "log1p", [s], [3, 2, 1]), m], [3, 2, 1])
 
 
-CASES = {f.__name__: f for f in (comparisons, logsumexp)}
+def causal_conv(b):
+    """Mamba's mixer: in_proj, its channels first, the depthwise conv padded by K − 1 with a
+    bias, the first T outputs kept, then SiLU."""
+    h = b.tensor("h", [6, 8], spine=True)
+    xz = _s(b, "xz", "matmul", [h, b.tensor("w_in", [8, 8], spine=True)], [6, 8])
+    x = _s(b, "x", "reshape", [xz], [1, 6, 8])
+    xt = _s(b, "xt", "permute", [x], [1, 8, 6], dims="0,2,1")
+    c = _s(b, "c", "conv1d", [xt, b.tensor("w", [8, 1, 4], spine=True), b.tensor("bias", [8], spine=True)],
+           [1, 8, 9], padding="3", groups="8")
+    k = _s(b, "k", "slice", [c], [1, 8, 6], axis=2, start=0, end=6)
+    _s(b, "out", "silu", [k], [1, 8, 6])
+
+
+def grouped_conv(b):
+    """Two groups of two channels each, no bias, no padding."""
+    x = b.tensor("x", [2, 4, 7], spine=True)
+    c = _s(b, "c", "conv1d", [_s(b, "e", "exp", [x], [2, 4, 7]), b.tensor("w", [6, 2, 3], spine=True)],
+           [2, 6, 5], padding="0", groups="2")
+    _s(b, "out", "scale", [c], [2, 6, 5], factor="0.5")
+
+
+CASES = {f.__name__: f for f in (comparisons, logsumexp, causal_conv, grouped_conv)}
 
 
 @pytest.fixture(scope="module")

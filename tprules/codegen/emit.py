@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from .. import ops
-from . import layout
+from . import layout, window
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
 # A class's formula over its operands' variables (its entry in tprules/ops); the helpers
@@ -224,6 +224,8 @@ class Scope:
             text = convert(self.row(e.index, idx, self), e.dtype)
         elif isinstance(e, layout.NODES):
             text = convert(layout.at(self, e, idx), e.dtype)
+        elif isinstance(e, window.NODES):
+            text = convert(window.at(self, e, idx), e.dtype)
         else:
             raise TypeError(f"not an expression: {e!r}")
         name = self.src.fresh()

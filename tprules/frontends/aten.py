@@ -351,6 +351,8 @@ def _more(aten):
             return ctx.emit(n, "expand", [v])
         ctx.alias(n, v)
 
+    OPS[aten.convolution.default] = _convolution
+
     @lowering(aten.slice_scatter.default)
     def slice_scatter(ctx, n):
         """base with base[start:end] along `dim` replaced by src: a new tensor, written by a
@@ -368,6 +370,23 @@ def _more(aten):
             ctx.unsupported(n, f"a write of {ctx.shape(src)[axis]} elements into {start}:{end} of axis {axis} "
                                f"(size {shape[axis]}): out of bounds")
         _write_region(ctx, n, base, src, axis, region.start, region.stop)
+
+
+def _convolution(ctx, n) -> None:
+    """aten.convolution: the class conv1d where it is one (1-D, stride 1, dilation 1, the same
+    zero padding on both sides, not transposed); any other refused in one line naming its
+    parameters."""
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = n.args[:9]
+    shape, wshape = ctx.shape(x), ctx.shape(w)
+    params = (f"stride {list(stride)}, padding {list(padding)}, dilation {list(dilation)}, transposed "
+              f"{bool(transposed)}, output_padding {list(output_padding)}, groups {groups}, input {list(shape)}, "
+              f"weight {list(wshape)}")
+    if len(shape) != 3 or len(wshape) != 3 or list(stride) != [1] or list(dilation) != [1] or transposed \
+            or any(output_padding) or len(padding) != 1 or shape[1] % groups or wshape[1] * groups != shape[1]:
+        ctx.unsupported(n, f"a convolution with {params} (the class conv1d: 1-D, stride 1, dilation 1, "
+                           "zero padding on both sides, grouped or depthwise)")
+    operands = [x, w] + ([bias] if bias is not None else [])
+    ctx.emit(n, "conv1d", operands, padding=int(padding[0]), groups=int(groups))
 
 
 def _write_region(ctx, n, base, src, axis: int, start: int, end: int) -> None:

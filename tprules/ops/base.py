@@ -53,9 +53,10 @@ class Ops(enum.StrEnum):
     LOG1P = "log1p"
     CLAMP = "clamp"
     AMAX = "amax"
+    CONV1D = "conv1d"
 
 
-KINDS = ("matmul", "elementwise", "row", "layout")
+KINDS = ("matmul", "elementwise", "row", "layout", "window")
 # How a row class reduces its row: sum of squares; max, then sum of exp; sum; sum, then
 # sum of squared deviations; max.
 REDUCTIONS = ("rms", "max_exp", "average", "moments", "max")
