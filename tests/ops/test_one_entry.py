@@ -78,7 +78,7 @@ def test_drift_is_caught(tmp_path, monkeypatch):
 
 def test_every_class_has_one_entry_in_registry_order():
     assert list(ops.CLASSES) == list(ops.Ops)
-    assert ops.ELEMENTWISE | ops.ROW | ops.MATMULS | ops.LAYOUT == set(ops.Ops)
+    assert ops.ELEMENTWISE | ops.ROW | ops.MATMULS | ops.LAYOUT | ops.WINDOW == set(ops.Ops)
 
 
 def test_a_backend_table_that_forgets_a_class_fails():
