@@ -11,7 +11,8 @@ import numpy as np
 
 
 def lower_module(module, x):
-    """(graph, torch's output) for `module(x)`: the op table's statements for its forward."""
+    """(graph, constants, torch's output) for `module(x)`: the op table's statements for its
+    forward, and the constants they read (the module's weights, what the lowering folded)."""
     import torch
 
     from tprules.frontends.constants import Constants
@@ -22,15 +23,14 @@ def lower_module(module, x):
     with torch.no_grad():
         program = torch.export.export(module, (x,), strict=False).run_decompositions(_decompositions())
         expected = module(x)
-    return Lowerer(program, Constants(program, module), "test").run(), program, expected
+    constants = Constants(program, module)
+    return Lowerer(program, constants, "test").run(), constants, expected
 
 
-def evaluate(graph, program, module, x) -> np.ndarray:
+def evaluate(graph, consts, x) -> np.ndarray:
     """The graph's output, each statement by its class's reference (as reference.py runs them)."""
     from tprules import ops
-    from tprules.frontends.constants import Constants
 
-    consts = Constants(program, module)
     env = {}
     for v in graph.values.values():
         if v.role == "input":

@@ -69,6 +69,12 @@ CASES = {
     "write_slice": (_write_slice, "cat"),
     "write_into_zeros": (_write_into_zeros, "cat"),
     "write_nested": (_write_nested, "cat"),
+    "cumsum_middle": (lambda m, x: torch.cumsum(x, dim=1), "matmul"),
+    "cumsum_last": (lambda m, x: torch.cumsum(x, dim=-1) * x, "matmul"),
+    "pad_sequence": (lambda m, x: torch.nn.functional.pad(x, (1, 2, 0, 3)), "cat"),
+    "pad_and_crop": (lambda m, x: torch.nn.functional.pad(x, (-1, 2), value=0.5), "cat"),
+    "full_like": (lambda m, x: torch.full_like(x, 2.0) * x + torch.zeros_like(x), "mul"),
+    "minus_inf_mask": (lambda m, x: x.masked_fill(x > 0.3, -torch.inf).exp(), "where"),
     "causal_conv": (_causal_conv, "conv1d"),
     "grouped_conv": (_grouped_conv, "conv1d"),
 }
@@ -82,7 +88,7 @@ def test_a_lowering_computes_what_torch_computes(name):
     m = Fn(fn, torch.randn(3, 1, 4) if "conv" in name else None)
     graph, program, want = lower_module(m, x)
     assert cls in {s.cls for s in graph.stmts}
-    got = evaluate(graph, program, m, x)
+    got = evaluate(graph, program, x)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 OPS: dict[object, Callable] = {}
 SKIP: set = set()  # ops that compute nothing (assertions)
 
@@ -352,6 +354,75 @@ def _more(aten):
         ctx.alias(n, v)
 
     OPS[aten.convolution.default] = _convolution
+
+    @lowering(aten.cumsum.default)
+    def cumsum(ctx, n):
+        """A running sum along an axis as a matmul by an upper-triangular matrix of ones (a
+        constant): out[.., j] = Σ_{i ≤ j} x[.., i]. Quadratic in the axis, which is a chunk of
+        the sequence in the state-space layers that use it."""
+        import torch
+
+        x = n.args[0]
+        shape = ctx.shape(x)
+        axis = n.args[1] % len(shape)
+        if ctx.dtype(n) not in ("f32", "f16", "bf16"):
+            ctx.unsupported(n, f"a running sum of {ctx.dtype(n)} values (imported: floats, as a matmul)")
+        length = shape[axis]
+        order = [a for a in range(len(shape)) if a != axis] + [axis]
+        v = x
+        if axis != len(shape) - 1:
+            v = ctx.part(n, "last", "permute", [v], [shape[a] for a in order], dims=",".join(map(str, order)))
+        rows = [shape[a] for a in order]
+        v = ctx.part(n, "rows", "reshape", [v], [int(np.prod(rows[:-1])), length])
+        upper = ctx.constant(("upper", length), "upper", lambda: torch.triu(torch.ones(length, length)), "f32")
+        v = ctx.part(n, "sums", "matmul", [v, upper], [int(np.prod(rows[:-1])), length], "f32")
+        v = ctx.part(n, "back", "reshape", [v], rows)
+        if axis != len(shape) - 1:
+            inverse = [order.index(a) for a in range(len(shape))]
+            v = ctx.part(n, "axes", "permute", [v], shape, dims=",".join(map(str, inverse)))
+        if ctx.dtype(n) != "f32":
+            return ctx.emit(n, "cast", [v])
+        ctx.alias(n, v)
+
+    @lowering(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default, aten.new_zeros.default,
+              aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.empty_like.default)
+    def filled_like(ctx, n):
+        """A tensor of one value that reads x only for its shape: a constant (empty ones hold zeros)."""
+        value = {aten.full_like.default: lambda: _arg(n, 1, "fill_value"), aten.new_full.default:
+                 lambda: _arg(n, 2, "fill_value"), aten.ones_like.default: lambda: 1.0,
+                 aten.new_ones.default: lambda: 1.0}.get(n.target, lambda: 0.0)()
+        if ctx.is_tensor(value):
+            ctx.unsupported(n, "a fill value that is a tensor")
+        ctx.alias(n, ctx.filled(ctx.shape(n), ctx.dtype(n), float(value)))
+
+    @lowering(aten.constant_pad_nd.default)
+    def pad(ctx, n):
+        """Padding as a cat of constant blocks around x, axis by axis from the last (a negative
+        padding crops: a slice)."""
+        x, widths = n.args[0], list(n.args[1])
+        value = float(_arg(n, 2, "value", 0.0))
+        v, shape = x, list(ctx.shape(x))
+        for pair in range(len(widths) // 2):
+            axis = len(shape) - 1 - pair
+            before, after = widths[2 * pair], widths[2 * pair + 1]
+            if before < 0 or after < 0:
+                start, end = max(0, -before), shape[axis] - max(0, -after)
+                if end < start:
+                    ctx.unsupported(n, f"a crop of axis {axis} (size {shape[axis]}) by {before}, {after}")
+                shape[axis] = end - start
+                v = ctx.part(n, f"crop{axis}", "slice", [v], shape, axis=axis, start=start, end=end, step=1)
+                before, after = max(0, before), max(0, after)
+            if before == after == 0:
+                continue
+            parts = []
+            for width in (before, after):
+                block = list(shape)
+                block[axis] = width
+                parts.append(ctx.filled(block, ctx.dtype(n), value) if width else None)
+            shape[axis] += before + after
+            v = ctx.part(n, f"pad{axis}", "cat", [p for p in (parts[0], v, parts[1]) if p is not None], shape,
+                         axis=axis)
+        ctx.alias(n, v)
 
     @lowering(aten.slice_scatter.default)
     def slice_scatter(ctx, n):

@@ -129,6 +129,25 @@ class Lowerer:
         self.emit(proxy, cls, operands, value_of=meta, **attrs)
         return self.names[proxy]
 
+    def filled(self, shape, dtype: str, value: float = 0.0) -> str:
+        """A constant tensor of one value (a padding's zeros), folded into an input like any constant."""
+        import torch
+
+        torch_dtype = getattr(torch, {v: k for k, v in DTYPES.items() if k != "bool"}[dtype])
+        return self.constant(("filled", tuple(shape), dtype, float(value)), "filled",
+                             lambda: torch.full(tuple(shape), value, dtype=torch_dtype), dtype)
+
+    def constant(self, key: tuple, stem: str, make, dtype: str) -> str:
+        """A constant a lowering needs (`make()` computes it), folded into an input like any constant."""
+        if key not in self.folded_keys:
+            node = _Filled(f"{stem}_{len(self.graph.folded)}", self.module)
+            value = make()
+            self.c._values[node] = value
+            self.graph.folded[node.name] = node
+            self.folded_keys[key] = node.name
+            self.graph.add_value(Value(node.name, tuple(value.shape), dtype, "folded", self.module))
+        return self.folded_keys[key]
+
     def dtype_of(self, n, meta) -> str:
         if isinstance(meta, _Meta):
             return meta.dtype
@@ -157,6 +176,17 @@ class _Meta:
 
     def __init__(self, shape, dtype):
         self.shape, self.dtype = shape, dtype
+
+
+class _Filled:
+    """The source of a constant of one value: nothing to read, its value known (constants.py)."""
+
+    op = "constant"
+    all_input_nodes: list = []
+
+    def __init__(self, name, module):
+        self.name, self.meta = name, {"nn_module_stack": {}}
+        self.module = module
 
 
 class _Part:

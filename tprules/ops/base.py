@@ -117,9 +117,14 @@ def formula(text: str) -> Callable:
 
 def constant(x: float) -> str:
     """A float32 constant in kernel source, exactly."""
+    import math
+
     import numpy as np
 
-    return f"f32({float(np.float32(x))!r})"
+    x = float(np.float32(x))
+    if math.isinf(x) or math.isnan(x):  # the kernels' own constants (codegen/emit.py's HELPERS)
+        return "NAN" if math.isnan(x) else ("INF" if x > 0 else "-INF")
+    return f"f32({x!r})"
 
 
 def fmt_shape(shape) -> str:
