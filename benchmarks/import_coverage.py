@@ -32,6 +32,14 @@ OVERRIDES = {
     "cohere_compass_text": dict(layer_types=None, rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE}),
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
 }
+# State-space, linear-attention and latent-attention fields, small; each given only to the
+# configs that define it (a Mamba mixer of 8 heads of 16, chunks of 8; MLA's ranks)
+FITTED = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=8, mamba_n_groups=1,
+              mamba_d_ssm=128, mamba_dt_rank=8, mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=16, n_groups=1,
+              chunk_size=8, n_mamba_heads=8, mamba_headdim=16, mamba_ngroups=1, linear_key_head_dim=16,
+              linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4, linear_head_dim=16,
+              linear_num_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32,
+              q_lora_rank=32, qk_head_dim=16)
 IMPORTED = {"colwise", "rowwise", "replicated_with_grad_allreduce"}
 ALSO = ("mixtral",)  # MoE: tried, to say what it needs
 
@@ -50,11 +58,23 @@ def architectures() -> list[str]:
     return out
 
 
+def fitted(model_type: str) -> dict:
+    """The FITTED fields this model type's config defines; a latent attention (MLA) gets as
+    many key/value heads as heads and heads of its rotary width."""
+    from transformers import CONFIG_MAPPING
+
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    out = {k: v for k, v in FITTED.items() if k in defined}
+    if "kv_lora_rank" in defined:
+        out.update(num_key_value_heads=TINY["num_attention_heads"], head_dim=FITTED["qk_rope_head_dim"])
+    return out
+
+
 def tiny_model(model_type: str, folder: Path) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-    config = CONFIG_MAPPING[model_type](**{**TINY, **OVERRIDES.get(model_type, {})})
+    config = CONFIG_MAPPING[model_type](**{**TINY, **fitted(model_type), **OVERRIDES.get(model_type, {})})
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).eval()
     model.save_pretrained(folder)

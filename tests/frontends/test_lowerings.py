@@ -50,6 +50,12 @@ def _grouped_conv(m, x):
     return torch.nn.functional.conv1d(x.repeat(1, 2, 1), m.w.repeat(1, 2, 1), padding=1, groups=3)
 
 
+def _complex_rotary(m, x):  # DeepSeek-V2's apply_rotary_emb: pairs as complex numbers, times a polar table
+    table = torch.polar(torch.ones_like(m.w), m.w)[None, None]
+    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(z * table).flatten(2) * 2
+
+
 # name → (function, a class its statements must use)
 CASES = {
     "ge": (lambda m, x: (x >= 0.1).float() * x, "greater_equal"),
@@ -75,6 +81,7 @@ CASES = {
     "pad_and_crop": (lambda m, x: torch.nn.functional.pad(x, (-1, 2), value=0.5), "cat"),
     "full_like": (lambda m, x: torch.full_like(x, 2.0) * x + torch.zeros_like(x), "mul"),
     "minus_inf_mask": (lambda m, x: x.masked_fill(x > 0.3, -torch.inf).exp(), "where"),
+    "complex_rotary": (_complex_rotary, "sub"),
     "causal_conv": (_causal_conv, "conv1d"),
     "grouped_conv": (_grouped_conv, "conv1d"),
 }
@@ -84,8 +91,9 @@ CASES = {
 def test_a_lowering_computes_what_torch_computes(name):
     fn, cls = CASES[name]
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 5)
-    m = Fn(fn, torch.randn(3, 1, 4) if "conv" in name else None)
+    x = torch.randn(2, 3, 4) if name == "complex_rotary" else torch.randn(2, 3, 5)
+    weights = {"complex_rotary": torch.randn(3, 2) * 3}
+    m = Fn(fn, weights.get(name, torch.randn(3, 1, 4) if "conv" in name else None))
     graph, program, want = lower_module(m, x)
     assert cls in {s.cls for s in graph.stmts}
     got = evaluate(graph, program, x)
@@ -140,3 +148,9 @@ def test_a_convolution_the_class_does_not_cover_is_one_line_naming_its_parameter
         lower_module(Fn(conv, torch.randn(3, 1, 4)), torch.randn(2, 3, 5))
     text = str(err.value)
     assert "\n" not in text and "aten.convolution.default" in text and words in text and "groups" in text
+
+
+def test_a_complex_value_read_as_a_real_one_is_refused_in_one_line():
+    with pytest.raises(ImportFailed) as err:
+        lower_module(Fn(lambda m, x: torch.view_as_complex(x.reshape(2, 3, 2, 2)).abs()), torch.randn(2, 3, 4))
+    assert "\n" not in str(err.value) and "aten.abs.default" in str(err.value)

@@ -26,6 +26,7 @@ class Lowerer:
         self.folded_keys: dict[tuple, str] = {}
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
+        self.pairs: dict = {}  # a complex fx node → its (real, imaginary) values (aten.py's complex rotary)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
 
@@ -80,6 +81,8 @@ class Lowerer:
             return x
         if x in self.names:
             return self.names[x]
+        if x in self.pairs:
+            self.unsupported(x, "a complex value read by an op that computes on real tensors")
         if x in self.c.dynamic:
             raise AssertionError(f"{x.name} is read before it is lowered")
         found = self.c.resolve(x)
