@@ -60,6 +60,7 @@ def _complex_rotary(m, x):  # DeepSeek-V2's apply_rotary_emb: pairs as complex n
 CASES = {
     "ge": (lambda m, x: (x >= 0.1).float() * x, "greater_equal"),
     "log1p": (lambda m, x: torch.log1p(x * x), "log1p"),
+    "log": (lambda m, x: torch.log(x * x), "log"),
     "clamp": (lambda m, x: x.clamp(-0.5, 0.7), "clamp"),
     "clamp_min": (lambda m, x: x.clamp(min=-0.5), "clamp"),
     "clamp_max": (lambda m, x: torch.clamp_max(x, 0.2), "clamp"),

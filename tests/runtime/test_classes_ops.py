@@ -24,7 +24,7 @@ def comparisons(b):
     c = _s(b, "c", "clamp", [x], [4, 8], min="-0.5", max="0.5")
     lo = _s(b, "lo", "clamp", [c], [4, 8], min="-0.25")
     sq = _s(b, "sq", "pow", [x], [4, 8], exponent="2.0")
-    lg = _s(b, "lg", "log1p", [sq], [4, 8])
+    lg = _s(b, "lg", "log", [_s(b, "l1", "log1p", [sq], [4, 8])], [4, 8])
     _s(b, "out", "where", [ge, lg, lo], [4, 8])
 
 

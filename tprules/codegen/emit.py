@@ -84,6 +84,15 @@ def flog1p(x):
 
 
 @DEVICE
+def flog(x):
+    if x < f32(0) or not (x == x):
+        return NAN
+    if x == f32(0):
+        return -INF
+    return f32(math.log(x))
+
+
+@DEVICE
 def fmin(a, b):
     if not (a == a) or not (b == b):
         return NAN

@@ -271,7 +271,7 @@ def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
 def _more(aten):
     """The ops of real models beyond the first table: comparisons, log1p, clamp, reductions
     over any axes, repeat, select, and writes into a slice (functionally: a new tensor)."""
-    unary = {aten.log1p.default: "log1p"}
+    unary = {aten.log1p.default: "log1p", aten.log.default: "log"}
     for op, cls in unary.items():
         OPS[op] = lambda ctx, n, cls=cls: ctx.emit(n, cls, [n.args[0]])
 

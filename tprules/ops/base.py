@@ -54,6 +54,7 @@ class Ops(enum.StrEnum):
     CLAMP = "clamp"
     AMAX = "amax"
     CONV1D = "conv1d"
+    LOG = "log"
 
 
 KINDS = ("matmul", "elementwise", "row", "layout", "window")

@@ -111,6 +111,8 @@ CLASSES = (
            "1 where x ≥ float(attr `value`), else 0 (a boolean: stored as `i8`)", number_attrs=("value",)),
     _unary(Ops.LOG1P, lambda attrs, x: np.log1p(x), formula("flog1p({0})"),
            "log(1 + x), exact near 0; NaN below −1, −inf at −1", transcendental=True),
+    _unary(Ops.LOG, lambda attrs, x: np.log(x), formula("flog({0})"), "the natural logarithm; NaN below 0, −inf at 0",
+           transcendental=True),
     _unary(Ops.CLAMP, _clamp, _clamp_formula,
            "x limited to [attr `min`, attr `max`] (either optional); NaN stays NaN",
            number_attrs=("min", "max"), optional_attrs=("min", "max")),
