@@ -59,6 +59,8 @@ def _complex_rotary(m, x):  # DeepSeek-V2's apply_rotary_emb: pairs as complex n
 # name → (function, a class its statements must use)
 CASES = {
     "ge": (lambda m, x: (x >= 0.1).float() * x, "greater_equal"),
+    "logical": (lambda m, x: (((x > 0) & (x < 0.5)) | ~(x > -0.5)).float() * x, "where"),
+    "lt_le": (lambda m, x: (x < 0.1).float() * x + (x <= -0.2).float(), "greater"),
     "log1p": (lambda m, x: torch.log1p(x * x), "log1p"),
     "log": (lambda m, x: torch.log(x * x), "log"),
     "clamp": (lambda m, x: x.clamp(-0.5, 0.7), "clamp"),
@@ -68,6 +70,7 @@ CASES = {
     "amax_middle": (lambda m, x: x.amax(dim=1), "amax"),
     "max_dim_values": (lambda m, x: x.max(dim=1).values, "amax"),
     "sum_two_axes": (lambda m, x: x.sum(dim=(0, 2)), "mean"),
+    "mean_first_axis": (lambda m, x: x.mean(dim=0), "mean"),
     "sum_last_kept": (lambda m, x: x.sum(-1, keepdim=True) * x, "mean"),
     "vector_norm": (lambda m, x: torch.linalg.vector_norm(x, dim=-1, keepdim=True), "pow"),
     "repeat": (lambda m, x: x.repeat(2, 1, 3), "expand"),

@@ -132,7 +132,7 @@ def _table():
         keepdim = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
         rank = len(ctx.shape(x))
         if dims is None or [d % rank for d in dims] != [rank - 1] or not keepdim:
-            ctx.unsupported(n, f"mean over axes {dims} keepdim={keepdim} (the class mean is over the last axis, kept)")
+            return _over_axes(ctx, n, x, dims, keepdim, "mean")  # over other axes: moved last
         ctx.emit(n, "mean", [x])
 
     @lowering(aten._softmax.default)
@@ -241,7 +241,7 @@ def _arg(n, i: int, key: str, default=None):
 def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
     """A reduction over `dims` of x as the row classes compute it: the reduced axes permuted
     last and merged into one, the row class, then the result's own shape. `reduce` is
-    `amax` (the class) or `sum` (a mean times the row's length)."""
+    `amax` (the class), `mean`, or `sum` (a mean times the row's length)."""
     from math import prod
 
     shape = ctx.shape(x)
@@ -260,7 +260,7 @@ def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
         v = ctx.part(n, "amax", "amax", [v], lead + [1])
     else:
         v = ctx.part(n, "mean", "mean", [v], lead + [1])
-        if h != 1:
+        if h != 1 and reduce == "sum":
             v = ctx.part(n, "total", "scale", [v], lead + [1], factor=repr(float(h)))
     del keepdim  # the node's own shape says how the result is kept
     if tuple(lead + [1]) == ctx.shape(n):
@@ -278,6 +278,36 @@ def _more(aten):
     @lowering(aten.ge.Scalar)
     def greater_equal(ctx, n):
         ctx.emit(n, "greater_equal", [n.args[0]], value=repr(float(n.args[1])))
+
+    @lowering(aten.lt.Scalar, aten.le.Scalar)
+    def less(ctx, n):
+        """x < c as −x > −c (x ≤ c as −x ≥ −c): exact in floats."""
+        minus = ctx.part(n, "neg", "neg", [n.args[0]], ctx.shape(n.args[0]))
+        cls = "greater" if n.target == aten.lt.Scalar else "greater_equal"
+        ctx.emit(n, cls, [minus], value=repr(-float(n.args[1])))
+
+    def boolean(ctx, n, x):
+        if ctx.dtype(x) != "i8" or ctx.dtype(n) != "i8":
+            ctx.unsupported(n, f"a logical op on {ctx.dtype(x)} values (imported: booleans)")
+
+    @lowering(aten.logical_and.default, aten.bitwise_and.Tensor)
+    def logical_and(ctx, n):
+        for x in n.args[:2]:
+            boolean(ctx, n, x)
+        ctx.emit(n, "mul", list(n.args[:2]))
+
+    @lowering(aten.logical_or.default, aten.bitwise_or.Tensor)
+    def logical_or(ctx, n):
+        a, b = n.args[:2]
+        for x in (a, b):
+            boolean(ctx, n, x)
+        ctx.emit(n, "where", [a, a, b])  # a where a holds, else b
+
+    @lowering(aten.logical_not.default, aten.bitwise_not.default)
+    def logical_not(ctx, n):
+        x = n.args[0]
+        boolean(ctx, n, x)
+        ctx.emit(n, "greater_equal", [ctx.part(n, "neg", "neg", [x], ctx.shape(x))], value="0.0")  # −x ≥ 0: x is 0
 
     @lowering(aten.sqrt.default)
     def sqrt(ctx, n):
