@@ -25,6 +25,17 @@ export TPRULES_CACHE_DIR=${TPRULES_CACHE_DIR:-/tmp/tprules-cache}
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not found"
 $PY -c "from tprules.runtime.devices.gemm_providers import PROBES; [print('matmul library', n + ':', p()) for n, p in PROBES]"
 $PY -c "import numba, numba_cuda, numpy, networkx, rich, lark" || { echo "missing Python packages (see above)"; exit 2; }
-$PY benchmarks/ptx_check.py --cc 9.0 > "$OUT_DIR/ptx_check.log" 2>&1; echo "ptx_check: exit $? ($(tail -1 "$OUT_DIR/ptx_check.log"))"
+# First build every kernel for this GPU's architecture with `tprules compile` (registers, shared
+# memory and spills where ptxas is installed), then the fused groups of every stage kind.
+CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+ARCH=sm_${CC:-90}
+for dir in facts/*/; do
+    [ -f "$dir/op.facts" ] || continue
+    name=$(basename "$dir")
+    $PY -m tprules compile "$dir" --device cuda --arch "$ARCH" > "$OUT_DIR/compile-$name.log" 2>&1
+    echo "tprules compile $name --arch $ARCH: exit $? ($(tail -1 "$OUT_DIR/compile-$name.log"))"
+done
+$PY benchmarks/ptx_check.py --arch "$ARCH" --json "$OUT_DIR/ptx_check.json" > "$OUT_DIR/ptx_check.log" 2>&1
+echo "ptx_check: exit $? ($(tail -1 "$OUT_DIR/ptx_check.log"))"
 $PY benchmarks/gpu_check.py --json "$OUT_DIR/gpu_check.json" "$@" 2>&1 | tee "$OUT_DIR/gpu_check.log"
 exit "${PIPESTATUS[0]}"

@@ -13,11 +13,14 @@ class BadInput(Exception):
     """One problem with the user's input: a rule file, a fact file, a query, a flag."""
 
     kind = "error"
+    code = "error"  # a short stable name of the check that found it (the editor shows it beside the message)
 
-    def __init__(self, message: str, pos: Pos | None = None):
+    def __init__(self, message: str, pos: Pos | None = None, code: str | None = None):
         super().__init__(message)
         self.message = message
         self.pos = pos
+        if code is not None:
+            self.code = code
 
     def __str__(self) -> str:
         where = f"{self.pos}: " if self.pos is not None else ""
@@ -26,34 +29,40 @@ class BadInput(Exception):
 
 class RuleSyntaxError(BadInput):
     kind = "syntax error"
+    code = "syntax"
 
 
 class Unsupported(BadInput):
     """Soufflé that tprules does not evaluate (records, components, ...): refused by name."""
 
     kind = "unsupported"
+    code = "unsupported"
 
 
 class RuleError(BadInput):
     """A rule program that parses but does not check (declarations, types, safety, strata)."""
 
     kind = "rule error"
+    code = "rule"
 
 
 class FactError(BadInput):
     """A fact file line that does not fit its relation (width, number column)."""
 
     kind = "fact error"
+    code = "fact"
 
 
 class IllFormed(BadInput):
     """Facts that load but break a well-formedness rule of SPEC §2."""
 
     kind = "ill-formed"
+    code = "ill-formed"
 
 
 class UsageError(BadInput):
     kind = "usage"
+    code = "usage"
 
 
 class BadInputs(BadInput):

@@ -22,6 +22,7 @@ OTHER_MEANINGS = {
     ("runtime/buffers.py", "scale"): "the same parameter role",
     ("codegen/cpu.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
     ("codegen/cuda.py", "amax"): "the same variable's stem",
+    ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
 }
 
 

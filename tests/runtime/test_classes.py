@@ -27,6 +27,17 @@ def embedding(b):
     _s(b, "out", "reshape", [_s(b, "s", "sigmoid", [e], [2, 3, 4])], [6, 4])
 
 
+def ids_through_layout(b):
+    """Ids reshaped and sliced before the embedding reads them, and ids above 2**24 (which
+    float32 cannot hold) moved by layout classes to an output: integers all the way."""
+    ids = b.tensor("ids", [1, 6], "i64", spine=True, data=np.array([[4, 0, 2, 2, 2, 1]], np.int64))
+    two = _s(b, "two", "reshape", [ids], [2, 3], "i64")
+    picked = _s(b, "picked", "slice", [two], [2, 2], "i64", axis=1, start=1, end=3)
+    _s(b, "rows", "embedding", [b.tensor("table", [5, 4], spine=True), picked], [2, 2, 4])
+    big = b.tensor("big", [2, 3], "i64", spine=True, data=np.arange(6, dtype=np.int64).reshape(2, 3) + (1 << 40) + 1)
+    _s(b, "bigt", "reshape", [_s(b, "bigp", "permute", [big], [3, 2], "i64", dims="1,0")], [6], "i64")
+
+
 def rotate_half(b):
     x = _s(b, "xp", "permute", [b.tensor("x", [1, 3, 2, 8], spine=True)], [1, 2, 3, 8], dims="0,2,1,3")
     lo = _s(b, "lo", "slice", [x], [1, 2, 3, 4], axis=3, start=0, end=4)
@@ -77,7 +88,8 @@ def xielu(b):
     _s(b, "out", "where", [pos, a, m], [4, 8])
 
 
-CASES = {f.__name__: f for f in (embedding, rotate_half, repeat_kv, attention, rmsnorm_decomposed, layernorms, xielu)}
+CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, rmsnorm_decomposed,
+                                   layernorms, xielu)}
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +108,33 @@ def programs(tmp_path_factory):
 def test_kernels_match_the_reference(programs, name, device, unfused):
     report = execute(Workspace(programs[name]), device=device, baseline=unfused)
     assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_ids_above_two_to_the_24_are_moved_exactly(programs):
+    """The reference and the kernels move integers as integers (float32 would round them)."""
+    report = execute(Workspace(programs["ids_through_layout"]), device="cpu")
+    out = next(o for o in report.outputs if o.tensor == "bigt")
+    assert out.max_abs_err == 0
+    assert report.values["bigt"].tolist() == [(1 << 40) + 1 + v for v in (0, 3, 1, 4, 2, 5)]
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
+    """From the i64 buffer to the table's subscript no float32 copy of an id is made: the
+    ids' buffer is only ever read bare (`ix = p1[...]`), never inside f32(...)."""
+    import re
+
+    from tprules.codegen import cpu, cuda, lower
+    from tprules.planner.plan import Group
+
+    prog = RunProgram.from_workspace(Workspace(programs["ids_through_layout"]))
+    group = Group("g0", ("two", "picked", "rows"), "spine")
+    kernel = lower(group, prog)
+    source = cpu.render(kernel) if device == "cpu" else cuda.render(kernel, cuda.Target(8, simulator=True))[0]
+    ids = next(p.name for p in kernel.params if p.tensor == "ids")
+    reads = re.findall(rf"(\S*){ids}\[", source)
+    assert reads and all(r.endswith("= ") or r == "" for r in reads), reads
+    assert f"f32({ids}[" not in source
 
 
 def test_the_planner_fuses_layout_members_into_their_readers(programs):

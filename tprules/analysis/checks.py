@@ -16,8 +16,10 @@ TYPES = ast.PRIMITIVES
 
 
 class _Problems(list):
+    code = "rule"  # the check running now: each problem carries it as its code (the editor shows it)
+
     def add(self, message: str, pos: ast.Pos) -> None:
-        self.append(RuleError(message, pos))
+        self.append(RuleError(message, pos, self.code))
 
 
 # ---- declarations ---------------------------------------------------------------
@@ -200,11 +202,17 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.
     written in, and the problems found."""
     problems = _Problems()
     program = shadow_aggregate_targets(lift_head_aggregates(program))
+    problems.code = "types"
     typenames = resolve_types(program, problems)
+    problems.code = "declaration"
     decls = check_decls(program, typenames, problems)
+    problems.code = "relation"
     check_atoms(program, decls, problems)
+    problems.code = "types"
     typed = check_types(program, decls, problems, typenames)
+    problems.code = "safety"
     check_safety(program, problems)
+    problems.code = "aggregate"
     check_no_nested_aggregates(program, problems)
     return decls, typed, list(problems)
 

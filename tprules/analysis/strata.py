@@ -57,7 +57,8 @@ def stratify(rules: tuple[ast.Rule, ...]) -> tuple[list[Stratum], list[RuleError
     problems: list[RuleError] = []
     for body_rel, head_rel, data in graph.edges(data=True):
         if data["use"] != "positive" and component_of[body_rel] == component_of[head_rel]:
-            problems.append(RuleError(_through_recursion(graph, data["use"], body_rel, head_rel), data["pos"]))
+            problems.append(RuleError(_through_recursion(graph, data["use"], body_rel, head_rel), data["pos"],
+                                      "stratification"))
     condensed = nx.condensation(graph, components)
     heads = {rule.head.rel for rule in rules}
     order = nx.lexicographical_topological_sort(condensed, key=lambda n: min(condensed.nodes[n]["members"]))

@@ -34,7 +34,7 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     """The kernel's source; `gemm`: matmul stages as BLAS tiles (else as plain loops);
     `threads`: the threads of the chip that runs it (a parallel kernel when more than one
     and the kernel is big enough to gain)."""
-    src = Source()
+    src = Source(kernel.params)
     gemm = gemm and any(isinstance(s, MatmulStage) for s in kernel.stages)
     for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
         src.line(line)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from math import prod
 
-from . import batched
-from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
+from . import batched, typed
+from .emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Gemm, Kernel, MatmulStage, Pointwise, RowStage
 from .tiles import tile_products
 
@@ -54,7 +54,15 @@ class Target:
 
 def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int] | None, ...]]:
     """The kernel's source, and the (grid, block) of each stage's launch (None: a library's gemm)."""
-    src = Source()
+    text, launches, _ = render_marked(kernel, target)
+    return text, launches
+
+
+def render_marked(kernel: Kernel, target: Target):
+    """`render`'s source and launches, and the line marks (line → what it computes: see
+    `emit.origin`). The source is typed first (typed.py): a KernelTypeError names the line
+    and the member statement it computes."""
+    src = Source(kernel.params)
     for line in HEADER.format(kind=kernel.kind, tile=target.tile, block=target.block,
                               device="cuda.jit(device=True)" if target.simulator
                               else "cuda.jit(device=True, forceinline=True)").splitlines():
@@ -97,7 +105,15 @@ def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int] |
     launches = tuple(None if isinstance(stage, Gemm) else
                      (1 if target.simulator else grid(stage, target),
                       target.block if isinstance(stage, TILED) else target.small_block) for stage in kernel.stages)
-    return src.text(), launches
+    text = src.text()
+    # typed as a GPU's compiler types it, so the simulator's runs catch what NVVM refuses
+    try:
+        typed.check(text, {p.name: (p.dtype, len(p.buffer_shape)) for p in kernel.params})
+    except typed.KernelTypeError as err:
+        err.statement = origin(kernel, src.marks, err.line)
+        err.args = (f"group {kernel.group}, statement {err.statement}: {err.args[0]}",)
+        raise
+    return text, launches, src.marks
 
 
 def grid(stage, target: Target) -> int:

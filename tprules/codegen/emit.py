@@ -12,6 +12,8 @@ from .. import ops
 from . import layout, window
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
+INTEGER = ("i8", "i32", "i64")
+
 # A class's formula over its operands' variables (its entry in tprules/ops); the helpers
 # they call are defined in HELPERS.
 FORMULAS = ops.require({op: c.formula for op, c in ops.CLASSES.items() if c.formula is not None},
@@ -178,13 +180,19 @@ def subscript(param: str, idx: tuple[str, ...]) -> str:
 class Source:
     """Lines with indentation, and a counter for fresh variable names."""
 
-    def __init__(self):
+    def __init__(self, params=()):
         self.lines: list[str] = []
         self.depth = 0
         self.count = 0
+        self.marks: dict[int, object] = {}  # line number (1-based) -> the expression or stored parameter it computes
+        self.param_dtypes = {p.name: p.dtype for p in params}  # the kernel's parameters' dtypes
 
     def line(self, text: str = "") -> None:
         self.lines.append("    " * self.depth + text if text else "")
+
+    def mark(self, what) -> None:
+        """The last line computes `what` (an expression, or a stored parameter's name)."""
+        self.marks[len(self.lines)] = what
 
     @contextmanager
     def block(self, header: str):
@@ -239,8 +247,37 @@ class Scope:
             raise TypeError(f"not an expression: {e!r}")
         name = self.src.fresh()
         self.src.line(f"{name} = {text}")
+        self.src.mark(e)
         self.memo[key] = name
         return name
+
+    def index(self, e: Expr, idx: tuple[str, ...]) -> str:
+        """An integer value of `e` at `idx`, for a subscript (an embedding's ids): the stored
+        integers of an integer buffer, carried through layout classes as integers; anything
+        computed is computed in float32 (as `at`) and converted, as its destination keeps it."""
+        key = ("index", e, idx)
+        if key in self.memo:
+            return self.memo[key]
+        if isinstance(e, Load) and self.dtype_of(e.param) in INTEGER:
+            text = subscript(e.param, idx)
+        elif isinstance(e, layout.NODES) and e.dtype in INTEGER:
+            text = layout.at(self, e, idx, integer=True)
+        else:
+            text = f"I64({self.at(e, idx)})"
+        name = self.src.fresh("ix")
+        self.src.line(f"{name} = {text}")
+        self.src.mark(e)
+        self.memo[key] = name
+        return name
+
+    def moves_integers(self, e: Expr) -> bool:
+        """Whether `e` is an integer buffer's elements, moved by layout classes only."""
+        if isinstance(e, Load):
+            return self.dtype_of(e.param) in INTEGER
+        return isinstance(e, layout.NODES) and e.dtype in INTEGER
+
+    def dtype_of(self, param: str) -> str:
+        return self.src.param_dtypes.get(param, "f32")
 
 
 class RowValues:
@@ -274,6 +311,19 @@ class RowValues:
         raise AssertionError(f"row class {op.cls} reduces by {how!r}: no store pass for it")
 
 
+def origin(kernel, marks: dict[int, object], line: int | None) -> str | None:
+    """The member statement whose code is at `line` (1-based) of a rendered source: that of
+    the first marked line at or after it (a load is marked by the value that reads it)."""
+    if line is None:
+        return None
+    for n in sorted(marks):
+        if n >= line:
+            who = kernel.origins.get(marks[n])
+            if who is not None:
+                return who
+    return None
+
+
 def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:
     """Index names for position `flat` of a C-ordered array of `shape`."""
     names = [src.fresh("i") for _ in shape]
@@ -292,6 +342,9 @@ def unflatten(src: Source, flat: str, shape) -> tuple[str, ...]:
 def store(src: Source, scope: Scope, stage, idx: tuple[str, ...], kernel) -> None:
     """Write a stage's stores at index `idx` (a flipped store at the swapped index)."""
     for st in stage.stores:
-        v = scope.at(st.value, idx)
+        dtype = kernel.param(st.param).dtype
+        # integers moved by layout classes stay integers (an id above 2**24 is itself)
+        v = scope.index(st.value, idx) if dtype in INTEGER and scope.moves_integers(st.value) else scope.at(st.value, idx)
         where = (idx[1], idx[0]) if st.flip else idx
-        src.line(f"{subscript(st.param, where)} = {store_cast(v, kernel.param(st.param).dtype)}")
+        src.line(f"{subscript(st.param, where)} = {store_cast(v, dtype)}")
+        src.mark(st.param)

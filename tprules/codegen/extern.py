@@ -61,7 +61,7 @@ def split_matmuls(kernel: Kernel) -> Kernel:
             stages.extend(_split(stage, kernel, params))
         else:
             stages.append(stage)
-    return Kernel(kernel.group, kernel.members, kernel.place, tuple(params), tuple(stages))
+    return Kernel(kernel.group, kernel.members, kernel.place, tuple(params), tuple(stages), kernel.origins)
 
 
 def _scratch(params: list[Param], shape) -> str:

@@ -8,7 +8,7 @@ hashable, so the renderers can share common subexpressions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Union
 
@@ -255,6 +255,9 @@ class Kernel:
     place: str
     params: tuple[Param, ...]
     stages: tuple[Stage, ...]
+    # expression (or stored parameter's name) -> the member statement it computes: lets a
+    # compiler's error on a line of the rendered source name the statement (codegen/nvvm.py)
+    origins: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def kind(self) -> str:

@@ -8,7 +8,9 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 - expand: NumPy broadcasting (a size-1 axis reads index 0);
 - slice: start + step * index on its axis;
 - cat: the operand whose range holds the index on the axis, read at the offset index;
-- embedding: row ids[lead] of the table, at the last index.
+- embedding: row ids[lead] of the table, at the last index. The ids are integers from the
+  buffer to the subscript (`Scope.index`): layout classes over them map indices and carry
+  the stored integers, never a float32 copy.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from math import prod
 from .. import ops
 from ..ops import Ops, dims
 from ..program.axes import axis_groups
-from .ir import Concat, Expr, Gather, Load, Remap
+from .ir import Concat, Expr, Gather, Remap
 
 NODES = (Remap, Concat, Gather)
 
@@ -47,19 +49,16 @@ def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
     return LOWERINGS[s.cls](s, args, shape, dtype)
 
 
-def at(scope, e, idx: tuple[str, ...]) -> str:
-    """Write the lines that read `e` at `idx` into `scope`; returns the value's text."""
+def at(scope, e, idx: tuple[str, ...], integer: bool = False) -> str:
+    """Write the lines that read `e` at `idx` into `scope`; returns the value's text: a
+    float32, or with `integer` the operand's stored integer (`Scope.index`)."""
     src = scope.src
+    read = scope.index if integer else scope.at
     if isinstance(e, Gather):
-        if isinstance(e.ids, Load):  # the ids as stored: integers, not converted to f32
-            ids = f"{e.ids.param}[{', '.join(idx[:-1]) or '0'}]"
-        else:
-            ids = f"int({scope.at(e.ids, idx[:-1])})"
-        row = src.fresh("row")
-        src.line(f"{row} = {ids}")
-        return scope.at(e.table, (row, idx[-1]))
+        row = scope.index(e.ids, idx[:-1])  # an integer from the ids' buffer to here
+        return read(e.table, (row, idx[-1]))
     if isinstance(e, Concat):
-        return _concat(scope, e, idx)
+        return _concat(scope, e, idx, integer)
     if e.kind == Ops.PERMUTE:
         child = [""] * len(idx)
         for a, d in enumerate(e.params):
@@ -73,7 +72,7 @@ def at(scope, e, idx: tuple[str, ...]) -> str:
             if (start, step) != (0, 1) else idx[axis]
     else:
         child = _reshape(src, idx, e.shape, e.arg.shape)
-    return scope.at(e.arg, tuple(child))
+    return read(e.arg, tuple(child))
 
 
 def _var(src, text: str) -> str:
@@ -87,10 +86,10 @@ def _broadcast(idx, shape, child) -> list[str]:
     return ["0" if c == 1 and shape[off + d] != 1 else idx[off + d] for d, c in enumerate(child)]
 
 
-def _concat(scope, e: Concat, idx) -> str:
+def _concat(scope, e: Concat, idx, integer: bool) -> str:
     src, axis = scope.src, e.axis
     out = src.fresh(Ops.CAT.value)  # named for its class
-    src.line(f"{out} = f32(0)")
+    src.line(f"{out} = {'I64(0)' if integer else 'f32(0)'}")
     offset = 0
     for n, arg in enumerate(e.args):
         size = arg.shape[axis]
@@ -101,7 +100,8 @@ def _concat(scope, e: Concat, idx) -> str:
             if offset:
                 child[axis] = _var(src, f"{idx[axis]} - {offset}")
             inner = type(scope)(src, acc=scope.acc, row=scope.row)  # what a branch computes stays in it
-            src.line(f"{out} = {inner.at(arg, tuple(child))}")
+            value = f"I64({inner.index(arg, tuple(child))})" if integer else inner.at(arg, tuple(child))
+            src.line(f"{out} = {value}")
         offset += size
     return out
 

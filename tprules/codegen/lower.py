@@ -43,6 +43,7 @@ class Lowering:
         self.sched: Schedule = schedule(self.members, prog)
         self.params: dict[object, Param] = {}
         self.scales: list[AbsMax] = []  # first passes the current stage needs
+        self.origins: dict = {}  # expression or stored parameter -> the statement it computes
 
     # -- parameters ----------------------------------------------------------------------
 
@@ -65,6 +66,12 @@ class Lowering:
 
     def value(self, t: str | None, stage: int, fold: Statement | None = None) -> Expr:
         """The value of tensor `t` as the pass of schedule stage `stage` computes it."""
+        e = self._value(t, stage, fold)
+        if t in self.produced:
+            self.origins.setdefault(e, self.produced[t].name)
+        return e
+
+    def _value(self, t: str | None, stage: int, fold: Statement | None) -> Expr:
         if t is LOCAL:
             return Load(self.local_param(fold), self.prog.tensors[fold.reads[0]].shape)
         info = self.prog.tensors[t]
@@ -138,8 +145,11 @@ class Lowering:
             dtype = self.prog.tensors[t].dtype
             if dtype != self.prog.tensors[s.reads[0]].dtype:
                 v = Op(Ops.CAST.value, (v,), v.shape, dtype)
-            return Store(self.tensor_param(t), v, flip=True)
-        return Store(self.tensor_param(t), self.value(t, stage))
+            store = Store(self.tensor_param(t), v, flip=True)
+        else:
+            store = Store(self.tensor_param(t), self.value(t, stage))
+        self.origins.setdefault(store.param, self.produced[t].name)
+        return store
 
     def kernel(self) -> Kernel:
         stages = []
@@ -149,7 +159,7 @@ class Lowering:
             stages.extend(self.scales)  # the quantized reads' first pass, just before
             stages.append(main)
         return Kernel(self.group.group, tuple(s.name for s in self.members), self.group.place,
-                      tuple(self.params.values()), tuple(stages))
+                      tuple(self.params.values()), tuple(stages), self.origins)
 
 
 def lower(group, prog: RunProgram) -> Kernel:

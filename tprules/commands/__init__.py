@@ -1,3 +1,4 @@
 """One module per command; each defines `add_parser(subparsers)` and `run(args) -> int`."""
 
-COMMANDS = ("check", "plan", "run", "lint", "export", "why", "repl", "golden", "diff", "eval", "importer", "shim")
+COMMANDS = ("check", "plan", "run", "compile", "lint", "export", "why", "repl", "golden", "diff", "eval", "importer", "shim",
+            "lsp")

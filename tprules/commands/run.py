@@ -21,6 +21,8 @@ def add_parser(sub):
     p.add_argument("--save", metavar="OUT", help="write each program output as OUT/<tensor>.npy")
     p.add_argument("--unfused", action="store_true", help="run one kernel per statement (the baseline) instead of the plan")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the fastest (default 1)")
+    p.add_argument("--trace", metavar="OUT.json", help="write the run's timeline as Chrome trace-event JSON (Perfetto): "
+                                                      "a process per rank, a thread per chip")
     ranks = p.add_mutually_exclusive_group()
     ranks.add_argument("--ranks", type=int, metavar="N",
                        help="start N MPI ranks with the MPI's own mpiexec; rank r holds the chips k with k mod N == r")
@@ -50,13 +52,29 @@ def run(args) -> int:
     if args.mpi:
         return run_mpi(args)
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    trace = _trace(args, ws)
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
                          matmul=args.matmul,
-                         show_kernels=_show_kernels if "kernels" in args.show else None)
+                         show_kernels=_show_kernels if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text
 
+    if trace is not None:
+        trace.write(args.trace)
     return emit_report(report, args, render_text)
+
+
+def _trace(args, ws):
+    """The one-process run's trace (process 0), or None without --trace."""
+    if not args.trace:
+        return None
+    import os
+    import socket
+
+    from ..runtime.trace import Trace
+
+    return Trace(pid=0, name=f"run {ws.program.display} (pid {os.getpid()} on {socket.gethostname()})",
+                 clock="cuda events" if args.device == "cuda" else "host")
 
 
 def emit_report(report, args, render_text) -> int:
@@ -78,6 +96,10 @@ def run_ranks(args) -> int:
     forward = ["--device", args.device, "--repeat", str(args.repeat), "--format", args.format]
     if args.save:
         forward += ["--save", args.save]
+    if args.trace:
+        from pathlib import Path
+
+        forward += ["--trace", str(Path(args.trace).resolve())]
     shown = [s for s in ("kernels", "traceback") if s in args.show]
     if shown:
         forward += ["--show", ",".join(shown)]
@@ -98,7 +120,8 @@ def run_mpi(args) -> int:
 
     options = RankOptions(args.dir, args.device, args.repeat, args.timeout, Path(args.job) if args.job else None,
                           args.rules, args.shim, args.engine, args.unfused,
-                          _show_kernels if "kernels" in args.show else None, "traceback" in args.show)
+                          _show_kernels if "kernels" in args.show else None, "traceback" in args.show,
+                          args.trace)
     return run_rank(options, emit)
 
 

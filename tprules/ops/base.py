@@ -95,6 +95,9 @@ class OpClass:
     late_numbers: tuple[tuple[str, str | None], ...] = ()
     check: Callable | None = None  # check(attrs): ValueError for an attribute the others do not cover
     shaped: bool = False  # the result takes its shape from the destination
+    # operands read as integer indices (an embedding's ids): integers from their buffer to
+    # the subscript, in the reference and in the kernels (codegen/emit.py `Scope.index`)
+    ids: tuple[int, ...] = ()
     transcendental: bool = False  # a libm call, not a few instructions (codegen/cost.py)
     spec: bool = False  # one of SPEC §4's seventeen
 

@@ -110,5 +110,5 @@ CLASSES = (
     OpClass(Ops.CAT, "layout", N_ARY, "0..n-1", "the operands concatenated along attr `axis`",
             lambda attrs, *xs: np.concatenate(xs, axis=int(attrs["axis"])), _cat, int_attrs=("axis",)),
     OpClass(Ops.EMBEDDING, "layout", 2, "0: table[V, H], 1: ids[..] (integers)", "table[ids]: rows of the table, [.., H]",
-            lambda attrs, table, ids: table[np.asarray(ids).astype(np.int64)], _embedding),
+            lambda attrs, table, ids: table[np.asarray(ids).astype(np.int64)], _embedding, ids=(1,)),
 )

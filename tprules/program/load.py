@@ -55,7 +55,7 @@ def check_rule_schema(checked: CheckedProgram) -> None:
             want = ", ".join(f"{c}: {t}" for c, t in spec.columns)
             have = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
             problems.append(RuleError(f"{name} is a SPEC §2 relation: expected .decl {name}({want}), "
-                                      f"found .decl {name}({have})", decl.pos))
+                                      f"found .decl {name}({have})", decl.pos, "schema"))
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))

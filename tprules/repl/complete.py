@@ -95,6 +95,18 @@ def _prefixed(words: list[str], prefix: str) -> list[str]:
     return found
 
 
+def domain_symbols(read, domains: dict, relations, rel: str, col: int) -> list[str] | None:
+    """The constants found in any column of (rel, col)'s domain (analysis/domains.py) in a
+    model's reader, sorted; None for a relation the rules do not declare (a typo, or one
+    being written: every symbol). The REPL and the language server complete from it."""
+    if rel not in relations:
+        return None
+    found: set[str] = set()
+    for r, c in domains.get((rel, col), {(rel, col)}):
+        found.update(read.column_symbols(r, c))
+    return sorted(found)
+
+
 class ReplCompleter(Completer):
     """Completes from the session's current rules and model (rebuilt after each :reload)."""
 
@@ -120,16 +132,11 @@ class ReplCompleter(Completer):
         self._generation = self.session.generation
 
     def column_symbols(self, rel: str, col: int) -> list[str] | None:
-        """The constants found in any column of (rel, col)'s domain, sorted; None for a
-        relation the rules do not declare (a typo, or one being written: every symbol)."""
+        """See `domain_symbols`: cached until the next :reload."""
         key = (rel, col)
         if key not in self._columns:
-            found: set[str] = set()
-            if rel in self._relations:
-                read = self.session.explainer.solver.read
-                for r, c in self._domains.get(key, {key}):
-                    found.update(read.column_symbols(r, c))
-            self._columns[key] = sorted(found) if rel in self._relations else None
+            self._columns[key] = domain_symbols(self.session.explainer.solver.read, self._domains,
+                                                self._relations, rel, col)
         return self._columns[key]
 
     def get_completions(self, document, complete_event):

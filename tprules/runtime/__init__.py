@@ -25,6 +25,7 @@ from ..ops import Ops
 from ..program.model import RunProgram
 from .compare import OutputCheck, compare
 from .groups import BadPlan, ordered_groups, unfused
+from .trace import phases
 
 
 @dataclass
@@ -83,8 +84,10 @@ class Prepared:
     """A plan lowered and compiled for a device, with its inputs and the reference: run it
     as often as wanted (`run`), then report on a run (`report`)."""
 
-    def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto"):
-        """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`."""
+    def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto",
+                 trace=None):
+        """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`;
+        `trace` (runtime/trace.py) gets a slice per compile phase."""
         from ..codegen import lower
         from .devices import get_device
         from .executor import Executor
@@ -93,27 +96,33 @@ class Prepared:
 
         self.prog = prog
         self.plan = plan
+        self.trace = trace
+        phase = phases(trace)
         groups = ordered_groups(plan, prog)
         self.device = get_device(device, matmul) if isinstance(device, str) else device
-        self.kernels = [lower(g, prog) for g in groups]
+        with phase("lower", groups=len(groups)):
+            self.kernels = [lower(g, prog) for g in groups]
         self.device.for_chips(prog.chips)
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled = []
         for k in self.kernels:
-            self.compiled.append(self.device.compile(k))
+            with phase(f"compile {k.group}", group=k.group, kind=k.kind):
+                self.compiled.append(self.device.compile(k))
             if show_kernels:
                 show_kernels(k, self.compiled[-1].source)
             if tick:
                 tick()
         self.compile_s = time.perf_counter() - started
-        inputs = program_inputs(prog)
-        self.expected = reference(prog, inputs)
+        with phase("inputs"):
+            inputs = program_inputs(prog)
+        with phase("reference"):
+            self.expected = reference(prog, inputs)
         self.executor = Executor(prog, self.device, self.compiled, inputs)
 
     def run(self, progress=None):
         """One run of the whole program (an `executor.Execution`)."""
-        return self.executor.run(progress("run", len(self.compiled)) if progress else None)
+        return self.executor.run(progress("run", len(self.compiled)) if progress else None, self.trace)
 
     def report(self, done, fastest=None) -> RunReport:
         """The report on run `done`, with the timings of `fastest` (default: `done`)."""
@@ -139,14 +148,16 @@ def _core(device) -> dict[str, str]:
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
-            progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto") -> RunReport:
+            progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto",
+            trace=None) -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
 
     `baseline` runs one kernel per statement instead of the plan; `repeat` runs the
     program that many times and reports the fastest; `progress(phase, total)` returns a
     callback to call once per step of that phase; `show_kernels(kernel, source)` sees
     each kernel's generated source; `matmul` (auto | library | own) picks the device's matmul
-    core (runtime/devices/matmul.py).
+    core (runtime/devices/matmul.py); `trace` (runtime/trace.py) records the compile phases and
+    every launch, copy and collective of every run.
     """
     from .devices import get_device
 
@@ -157,8 +168,9 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     elif plan is None:
         from ..planner import plan as make_plan
 
-        plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
-    prepared = Prepared(prog, plan, dev, progress, show_kernels)
+        with phases(trace)("plan"):
+            plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
+    prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace)
     best = done = None
     for _ in range(max(1, repeat)):
         done = prepared.run(progress)

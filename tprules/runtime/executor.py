@@ -52,7 +52,8 @@ class Executor:
         self.compiled = compiled  # in an order where producers come first
         self.inputs = inputs
 
-    def run(self, progress=None) -> Execution:
+    def run(self, progress=None, trace=None) -> Execution:
+        """One run; `trace` (a runtime/trace.py `Trace`) gets every launch and copy of it."""
         prog = self.prog
         queues = self.device.queues(prog.chips)
         try:
@@ -63,6 +64,8 @@ class Executor:
                     held.setdefault(name, {})[c] = queues[c].upload(value.reshape(prog.tensors[name].buffer_shape))
             for q in queues:
                 q.synchronize()
+                if trace is not None:
+                    q.start_trace()
             run = _Run(prog, queues, held)
             started, cpu = time.perf_counter(), time.process_time()
             for compiled in self.compiled:
@@ -72,6 +75,10 @@ class Executor:
             for q in queues:
                 q.synchronize()
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+            if trace is not None:
+                trace.host("run", "run", started, started + seconds)
+                for q in queues:
+                    trace.queue_records(q.chip, q.take_trace(), prog, self.device.machine)
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
                        for t in prog.outputs}
             return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},

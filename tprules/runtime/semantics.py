@@ -56,13 +56,38 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 # The reference of each class is its entry's (tprules/ops): the table is the definition.
 CLASSES = {op: c.reference for op, c in ops.CLASSES.items()}
 
+# Layout classes move elements without computing: integers they move stay integers (an id
+# above 2**24 is not rounded through float32), as the kernels keep them (codegen/layout.py).
+MOVES = ops.LAYOUT - {ops.Ops.TRANSPOSE}  # a transpose is computed (a stage's flipped store)
+INTEGERS = {"i8": np.int8, "i32": np.int32, "i64": np.int64}
+
 
 def apply(cls: str, attrs: dict[str, str], operands: list[np.ndarray], quantized: dict[int, str], dtype: str,
           shape: tuple[int, ...] | None = None) -> np.ndarray:
     """One statement: operands (as stored) in, its destination's value (of `shape`) out."""
+    if cls in MOVES and not quantized:
+        moved = _move(cls, attrs, operands, dtype, shape)
+        if moved is not None:
+            return moved
     xs = [np.asarray(x, F32) for x in operands]
     xs = [QUANTIZERS[quantized[i]](x) if i in quantized else x for i, x in enumerate(xs)]
     with np.errstate(all="ignore"):  # inf and nan are values here, as on the devices
         if cls in ops.SHAPED:
             return store(CLASSES[cls](attrs, shape, *xs), dtype)
         return store(CLASSES[cls](attrs, *xs), dtype)
+
+
+def _move(cls, attrs, operands, dtype, shape):
+    """A layout class over integers, exactly; a class's float32 values read at its integer
+    ids (its entry's `ids` operands). None where float32 values are moved as computed."""
+    entry = ops.CLASSES[cls]
+    xs = [np.asarray(x) for x in operands]
+    integer = [x.dtype.kind in "iu" for x in xs]
+    if dtype in INTEGERS and all(integer):
+        value = entry.reference(attrs, shape, *xs) if cls in ops.SHAPED else entry.reference(attrs, *xs)
+        return np.asarray(value).astype(INTEGERS[dtype])
+    if entry.ids and all(integer[i] for i in entry.ids):
+        xs = [x if i in entry.ids else np.asarray(x, F32) for i, x in enumerate(xs)]
+        with np.errstate(all="ignore"):
+            return store(entry.reference(attrs, *xs), dtype)
+    return None

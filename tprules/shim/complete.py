@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import FactError, UsageError
 from ..ops import CLASSES
 from ..program.schema import LEVELS
 from ..program.shimsource import DESCRIBING
@@ -45,7 +45,7 @@ def complete(directory: Path | str, level: str, display: str | None = None) -> C
     if level not in LEVELS:
         raise UsageError(f"--level {level}: expected {', '.join(LEVELS[:-1])} or {LEVELS[-1]}")
     if not directory.is_dir():
-        raise UsageError(f"{shown}: no such program folder")
+        raise FactError(f"no such program folder: {shown}")
     shims = own_shims(directory)
     if not shims:
         raise UsageError(f"{shown} has no shim of its own (its supports.facts, limit.facts and quantized.facts "

@@ -31,6 +31,18 @@ class Queue:
 
     chip: int
     threads: int | None = None  # CPU threads the chip's kernels run on (None: not a CPU)
+    trace: list | None = None  # while a run is traced: (what, start, end) of each launch and copy
+
+    def start_trace(self) -> None:
+        """From now on, record each launch (("kernel", compiled)) and copy (("transfer", source
+        chip, bytes)) with its start and end (runtime/trace.py)."""
+        self.trace = []
+
+    def take_trace(self) -> list[tuple]:
+        """The records since `start_trace`, times as `time.perf_counter()` seconds (call after
+        `synchronize`); recording stops."""
+        found, self.trace = self.trace or [], None
+        return found
 
     def upload(self, array: np.ndarray):
         raise NotImplementedError

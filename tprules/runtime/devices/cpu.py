@@ -73,7 +73,7 @@ class CpuQueue(Queue):
         self.threads = threads
         self.error: BaseException | None = None
 
-    def _submit(self, work, wait: Future | None = None, slot: bool = False) -> None:
+    def _submit(self, work, wait: Future | None = None, slot: bool = False, what: tuple | None = None) -> None:
         def step():
             if self.error is not None:
                 return
@@ -85,8 +85,11 @@ class CpuQueue(Queue):
                 try:
                     started, cpu = time.perf_counter(), time.thread_time()
                     work()
-                    self.busy += time.perf_counter() - started
+                    ended = time.perf_counter()
+                    self.busy += ended - started
                     self.cpu += time.thread_time() - cpu
+                    if self.trace is not None:
+                        self.trace.append((what, started, ended))
                 finally:
                     if slot and self.slots is not None:
                         self.slots.release()
@@ -106,11 +109,11 @@ class CpuQueue(Queue):
 
     def launch(self, compiled: Compiled, buffers: list) -> None:
         fn = compiled.fn
-        self._submit(lambda: fn(*buffers), slot=True)
+        self._submit(lambda: fn(*buffers), slot=True, what=("kernel", compiled))
 
     def copy_from(self, source: "CpuQueue", buffer):
         out = np.empty_like(buffer)
-        self._submit(lambda: np.copyto(out, buffer), wait=source.last)
+        self._submit(lambda: np.copyto(out, buffer), wait=source.last, what=("transfer", source.chip, out.nbytes))
         return out
 
     def download(self, buffer) -> np.ndarray:

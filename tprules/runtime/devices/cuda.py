@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -83,6 +84,8 @@ class CudaQueue(Queue):
             self.stages(compiled, buffers)
             end.record(self.stream)
         self.timings.append((start, end))
+        if self.trace is not None:
+            self.trace.append((("kernel", compiled), start, end))
 
     def stages(self, compiled: "CudaCompiled", buffers: list) -> None:
         """Enqueue every stage: our kernel's launches, and the library's gemm between them."""
@@ -104,14 +107,41 @@ class CudaQueue(Queue):
                 done.record(source.stream)
             with self.gpu:
                 done.wait(self.stream)
+                began = self._mark() if self.trace is not None else None
                 out.copy_to_device(buffer, stream=self.stream)
         else:  # another GPU: through the host
+            began = self._mark() if self.trace is not None else None
             with source.gpu:
                 host = buffer.copy_to_host(stream=source.stream)
                 source.stream.synchronize()
             with self.gpu:
                 out.copy_to_device(host, stream=self.stream)
+        if self.trace is not None:
+            self.trace.append((("transfer", source.chip, out.nbytes), began, self._mark()))
         return out
+
+    # -- tracing on the device's clock: events, placed on the host's by one recorded at the start
+
+    def _mark(self):
+        """A point on this chip's stream (an event, read on the device's clock later)."""
+        with self.gpu:
+            event = self.cuda.event()
+            event.record(self.stream)
+        return event
+
+    def _seconds(self, mark) -> float:
+        return self._origin[1] + self._origin[0].elapsed_time(mark) / 1e3
+
+    def start_trace(self) -> None:
+        self.synchronize()
+        origin = self._mark()
+        origin.synchronize()
+        self._origin = (origin, time.perf_counter())
+        self.trace = []
+
+    def take_trace(self) -> list[tuple]:
+        self.synchronize()
+        return [(what, self._seconds(a), self._seconds(b)) for what, a, b in super().take_trace()]
 
     def download(self, buffer) -> np.ndarray:
         with self.gpu:

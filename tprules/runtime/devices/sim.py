@@ -30,10 +30,24 @@ class SimQueue(CudaQueue):
                     self.stages(compiled, buffers)
         finally:
             sys.setswitchinterval(interval)
-            self.busy += time.perf_counter() - started  # the simulator runs a launch to its end
+            ended = time.perf_counter()
+            self.busy += ended - started  # the simulator runs a launch to its end
+            if self.trace is not None:
+                self.trace.append((("kernel", compiled), started, ended))
 
     def busy_seconds(self) -> float:
         return self.busy
+
+    # the simulator does its work as it is enqueued: the host's clock is its clock
+    def _mark(self):
+        return time.perf_counter()
+
+    def start_trace(self) -> None:
+        self.trace = []
+
+    def take_trace(self) -> list[tuple]:
+        found, self.trace = self.trace or [], None
+        return found
 
 
 class SimDevice(CudaDevice):

@@ -92,7 +92,8 @@ class RankExecutor:
         self.compiled = compiled
         self.inputs = inputs  # only the inputs this rank's chips bind, and the spine's
 
-    def run(self) -> RankExecution:
+    def run(self, trace=None) -> RankExecution:
+        """One run; `trace` (runtime/trace.py) gets its launches, copies, collectives and messages."""
         prog, world = self.prog, self.world
         queues = rank_queues(self.device, world)
         try:
@@ -104,14 +105,20 @@ class RankExecutor:
                                                     if c in queues else REMOTE)
             for q in queues.values():
                 q.synchronize()
+                if trace is not None:
+                    q.start_trace()
             before = Traffic(*world.traffic.astuple())
-            run = _RankRun(prog, world, queues, held)
+            run = _RankRun(prog, world, queues, held, trace)
             started = time.perf_counter()
             for i, kernel in enumerate(self.kernels):
                 run.launch(kernel, self.compiled.get(i))
             for q in queues.values():
                 q.synchronize()
             seconds = time.perf_counter() - started
+            if trace is not None:
+                trace.host("run", "run", started, started + seconds)
+                for q in queues.values():
+                    trace.queue_records(q.chip, q.take_trace(), prog, self.device.machine)
             outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape)
                            for c, buf in held[t].items() if c in queues}
                        for t in prog.outputs}
@@ -125,11 +132,12 @@ class RankExecutor:
 
 
 class _RankRun:
-    def __init__(self, prog: RunProgram, world: RankWorld, queues: dict[int, Queue], held: dict):
+    def __init__(self, prog: RunProgram, world: RankWorld, queues: dict[int, Queue], held: dict, trace=None):
         self.prog = prog
         self.world = world
         self.queues = queues
         self.held = held
+        self.trace = trace
         self.kernels = {c: 0 for c in queues}
         self.launches = {c: 0 for c in queues}
         self.transfers = 0
@@ -154,20 +162,32 @@ class _RankRun:
             self.transfers += 1
             self.moved += buf.nbytes
         elif there:
-            self.world.send(self.queues[src].download(where[src]), self.world.owner(chip), what)
+            began = time.perf_counter()
+            data = self.queues[src].download(where[src])
+            self.world.send(data, self.world.owner(chip), what)
+            self._traced(f"send {what}", began, bytes=data.nbytes, to_rank=self.world.owner(chip))
             buf = REMOTE
         elif here:
             info = self.prog.tensors[tensor]
-            buf = self.queues[chip].upload(self.world.recv(info.buffer_shape, info.storage, self.world.owner(src), what))
+            began = time.perf_counter()
+            data = self.world.recv(info.buffer_shape, info.storage, self.world.owner(src), what)
+            buf = self.queues[chip].upload(data)
+            self._traced(f"recv {what}", began, bytes=data.nbytes, from_rank=self.world.owner(src))
         else:
             buf = REMOTE
         where[chip] = buf
         return buf
 
+    def _traced(self, name: str, began: float, cat: str = "transfer", **args) -> None:
+        if self.trace is not None:
+            from ..trace import HOST
+
+            self.trace.slice(name, cat, HOST, began, time.perf_counter(), **args)
+
     def launch(self, kernel: Kernel, compiled: Compiled | None) -> None:
         if kernel.place == "collective":
             for name in kernel.members:
-                self.allreduce(self.prog.statement(name))
+                self.allreduce(self.prog.statement(name), kernel.group)
             return
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
@@ -177,8 +197,9 @@ class _RankRun:
                 self.kernels[chip] += 1
                 self.launches[chip] += compiled.launches
 
-    def allreduce(self, fold) -> None:
-        """The fold as a collective: local partials summed first, then Allreduce(SUM)."""
+    def allreduce(self, fold, group: str = "") -> None:
+        """The fold as a collective: local partials summed first, then Allreduce(SUM). Its trace
+        slice begins once the local partials are here (the wait for this rank's chips is theirs)."""
         out = self.prog.tensors[fold.writes]
         partial = None
         for t in fold.reads:
@@ -188,7 +209,12 @@ class _RankRun:
                 x = x.astype(np.float32, copy=False)
                 partial = x if partial is None else partial + x  # operand order, as the fold's kernel adds
         partial = np.broadcast_to(np.float32(0) if partial is None else partial, out.shape)
+        began = time.perf_counter()
         value = store(self.world.allreduce(partial, f"the all-reduce {fold.name}"), out.dtype)
         self.held[fold.writes] = {c: (self.queues[c].upload(value.reshape(out.buffer_shape)) if c in self.queues
                                       else REMOTE) for c in range(self.prog.chips)}
+        self._traced(f"all_reduce {group or fold.name}", began, "collective", kind="all_reduce", group=group,
+                     members=[fold.name], bytes=partial.size * 4, peers=[r for r in range(self.world.size)
+                                                                        if r != self.world.rank],
+                     chips=list(self.world.chips))
 

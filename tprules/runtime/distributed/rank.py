@@ -40,6 +40,7 @@ class RankOptions:
     unfused: bool = False
     show_kernels: object = None  # callable(kernel, source), on rank 0
     traceback: bool = False  # --show traceback: a failing rank prints its traceback before its line
+    trace: str | None = None  # --trace OUT.json: every rank's trace, merged by rank 0 into one file
 
 
 def run_rank(options: RankOptions, emit) -> int:
@@ -90,6 +91,29 @@ def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
     return (None, shared) if isinstance(shared, int) else (shared, 0)
 
 
+def _rank_trace(world: RankWorld, device, started: float):
+    """This rank's trace: process `rank`, named by its rank, pid, host and chips."""
+    from ..trace import Trace
+
+    chips = ",".join(map(str, world.chips))
+    trace = Trace(pid=world.rank, name=f"rank {world.rank} (pid {world.pid} on {world.host}; chips {chips})",
+                  clock="cuda events" if device.name == "cuda" else "host")
+    trace.meta("process_sort_index", 0, sort_index=world.rank)
+    trace.meta("process_labels", 0, labels=f"started {started:.6f}")
+    return trace
+
+
+def _write_trace(world: RankWorld, trace, path: str, started: float, wall: float) -> None:
+    """Every rank's events to rank 0, which writes them as one file: the ranks' slices share the
+    host wall clock as their time base (ranks on several machines: as well as their clocks agree)."""
+    from ..trace import write
+
+    trace.wall(started, wall, rank=world.rank, wall_s=wall)
+    events = world.gather(trace.events, "the trace at rank 0")
+    if world.rank == 0:
+        write(path, [e for rank in events for e in rank], {"clock": trace.clock, "ranks": world.size})
+
+
 def _share_cores(world: RankWorld) -> None:
     """The ranks of a node share its cores: Numba's thread pool gets cores / ranks here."""
     if "numba" not in sys.modules:
@@ -132,29 +156,39 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
     from ..devices import get_device
     from ..groups import ordered_groups
     from ..inputs import program_inputs
+    from ..trace import phases
     from .collect import collect, rank_share
     from .executor import RankExecutor, runs_here
     from .reference import rank_reference
 
     prog = job.prog
     device = get_device(options.device)
-    kernels = [lower(g, prog) for g in ordered_groups(job.plan, prog)]
+    trace = _rank_trace(world, device, started) if options.trace else None
+    phase = phases(trace)
+    with phase("lower"):
+        kernels = [lower(g, prog) for g in ordered_groups(job.plan, prog)]
     begun = time.perf_counter()
     compiled = {}
     for i, k in enumerate(kernels):
         if runs_here(k, world):
-            compiled[i] = device.compile(k)
+            with phase(f"compile {k.group}", group=k.group, kind=k.kind):
+                compiled[i] = device.compile(k)
             if options.show_kernels and world.rank == 0:
                 options.show_kernels(k, compiled[i].source)
     compile_s = time.perf_counter() - begun
     mine = {t for t in prog.inputs if prog.tensors[t].home is None or prog.tensors[t].home in world.chips}
-    inputs = program_inputs(prog, mine)
-    reference = rank_reference(prog, inputs, world)
+    with phase("inputs"):
+        inputs = program_inputs(prog, mine)
+    with phase("reference"):
+        reference = rank_reference(prog, inputs, world)
     executor = RankExecutor(prog, world, device, kernels, compiled, inputs)
     if status is not None:
         status("running")
-    runs = [executor.run() for _ in range(max(1, options.repeat))]
-    share = rank_share(world, prog, runs, reference, compiled, compile_s, time.time() - started)
+    runs = [executor.run(trace) for _ in range(max(1, options.repeat))]
+    wall = time.time() - started
+    share = rank_share(world, prog, runs, reference, compiled, compile_s, wall)
+    if trace is not None:
+        _write_trace(world, trace, options.trace, started, wall)
     shares = world.gather(share, "the outputs at rank 0")
     code = 0
     if world.rank == 0:

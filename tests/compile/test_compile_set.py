@@ -1,0 +1,76 @@
+"""The CI set, compiled for sm_90 and sm_80 with no GPU (benchmarks/ptx_check.py, which is
+`tprules compile`'s code): every example unfused, as planned (our tiles, and split around a
+library's gemm) and its hand-made fused groups (tests/data/compile/groups.json: every stage
+kind in its fused forms); a tiny imported Llama, Qwen2 and Gemma at TP 4, the same ways."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.frontends.tiny import MUST_WORK, make_model
+
+from .conftest import ARCHES, ROOT, python
+
+EXAMPLES = sorted(p.name for p in (ROOT / "facts").iterdir() if (p / "op.facts").exists())
+PROGRAMS = EXAMPLES + [f"hf-{m}-tp4" for m in MUST_WORK]
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    """hf-NAME-tp4 → the program folder of that tiny model imported at TP 4 (none without torch)."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return {}
+    from tprules.frontends.importer import import_hf
+
+    out = {}
+    for m in MUST_WORK:
+        folder = tmp_path_factory.mktemp(f"{m}-tp4")
+        import_hf(make_model(folder / "model", m), 4, folder / "program")
+        out[f"hf-{m}-tp4"] = folder / "program"
+    return out
+
+
+@pytest.fixture(scope="session")
+def compiled(nvvm, models, tmp_path_factory):
+    """arch → {program: [every distinct kernel's result]}, one process per arch."""
+    done = {}
+
+    def get(arch: str) -> dict[str, list[dict]]:
+        if arch not in done:
+            out = tmp_path_factory.mktemp(arch) / "kernels.json"
+            r = python("benchmarks/ptx_check.py", "--arch", arch, "--json", str(out), *EXAMPLES,
+                       *map(str, models.values()), timeout=1200)
+            assert r.returncode in (0, 1), r.stderr[-2000:]
+            names = {str(v): k for k, v in models.items()}
+            by_program: dict[str, list[dict]] = {}
+            for k in json.loads(out.read_text())["kernels"]:
+                by_program.setdefault(names.get(k["program"], k["program"]), []).append(k)
+            done[arch] = by_program
+        return done[arch]
+
+    return get
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+@pytest.mark.parametrize("arch", ARCHES)
+def test_every_kernel_builds_for_the_architecture(compiled, models, arch, program):
+    if program.startswith("hf-") and program not in models:
+        pytest.skip("the import extra (torch, transformers) is not installed")
+    kernels = compiled(arch)[program]
+    jobs = {k["job"] for k in kernels}
+    assert {"unfused", "plan"} <= jobs
+    failed = [f"{k['group']} ({k['job']}): statement {k['statement']}: {k['error']}" for k in kernels if not k["ok"]]
+    assert not failed, failed
+    assert all(k["registers"] > 0 for k in kernels)  # ptxas ran on each (the nvcc wheel is in the extra)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_fused_groups_cover_every_stage_kind(compiled, arch):
+    fused = [k for ks in compiled(arch).values() for k in ks if k["job"] == "fused groups"]
+    kinds = {part for k in fused for part in k["kinds"].split("+")}
+    assert {"matmul", "row", "pointwise", "absmax"} <= kinds, kinds

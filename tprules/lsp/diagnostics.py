@@ -1,0 +1,34 @@
+"""Every problem of a rule folder as an LSP diagnostic: the range of the token it names,
+its severity, and its code (the check that found it: `syntax`, `relation`, `types`, ...)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from ..errors import BadInput
+from ..lang.ast import Pos
+from .ruleset import RuleSet
+from .text import token_range
+
+SOURCE = "tprules"
+
+
+def diagnostic(problem: BadInput, text: str, here: bool = True) -> types.Diagnostic:
+    """`problem` as a diagnostic on the token its position names (`here`: the position is in
+    this file; else on the file's first line, where a problem naming no rule file goes)."""
+    pos = problem.pos if here and problem.pos is not None else Pos("", 0, 0)
+    return types.Diagnostic(range=token_range(text, pos), message=f"{problem.kind}: {problem.message}",
+                            severity=types.DiagnosticSeverity.Error, code=problem.code, source=SOURCE)
+
+
+def by_file(rs: RuleSet) -> dict[str, list[types.Diagnostic]]:
+    """Each rule file's diagnostics (an empty list clears a file's old ones). A problem that
+    names no rule file of the folder (a missing `.input` declaration, say) goes on the first file."""
+    found: dict[str, list[types.Diagnostic]] = {name: [] for name in rs.files}
+    first = next(iter(rs.files), None)
+    for problem in rs.problems:
+        here = problem.pos is not None and problem.pos.file in rs.files
+        name = problem.pos.file if here else first
+        if name is not None:
+            found[name].append(diagnostic(problem, rs.text_of(name), here))
+    return found
