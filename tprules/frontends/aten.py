@@ -309,6 +309,27 @@ def _more(aten):
         boolean(ctx, n, x)
         ctx.emit(n, "greater_equal", [ctx.part(n, "neg", "neg", [x], ctx.shape(x))], value="0.0")  # −x ≥ 0: x is 0
 
+    @lowering(aten.abs.default)
+    def abs_(ctx, n):
+        """|x| as x where x > 0, else −x (NaN stays NaN, −0 becomes 0)."""
+        x = n.args[0]
+        shape = ctx.shape(x)
+        positive = ctx.part(n, "positive", "greater", [x], shape, "i8", value="0.0")
+        ctx.emit(n, "where", [positive, x, ctx.part(n, "neg", "neg", [x], shape)])
+
+    @lowering(aten.eq.Scalar, aten.ne.Scalar)
+    def equal(ctx, n):
+        """x == c as (x ≥ c) · (−x ≥ −c); x != c as its complement (1 − that)."""
+        x, c = n.args[0], float(n.args[1])
+        shape = ctx.shape(x)
+        at_least = ctx.part(n, "ge", "greater_equal", [x], shape, "i8", value=repr(c))
+        minus = ctx.part(n, "neg", "neg", [x], shape)
+        at_most = ctx.part(n, "le", "greater_equal", [minus], shape, "i8", value=repr(-c))
+        if n.target == aten.eq.Scalar:
+            return ctx.emit(n, "mul", [at_least, at_most])
+        both = ctx.part(n, "eq", "mul", [at_least, at_most], shape, "i8")
+        ctx.emit(n, "greater_equal", [ctx.part(n, "not", "neg", [both], shape)], value="0.0")  # −b ≥ 0: b is 0
+
     @lowering(aten.sqrt.default)
     def sqrt(ctx, n):
         ctx.emit(n, "pow", [n.args[0]], exponent="0.5")

@@ -26,6 +26,7 @@ class Lowerer:
         self.folded_keys: dict[tuple, str] = {}
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
+        self.current = None  # the node being lowered
         self.pairs: dict = {}  # a complex fx node → its (real, imaginary) values (aten.py's complex rotary)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
@@ -43,6 +44,7 @@ class Lowerer:
                 fn = OPS.get(n.target)
                 if fn is None:
                     self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
+                self.current = n
                 fn(self, n)
         if self.output not in self.c.dynamic:
             raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids")
@@ -82,7 +84,8 @@ class Lowerer:
         if x in self.names:
             return self.names[x]
         if x in self.pairs:
-            self.unsupported(x, "a complex value read by an op that computes on real tensors")
+            self.unsupported(self.current, f"it reads the complex value {x.name}; imported: view_as_complex, "
+                                           "a product, view_as_real")
         if x in self.c.dynamic:
             raise AssertionError(f"{x.name} is read before it is lowered")
         found = self.c.resolve(x)
