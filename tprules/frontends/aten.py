@@ -571,7 +571,7 @@ def _complex(aten):
     @lowering(aten.mul.Tensor)
     def mul(ctx, n):
         a, b = n.args[:2]
-        if not any(ctx.is_tensor(x) and x.meta["val"].is_complex() for x in (a, b)):
+        if not any(ctx.is_tensor(x) and getattr(x.meta.get("val"), "is_complex", lambda: False)() for x in (a, b)):
             return real_mul(ctx, n)
         if not (ctx.is_tensor(a) and ctx.is_tensor(b)):
             ctx.unsupported(n, "a complex value times a number")
