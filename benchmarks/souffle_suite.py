@@ -1,9 +1,10 @@
 """Run Soufflé's own evaluation suite with `tprules eval` on each engine.
 
-    python benchmarks/souffle_suite.py SOUFFLE_CHECKOUT [--engines fast,compiled,pydatalog]
+    python benchmarks/souffle_suite.py SOUFFLE_CHECKOUT [--suite evaluation] [--engines fast,compiled,pydatalog]
         [--timeout 60] [--pydatalog-timeout 20] [--jobs 2] [--only NAME,...] [--json OUT]
 
-For every program `tests/evaluation/<name>/<name>.dl` of a Soufflé checkout (tag 2.5), this
+For every program `tests/<suite>/<name>/<name>.dl` of a Soufflé checkout (tag 2.5; the suite
+folder is `evaluation` unless `--suite` names another, e.g. `example`), this
 runs `tprules eval <name>.dl -F <name>/facts -D <tmp>` (in the case's folder, as Soufflé's
 test driver does) and compares every `.csv` it writes with the case's expected `.csv`
 (rows sorted, the same set of files). Each case and engine is one of:
@@ -36,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("fast", "compiled", "pydatalog")
 
 
-def cases(checkout: Path) -> list[Path]:
-    suite = checkout / "tests" / "evaluation"
+def cases(checkout: Path, folder: str = "evaluation") -> list[Path]:
+    suite = checkout / "tests" / folder
     if not suite.is_dir():
         sys.exit(f"souffle_suite.py: {suite} is not a folder; give the root of a Soufflé checkout")
     return sorted(d for d in suite.iterdir() if d.is_dir() and (d / f"{d.name}.dl").is_file())
@@ -101,6 +102,7 @@ def run_case(case: Path, engine: str, timeout: float) -> tuple[str, str, float]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkout", type=Path, help="root of a Soufflé checkout (tag 2.5)")
+    parser.add_argument("--suite", default="evaluation", help="the folder under tests/ (default: evaluation)")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per program (fast, compiled)")
     parser.add_argument("--pydatalog-timeout", type=float, default=20.0, help="seconds per program (pydatalog)")
@@ -109,7 +111,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="also write every outcome here")
     args = parser.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
-    chosen = cases(args.checkout)
+    chosen = cases(args.checkout, args.suite)
     if args.only:
         names = set(args.only.split(","))
         chosen = [c for c in chosen if c.name in names]

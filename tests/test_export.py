@@ -39,3 +39,17 @@ def test_the_printed_souffle_command_runs(cli, tmp_path):
     subprocess.run(shlex.split(command), check=True, capture_output=True, timeout=300)
     legal, _ = tprules_verdicts(example)
     assert read_tsv(tmp_path / "export" / "out" / "legal.csv") == legal
+
+
+def test_export_of_a_folder_that_includes_runs_on_eval(cli, tmp_path):
+    """The family rules (components, #include, #define) export as Soufflé reads them: the
+    included file beside rules.dl; tprules eval runs the export like Soufflé would."""
+    from conftest import DATA
+
+    out = tmp_path / "ex"
+    status, _, err = cli("export", FACTS / "int8-mlp-tp2", out, "--rules", DATA / "family_rules")
+    assert status == 0, err
+    assert (out / "decls.dlh").is_file()
+    status, printed, err = cli("eval", out / "rules.dl", "-F", out / "facts", "-D", "-")
+    assert status == 0, err
+    assert "square_mm2_0\tquantized_inside" in printed

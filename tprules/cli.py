@@ -9,6 +9,7 @@ import importlib
 import sys
 
 from .commands import COMMANDS
+from .config import set_include_dirs
 from .errors import BadInput
 
 SHOW_CHOICES = ("ast", "strata", "code", "plan", "timing", "traceback", "kernels")
@@ -77,6 +78,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         show = parse_show(getattr(args, "show", None))
         args.show = show
+        set_include_dirs(getattr(args, "include_dirs", ()))
         return int(args.handler(args) or 0)
     except BadInput as err:
         sys.stdout.flush()

@@ -71,7 +71,8 @@ CASES = {
     "max_dim_values": (lambda m, x: x.max(dim=1).values, "amax"),
     "sum_two_axes": (lambda m, x: x.sum(dim=(0, 2)), "mean"),
     "mean_first_axis": (lambda m, x: x.mean(dim=0), "mean"),
-    "sum_last_kept": (lambda m, x: x.sum(-1, keepdim=True) * x, "mean"),
+    "sum_last_kept": (lambda m, x: x.sum(-1, keepdim=True) * x, "sum"),
+    "sum_wide_last": (lambda m, x: x.repeat(1, 1, 13).sum(-1) * 2, "mean"),  # 65 wide: a scaled mean
     "vector_norm": (lambda m, x: torch.linalg.vector_norm(x, dim=-1, keepdim=True), "pow"),
     "repeat": (lambda m, x: x.repeat(2, 1, 3), "expand"),
     "select": (lambda m, x: x[:, 1] * 2, "slice"),

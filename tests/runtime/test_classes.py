@@ -88,8 +88,24 @@ def xielu(b):
     _s(b, "out", "where", [pos, a, m], [4, 8])
 
 
+def routing(b):
+    # a router's top-2 (ties: the lower index first) and each pair's expert weights by id
+    x = b.tensor("x", [3, 6], spine=True, data=np.array([[1, 3, 3, 2, 0, 3], [5, 5, 5, 1, 2, 0], [0, 1, 2, 3, 4, 5]],
+                                                        np.float32))
+    v = _s(b, "v", "topk_values", [_s(b, "p", "softmax", [x], [3, 6])], [3, 2], k=2)
+    i = _s(b, "i", "topk_indices", [x], [3, 2], "i64", k=2)
+    w = _s(b, "w", "take_rows", [b.tensor("experts", [6, 4, 5], spine=True), _s(b, "ids", "reshape", [i], [6], "i64")],
+           [6, 4, 5])
+    _s(b, "out", "mul", [w, _s(b, "vv", "reshape", [v], [6, 1, 1])], [6, 4, 5])
+
+
+def vocab_slice(b):
+    ids = b.tensor("ids", [2, 3], "i64", spine=True, data=np.array([[4, 0, 2], [7, 5, 3]], np.int64))
+    _s(b, "out", "embedding", [b.tensor("rows", [4, 3], spine=True), ids], [2, 3, 3], offset=4)
+
+
 CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, rmsnorm_decomposed,
-                                   layernorms, xielu)}
+                                 layernorms, xielu, routing, vocab_slice)}
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +153,15 @@ def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
     assert f"f32({ids}[" not in source
 
 
+def test_top_k_takes_the_lower_index_first_among_equals(programs):
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
+
+    prog = RunProgram.from_workspace(Workspace(programs["routing"]))
+    got = reference(prog, program_inputs(prog)).get("i")
+    assert got.tolist() == [[1, 2], [0, 1], [5, 4]]
+
+
 def test_the_planner_fuses_layout_members_into_their_readers(programs):
     report = execute(Workspace(programs["rotate_half"]), device="sim")
     assert report.groups == 1 and report.kinds == {"pointwise": 1}
@@ -151,6 +176,9 @@ def test_the_planner_fuses_layout_members_into_their_readers(programs):
     ("embedding", [[5], [2]], [2, 5], {}, "embedding reads a table [V, H]"),
     ("layernorm", [[2, 4], [3]], [2, 4], {}, "weight and bias have shape [4]"),
     ("pow", [[2]], [2], {}, "needs a number attribute exponent"),
+    ("topk_values", [[2, 3]], [2, 4], {"k": "4"}, "top-4 of a last axis of 3"),
+    ("topk_indices", [[2, 3]], [2, 2], {}, "needs an integer attribute k"),
+    ("take_rows", [[4, 2, 3], [5]], [5, 3, 3], {}, "computes shape [5, 2, 3]"),
 ])
 def test_a_statement_that_does_not_fit_its_class_is_ill_formed(tmp_path, cls, reads, shape, attrs, message):
     b = ProgramBuilder(chips=1)

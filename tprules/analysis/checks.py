@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import RuleError
+from ..errors import RuleError, Unsupported
 from ..lang import ast
 from .types import Typer, resolve_types
 
@@ -45,6 +45,11 @@ def check_decls(program: ast.Program, typenames: dict[str, str], problems: _Prob
             seen.add(attr.name)
             attrs.append(dataclasses.replace(attr, kind=kind or ""))
         decl = dataclasses.replace(decl, attrs=tuple(attrs))
+        for key in decl.choice:
+            for name in key:
+                if name not in seen:
+                    problems.add(f"choice-domain of {decl.name} names {name}, which is not one of its attributes "
+                                 f"({', '.join(a.name for a in decl.attrs)})", decl.pos)
         if "eqrel" in decl.qualifiers and (decl.arity != 2 or len(set(decl.types)) != 1):
             problems.add(f"eqrel relation {decl.name} must have two columns of one type", decl.pos)
         decls[decl.name] = decl
@@ -121,14 +126,29 @@ def _is_bound(term: ast.Term, bound: set[str]) -> bool:
 
 
 def outside_vars(rule_head: ast.Atom | None, body: tuple[ast.Literal, ...], agg: ast.Aggregate) -> set[str]:
-    """Variables of the enclosing rule outside one aggregate."""
+    """Variables of the enclosing rule outside one aggregate (which may be nested inside
+    another: then the enclosing aggregate's own body and target count as outside too).
+    A variable that only other aggregates mention is theirs, not shared with this one."""
     found = ast.literal_vars(rule_head) if rule_head is not None else set()
     for lit in body:
         found |= ast.literal_vars(lit)
         for other in ast.literal_aggregates(lit):
-            if other is not agg:
-                found |= ast.aggregate_vars(other)
+            if other is agg:
+                continue
+            if _holds(other, agg):
+                found |= outside_vars(None, other.body, agg)
+                if other.target is not None:
+                    found |= ast.term_vars(other.target)
+            # A sibling aggregate's variables are its own (Soufflé scopes each aggregate).
     return found
+
+
+def _holds(outer: ast.Aggregate, agg: ast.Aggregate) -> bool:
+    """Is `agg` somewhere inside `outer`?"""
+    inner = [a for lit in outer.body for a in ast.literal_aggregates(lit)]
+    if outer.target is not None:
+        inner += ast.aggregates_in(outer.target)
+    return any(a is agg or _holds(a, agg) for a in inner)
 
 
 def check_safety(program: ast.Program, problems: _Problems) -> None:
@@ -163,6 +183,19 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
     in_aggregates = set().union(*(ast.aggregate_vars(a) for lit in body for a in ast.literal_aggregates(lit)))
     in_expressions = {n for lit in body if isinstance(lit, ast.Atom)
                       for arg in lit.args if not isinstance(arg, ast.Var) for n in ast.term_vars(arg)}
+    head_vars = ast.literal_vars(head) if head is not None else set()
+    # A head variable bound only inside a min or max: Soufflé binds it to the tuple that
+    # gives the min or max (a witness; Soufflé rejects one of count, sum or mean).
+    extremes = [a for lit in body for a in ast.literal_aggregates(lit) if a.func in ("min", "max")]
+    witnesses = sorted(n for n in unsafe if n in head_vars and n not in in_expressions
+                       and any(n in ast.aggregate_vars(a) for a in extremes))
+    if witnesses:
+        agg = next(a for a in extremes if set(witnesses) & ast.aggregate_vars(a))
+        problems.append(Unsupported(f"tprules does not support aggregate witnesses (head variable"
+                                    f"{'s' if len(witnesses) > 1 else ''} {', '.join(witnesses)} bound only inside "
+                                    f"the {agg.func} aggregate at {agg.pos})", unsafe[witnesses[0]]))
+        for name in witnesses:
+            del unsafe[name]
     for name, pos in unsafe.items():
         if name in in_expressions:
             problems.add(f"unsafe variable {name} in {where}: it appears in positive atoms only inside "
@@ -176,7 +209,7 @@ def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -
         for agg in ast.literal_aggregates(lit):
             inner = ast.aggregate_vars(agg)
             shared = inner & (outside_vars(head, body, agg) | outer)  # outer: a nested aggregate's scope
-            for name in sorted(shared - bound - set(unsafe)):
+            for name in sorted(shared - bound - set(unsafe) - set(witnesses)):
                 problems.add(f"unsafe variable {name} in {where}: used in an aggregate but not bound outside it", agg.pos)
             local_bound = bound_variables(agg.body, frozenset(shared))
             if agg.target is not None:
@@ -212,8 +245,6 @@ def check_program_items(program: ast.Program) -> tuple[dict[str, ast.Decl], ast.
     typed = check_types(program, decls, problems, typenames)
     problems.code = "safety"
     check_safety(program, problems)
-    problems.code = "aggregate"
-    check_no_nested_aggregates(program, problems)
     return decls, typed, list(problems)
 
 

@@ -121,7 +121,7 @@ def _fold(term: ast.Term) -> tuple[ast.Term, bool]:
         return term, False
     parts = ast.subterms(term)
     folded = [_fold(p) for p in parts]
-    ground = all(g for _, g in folded) and not (isinstance(term, ast.Functor) and term.name == "range")
+    ground = all(g for _, g in folded) and not (isinstance(term, ast.Functor) and term.name in ("range", "autoinc"))
     new = tuple(t for t, _ in folded)
     if any(a is not b for a, b in zip(new, parts)):
         match term:

@@ -14,9 +14,13 @@ from ..errors import RuleError, raise_all
 from ..lang import ast
 from ..version import __version__
 from .checks import check_program_items
+from .components import expand_components
 from .locality import is_candidate_local
+from .magic import magic_transform
 from .normalise import evaluation_rules
+from .records import desugar_records
 from .strata import Stratum, stratify
+from .witnesses import expand_witnesses
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,12 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
 
 
 def _check_program(program: ast.Program, source: str) -> CheckedProgram:
+    program = expand_components(program)  # before every check: they see plain relations
+    shape_problems: list[RuleError] = []
+    program = desugar_records(program, shape_problems)  # and plain values (records are symbols)
+    raise_all(shape_problems)
+    program = expand_witnesses(program)  # a min's or max's witnesses, in plain Datalog
+    program = magic_transform(program)  # .pragma "magic-transform": magic sets
     decls, program, problems = check_program_items(program)
     strata: list[Stratum] = []
     if not problems:
@@ -79,8 +89,16 @@ def _fingerprint(files: list[tuple[str, bytes]]) -> str:
     return digest.hexdigest()[:24]
 
 
-def load_rules(rules_dir: Path, use_cache: bool = True) -> CheckedProgram:
-    """Parse and check every `.dl` file of a folder; reuse the cached result when no file changed."""
+def load_rules(rules_dir: Path, use_cache: bool = True, include_dirs=None) -> CheckedProgram:
+    """Parse and check every `.dl` file of a folder; reuse the cached result when no file changed.
+
+    When a file holds a preprocessor directive, the folder is one translation unit, its
+    files in name order, as if one file included each (a macro defined in one file holds
+    in the next; include guards and `#pragma once` work across them). `#include` looks in
+    the including file's folder, then in `include_dirs` (default: the command's `-I` folders).
+    """
+    from ..config import include_dirs as command_include_dirs
+    from ..lang.preprocess import needs_preprocessor
     from ..paths import display_path
 
     rules_dir = Path(rules_dir)
@@ -90,6 +108,14 @@ def load_rules(rules_dir: Path, use_cache: bool = True) -> CheckedProgram:
     if not paths:
         raise RuleError(f"no .dl rule files in {rules_dir}")
     files = [(display_path(p), p.read_bytes()) for p in paths]
+    texts = []
+    for name, content in files:
+        try:
+            texts.append((name, content.decode()))
+        except UnicodeDecodeError as err:
+            raise RuleError(f"rule file is not UTF-8 text: {err}", ast.Pos(name, 1, 0)) from None
+    preprocessed = any(needs_preprocessor(text) for _, text in texts)
+    use_cache = use_cache and not preprocessed  # an included file is not part of the fingerprint
     cached = cache_dir() / "rules" / f"{_fingerprint([(display_path(rules_dir), b'')] + files)}.pickle"
     if use_cache and cached.exists():
         try:
@@ -99,12 +125,13 @@ def load_rules(rules_dir: Path, use_cache: bool = True) -> CheckedProgram:
     from ..lang.parser import parse_text
 
     items: list[ast.Item] = []
-    for name, content in files:
-        try:
-            text = content.decode()
-        except UnicodeDecodeError as err:
-            raise RuleError(f"rule file is not UTF-8 text: {err}", ast.Pos(name, 1, 0)) from None
-        items.extend(parse_text(text, name).items)
+    if preprocessed:
+        unit = "".join(f'#include "{p.resolve()}"\n' for p in paths)
+        folders = command_include_dirs() if include_dirs is None else include_dirs
+        items.extend(parse_text(unit, str(rules_dir / "<folder>"), folders).items)
+    else:
+        for name, text in texts:
+            items.extend(parse_text(text, name).items)
     checked = check_program(ast.Program(tuple(items)), display_path(rules_dir))
     if use_cache:
         _store(cached, pickle.dumps(checked))

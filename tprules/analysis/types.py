@@ -42,6 +42,9 @@ def resolve_types(program: ast.Program, problems) -> dict[str, str]:
         decl = defs.get(name)
         if decl is None or name in seen:
             return None
+        if decl.kind in ("record", "adt"):  # held as interned symbols (engine/record_values.py)
+            resolved[name] = "symbol"
+            return "symbol"
         kinds = []
         for base in decl.bases:
             kind = resolve(base, seen + (name,))
@@ -82,6 +85,7 @@ class Typer:
         self.rule, self.decls, self.typenames, self.problems = rule, decls, typenames, problems
         self.types: dict[str, tuple[str, ast.Pos, str]] = {}
         self._inferred: dict[tuple[int, int], str | None] = {}
+        self._pending = False  # inside the first pass over assignments (aggregate targets may wait)
 
     def run(self) -> ast.Rule:
         atoms = [(self.rule.head, "head"), *ast.body_atoms(self.rule.body)]
@@ -114,7 +118,20 @@ class Typer:
         """`X = expr` gives X the type of expr (repeatedly: one binding may enable the next)."""
         pending = [lit for lit in _all_literals(body) if isinstance(lit, ast.Comparison) and lit.op == "="]
         changed = True
+        self._pending = True
         while changed:
+            changed = False
+            for lit in pending:
+                for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
+                    if isinstance(var, ast.Var) and var.name not in self.types:
+                        kind = self.infer(other)
+                        if kind is not None and kind != INT:
+                            self.types[var.name] = (kind, var.pos, f"{var.name} = ...")
+                            changed = True
+        self._pending = False
+        self._inferred.clear()
+        changed = True
+        while changed:  # what is still unknown now takes the defaults
             changed = False
             for lit in pending:
                 for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
@@ -163,7 +180,11 @@ class Typer:
                 return "float"
             case ast.Aggregate(_, target):
                 found = self.infer(target) if target is not None else None
+                if found is None and target is not None and ast.term_vars(target) and self._pending:
+                    return None  # a target variable an assignment (a nested aggregate, say) types later
                 return found if found in NUMERIC else "number"  # a symbol target is reported there
+            case ast.Functor(name, args) if name.startswith("."):
+                return self.typenames.get(name.split(":")[2]) or "number" if name.startswith(".field:") else "symbol"
             case ast.Functor(name, args):
                 result = _RESULT.get(name)
                 if result is not None:
@@ -318,6 +339,8 @@ class Typer:
 
     def _functor(self, term: ast.Functor, want: str) -> ast.Term:
         name, args = term.name, term.args
+        if name.startswith("."):  # a record's functors (records.py): field types in the name
+            return self._record_functor(term)
         low, high = _ARITY[name]
         if not low <= len(args) <= high:
             count = f"{low}" if low == high else f"{low} to {high}" if high < 99 else f"at least {low}"
@@ -336,6 +359,22 @@ class Typer:
             kind = allowed[0]
         typed = tuple(self.expect(a, (kind,), f"argument {i + 1} of {name}") for i, a in enumerate(args))
         return dataclasses.replace(term, args=typed, type=kind)
+
+    def _record_functor(self, term: ast.Functor) -> ast.Term:
+        """`.rec:T1|T2` and `.adt:Name:T1|T2` build a value from fields of those types (any
+        where unknown); `.field:i:T` reads field i as a T; `.tag` names the shape."""
+        name, args = term.name, term.args
+        if name == ".tag":
+            return dataclasses.replace(term, args=(self.expect(args[0], ("symbol",), "a record"),), type="symbol")
+        if name.startswith(".field:"):
+            kind = self.typenames.get(name.split(":")[2]) or "number"
+            return dataclasses.replace(term, args=(self.expect(args[0], ("symbol",), "a record"),), type=kind)
+        wanted = name.split(":")[-1].split("|") if ":" in name else []
+        typed = []
+        for i, arg in enumerate(args):
+            kind = self.typenames.get(wanted[i]) if i < len(wanted) else None
+            typed.append(self.expect(arg, (kind,) if kind else _ANY, f"field {i + 1} of a record"))
+        return dataclasses.replace(term, args=tuple(typed), type="symbol")
 
     def _aggregate(self, term: ast.Aggregate) -> ast.Term:
         body = self._literals(term.body)
@@ -386,11 +425,13 @@ _SIGNATURE = {
     "to_unsigned": ((("symbol", "number", "float", "unsigned"),), "unsigned"),
     "to_float": ((("symbol", "number", "unsigned", "float"),), "float"),
     "to_string": ((_ANY,), "symbol"),
+    "autoinc": ((), "number"),  # a new number each time it is computed
+    **{name: ((("float",),), "float") for name in ast.MATH},  # Soufflé's math functors, on floats
 }
 _RESULT = {name: result for name, (_, result) in _SIGNATURE.items()}
 _ARITY = {"cat": (1, 99), "strlen": (1, 1), "substr": (3, 3), "ord": (1, 1), "to_number": (1, 1),
           "to_unsigned": (1, 1), "to_float": (1, 1), "to_string": (1, 1), "min": (2, 99), "max": (2, 99),
-          "range": (2, 3), "bnot": (1, 1), "lnot": (1, 1)}
+          "range": (2, 3), "bnot": (1, 1), "lnot": (1, 1), "autoinc": (0, 0), **{name: (1, 1) for name in ast.MATH}}
 
 
 def _all_literals(body):

@@ -140,6 +140,8 @@ def _stage(stage, machine: Machine) -> Estimate:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
             passes = ops.CLASSES[op.cls].passes
+            if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
+                passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
             reads = _evaluate([op.x], n)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,

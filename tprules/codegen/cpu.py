@@ -115,6 +115,8 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
             how = reduction(op.cls)
+            if how == "select":
+                continue  # no statistics: each stored element selects again (emit.RowValues.select)
             if how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead)
             elif how == "rms":

@@ -21,24 +21,48 @@ def add_parser(sub):
                    help="where .input relations are read (default: .)")
     p.add_argument("-D", "--output", dest="output", metavar="OUT_DIR", default=".",
                    help="where .output relations are written as <rel>.csv (default: .); '-' prints them")
+    common.add_include(p)
+    p.add_argument("--magic-transform", metavar="RELATIONS", default="",
+                   help="magic sets, as Soufflé's option (any value, e.g. '*'; the same as .pragma \"magic-transform\")")
     common.add_engine(p)
     common.add_show(p)
     return p
 
 
-def load(program: str):
-    """Parse and check a .dl file or a folder of them."""
+def load(program: str, magic: str = ""):
+    """Parse and check a .dl file or a folder of them (with magic sets when `magic` is given)."""
     from ..analysis.program import check_program, load_rules
+    from ..config import include_dirs
     from ..errors import UsageError
     from ..lang.parser import parse_file
     from ..paths import display_path
 
     path = Path(program)
+    if magic:
+        return _with_magic(path, magic)
     if path.is_dir():
         return load_rules(path, use_cache=False)
     if not path.is_file():
         raise UsageError(f"no such program: {program} (a .dl file or a folder of them)")
-    return check_program(parse_file(path, display_path(path)), display_path(path))
+    return check_program(parse_file(path, display_path(path), include_dirs()), display_path(path))
+
+
+def _with_magic(path: Path, magic: str):
+    from ..analysis.program import check_program
+    from ..config import include_dirs
+    from ..errors import UsageError
+    from ..lang import ast
+    from ..lang.parser import parse_file
+    from ..paths import display_path
+
+    files = sorted(path.glob("*.dl")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise UsageError(f"no such program: {path} (a .dl file or a folder of them)")
+    items: list = []
+    for f in files:
+        items.extend(parse_file(f, display_path(f), include_dirs()).items)
+    items.append(ast.Pragma("magic-transform", magic, ast.Pos("--magic-transform", 0, 0)))
+    return check_program(ast.Program(tuple(items)), display_path(path))
 
 
 def run(args) -> int:
@@ -52,13 +76,15 @@ def _run(args) -> int:
     from ..program import souffle_io
     from ..workspace import make_engine
 
-    checked = load(args.program)
+    checked = load(args.program, args.magic_transform)
     chans = souffle_io.channels(checked)
     facts_dir = Path(args.facts)
     read: dict[str, list[tuple]] = {}
     for chan in chans:
         if chan.kind == "input":
-            read.setdefault(chan.rel, []).extend(souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir))
+            rows = souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir)
+            read.setdefault(chan.rel, []).extend(souffle_io.records_read(checked, chan.rel, rows))
+    values.reset_counter()
     facts = {rel: set(rows) for rel, rows in read.items()}
     if "strata" in args.show:
         for stratum in checked.strata:

@@ -1,6 +1,7 @@
 """`tprules export DIR OUT`: write what Soufflé needs to run the same rules on the same program.
 
-OUT/rules.dl is every rule file of the folder, concatenated in order; OUT/facts/ holds the
+OUT/rules.dl is every rule file of the folder, concatenated in order (the folder's other
+files, which they may `#include`, are copied beside it); OUT/facts/ holds the
 program's facts, the shim library's, and the computed inputs (`target`, `topo`). Then:
 `souffle -F OUT/facts -D OUT/out OUT/rules.dl`.
 """
@@ -41,6 +42,9 @@ def run(args) -> int:
     texts = [f"// ---- {p.name}\n{p.read_text()}" for p in sorted(rules_dir.glob("*.dl"))]
     out.mkdir(parents=True, exist_ok=True)
     (out / "rules.dl").write_text("\n".join(texts))
+    for path in sorted(rules_dir.iterdir()):  # what the rule files #include (decls.dlh, say), beside them
+        if path.is_file() and path.suffix != ".dl":
+            (out / path.name).write_bytes(path.read_bytes())
     write_facts(program.facts, [r for r in checked.inputs], out / "facts")
     (out / "out").mkdir(exist_ok=True)  # Soufflé writes there but does not create it
     print(f"wrote {out}/rules.dl and {len(checked.inputs)} fact files under {out}/facts "

@@ -161,7 +161,7 @@ class TermValues:
             return ~np.asarray(self.value(args[0], cols, n), dtype=DTYPES[kind])
         if name == "lnot":
             return (np.asarray(self.value(args[0], cols, n)) == 0).astype(DTYPES[kind])
-        source = kind_of(args[0])
+        source = kind_of(args[0]) if args else ""
         if name in ("to_float", "to_number", "to_unsigned") and source != "symbol":
             return _convert(np.asarray(self.value(args[0], cols, n), dtype=DTYPES[source]), source, kind)
         return self._per_value(term, name, args, cols, n)
@@ -175,6 +175,8 @@ class TermValues:
             column = np.broadcast_to(np.asarray(self.value(arg, cols, n)), (n,))
             columns.append([names[v] for v in column.tolist()] if kind == "symbol" else column.tolist())
         kind = kind_of(term)
+        if not args:  # autoinc(): a new number for each row
+            return np.fromiter((values.functor(name, kind, (), ()) for _ in range(n)), dtype=DTYPES[kind], count=n)
         try:
             if name == "+":
                 out = [a + b for a, b in zip(*columns)]

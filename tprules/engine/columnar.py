@@ -23,6 +23,7 @@ from ..errors import RuleError
 from ..lang import ast
 from ..program.columns import Symbols, encode_rows
 from . import values
+from .choice import choice_of
 from .column_model import ColumnarModel
 from .column_values import DTYPES, TermValues, encode_typed, storage
 from .compile import one_positive_atom
@@ -327,6 +328,7 @@ class ColumnarEngine:
             for value in ast.string_constants(rule):
                 self.symbols.one(value)
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
+        self._tuples = None  # the compiled engine, for recursive strata whose rounds are small
 
     def encode(self, rel: str, tuples) -> np.ndarray:
         types = self.checked.decls[rel].types
@@ -379,25 +381,35 @@ class ColumnarEngine:
         if not stratum.recursive:
             for rule in rules:
                 fired = self._fire(rule, arrays, {}, None)
-                arrays[rule.head.rel] = dedupe(np.concatenate([arrays[rule.head.rel], fired]))
+                head = rule.head.rel
+                if self.checked.decls[head].choice:
+                    fired = self._chosen(head, fired, arrays[head])
+                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
             return
         rels = frozenset(stratum.relations)
         rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
         seen = {rel: _Seen(self.checked.decls[rel].types, len(self.symbols.names), arrays[rel]) for rel in rels}
         produced = {rel: [] for rel in rels}
+        choices = {rel: choice_of(self.checked.decls[rel], map(tuple, arrays[rel].tolist())) for rel in rels}
         for rule in rules:
             produced[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
-        step = 0
+        step, small = 0, 0
         while True:
+            if small >= _SMALL_ROUNDS:  # rounds of a few tuples: tuple at a time from here on
+                self._finish_by_tuples(model, stratum, produced, rounds, step)
+                break
             delta = {}
             for rel in rels:
                 new = np.concatenate(produced[rel]) if produced[rel] else arrays[rel][:0]
                 new = seen[rel].fresh(new, arrays[rel])
+                if choices[rel] is not None and len(new):
+                    new = np.asarray(choices[rel].admit(map(tuple, new.tolist())), dtype=I64).reshape(-1, new.shape[1])
                 delta[rel] = new
                 arrays[rel] = np.concatenate([arrays[rel], new])
                 rounds[rel].append(np.full(len(new), step, dtype=I64))
             if not any(len(d) for d in delta.values()):
                 break
+            small = small + 1 if sum(len(d) for d in delta.values()) <= _SMALL_DELTA else 0
             step += 1
             produced = {rel: [] for rel in rels}
             for rule in rules:
@@ -406,6 +418,43 @@ class ColumnarEngine:
                         produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
         for rel in rels:
             model.round_arrays[rel] = np.concatenate(rounds[rel])
+
+    def _chosen(self, rel: str, fired: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""
+        existing = set(map(tuple, rows.tolist()))
+        new = set(map(tuple, dedupe(fired).tolist())) - existing
+        admitted = choice_of(self.checked.decls[rel], existing).admit(new)
+        return np.asarray(admitted, dtype=I64).reshape(-1, rows.shape[1])
+
+    def _finish_by_tuples(self, model: ColumnarModel, stratum: Stratum, produced: dict[str, list[np.ndarray]],
+                          rounds: dict[str, list[np.ndarray]], step: int) -> None:
+        """Run the rest of a recursive stratum on the compiled engine's tuple-at-a-time
+        rounds, then store what it derived back as rows.
+
+        A numpy round costs a millisecond whatever its size; when rounds derive a handful
+        of tuples each (a counter, a chain), most of that is set-up, and a million rounds
+        would take a quarter of an hour. The compiled engine's round costs microseconds.
+        """
+        from .evaluate import Evaluator, Model, ModelStats
+
+        if self._tuples is None:
+            self._tuples = Evaluator(self.checked)
+        arrays, rels = model.arrays, stratum.relations
+        read = {lit.rel for rule in stratum.rules for lit in _all_atoms(rule.body)}
+        relations = {rel: set(model.decode_rows(rel, arrays[rel])) for rel in rels}
+        relations.update({rel: model.relations[rel] for rel in read - set(rels)})
+        tuples = Model(relations)
+        delta = {rel: set(model.decode_rows(rel, np.concatenate(produced[rel]))) if produced[rel] else set()
+                 for rel in rels}
+        compiled = [c for c in self._tuples._compile(stratum, ModelStats(tuples)) if c.delta is not None]
+        derived = {rel: {} for rel in rels}
+        self._tuples.run_rounds(tuples, stratum, compiled, delta, derived, step)
+        for rel in rels:
+            if derived[rel]:
+                new = list(derived[rel])
+                arrays[rel] = np.concatenate([arrays[rel], self.encode(rel, new)])
+                rounds[rel].append(np.fromiter(derived[rel].values(), dtype=I64, count=len(new)))
+                model.relations.decoded.pop(rel, None)
 
     def _fire(self, rule: ast.Rule, arrays, delta, delta_index: int | None, stratum=frozenset(),
               unique: bool = True) -> np.ndarray:
@@ -456,6 +505,25 @@ class _Seen:
             keys, first = keys[keep], first[keep]
         self.sorted = np.sort(np.concatenate([self.sorted, keys]), kind="stable")
         return new[np.sort(first)]
+
+
+# A recursive stratum moves to tuple-at-a-time rounds after this many rounds in a row
+# that derive at most this many tuples in all.
+_SMALL_ROUNDS, _SMALL_DELTA = 8, 16
+
+
+def _all_atoms(body) -> list[ast.Atom]:
+    """Every atom a body reads: positive, negated, and inside aggregates."""
+    found = []
+    for lit in body:
+        match lit:
+            case ast.Atom():
+                found.append(lit)
+            case ast.Negation(atom):
+                found.append(atom)
+        for agg in ast.literal_aggregates(lit):
+            found.extend(_all_atoms(agg.body))
+    return found
 
 
 def dedupe(rows: np.ndarray) -> np.ndarray:

@@ -9,8 +9,9 @@ of the body only has to hold once: it becomes an existence test that stops at th
 match, skipped for heads already derived. The generated source is shown by
 `tprules lint --show=code` and reused while the join orders stay the same.
 
-Generated functions have the signature `rule(R, I, U, D) -> set` where `R` maps a
-relation to its set of tuples, `I(rel, cols)` returns a hash index (key → list of
+A generated function `rule(R, I, U)` looks up what the rule reads and returns
+`run(D) -> set`, the head tuples of one evaluation, where `R` maps a relation to its set of
+tuples, `I(rel, cols)` returns a hash index (key → list of
 tuples; the key is the bare value for one column, a tuple for several), `U(rel, cols)` a
 unique index (key → the one tuple), and `D` holds the deltas.
 """
@@ -329,12 +330,16 @@ class _RuleCompiler:
         head = self.rule.head
         compiler = _BodyCompiler(out, self, head, self.rule.body, range(len(self.rule.body)), ())
         compiler.compile(self.delta_index, lambda: out.emit(f"add({self.head_tuple(compiler)})"))
-        prologue = ["    out = set()", "    add = out.add", f"    known = R[{head.rel!r}]"]
+        prologue = [f"    known = R[{head.rel!r}]"]
         prologue += [f"    {var} = R[{rel!r}]" for rel, var in self.relations.items()]
         prologue += [f"    {var} = {'U' if unique else 'I'}({rel!r}, {cols!r})"
                      for (rel, cols, unique), var in self.indexes.items()]
         comment = "    # " + print_rule(self.rule).replace("\n", " ")
-        lines = [f"def {self.name}(R, I, U, D):", comment, *prologue, *self.helpers, *out.lines, "    return out"]
+        # The relations and indexes are looked up once; `run` is called once per round of a
+        # recursive stratum, so a round that adds one tuple costs a call, not a set-up.
+        run = ["    def run(D):", "        out = set()", "        add = out.add", *("    " + line for line in out.lines),
+               "        return out"]
+        lines = [f"def {self.name}(R, I, U):", comment, *prologue, *self.helpers, *run, "    return run"]
         return "\n".join(lines) + "\n"
 
 

@@ -35,7 +35,28 @@ _UNIT = 0  # the placeholder column of a zero-arity relation
 
 
 def _pred(rel: str, derived: bool = False) -> str:
-    return ("d_" if derived else "r_") + rel.replace("?", "_q_")
+    return ("d_" if derived else "r_") + _identifier(rel)
+
+
+def _autoinc_in(rule: ast.Rule):
+    """The first autoinc() of a rule, or None."""
+    terms = list(rule.head.args)
+    for lit in rule.body:
+        match lit:
+            case ast.Atom(_, args) | ast.Negation(ast.Atom(_, args)):
+                terms.extend(args)
+            case ast.Comparison(_, left, right):
+                terms.extend((left, right))
+    for term in terms:
+        found = ast.functors_in(term, "autoinc")
+        if found:
+            return found[0]
+    return None
+
+
+def _identifier(rel: str) -> str:
+    """A relation's name as a Python identifier (`?` and a component instance's `.` spelled out)."""
+    return rel.replace("?", "_q_").replace(".", "_d_")
 
 
 def _var(name: str) -> str:
@@ -125,7 +146,7 @@ class _Translator:
     def projection(self, atom: ast.Atom) -> str:
         """A helper predicate over an atom's named, non-wildcard columns (for negation)."""
         keep = [t for t in atom.args if not isinstance(t, ast.Wildcard)]
-        name = f"p_{atom.rel}_{next(self.fresh)}".replace("?", "_q_")
+        name = f"p_{_identifier(atom.rel)}_{next(self.fresh)}"
         params = [f"V__p{i}" for i in range(len(keep))]
         args, i = [], 0
         for t in atom.args:
@@ -291,6 +312,16 @@ class PyDatalogEngine:
                     raise RuleError(f"the pydatalog engine cannot evaluate the eqrel relation {rel}: pyDatalog does "
                                     "not terminate on a symmetric transitive closure; use --engine fast",
                                     decls[rel].pos)
+                if decls[rel].choice:
+                    raise RuleError(f"the pydatalog engine cannot evaluate the choice-domain of {rel}: pyDatalog "
+                                    "derives every tuple at once, with no order to choose by; use --engine fast",
+                                    decls[rel].pos)
+            for rule in stratum.rules:
+                counter = _autoinc_in(rule)
+                if counter is not None:
+                    raise RuleError("the pydatalog engine cannot evaluate autoinc(): pyDatalog computes an "
+                                    "expression once for equal inputs, not once per tuple; use --engine fast",
+                                    counter.pos)
         held = {name: _encode(set(facts.get(name, ())), decls[name].types) for name in decls}
         with self._current(), _division_errors():
             pyDatalog.clear()
@@ -377,6 +408,10 @@ class PyDatalogEngine:
     def _fold(self, agg: ast.Aggregate, outer: list[str], name: str, rels) -> None:
         """Ask for every group of the aggregate's body, fold each in Python, assert the values."""
         body, witness = _witnessed(agg.body, outer)
+        nested = next((a for lit in body for a in ast.literal_aggregates(lit)), None)
+        if nested is not None:
+            raise RuleError(f"the pydatalog engine cannot evaluate a {nested.func} inside a {agg.func}; "
+                            "use --engine fast", nested.pos)
         positive = set().union(*(ast.literal_vars(lit) for lit in body if isinstance(lit, ast.Atom)))
         if not set(outer) <= positive:
             raise RuleError("the pydatalog engine needs each outer variable of an aggregate bound by an atom "

@@ -8,6 +8,7 @@ an `unsigned` an int in [0, 2^64), a `float` a Python float, a `symbol` a str.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import struct
@@ -198,6 +199,10 @@ def render(value, kind: str) -> str:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return "%.17g" % value
+    if kind == "symbol" and value.startswith("\x1e"):  # a record or ADT value: Soufflé's printed form
+        from .record_values import printed
+
+        return printed(value)
     return str(value)
 
 
@@ -253,6 +258,10 @@ def contains(sub: str, text: str) -> bool:
 
 def functor(name: str, kind: str, args: tuple, arg_kinds: tuple[str, ...]):
     """The value of a functor (not range, which yields several)."""
+    if name.startswith("."):  # a record's functors (analysis/records.py)
+        from .record_values import functor as record_functor
+
+        return record_functor(name, kind, args, arg_kinds)
     if name == "cat":
         return "".join(args)
     if name == "strlen":
@@ -271,7 +280,25 @@ def functor(name: str, kind: str, args: tuple, arg_kinds: tuple[str, ...]):
         return uwrap(~args[0]) if kind == "unsigned" else ~args[0]
     if name == "lnot":
         return int(not args[0])
+    if name in _MATH:
+        try:
+            return _MATH[name](args[0])
+        except (ValueError, OverflowError):  # outside the function's domain: C's libm gives nan (or inf)
+            return math.inf if name in ("exp", "sinh", "cosh") and args[0] > 0 else math.nan
+    if name == "autoinc":
+        return next(_COUNTER)
     raise EvaluationError(f"unknown functor {name}")
+
+
+_MATH = {name: getattr(math, name) for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+                                                 "asinh", "acosh", "atanh", "log", "exp")}
+_COUNTER = itertools.count()  # autoinc(): Soufflé's counter, a new number each time
+
+
+def reset_counter() -> None:
+    """Start autoinc() from 0 again (each evaluation of `tprules eval`)."""
+    global _COUNTER
+    _COUNTER = itertools.count()
 
 
 # ord's symbol table belongs to one evaluation: set by `symbol_table` for its span (a

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..analysis.program import CheckedProgram
 from ..engine.constant import constant_value
 from ..lang import ast
-from ..lang.printer import print_rule, print_term
+from ..lang.printer import print_rule_origin, print_term
 from ..program.facts import FactBase
 from ..program.schema import COMPUTED
 from .proof import AggregateValue, Checked, Computed, Derived, Elided, Fact, Proof, Shown, Unproven
@@ -90,7 +90,7 @@ class Prover:
             return Shown(text, rule.pos)
         self._shown.add((rel, values))
         children = tuple(self._children(rule, env, matched, level))
-        return Derived(text, rel, values, rule.pos, print_rule(rule), bindings(rule, env), children)
+        return Derived(text, rel, values, rule.pos, print_rule_origin(rule), bindings(rule, env), children)
 
     def instance(self, rel: str, values: tuple):
         """(rule, bindings, {literal index: tuple}) of the first rule instance deriving the tuple."""

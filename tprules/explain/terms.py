@@ -7,7 +7,7 @@ from ..lang.printer import print_literal, print_term
 
 
 def constant(value) -> ast.Term:
-    return ast.Num(value) if isinstance(value, int) else ast.Str(str(value))
+    return ast.Num(value) if isinstance(value, int) else ast.Str(str(value))  # a record prints as written
 
 
 def show(value) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..lang import ast
-from ..lang.printer import print_literal, print_rule
+from ..lang.printer import print_literal, print_rule_origin
 from ..program.schema import COMPUTED
 from .proof import Attempt, WhyNot
 from .prove import Prover
@@ -71,7 +71,7 @@ class WhyNotFinder:
         return replace(attempt, reached=max(1, reach.reached)) if attempt.failed is not None else attempt
 
     def _failure(self, rule: ast.Rule, reach, level: int) -> Attempt:
-        text = print_rule(rule)
+        text = print_rule_origin(rule)
         bound = bindings(rule, reach.env)
         stopped = f" (search stopped after {SEARCH_BUDGET} tuples; the deepest failure so far)" if reach.stopped else ""
         if reach.holds:

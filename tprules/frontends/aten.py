@@ -20,6 +20,8 @@ import numpy as np
 
 OPS: dict[object, Callable] = {}
 SKIP: set = set()  # ops that compute nothing (assertions)
+CAT: set = set()  # ops that may read an empty tensor (they drop it)
+SUM_SLICES = 64  # a sum over one axis of at most this size is slices and an n-ary sum
 
 
 def lowering(*ops):
@@ -158,9 +160,32 @@ def _table():
     def split(ctx, n):
         pass  # no statement: each getitem of it is a slice
 
+    @lowering(aten.topk.default)
+    def topk(ctx, n):
+        x, k = n.args[0], n.args[1]
+        dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", -1)
+        largest = n.args[3] if len(n.args) > 3 else n.kwargs.get("largest", True)
+        if dim % len(ctx.shape(x)) != len(ctx.shape(x)) - 1 or not largest:
+            ctx.unsupported(n, f"top-k over axis {dim}, largest={largest} (the classes take the largest of the last axis)")
+        if k > ctx.shape(x)[-1]:
+            ctx.unsupported(n, f"top-{k} of {ctx.shape(x)[-1]} (k larger than the axis)")
+        # no statement: item 0 is topk_values, item 1 topk_indices (a statement writes one tensor)
+
+    @lowering(aten.index.Tensor)
+    def index(ctx, n):
+        x, indices = n.args[0], n.args[1]
+        if len(indices) != 1 or indices[0] is None:
+            ctx.unsupported(n, "an index other than one tensor of ids on axis 0 (the class take_rows)")
+        if ctx.dtype(indices[0]) not in ("i64", "i32"):
+            ctx.unsupported(n, f"an index of dtype {ctx.dtype(indices[0])} (a mask; take_rows takes integer ids)")
+        ctx.emit(n, "take_rows", [x, indices[0]])
+
     @lowering(operator.getitem)
     def getitem(ctx, n):
         source, index = n.args
+        if source.target == aten.topk.default:
+            cls = ("topk_values", "topk_indices")[index]
+            return ctx.emit(n, cls, [source.args[0]], k=source.args[1])
         if source.target in (aten.split_with_sizes.default, aten.split.Tensor):
             x, sizes = source.args[0], source.args[1]
             axis = (source.args[2] if len(source.args) > 2 else 0) % len(ctx.shape(x))
@@ -221,6 +246,8 @@ def _table():
         if (start, end, step) == (0, shape[axis], 1):
             return ctx.alias(n, x)
         ctx.emit(n, "slice", [x], axis=axis, start=start, end=max(start, end), step=step)
+
+    CAT.add(aten.cat.default)
 
     @lowering(aten.cat.default)
     def cat(ctx, n):
@@ -353,7 +380,22 @@ def _more(aten):
 
     @lowering(aten.sum.dim_IntList)
     def sum_dims(ctx, n):
-        _over_axes(ctx, n, n.args[0], _arg(n, 1, "dim", None), _arg(n, 2, "keepdim", False), "sum")
+        """A sum over one axis of at most SUM_SLICES: slices and an n-ary sum (exact, any
+        dtype); any other (several axes, a wide one): the mean over the axes moved last,
+        times their size (`_over_axes`, floats)."""
+        x, dims = n.args[0], _arg(n, 1, "dim", None)
+        keepdim = _arg(n, 2, "keepdim", False)
+        shape = ctx.shape(x)
+        if not dims or len(dims) != 1 or n.kwargs.get("dtype") is not None or shape[dims[0] % len(shape)] > SUM_SLICES:
+            return _over_axes(ctx, n, x, dims, keepdim, "sum")
+        axis = dims[0] % len(shape)
+        kept = shape[:axis] + (1,) + shape[axis + 1:]
+        parts = [ctx.extra(n, f"part{i}", "slice", [x], kept, axis=axis, start=i, end=i + 1, step=1)
+                 for i in range(shape[axis])] if shape[axis] > 1 else [x]
+        if keepdim or kept == ctx.shape(n):
+            return ctx.emit(n, "sum", parts) if len(parts) > 1 else ctx.alias(n, parts[0])
+        total = ctx.extra(n, "kept", "sum", parts, kept) if len(parts) > 1 else ctx.value(parts[0])
+        ctx.emit(n, "reshape", [total])
 
     @lowering(aten.max.dim)
     def max_dim(ctx, n):

@@ -100,8 +100,9 @@ class Negative:
 
 
 # Functors written `name(args)`, and the prefix operators `bnot x`, `lnot x`.
+MATH = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "log", "exp")
 FUNCTORS = ("cat", "ord", "strlen", "substr", "to_float", "to_number", "to_string", "to_unsigned", "min", "max",
-            "range", "bnot", "lnot")
+            "range", "bnot", "lnot", "autoinc") + MATH
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,34 @@ class Aggregate:
     type: str = _kind()
 
 
-Term = Union[Var, Wildcard, Num, Unsigned, Float, Str, BinOp, Negative, Functor, Cast, Aggregate]
+@dataclass(frozen=True)
+class Record:
+    """A record `[a, b]` (its type comes from where it is used)."""
+
+    args: tuple[Term, ...]
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Nil:
+    """The empty record `nil`."""
+
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A value of an algebraic data type: `$Int(1)`, `$Mon`."""
+
+    name: str
+    args: tuple[Term, ...]
+    pos: Pos = _pos()
+    type: str = _kind()
+
+
+Term = Union[Var, Wildcard, Num, Unsigned, Float, Str, BinOp, Negative, Functor, Cast, Aggregate, Record, Nil, Branch]
 Constant = Union[Num, Unsigned, Float, Str]
 CONSTANTS = (Num, Unsigned, Float, Str)
 
@@ -179,11 +207,14 @@ Literal = Union[Atom, Negation, Comparison]
 
 @dataclass(frozen=True)
 class Rule:
-    """A rule `head :- body.`; a fact is a rule with an empty body."""
+    """A rule `head :- body.`; a fact is a rule with an empty body. A rule of a component
+    says which instance it belongs to (`origin`, e.g. `instance shimA of component Shim (.init at r.dl:9:7)`)."""
 
     head: Atom
     body: tuple[Literal, ...]
     pos: Pos = _pos()
+    origin: str = field(default="", compare=False)
+    written: str = field(default="", compare=False)  # its text before records were desugared
 
     @property
     def is_fact(self) -> bool:
@@ -209,6 +240,7 @@ class Decl:
     attrs: tuple[Attribute, ...]
     pos: Pos = _pos()
     qualifiers: tuple[str, ...] = ()
+    choice: tuple[tuple[str, ...], ...] = ()  # choice-domain keys: at most one tuple for each
 
     @property
     def arity(self) -> int:
@@ -218,6 +250,13 @@ class Decl:
     def types(self) -> tuple[str, ...]:
         """The primitive type of each column (the declared name before the checker ran)."""
         return tuple(a.kind or a.type for a in self.attrs)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A declaration's `choice-domain` keys (the parser's; kept on the Decl)."""
+
+    keys: tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -233,9 +272,11 @@ class TypeDecl:
     """`.type T <: number` (a subtype), `.type T = A` (an alias) or `.type T = A | B` (a union)."""
 
     name: str
-    kind: str  # "subtype" or "union"
+    kind: str  # "subtype", "union", "record" or "adt"
     bases: tuple[str, ...]
     pos: Pos = _pos()
+    fields: tuple[Attribute, ...] = ()  # a record's: `.type R = [x: number, next: R]`
+    branches: tuple[tuple[str, tuple[Attribute, ...]], ...] = ()  # an ADT's: `A {x: number} | B {}`
 
 
 @dataclass(frozen=True)
@@ -247,7 +288,46 @@ class Pragma:
     pos: Pos = _pos()
 
 
-Item = Union[Decl, Directive, TypeDecl, Pragma, Rule]
+@dataclass(frozen=True)
+class CompType:
+    """A component's name with its type parameters: `Graph<N>`."""
+
+    name: str
+    params: tuple[str, ...] = ()
+    pos: Pos = _pos()
+
+    def __str__(self) -> str:
+        return self.name + (f"<{', '.join(self.params)}>" if self.params else "")
+
+
+@dataclass(frozen=True)
+class Component:
+    """`.comp Name<T> : Base<T> { items }`."""
+
+    type: CompType
+    bases: tuple[CompType, ...]
+    items: tuple["Item", ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Init:
+    """`.init instance = Component<args>`."""
+
+    instance: str
+    comp: CompType
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Override:
+    """`.override rel` inside a component: the base's own rules for rel are dropped."""
+
+    rel: str
+    pos: Pos = _pos()
+
+
+Item = Union[Decl, Directive, TypeDecl, Pragma, Rule, Component, Init, Override]
 
 
 @dataclass(frozen=True)
@@ -281,7 +361,7 @@ def subterms(term: Term) -> tuple[Term, ...]:
             return (left, right)
         case Negative(operand) | Cast(operand):
             return (operand,)
-        case Functor(_, args):
+        case Functor(_, args) | Record(args) | Branch(_, args):
             return args
     return ()
 

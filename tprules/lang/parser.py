@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from lark.exceptions import UnexpectedInput, VisitError
 from ..deep import deep
 from ..errors import BadInput, RuleSyntaxError
 from . import ast
+from .preprocess import SourceMap, needs_preprocessor, preprocess
 from .syntax_errors import refusal, syntax_error
 
 _GRAMMAR = Path(__file__).with_name("souffle.lark")
@@ -87,13 +89,15 @@ def _number(text: str) -> int:
 
 
 class _ToAst(Transformer):
-    def __init__(self, filename: str):
+    def __init__(self, filename: str, where: SourceMap | None = None):
         super().__init__()
-        self.filename = filename
+        self.filename, self.where = filename, where
 
     def _pos(self, meta_or_token) -> ast.Pos:
         line = getattr(meta_or_token, "line", 0) or 0
         col = getattr(meta_or_token, "column", 0) or 0
+        if self.where is not None:  # preprocessed text: the original file, line and column
+            return self.where.pos(line, col)
         return ast.Pos(self.filename, line, col)
 
     @v_args(meta=True)
@@ -107,15 +111,23 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def decl(self, meta, children):
-        names = [c for c in children if isinstance(c, Token) and c.type == "NAME"]
+        names = [c for c in children if isinstance(c, Token) and c.type in ("NAME", "QNAME")]
         attrs = tuple(c for c in children if isinstance(c, ast.Attribute))
         quals = [c for c in children if isinstance(c, tuple)]
         qualifiers = tuple(dict.fromkeys(q for q, _ in quals if q in ast.QUALIFIERS))
-        items: list[ast.Item] = [ast.Decl(str(n), attrs, self._pos(n), qualifiers) for n in names]
+        choice = next((c for c in children if isinstance(c, ast.Choice)), None)
+        keys = choice.keys if choice is not None else ()
+        items: list[ast.Item] = [ast.Decl(str(n), attrs, self._pos(n), qualifiers, keys) for n in names]
         for kind, token in quals:  # the deprecated `.decl r(...) output` means `.output r`
             if kind in ("input", "output", "printsize"):
                 items.append(ast.Directive(kind, tuple(str(n) for n in names), self._pos(token)))
         return items
+
+    def choice(self, children):
+        return ast.Choice(tuple(children[1:]))
+
+    def choice_key(self, children):
+        return tuple(str(c) for c in children)
 
     def attr(self, children):
         name, type_ = children
@@ -132,6 +144,18 @@ class _ToAst(Transformer):
     def union(self, children):
         name, *bases = children
         return ast.TypeDecl(str(name), "union", tuple(str(b) for b in bases), self._pos(name))
+
+    def record_type(self, children):
+        name, *fields = children
+        return ast.TypeDecl(str(name), "record", (), self._pos(name), fields=tuple(f for f in fields if f is not None))
+
+    def adt_type(self, children):
+        name, *branches = children
+        return ast.TypeDecl(str(name), "adt", (), self._pos(name), branches=tuple(branches))
+
+    def branch(self, children):
+        name, *fields = children
+        return (str(name), tuple(f for f in fields if f is not None))
 
     def number_type(self, children):
         return ast.TypeDecl(str(children[0]), "subtype", ("number",), self._pos(children[0]))
@@ -161,6 +185,35 @@ class _ToAst(Transformer):
     def pragma(self, meta, children):
         key, value = children
         return ast.Pragma(_unescape(str(key)), _unescape(str(value)) if value is not None else "", self._pos(meta))
+
+    # -- components -----------------------------------------------------------------
+
+    @v_args(meta=True)
+    def component(self, meta, children):
+        own, *rest = children
+        bases = tuple(c for c in rest if isinstance(c, ast.CompType))
+        items: list[ast.Item] = []
+        for c in rest:
+            if c is None or isinstance(c, ast.CompType):
+                continue
+            items.extend(c if isinstance(c, list) else [c])
+        return ast.Component(own, bases, tuple(items), self._pos(meta))
+
+    def comp_type(self, children):
+        name, params = children
+        return ast.CompType(str(name), tuple(params or ()), self._pos(name))
+
+    def type_params(self, children):
+        return [str(c) for c in children]
+
+    @v_args(meta=True)
+    def init(self, meta, children):
+        name, comp = children
+        return ast.Init(str(name), comp, self._pos(name))
+
+    def override(self, children):
+        (name,) = children
+        return ast.Override(str(name), self._pos(name))
 
     # -- clauses --------------------------------------------------------------------
 
@@ -242,8 +295,8 @@ class _ToAst(Transformer):
 
     def var(self, children):
         (tok,) = children
-        if str(tok) in ("nil", "autoinc"):  # Soufflé's keywords for records and counters
-            raise refusal("records (nil)" if str(tok) == "nil" else "the counter autoinc()", self._pos(tok))
+        if str(tok) == "autoinc":  # Soufflé's keyword for counters
+            raise refusal("the counter autoinc()", self._pos(tok))
         return ast.Var(str(tok), self._pos(tok))
 
     @v_args(meta=True)
@@ -319,6 +372,19 @@ class _ToAst(Transformer):
         return ast.Cast(term, str(to), self._pos(meta))
 
     @v_args(meta=True)
+    def record(self, meta, children):
+        return ast.Record(tuple(c for c in children if c is not None), self._pos(meta))
+
+    @v_args(meta=True)
+    def nil(self, meta, children):
+        return ast.Nil(self._pos(meta))
+
+    @v_args(meta=True)
+    def branch_init(self, meta, children):
+        name, *args = children
+        return ast.Branch(str(name), tuple(a for a in args if a is not None), self._pos(meta))
+
+    @v_args(meta=True)
     def count(self, meta, children):
         (body,) = children
         return ast.Aggregate("count", None, self._agg_body(body, meta), self._pos(meta))
@@ -334,12 +400,16 @@ class _ToAst(Transformer):
     sum, min, max, mean = _aggregate("sum"), _aggregate("min"), _aggregate("max"), _aggregate("mean")
 
 
-def parse_text(text: str, filename: str = "<text>") -> ast.Program:
-    """Parse one rule file's text.
+def parse_text(text: str, filename: str = "<text>", include_dirs=()) -> ast.Program:
+    """Parse one rule file's text (through the C preprocessor when it holds a directive;
+    `#include` looks in the file's folder, then in `include_dirs`).
 
     >>> parse_text('.decl e(a: number)\\ne(1).').rules[0].head.args
     (Num(value=1),)
     """
+    if needs_preprocessor(text):
+        expanded, where = preprocess(text, filename, include_dirs)
+        return _parse(expanded, filename, "start", where)
     return _parse(text, filename, "start")
 
 
@@ -365,22 +435,27 @@ def parse_body(text: str, filename: str = "<query>") -> tuple[ast.Literal, ...]:
     return alternatives[0]
 
 
-def _parse(text: str, filename: str, start: str):
+def _parse(text: str, filename: str, start: str, where: SourceMap | None = None):
     try:
         tree = _lark().parse(text, start=start)
     except UnexpectedInput as err:
-        raise syntax_error(err, text, filename, _patterns()) from None
+        problem = syntax_error(err, text, filename, _patterns())
+        if where is not None and problem.pos is not None:
+            problem.pos = where.pos(problem.pos.line, problem.pos.col)
+            problem.message = re.sub(r"end of line (\d+)", lambda m: f"end of line {where.pos(int(m[1]), 0).line}",
+                                     problem.message)
+        raise problem from None
     try:
-        return deep(_ToAst(filename).transform, tree)
+        return deep(_ToAst(filename, where).transform, tree)
     except VisitError as err:
         if isinstance(err.orig_exc, BadInput):
             raise err.orig_exc from None
         raise RuleSyntaxError(str(err.orig_exc), ast.Pos(filename, 0, 0)) from None
 
 
-def parse_file(path: Path, display: str | None = None) -> ast.Program:
+def parse_file(path: Path, display: str | None = None, include_dirs=()) -> ast.Program:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as err:
         raise RuleSyntaxError(f"cannot read rule file: {err}", ast.Pos(str(display or path), 0, 0)) from None
-    return parse_text(text, display or str(path))
+    return parse_text(text, display or str(path), include_dirs)

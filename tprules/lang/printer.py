@@ -30,8 +30,18 @@ def print_term(term: ast.Term, level: int = 0) -> str:
         case ast.Float(value):
             text = _float(value)
             return f"({text})" if text.startswith("-") and level > 0 else text
+        case ast.Str(value) if value.startswith("\x1e"):  # a record or ADT value (engine/record_values.py)
+            from ..engine.record_values import written
+
+            return written(value)
         case ast.Str(value):
             return _quote(value)
+        case ast.Record(args):
+            return f"[{', '.join(print_term(a) for a in args)}]"
+        case ast.Nil():
+            return "nil"
+        case ast.Branch(name, args):
+            return f"${name}({', '.join(print_term(a) for a in args)})" if args else f"${name}"
         case ast.BinOp("^", left, right):
             text = f"{print_term(left, _LEVEL['^'] + 1)} ^ {print_term(right, _UNARY)}"
             return f"({text})" if _LEVEL["^"] < level else text
@@ -89,6 +99,13 @@ def print_body(body: tuple[ast.Literal, ...]) -> str:
 def print_rule(rule: ast.Rule) -> str:
     head = print_literal(rule.head)
     return f"{head}." if rule.is_fact else f"{head} :- {print_body(rule.body)}."
+
+
+def print_rule_origin(rule: ast.Rule) -> str:
+    """The rule as written (before records were desugared), and for a rule of a component,
+    which instance of which component it is."""
+    text = rule.written or print_rule(rule)
+    return f"{text}  // {rule.origin}" if rule.origin else text
 
 
 def print_item(item: ast.Item) -> str:

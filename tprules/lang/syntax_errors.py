@@ -51,6 +51,9 @@ def _refused(err: UnexpectedInput, text: str, pos: Pos) -> Unsupported | None:
         return refusal(f"the C preprocessor ({value.split()[0]})", pos)
     offset = getattr(token, "start_pos", None)
     before = text[:offset] if offset is not None else line[: err.column - 1]
+    on_line = line[: err.column - 1].rstrip()
+    if on_line.endswith("$") and not value[:1].isalpha():  # `$` alone: Soufflé's old counter
+        return refusal("the counter $", Pos(pos.file, pos.line, len(on_line)))
     if value == "{" and _last_keyword(before) == ".type":
         return refusal("algebraic data types (.type T = A {...} | ...)", pos)
     if value == "(" and re.search(r"\bautoinc\s*$", before):
@@ -59,13 +62,14 @@ def _refused(err: UnexpectedInput, text: str, pos: Pos) -> Unsupported | None:
         return refusal("subsumption (head <= head :- body)", pos)
     return None
 
-_WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
+_WORDS = {"NAME": "a name", "QNAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
           "FLOAT": "a float", "UNSIGNED": "an unsigned", "$END": "end of file"}
 _AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "MEAN"}
 _FUNCTORS = {"CAT", "ORD", "RANGE", "STRLEN", "SUBSTR", "TO_FLOAT", "TO_NUMBER", "TO_STRING", "TO_UNSIGNED", "AS",
-             "BNOT", "LNOT"}
+             "BNOT", "LNOT", "AUTOINC", "SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "TANH", "ASINH",
+             "ACOSH", "ATANH", "LOG", "EXP"}
 _NUMBERS = {"FLOAT", "UNSIGNED"}  # said as "a number"
-_QUIET = {"TRUE", "FALSE", "CONTAINS", "MATCH"}  # would only make the list longer
+_QUIET = {"TRUE", "FALSE", "CONTAINS", "MATCH", "NIL", "DOLLAR", "LSQB"}  # would only make the list longer
 _FIRST = ("DOT", "COMMA", "RPAR", "RBRACE")  # the tokens that close something, shown first
 
 

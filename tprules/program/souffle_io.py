@@ -120,6 +120,30 @@ def _value(field: str, kind: str, column: int, rel: str, pos: ast.Pos):
                         f"got {field!r}", pos) from None
 
 
+def records_read(checked, rel: str, rows: list[tuple]) -> list[tuple]:
+    """Rows with each record or ADT column (`[1, a]`, `$Mon`, as Soufflé writes them) in
+    the form the engines hold (engine/record_values.py)."""
+    types = {t.name: t for t in checked.program.types}
+
+    def is_shape(name: str) -> bool:
+        seen = set()
+        while name in types and name not in seen:
+            seen.add(name)
+            if types[name].kind in ("record", "adt"):
+                return True
+            if len(types[name].bases) != 1:
+                return False
+            name = types[name].bases[0]
+        return False
+
+    columns = [i for i, a in enumerate(checked.decls[rel].attrs) if is_shape(a.type)]
+    if not columns or not rows:
+        return rows
+    from ..engine.record_values import from_printed
+
+    return [tuple(from_printed(v) if i in columns else v for i, v in enumerate(row)) for row in rows]
+
+
 # ---- writing --------------------------------------------------------------------------
 
 

@@ -41,6 +41,9 @@ def query(session, body):
             stopped = True
             break
     ordered = sorted(rows)
+    if session.module is not None and names:
+        inside = _inside(session)
+        ordered = [r for r in ordered if any(v in inside for v in r)]
     if session.format == "json":
         if not names:
             return json.dumps({"holds": bool(rows)})
@@ -59,13 +62,24 @@ def query(session, body):
     return Group(table, note)
 
 
+def _inside(session) -> set[str]:
+    """The statements under `:module`, and the candidate fusions holding one."""
+    from ..commands.common import under
+    from ..verdicts import MemberNotes
+
+    facts = session.workspace.program.facts
+    modules = MemberNotes.of(facts).modules
+    statements = {o for o, m in modules.items() if under(m, session.module)}
+    return statements | {f for f, o in facts.tuples("member") if o in statements}
+
+
 def rules(session, rel: str):
-    from ..lang.printer import print_rule
+    from ..lang.printer import print_rule_origin
 
     checked = session.workspace.checked
     found = checked.rules_for(rel)
     if session.format == "json":
-        return json.dumps({"relation": rel, "rules": [{"file": r.pos.file, "line": r.pos.line, "text": print_rule(r)}
+        return json.dumps({"relation": rel, "rules": [{"file": r.pos.file, "line": r.pos.line, "text": print_rule_origin(r)}
                                                        for r in found]})
     if not found:
         kind = "an input relation" if rel in checked.inputs else "declared but never derived"
@@ -75,7 +89,7 @@ def rules(session, rel: str):
         if i:
             lines.append("\n")
         lines.append(f"{rule.pos.file}:{rule.pos.line}", style="cyan")
-        lines.append(f"  {print_rule(rule)}")
+        lines.append(f"  {print_rule_origin(rule)}")
     return lines
 
 
@@ -126,10 +140,14 @@ def plan(session):
     from ..planner import plan as make_plan
 
     result = make_plan(session.workspace)
+    groups = result.groups
+    if session.module is not None:
+        inside = _inside(session)
+        groups = tuple(g for g in groups if any(o in inside for o in g.members))
     if session.format == "json":
-        return json.dumps(result.to_json())
+        return json.dumps({**result.to_json(), "groups": [g.to_json() for g in groups]})
     table = _table("group", "place", "members")
-    for group in result.groups:
+    for group in groups:
         table.add_row(group.group, group.place, ", ".join(group.members))
     return Group(Text(f"plan for shim {result.shim}: {len(result.groups)} groups"), table)
 
