@@ -5,8 +5,9 @@
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
 vocabulary 128; when that does not build, the mixture-of-experts fields too: 4 experts,
-top-2, expert width 32; then the multi-head latent attention fields, and a rotary of 8),
-a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
+top-2, expert width 32; then the multi-head latent attention fields, and a rotary of 8;
+each try with the small state-space, linear-attention and latent-attention fields of FITTED
+that its config defines), a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
 the logits of tprules' reference executor (and, with --device, of the fused program on
 that device) against torch's forward. Prints a Markdown
 table (the README's coverage table), a count per result and per refusal, and writes it as JSON.
@@ -34,6 +35,14 @@ OVERRIDES = {
     "cohere_compass_text": dict(layer_types=None, rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE}),
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
 }
+# State-space, linear-attention and latent-attention fields, small; each given only to the
+# configs that define it (a Mamba mixer of 8 heads of 16, chunks of 8; MLA's ranks)
+FITTED = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=8, mamba_n_groups=1,
+              mamba_d_ssm=128, mamba_dt_rank=8, mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=16, n_groups=1,
+              chunk_size=8, n_mamba_heads=8, mamba_headdim=16, mamba_ngroups=1, linear_key_head_dim=16,
+              linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4, linear_head_dim=16,
+              linear_num_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32,
+              q_lora_rank=32, qk_head_dim=16)
 MOE = dict(num_local_experts=4, num_experts=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 # multi-head latent attention (DeepSeek-V2 style): as many key/value heads as heads
 MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
@@ -54,12 +63,24 @@ def architectures() -> list[str]:
     return out
 
 
+def fitted(model_type: str) -> dict:
+    """The FITTED fields this model type's config defines; a latent attention (MLA) gets as
+    many key/value heads as heads and heads of its rotary width."""
+    from transformers import CONFIG_MAPPING
+
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    out = {k: v for k, v in FITTED.items() if k in defined}
+    if "kv_lora_rank" in defined:
+        out.update(num_key_value_heads=TINY["num_attention_heads"], head_dim=FITTED["qk_rope_head_dim"])
+    return out
+
+
 def tiny_model(model_type: str, folder: Path) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     def build(fields):
-        config = CONFIG_MAPPING[model_type](**{**fields, **OVERRIDES.get(model_type, {})})
+        config = CONFIG_MAPPING[model_type](**{**fields, **fitted(model_type), **OVERRIDES.get(model_type, {})})
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config).eval()
         model.save_pretrained(folder)

@@ -20,6 +20,8 @@ RULE_LANGUAGE = ("lang", "analysis", "engine", "explain")
 OTHER_MEANINGS = {
     ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
     ("runtime/buffers.py", "scale"): "the same parameter role",
+    ("codegen/cpu.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
+    ("codegen/cuda.py", "amax"): "the same variable's stem",
     ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
 }
 
@@ -77,7 +79,7 @@ def test_drift_is_caught(tmp_path, monkeypatch):
 
 def test_every_class_has_one_entry_in_registry_order():
     assert list(ops.CLASSES) == list(ops.Ops)
-    assert ops.ELEMENTWISE | ops.ROW | ops.MATMULS | ops.LAYOUT == set(ops.Ops)
+    assert ops.ELEMENTWISE | ops.ROW | ops.MATMULS | ops.LAYOUT | ops.WINDOW == set(ops.Ops)
 
 
 def test_a_backend_table_that_forgets_a_class_fails():

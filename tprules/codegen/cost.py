@@ -41,6 +41,7 @@ from .ir import (
     RowOut,
     RowStage,
     Transpose,
+    Window,
 )
 from .views import block, view_of
 
@@ -220,6 +221,13 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
         elif isinstance(e, (Concat, Gather)):
             ops += 1
             for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
+                walk(a)
+        elif isinstance(e, Window):  # a multiply-add per tap; the operand is computed again at every tap
+            ops += 2 * e.taps + (e.bias is not None)
+            inner = _evaluate([e.x], 1)
+            ops += inner.ops * (e.taps - 1)
+            transcendental += inner.transcendental * (e.taps - 1)
+            for a in (e.x, e.w) + ((e.bias,) if e.bias is not None else ()):
                 walk(a)
         elif isinstance(e, (Transpose, Quant)):
             ops += isinstance(e, Quant) * 8  # a rounding to int8 is a handful of operations

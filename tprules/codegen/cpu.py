@@ -142,6 +142,14 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
                 src.line(f"{se} += fexp({x} - {mx})")
                 src.depth -= 1
                 values.stats[n] = {"mx": mx, "se": se}
+            elif how == "max":  # the row's maximum, NaN once the row holds one
+                mx = src.fresh("mx")
+                src.line(f"{mx} = -INF")
+                x = reduction_loop(src, values, op, lead, op.x.shape[-1])  # the result row has one element
+                with src.block(f"if not ({x} == {x}) or {x} > {mx}:"):
+                    src.line(f"{mx} = {x}")
+                src.depth -= 1
+                values.stats[n] = {"mx": mx}
             else:
                 raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cpu pass for it")
         j = src.fresh("j")

@@ -176,6 +176,9 @@ def reduce_block(src: Source, part: str, how: str) -> str:
         with src.block(f"if tid < {w}:"):
             if how == "plus":
                 src.line(f"red[tid] = red[tid] + red[tid + {w}]")
+            elif how == "nanmax":
+                with src.block(f"if not (red[tid + {w}] == red[tid + {w}]) or red[tid + {w}] > red[tid]:"):
+                    src.line(f"red[tid] = red[tid + {w}]")
             else:
                 with src.block(f"if red[tid + {w}] > red[tid]:"):
                     src.line(f"red[tid] = red[tid + {w}]")
@@ -229,6 +232,13 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
                 src.depth -= 1
                 se = reduce_block(src, part2, "plus")
                 values.stats[n] = {"mx": mx, "se": se}
+            elif how == "max":  # the row's maximum, NaN once the row holds one
+                src.line(f"{part} = -INF")
+                x = row_loop(src, values, op, lead, op.x.shape[-1])  # the result row has one element
+                with src.block(f"if not ({x} == {x}) or {x} > {part}:"):
+                    src.line(f"{part} = {x}")
+                src.depth -= 1
+                values.stats[n] = {"mx": reduce_block(src, part, "nanmax")}
             else:
                 raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cuda pass for it")
         j = src.fresh("j")

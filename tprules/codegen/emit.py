@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from .. import ops
 from ..ops import Ops
-from . import layout
+from . import layout, window
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
 INTEGER = ("i8", "i32", "i64")
@@ -75,6 +75,24 @@ def fexpm1(x):
     if x > f32(88.72283):
         return INF
     return f32(math.expm1(x))
+
+
+@DEVICE
+def flog1p(x):
+    if x < f32(-1) or not (x == x):
+        return NAN
+    if x == f32(-1):
+        return -INF
+    return f32(math.log1p(x))
+
+
+@DEVICE
+def flog(x):
+    if x < f32(0) or not (x == x):
+        return NAN
+    if x == f32(0):
+        return -INF
+    return f32(math.log(x))
 
 
 @DEVICE
@@ -224,6 +242,8 @@ class Scope:
             text = convert(self.row(e.index, idx, self), e.dtype)
         elif isinstance(e, layout.NODES):
             text = convert(layout.at(self, e, idx), e.dtype)
+        elif isinstance(e, window.NODES):
+            text = convert(window.at(self, e, idx), e.dtype)
         else:
             raise TypeError(f"not an expression: {e!r}")
         name = self.src.fresh()
@@ -278,6 +298,8 @@ class RowValues:
         stats = self.stats[n]
         if how == "average":
             return stats["m"]
+        if how == "max":
+            return stats["mx"]
         if how == "moments":
             text = f"({scope.at(op.x, idx)} - {stats['m']}) / {stats['d']}"
             if op.w is not None:

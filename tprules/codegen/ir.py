@@ -108,7 +108,25 @@ class Gather:
     offset: int | None = None
 
 
-Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather]
+@dataclass(frozen=True)
+class Window:
+    """`conv1d`: at [b, o, t], bias[o] plus Σ_i Σ_k w[o, i, k] · x[b, g·C/g + i, t + k − padding],
+    zero outside x (codegen/window.py)."""
+
+    x: "Expr"
+    w: "Expr"
+    bias: "Expr | None"
+    padding: int
+    groups: int
+    shape: Shape
+    dtype: str
+
+    @property
+    def taps(self) -> int:
+        return self.w.shape[1] * self.w.shape[2]
+
+
+Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window]
 
 
 # -- stages ------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .. import ops
 from ..ops import Ops
-from ..program.model import BMM, LAYOUT, MATMUL, ROW, RunProgram, Statement
-from . import layout
+from ..program.model import BMM, LAYOUT, MATMUL, ROW, WINDOW, RunProgram, Statement
+from . import layout, window
 from .ir import (
     AbsMax,
     Acc,
@@ -88,6 +88,9 @@ class Lowering:
         if s.cls in LAYOUT:
             args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
             return layout.expression(s, args, info.shape, info.dtype)
+        if s.cls in WINDOW:
+            args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
+            return window.expression(s, args, info.shape, info.dtype)
         if s.cls == Ops.TRANSPOSE:
             return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
         args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))

@@ -26,6 +26,8 @@ class Lowerer:
         self.folded_keys: dict[tuple, str] = {}
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
+        self.current = None  # the node being lowered
+        self.pairs: dict = {}  # a complex fx node → its (real, imaginary) values (aten.py's complex rotary)
         self.empty: set = set()  # nodes of an empty tensor (a full-width rotary's pass-through slice)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
@@ -47,6 +49,7 @@ class Lowerer:
                 fn = OPS.get(n.target)
                 if fn is None:
                     self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
+                self.current = n
                 fn(self, n)
         if self.output not in self.c.dynamic:
             raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids")
@@ -59,9 +62,13 @@ class Lowerer:
     # -- what the table's functions call ------------------------------------------------
 
     def shape(self, n) -> tuple[int, ...]:
+        if isinstance(n, str):  # a value a lowering's part wrote
+            return self.graph.values[n].shape
         return tuple(int(d) for d in n.meta["val"].shape)
 
     def dtype(self, n) -> str:
+        if isinstance(n, str):
+            return self.graph.values[n].dtype
         return self.dtype_of(n, n.meta["val"])
 
     def is_tensor(self, x) -> bool:
@@ -84,6 +91,9 @@ class Lowerer:
             return x
         if x in self.names:
             return self.names[x]
+        if x in self.pairs:
+            self.unsupported(self.current, f"it reads the complex value {x.name}; imported: view_as_complex, "
+                                           "a product, view_as_real")
         if x in self.empty:
             self.unsupported(x, f"an empty tensor {list(self.shape(x))} read by something other than a cat")
         if x in self.c.dynamic:
@@ -127,6 +137,32 @@ class Lowerer:
         self.names[n] = self.computed[key] = name
         self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
 
+    def part(self, n, tag: str, cls: str, operands: list, shape, dtype: str | None = None, **attrs) -> str:
+        """A statement of a lowering that writes `n` in several (its value named `n__tag`):
+        the value, for the next part's operands."""
+        meta = _Meta(tuple(shape), dtype or self.dtype(n))
+        proxy = _Part(f"{n.name}__{tag}", n.meta, n.target)
+        self.emit(proxy, cls, operands, value_of=meta, **attrs)
+        return self.names[proxy]
+
+    def filled(self, shape, dtype: str, value: float = 0.0) -> str:
+        """A constant tensor of one value (a padding's zeros), folded into an input like any constant."""
+        import torch
+
+        torch_dtype = getattr(torch, {v: k for k, v in DTYPES.items() if k != "bool"}[dtype])
+        return self.constant(("filled", tuple(shape), dtype, float(value)), "filled",
+                             lambda: torch.full(tuple(shape), value, dtype=torch_dtype), dtype)
+
+    def constant(self, key: tuple, stem: str, make, dtype: str) -> str:
+        """A constant a lowering needs (`make()` computes it), folded into an input like any constant."""
+        if key not in self.folded_keys:
+            node = _Filled(f"{stem}_{len(self.graph.folded)}", self.module)
+            value = make()
+            self.c._values[node] = value
+            self.graph.folded[node.name] = node
+            self.folded_keys[key] = node.name
+            self.graph.add_value(Value(node.name, tuple(value.shape), dtype, "folded", self.module))
+        return self.folded_keys[key]
     def extra(self, n, suffix: str, cls: str, operands: list, shape, **attrs) -> str:
         """A statement of its own for part of node `n` (a slice of a sum over an axis); its value."""
         reads = tuple(self.value(x) for x in operands)
@@ -136,6 +172,8 @@ class Lowerer:
         return name
 
     def dtype_of(self, n, meta) -> str:
+        if isinstance(meta, _Meta):
+            return meta.dtype
         name = str(meta.dtype).replace("torch.", "")
         if name not in DTYPES:
             self.unsupported(n, f"tensors of dtype {name}")
@@ -156,6 +194,29 @@ class Lowerer:
                         OUTPUT if s.writes == value else s.writes, s.attrs, s.module, s.aten) for s in g.stmts]
 
 
+class _Meta:
+    """The shape and dtype of a part's value (what a node's `meta["val"]` says of a node's)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+class _Filled:
+    """The source of a constant of one value: nothing to read, its value known (constants.py)."""
+
+    op = "constant"
+    all_input_nodes: list = []
+
+    def __init__(self, name, module):
+        self.name, self.meta = name, {"nn_module_stack": {}}
+        self.module = module
+
+
+class _Part:
+    """A node's part: its own name, the node's module path and op."""
+
+    def __init__(self, name, meta, target):
+        self.name, self.meta, self.target = name, meta, target
 def _is_empty(n) -> bool:
     val = n.meta.get("val")
     return hasattr(val, "shape") and 0 in tuple(val.shape)

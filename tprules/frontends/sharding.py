@@ -266,7 +266,26 @@ def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     return ids
 
 
-RULES = {Ops.MATMUL: matmul, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
+def conv1d(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """Over the sequence: the batch may be split; the channels only where each chip holds whole
+    groups, its weight and bias split alike (a depthwise conv split by channel)."""
+    x, w = ins[:2]
+    if all(isinstance(p, Replicate) for p in ins):
+        return REPLICATE
+    if isinstance(x, Shard) and 2 in x.axes():
+        raise NotShardable(f"its input is split on the sequence, which it convolves ({x})")
+    groups = int(attrs["groups"])
+    if isinstance(x, Shard) and set(x.axes()) == {0} and all(isinstance(p, Replicate) for p in ins[1:]):
+        return x
+    if isinstance(x, Shard) and set(x.axes()) == {1} and isinstance(w, Shard) and set(w.axes()) == {0} \
+            and groups == shapes[0][1] and shapes[1][0] == groups and x.on(1) == w.on(0).moved(1) \
+            and all(p == w for p in ins[2:]):
+        return x
+    raise NotShardable(f"operands placed {', '.join(map(str, ins))} (a conv1d is split by whole channels only "
+                       "where it is depthwise)")
+
+
+RULES = {Ops.MATMUL: matmul, Ops.CONV1D: conv1d, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
          Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, Ops.TAKE_ROWS: take_rows,
          **{c: row for c in ops.ROW}}
 # Linear in a partial operand (the others replicated): a sum of partials, so taken through

@@ -54,6 +54,9 @@ def trace(model, batch: int, seq: int, arch: str):
             program = exported.run_decompositions(_decompositions())
     except Exception as err:  # noqa: BLE001 - torch.export raises many kinds
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        where = data_dependent(err, model)
+        if where is not None:
+            raise ImportFailed(f"{arch}: torch.export cannot trace a data-dependent shape at {where}: {text}") from None
         raise ImportFailed(f"{arch}: torch.export cannot trace the forward: {text}") from None
     finally:
         quiet.setLevel(level)
@@ -67,3 +70,34 @@ def _keep(key: tuple, program):
     while len(_traces) > TRACES_KEPT:
         _traces.popitem(last=False)
     return program
+
+
+def data_dependent(err: BaseException, model) -> str | None:
+    """For a trace stopped by a shape or branch that depends on the data (a guard on an
+    unbacked symbol): `MODULE: OP (FILE:LINE)`, the innermost module of `model` on the way,
+    the torch function that needed the value and the model's line; else None."""
+    names = {id(m): name for name, m in model.named_modules()}
+    if not _is_data_dependent(err):
+        return None
+    module, op, line = None, None, None
+    tb = err.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self")
+        if owner is not None and id(owner) in names and frame.f_code.co_name == "forward":
+            module = names[id(owner)] or "(top)"
+            line = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
+        func = frame.f_locals.get("func") if frame.f_code.co_name == "__torch_function__" else None
+        if func is not None and op is None and module is not None:
+            op = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+        tb = tb.tb_next
+    if module is None:
+        return None
+    return f"{module}: {op or 'a value of a tensor'} ({line})"
+
+
+def _is_data_dependent(err: BaseException) -> bool:
+    kinds = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
+    text = str(err)
+    return bool(kinds & {"GuardOnDataDependentSymNode", "UserError", "DataDependentOutputException"}) and \
+        ("data-dependent" in text or "data dependent" in text or "unbacked" in text)

@@ -13,17 +13,17 @@ True
 
 from __future__ import annotations
 
-from . import elementwise, layout, matmul, row
+from . import elementwise, layout, matmul, row, window
 from .base import KINDS, N_ARY, OpClass, Ops, constant, fmt_shape
 from .layout import dims
 
 __all__ = ["CLASSES", "ELEMENTWISE", "INDEXED", "KINDS", "LAYOUT", "MATMULS", "N_ARY", "OpClass", "Ops",
-           "ROW", "SHAPED", "check_attrs", "constant", "dims", "fmt_shape", "require", "shape_of"]
+           "ROW", "SHAPED", "WINDOW", "check_attrs", "constant", "dims", "fmt_shape", "require", "shape_of"]
 
 
 def _table() -> dict[Ops, OpClass]:
     entries: dict[Ops, OpClass] = {}
-    for module in (matmul, elementwise, row, layout):
+    for module in (matmul, elementwise, row, layout, window):
         for c in module.CLASSES:
             if c.op in entries:
                 raise ImportError(f"class {c.op} is declared twice")
@@ -41,7 +41,8 @@ MATMULS = frozenset(op for op, c in CLASSES.items() if c.kind == "matmul")
 ELEMENTWISE = frozenset(op for op, c in CLASSES.items() if c.kind == "elementwise")
 ROW = frozenset(op for op, c in CLASSES.items() if c.kind == "row")
 LAYOUT = frozenset(op for op, c in CLASSES.items() if c.kind == "layout")
-INDEXED = LAYOUT  # read an operand at another index than the one they write
+WINDOW = frozenset(op for op, c in CLASSES.items() if c.kind == "window")
+INDEXED = LAYOUT | WINDOW  # read an operand at another index than the one they write
 SHAPED = frozenset(op for op, c in CLASSES.items() if c.shaped)  # take their shape from the destination
 
 

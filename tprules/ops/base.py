@@ -53,13 +53,20 @@ class Ops(enum.StrEnum):
     TAKE_ROWS = "take_rows"
     TOPK_VALUES = "topk_values"
     TOPK_INDICES = "topk_indices"
+    # the remaining ATen ops (issue 22)
+    GREATER_EQUAL = "greater_equal"
+    LOG1P = "log1p"
+    CLAMP = "clamp"
+    AMAX = "amax"
+    CONV1D = "conv1d"
+    LOG = "log"
 
 
-KINDS = ("matmul", "elementwise", "row", "layout")
+KINDS = ("matmul", "elementwise", "row", "layout", "window")
 # How a row class reduces its row: sum of squares; max, then sum of exp; sum; sum, then
 # sum of squared deviations; no statistics, each stored element selecting again over the
-# row (top-k: the t-th largest found by t + 1 selection passes).
-REDUCTIONS = ("rms", "max_exp", "average", "moments", "select")
+# row (top-k: the t-th largest found by t + 1 selection passes); max.
+REDUCTIONS = ("rms", "max_exp", "average", "moments", "select", "max")
 N_ARY = 0  # the registry's arity of a class that reads any number of operands
 
 
@@ -84,7 +91,7 @@ class OpClass:
     reference: Callable
     shape: Callable
     formula: Callable | None = None
-    reduction: str | None = None  # row classes: rms | max_exp | average | moments | select
+    reduction: str | None = None  # row classes: rms | max_exp | average | moments | select | max
     passes: int = 0  # row classes: reduction passes over the row before the one that stores
     eps: str | None = None  # the default eps of a normalisation
     number_attrs: tuple[str, ...] = ()  # attributes read as numbers (a missing or bad one is ill-formed)
@@ -120,9 +127,14 @@ def formula(text: str) -> Callable:
 
 def constant(x: float) -> str:
     """A float32 constant in kernel source, exactly."""
+    import math
+
     import numpy as np
 
-    return f"f32({float(np.float32(x))!r})"
+    x = float(np.float32(x))
+    if math.isinf(x) or math.isnan(x):  # the kernels' own constants (codegen/emit.py's HELPERS)
+        return "NAN" if math.isnan(x) else ("INF" if x > 0 else "-INF")
+    return f"f32({x!r})"
 
 
 def fmt_shape(shape) -> str:

@@ -40,6 +40,25 @@ def _pow_formula(args, attrs) -> str:
     return f"fpow({args[0]}, {constant(e)})"
 
 
+def _clamp(attrs, x):
+    if "min" in attrs:
+        x = np.where(x < F32(float(attrs["min"])), F32(float(attrs["min"])), x)
+    if "max" in attrs:
+        x = np.where(x > F32(float(attrs["max"])), F32(float(attrs["max"])), x)
+    return x.astype(F32)
+
+
+def _clamp_formula(args, attrs) -> str:
+    text = args[0]
+    if "min" in attrs:  # a comparison, not min/max: NaN fails both and stays NaN, as in torch
+        lo = constant(float(attrs["min"]))
+        text = f"({lo} if {text} < {lo} else {text})"
+    if "max" in attrs:
+        hi = constant(float(attrs["max"]))
+        text = f"({hi} if {text} > {hi} else {text})"
+    return text
+
+
 def _unary(op, reference, kernel, meaning="", spec=False, **kw) -> OpClass:
     return OpClass(op, "elementwise", 1, "0", meaning, reference, broadcast, kernel, spec=spec, **kw)
 
@@ -87,4 +106,14 @@ CLASSES = (
            "1 where x > float(attr `value`), else 0 (a boolean: stored as `i8`)", number_attrs=("value",)),
     OpClass(Ops.WHERE, "elementwise", 3, "0: c, 1: a, 2: b", "a where c ≠ 0, else b; NumPy broadcasting",
             lambda attrs, c, a, b: np.where(c != 0, a, b), broadcast, formula("({1} if {0} != f32(0) else {2})")),
+    _unary(Ops.GREATER_EQUAL, lambda attrs, x: (x >= F32(float(attrs["value"]))).astype(F32),
+           lambda args, attrs: f"(f32(1) if {args[0]} >= {constant(float(attrs['value']))} else f32(0))",
+           "1 where x ≥ float(attr `value`), else 0 (a boolean: stored as `i8`)", number_attrs=("value",)),
+    _unary(Ops.LOG1P, lambda attrs, x: np.log1p(x), formula("flog1p({0})"),
+           "log(1 + x), exact near 0; NaN below −1, −inf at −1", transcendental=True),
+    _unary(Ops.LOG, lambda attrs, x: np.log(x), formula("flog({0})"), "the natural logarithm; NaN below 0, −inf at 0",
+           transcendental=True),
+    _unary(Ops.CLAMP, _clamp, _clamp_formula,
+           "x limited to [attr `min`, attr `max`] (either optional); NaN stays NaN",
+           number_attrs=("min", "max"), optional_attrs=("min", "max")),
 )

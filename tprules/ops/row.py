@@ -32,6 +32,13 @@ def _mean_shape(attrs, shapes, out):
     return x[:-1] + (1,)
 
 
+def _amax_shape(attrs, shapes, out):
+    (x,) = shapes
+    if not x:
+        raise ValueError("amax needs at least one axis")
+    return x[:-1] + (1,)
+
+
 def _layernorm_shape(attrs, shapes, out):
     x = shapes[0]
     if not x or len(shapes) > 3:
@@ -54,6 +61,10 @@ def _softmax(attrs, x):
 
 def _mean(attrs, x):
     return np.mean(x, axis=-1, keepdims=True, dtype=F32)
+
+
+def _amax(attrs, x):
+    return np.max(x, axis=-1, keepdims=True)
 
 
 def _layernorm(attrs, x, w=None, b=None):
@@ -99,4 +110,7 @@ CLASSES = (
     OpClass(Ops.TOPK_INDICES, "row", 1, "0: x[.., H]",
             "the positions of `topk_values`' elements in the last axis: [.., k] (integers); attr `k`",
             lambda attrs, x: _topk_order(attrs, x).astype(F32), _topk_shape, reduction="select", int_attrs=("k",)),
+    OpClass(Ops.AMAX, "row", 1, "0: x[.., H]", "the maximum over the last axis, kept as an axis of size 1: [.., 1]; "
+            "NaN where the row holds one", _amax,
+            _amax_shape, reduction="max", passes=1),
 )

@@ -1,0 +1,53 @@
+"""A forward that torch.export cannot trace because a shape or a branch depends on the data
+is refused in one line naming the module and the op (frontends/trace.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tprules.frontends.errors import ImportFailed  # noqa: E402
+from tprules.frontends.trace import trace  # noqa: E402
+
+
+class Router(torch.nn.Module):
+    def forward(self, x):
+        if (x > 0).sum() > 2:  # a branch on the data: nothing a static trace can hold
+            return x * 2
+        return x
+
+
+class Config:
+    def to_dict(self):
+        return {"model_type": "toy"}
+
+
+class Toy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+        self.embed = torch.nn.Embedding(16, 4)
+        self.router = Router()
+
+    def forward(self, input_ids, use_cache=False):
+        return self.router(self.embed(input_ids))
+
+
+def test_a_data_dependent_branch_is_one_line_naming_the_module_and_the_op():
+    with pytest.raises(ImportFailed) as err:
+        trace(Toy(), 1, 4, "ToyForCausalLM")
+    text = str(err.value)
+    assert "\n" not in text
+    assert "data-dependent" in text and "at router: " in text and "__bool__" in text
+    assert "test_trace_refusals.py:16" in text
+
+
+def test_another_trace_failure_keeps_its_own_line():
+    class Broken(Toy):
+        def forward(self, input_ids, use_cache=False):
+            raise ValueError("not today")
+
+    with pytest.raises(ImportFailed) as err:
+        trace(Broken(), 1, 4, "ToyForCausalLM")
+    assert str(err.value).endswith("torch.export cannot trace the forward: not today")

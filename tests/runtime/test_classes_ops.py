@@ -1,0 +1,93 @@
+"""The classes of issue 22's remaining ATen ops (docs/classes.md): their kernels, fused as
+the planner fuses them and one per statement, against the reference on cpu and sim."""
+
+from __future__ import annotations
+
+import pytest
+
+from tprules.program.builder import ProgramBuilder
+from tprules.program.llama import producer_consumer_candidates
+from tprules.runtime import RunProgram, execute
+from tprules.runtime.inputs import program_inputs
+from tprules.runtime.reference import reference
+from tprules.workspace import Workspace
+
+
+def _s(b, name, cls, reads, shape, dtype="f32", **attrs):
+    return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+
+
+def comparisons(b):
+    """gemma3n's per-layer masks: x ≥ c, clamp, log1p of a square."""
+    x = b.tensor("x", [4, 8], spine=True)
+    ge = _s(b, "ge", "greater_equal", [x], [4, 8], "i8", value="0.25")
+    c = _s(b, "c", "clamp", [x], [4, 8], min="-0.5", max="0.5")
+    lo = _s(b, "lo", "clamp", [c], [4, 8], min="-0.25")
+    sq = _s(b, "sq", "pow", [x], [4, 8], exponent="2.0")
+    lg = _s(b, "lg", "log", [_s(b, "l1", "log1p", [sq], [4, 8])], [4, 8])
+    _s(b, "out", "where", [ge, lg, lo], [4, 8])
+
+
+def logsumexp(b):
+    """A stable log-sum-exp over the last axis: amax, then its neighbours."""
+    x = b.tensor("x", [3, 2, 8], spine=True)
+    m = _s(b, "m", "amax", [x], [3, 2, 1])
+    e = _s(b, "e", "exp", [_s(b, "d", "sub", [x, m], [3, 2, 8])], [3, 2, 8])
+    s = _s(b, "s", "mean", [e], [3, 2, 1])
+    _s(b, "out", "add", [_s(b, "l", "log1p", [s], [3, 2, 1]), m], [3, 2, 1])
+
+
+def causal_conv(b):
+    """Mamba's mixer: in_proj, its channels first, the depthwise conv padded by K − 1 with a
+    bias, the first T outputs kept, then SiLU."""
+    h = b.tensor("h", [6, 8], spine=True)
+    xz = _s(b, "xz", "matmul", [h, b.tensor("w_in", [8, 8], spine=True)], [6, 8])
+    x = _s(b, "x", "reshape", [xz], [1, 6, 8])
+    xt = _s(b, "xt", "permute", [x], [1, 8, 6], dims="0,2,1")
+    c = _s(b, "c", "conv1d", [xt, b.tensor("w", [8, 1, 4], spine=True), b.tensor("bias", [8], spine=True)],
+           [1, 8, 9], padding="3", groups="8")
+    k = _s(b, "k", "slice", [c], [1, 8, 6], axis=2, start=0, end=6)
+    _s(b, "out", "silu", [k], [1, 8, 6])
+
+
+def grouped_conv(b):
+    """Two groups of two channels each, no bias, no padding."""
+    x = b.tensor("x", [2, 4, 7], spine=True)
+    c = _s(b, "c", "conv1d", [_s(b, "e", "exp", [x], [2, 4, 7]), b.tensor("w", [6, 2, 3], spine=True)],
+           [2, 6, 5], padding="0", groups="2")
+    _s(b, "out", "scale", [c], [2, 6, 5], factor="0.5")
+
+
+CASES = {f.__name__: f for f in (comparisons, logsumexp, causal_conv, grouped_conv)}
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    folders = {}
+    for name, build in CASES.items():
+        b = ProgramBuilder(chips=1)
+        build(b)
+        producer_consumer_candidates(b)
+        folders[name] = b.write(tmp_path_factory.mktemp(name))
+    return folders
+
+
+@pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernels_match_the_reference(programs, name, device, unfused):
+    report = execute(Workspace(programs[name]), device=device, baseline=unfused)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_amax_is_the_maximum_and_keeps_a_nan(tmp_path):
+    import numpy as np
+
+    b = ProgramBuilder(chips=1)
+    x = b.tensor("x", [2, 4], spine=True, data=np.array([[1, 5, -2, 3], [0, np.nan, 9, 1]], np.float32))
+    _s(b, "out", "amax", [x], [2, 1])
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    out = reference(prog, program_inputs(prog)).get("out")
+    assert out[0, 0] == 5 and np.isnan(out[1, 0])
+    for device in ("cpu", "sim"):  # the kernels keep the NaN too (a NaN against a number is a mismatch)
+        assert execute(ws, device=device).ok

@@ -1,0 +1,64 @@
+"""Window classes: each element of the result is a weighted sum over a short window of an
+operand along its last axis (codegen/window.py computes it where it is read, one tap at a time).
+
+`conv1d` is the depthwise or grouped 1-D convolution of Mamba, Mamba-2, short-convolution
+and linear-attention layers: stride 1, dilation 1, `padding` zeros on both sides of the
+sequence (the causal layers pad by K − 1 and keep the first T outputs, a slice after it).
+
+>>> import numpy as np
+>>> from tprules.ops import CLASSES
+>>> x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)       # B=1, C=2, T=3
+>>> w = np.ones((2, 1, 2), np.float32)                       # depthwise, K=2
+>>> CLASSES["conv1d"].reference({"padding": "1", "groups": "2"}, x, w)[0]
+array([[0., 1., 3., 2.],
+       [3., 7., 9., 5.]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import OpClass, Ops, fmt_shape
+
+F32 = np.float32
+
+
+def _conv1d_shape(attrs, shapes, out):
+    if len(shapes) not in (2, 3):
+        raise ValueError("conv1d reads x[B, C, T], w[O, C/groups, K] and an optional bias[O]")
+    x, w = shapes[:2]
+    pad, groups = int(attrs["padding"]), int(attrs["groups"])
+    if len(x) != 3 or len(w) != 3:
+        raise ValueError(f"conv1d reads x[B, C, T] and w[O, C/groups, K]; got {fmt_shape(x)} and {fmt_shape(w)}")
+    if groups < 1 or x[1] % groups or w[0] % groups or w[1] * groups != x[1]:
+        raise ValueError(f"conv1d of {fmt_shape(x)} by {fmt_shape(w)} in {groups} groups: the channels do not divide")
+    if pad < 0 or x[2] + 2 * pad < w[2]:
+        raise ValueError(f"conv1d with padding {pad} of a sequence of {x[2]} by a kernel of {w[2]}")
+    if len(shapes) == 3 and shapes[2] != (w[0],):
+        raise ValueError(f"conv1d bias has shape {fmt_shape(shapes[2])}; expected {fmt_shape((w[0],))}")
+    return (x[0], w[0], x[2] + 2 * pad - w[2] + 1)
+
+
+def _conv1d(attrs, x, w, bias=None):
+    pad, groups = int(attrs["padding"]), int(attrs["groups"])
+    b, c, t = x.shape
+    o, cg, k = w.shape
+    xp = np.zeros((b, c, t + 2 * pad), F32)
+    xp[:, :, pad:pad + t] = x
+    n = t + 2 * pad - k + 1
+    out = np.zeros((b, o, n), F32)
+    per = o // groups
+    for oc in range(o):
+        g = oc // per
+        for i in range(cg):  # taps in the order the kernels add them: channel, then offset
+            for j in range(k):
+                out[:, oc, :] += w[oc, i, j] * xp[:, g * cg + i, j:j + n]
+    return out + bias[None, :, None] if bias is not None else out
+
+
+CLASSES = (
+    OpClass(Ops.CONV1D, "window", 0, "0: x[B, C, T], 1: w[O, C/g, K], 2: bias[O] (optional)",
+            "out[b, o, t] = bias[o] + Σ_i Σ_k w[o, i, k] · x[b, g·C/g + i, t + k − p], g = o // (O/g), zero outside "
+            "x; attrs `padding` p, `groups` g; stride and dilation 1 (a depthwise conv: g = C)",
+            _conv1d, _conv1d_shape, int_attrs=("padding", "groups")),
+)
