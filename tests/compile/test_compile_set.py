@@ -1,7 +1,8 @@
 """The CI set, compiled for sm_90 and sm_80 with no GPU (benchmarks/ptx_check.py, which is
 `tprules compile`'s code): every example unfused, as planned (our tiles, and split around a
 library's gemm) and its hand-made fused groups (tests/data/compile/groups.json: every stage
-kind in its fused forms); a tiny imported Llama, Qwen2 and Gemma at TP 4, the same ways."""
+kind in its fused forms); a tiny imported Llama, Qwen2 and Gemma at TP 4, the same ways; and what issues 21 and 22 added: a
+tiny Mixtral (top-k routing, experts' rows by id) and a tiny Bamba (a Mamba layer's conv1d) at TP 2."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import json
 
 import pytest
 
-from tests.frontends.tiny import MUST_WORK, make_model
+from tests.frontends.tiny import MAMBA, MUST_WORK, make_model
 
 from .conftest import ARCHES, ROOT, python
 
 EXAMPLES = sorted(p.name for p in (ROOT / "facts").iterdir() if (p / "op.facts").exists())
-PROGRAMS = EXAMPLES + [f"hf-{m}-tp4" for m in MUST_WORK]
+# model type → (its tiny config's own fields, TP)
+IMPORTS = {**{m: ({}, 4) for m in MUST_WORK}, "mixtral": ({}, 2), "bamba": (MAMBA, 2)}
+PROGRAMS = EXAMPLES + [f"hf-{m}-tp{tp}" for m, (_, tp) in IMPORTS.items()]
 
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):
-    """hf-NAME-tp4 → the program folder of that tiny model imported at TP 4 (none without torch)."""
+    """hf-NAME-tpN → the program folder of that tiny model imported at TP N (none without torch)."""
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -28,10 +31,10 @@ def models(tmp_path_factory):
     from tprules.frontends.importer import import_hf
 
     out = {}
-    for m in MUST_WORK:
-        folder = tmp_path_factory.mktemp(f"{m}-tp4")
-        import_hf(make_model(folder / "model", m), 4, folder / "program")
-        out[f"hf-{m}-tp4"] = folder / "program"
+    for m, (fields, tp) in IMPORTS.items():
+        folder = tmp_path_factory.mktemp(f"{m}-tp{tp}")
+        import_hf(make_model(folder / "model", m, **fields), tp, folder / "program")
+        out[f"hf-{m}-tp{tp}"] = folder / "program"
     return out
 
 

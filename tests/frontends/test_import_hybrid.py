@@ -20,10 +20,8 @@ from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
-from .tiny import make_model
+from .tiny import MAMBA, make_model
 
-MAMBA = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=4, mamba_n_groups=1,
-             attn_layer_indices=[1])
 PLAN = {**{f"layers.*.self_attn.{p}_proj": "colwise" for p in "qkv"}, "layers.*.self_attn.o_proj": "rowwise",
         "layers.*.feed_forward.gate_proj": "colwise", "layers.*.feed_forward.up_proj": "colwise",
         "layers.*.feed_forward.down_proj": "rowwise"}

@@ -17,6 +17,11 @@ MUST_WORK_STYLES = ("mixtral", "qwen3_moe", "olmo2", "phi3", "gpt_neox")
 MOE = dict(num_local_experts=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 
 
+# A tiny Bamba's Mamba fields (a Mamba mixer in layer 0, attention in layer 1).
+MAMBA = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=4, mamba_n_groups=1,
+             attn_layer_indices=[1])
+
+
 def make_model(folder: Path, model_type: str, weights: bool = True, **overrides) -> Path:
     import torch
     import transformers
