@@ -20,7 +20,7 @@ from .magic import magic_transform
 from .normalise import evaluation_rules
 from .records import desugar_records
 from .strata import Stratum, stratify, with_subsumptions
-from .subsumption import expand_subsumptions, split_subsumptions, stand_in
+from .subsumption import expand_subsumptions, not_of_the_stand_ins, split_subsumptions, stand_in
 from .witnesses import expand_witnesses
 
 
@@ -60,6 +60,7 @@ def _check_program(program: ast.Program, source: str) -> CheckedProgram:
     program = expand_witnesses(program)  # a min's or max's witnesses, in plain Datalog
     program = magic_transform(program)  # .pragma "magic-transform": magic sets
     decls, program, problems = check_program_items(program)
+    problems = not_of_the_stand_ins(problems, program)
     strata: list[Stratum] = []
     if not problems:
         deriving, deleting = split_subsumptions(evaluation_rules(program, decls))
