@@ -6,7 +6,13 @@
 
 For each size it writes the program (benchmarks/generate.py), then runs each command as
 its own process, start-up included, and records wall time, CPU time (user + system) and
-peak memory (the child's maximum resident set, from GNU time):
+peak memory (the child's maximum resident set, from GNU time). The sizes `8b-hf`, `70b-hf`
+(TP 8) and `405b-hf` (TP 16) are real models instead: Llama-3-8B, Llama-3-70B and
+Llama-3.1-405B imported from config.json files written from their published shapes
+(benchmarks/bench_import.py), `tprules import hf --no-data --seq 2048`, and the import
+itself is timed in every round:
+
+- import       `tprules import hf CONFIG_DIR --tp N --seq 2048 --no-data --out DIR2` (the -hf sizes)
 
 - load         `tprules lint DIR`: rules parsed and checked (lint skips the cache), facts read and checked
 - check        `tprules check DIR --format json`
@@ -47,10 +53,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_import import FULL, TP  # noqa: E402
 from benchmarks.generate import SIZES, generate  # noqa: E402
+
+IMPORTED = {f"{size}-hf": size for size in FULL}  # real models, imported from their configs
+SEQ = 2048
 
 PY = sys.executable
 TARGETS = {"70b": 1.0, "405b": 2.5}  # seconds for `check` (issue 8), and 1 GiB peak memory
+IMPORT_TARGETS = {"8b-hf": 4.0, "70b-hf": 8.0, "405b-hf": 15.0}  # seconds for `import` (issue 24)
+PLAN_TARGET = 1.5  # plan ÷ check (issue 24)
 SOUFFLE_TARGETS = {"70b": 2.0, "405b": 1.5}  # `check` ÷ Soufflé's interpreter (issue 17)
 MEMORY_TARGET_MIB = 1024
 TIME = "/usr/bin/time" if Path("/usr/bin/time").exists() else None  # GNU time, for peak memory
@@ -142,15 +154,32 @@ def prepare(size: str, work: Path) -> dict:
     if base.exists():
         shutil.rmtree(base)
     started = time.perf_counter()
-    b = generate(size, base / "program")
-    info = {"generate_s": round(time.perf_counter() - started, 2), "statements": len(b.statements),
-            "candidates": len({f for f, _ in b.facts["member"]}), "chips": b.chips}
+    if size in IMPORTED:
+        done = subprocess.run(import_command(size, base, base / "program"), check=True, cwd=ROOT, capture_output=True,
+                              text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        report = json.loads(done.stdout)
+        info = {"generate_s": round(time.perf_counter() - started, 2), "statements": report["statements"],
+                "candidates": report["candidates"], "chips": TP[IMPORTED[size]]}
+    else:
+        b = generate(size, base / "program")
+        info = {"generate_s": round(time.perf_counter() - started, 2), "statements": len(b.statements),
+                "candidates": len({f for f, _ in b.facts["member"]}), "chips": b.chips}
     subprocess.run(tprules("lint", base / "program"), check=True, cwd=ROOT, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fills the rules cache, as in daily use
     subprocess.run(tprules("export", base / "program", base / "souffle"), check=True, cwd=ROOT, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)))
     write_clingo(base / "program", base / "clingo")
     return info
+
+
+def import_command(size: str, base: Path, out: Path) -> list[str]:
+    """`tprules import hf` of a full-size config (written into base/config/ here)."""
+    model = IMPORTED[size]
+    source = base / "config"
+    source.mkdir(parents=True, exist_ok=True)
+    (source / "config.json").write_text(json.dumps(FULL[model], indent=1))
+    return tprules("import", "hf", source, "--tp", TP[model], "--seq", SEQ, "--no-data", "--out", out,
+                   "--format", "json")
 
 
 def write_clingo(program: Path, out: Path) -> None:
@@ -238,6 +267,8 @@ def bench_size(size: str, work: Path, repeat: int, timeout: float, pydatalog: bo
     fusions = {legal: pick(base / "check.pick.out", legal) if first.status == 0 else None for legal in (True, False)}
     timed: list[tuple[str, list[str]]] = [("load", tprules("lint", program)),
                                           ("check", tprules("check", program, "--format", "json"))]
+    if size in IMPORTED:  # into a folder of its own: the other commands read the first import's
+        timed.insert(0, ("import", import_command(size, base, base / "imported")))
     for tool, cmd, ok, why_not in (
             ("plan", tprules("plan", program, "--format", "json"), "plan" in commands, "command not built yet"),
             ("why-legal", tprules("why", program, f'legal("{fusions[True]}")'), fusions[True] is not None,
@@ -335,6 +366,29 @@ def report(infos: dict[str, dict], rows: list[Row], repeat: int) -> str:
         lines.append(f"| {s} | {info['statements']} | {info['candidates']} | {ratio(check, souffle)} | {others} | "
                      f"{ratio(plan, souffle)} | {ratio(by.get((s, 'clingo')), check)} | "
                      f"{ratio(by.get((s, 'pydatalog')), check)} | {goal17} | {goal8} | {memory} |")
+    lines += ["", "Goals of issue 24: `import` at most 4 s (8b-hf), 8 s (70b-hf), 15 s (405b-hf, under 2 GiB); "
+              "`plan` at most 1.5 × `check`; `check` at most 1.0 × Soufflé's interpreter; peak memory at most "
+              "2 × Soufflé's.", "",
+              "| size | import | import cpu | import goal | import MiB | plan ÷ check | (cpu) | plan goal | "
+              "check ÷ Soufflé | check MiB ÷ Soufflé's |", "|---|---:|---:|---|---:|---:|---:|---|---:|---:|"]
+    for s in sizes:
+        imp, check, plan, souffle = (by.get((s, t)) for t in ("import", "check", "plan", "souffle"))
+        target = IMPORT_TARGETS.get(s)
+        imp_cell = "-" if imp is None or imp.wall is None else _fmt(imp.wall)
+        imp_cpu = "-" if imp is None or imp.cpu is None else _fmt(imp.cpu)
+        pc_cpu = "-" if plan is None or check is None or plan.cpu is None or not check.cpu else \
+            f"{plan.cpu / check.cpu:.2f}"
+        imp_goal = "-" if target is None or imp is None or imp.wall is None else \
+            f"{'met' if imp.wall <= target and imp.peak <= 2048 else 'missed'} ({target} s)"
+        imp_mib = "-" if imp is None or imp.peak is None else f"{imp.peak:.0f}"
+        pc = None if plan is None or check is None or plan.wall is None or check.wall is None else plan.wall / check.wall
+        plan_goal = "-" if pc is None else f"{'met' if pc <= PLAN_TARGET else 'missed'}"
+        cs = "-" if check is None or souffle is None or check.wall is None or souffle.wall is None else \
+            f"{check.wall / souffle.wall:.2f}"
+        mem = "-" if check is None or souffle is None or check.peak is None or souffle.peak is None else \
+            f"{check.peak / souffle.peak:.2f}"
+        lines.append(f"| {s} | {imp_cell} | {imp_cpu} | {imp_goal} | {imp_mib} | {'-' if pc is None else f'{pc:.2f}'} "
+                     f"| {pc_cpu} | {plan_goal} | {cs} | {mem} |")
     lines.append("")
     for s in sizes:
         agree = infos[s].get("agree", {})
@@ -346,7 +400,8 @@ def report(infos: dict[str, dict], rows: list[Row], repeat: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="70b,405b", help=f"comma-separated, from {', '.join(SIZES)}")
+    parser.add_argument("--sizes", default="70b,405b",
+                        help=f"comma-separated, from {', '.join([*SIZES, *IMPORTED])}")
     parser.add_argument("-r", "--repeat", type=int, default=5, help="interleaved rounds (best and median reported)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds before a run is killed")
     parser.add_argument("--pydatalog-sizes", default="70b", help="sizes to also run on plain pyDatalog ('' for none)")
@@ -354,9 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write every measurement to this file")
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes.split(",") if s]
-    unknown = [s for s in sizes if s not in SIZES]
+    unknown = [s for s in sizes if s not in SIZES and s not in IMPORTED]
     if unknown:
-        parser.error(f"unknown size {', '.join(unknown)}; sizes: {', '.join(SIZES)}")
+        parser.error(f"unknown size {', '.join(unknown)}; sizes: {', '.join([*SIZES, *IMPORTED])}")
     pyd = {s for s in args.pydatalog_sizes.split(",") if s}
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="tprules-bench-"))
 

@@ -6,9 +6,11 @@
   vocabulary 128), made with transformers and saved with save_pretrained, imported at TP 2
   (`tprules import hf`, the whole command); statements and candidates; then
   `tprules run --device DEVICE` on each: the logits' max error against torch's forward;
-- 8b, 70b: Llama-3-8B's and Llama-3-70B's hyperparameters in a config.json written here
-  (no weights, nothing downloaded), imported with --no-data at TP 8, sequence 2048; then
-  `tprules check` and `tprules plan` on the imported folders.
+- 8b, 70b, 405b: Llama-3-8B's, Llama-3-70B's and Llama-3.1-405B's hyperparameters in a
+  config.json written here (no weights, nothing downloaded), imported with --no-data at
+  TP 8 (405b: TP 16), sequence 2048; then
+  `tprules check` and `tprules plan` on the imported folders;
+- mixtral-8x7b, qwen3-30b-a3b: the same for two mixtures of experts (TP 8, sequence 512).
 
 Every step is a whole command in its own process (start-up included), timed by wall clock,
 with the child's processor time beside it.
@@ -34,7 +36,26 @@ LLAMA3 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_s
 FULL = {
     "8b": {**LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32},
     "70b": {**LLAMA3, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64},
+    # Llama-3.1-405B: 126 layers, hidden 16384, 128 heads, 8 key/value heads, FFN 53248, llama3 RoPE scaling
+    "405b": {**LLAMA3, "hidden_size": 16384, "intermediate_size": 53248, "num_hidden_layers": 126,
+             "num_attention_heads": 128, "max_position_embeddings": 131072,
+             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192}},
+    # Mixtral-8x7B's and Qwen3-30B-A3B's published hyperparameters (mixtures of experts)
+    "mixtral-8x7b": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 32000,
+                     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+                     "num_experts_per_tok": 2, "rope_theta": 1e6, "max_position_embeddings": 32768,
+                     "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": False},
+    "qwen3-30b-a3b": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936,
+                      "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
+                      "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                      "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": True, "decoder_sparse_step": 1,
+                      "mlp_only_layers": [], "rope_theta": 1e6, "max_position_embeddings": 40960,
+                      "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False},
 }
+TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8}
+SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512}  # tokens x experts pairs: the batched_mm form's statements grow with them
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)
@@ -78,12 +99,14 @@ def tiny(work: Path, device: str) -> list[dict]:
 
 
 def full(work: Path, size: str) -> dict:
-    source = work / f"llama3-{size}"
+    name = size if size in SEQ else f"llama3-{size}"
+    source = work / name
     source.mkdir(parents=True, exist_ok=True)
     (source / "config.json").write_text(json.dumps(FULL[size], indent=1))
-    out = work / f"llama3-{size}-tp8"
-    row = {"model": f"Llama-3-{size.upper()}"}
-    wall, cpu, done = command("import", "hf", source, "--tp", 8, "--seq", 2048, "--no-data", "--out", out,
+    out = work / f"{name}-tp{TP[size]}"
+    row = {"model": size if size in SEQ else f"Llama-3{'.1' if size == '405b' else ''}-{size.upper()}",
+           "seq": SEQ.get(size, 2048)}
+    wall, cpu, done = command("import", "hf", source, "--tp", TP[size], "--seq", row["seq"], "--no-data", "--out", out,
                               "--format", "json")
     report = json.loads(done.stdout)
     row.update(import_s=wall, import_cpu_s=cpu, statements=report["statements"], candidates=report["candidates"],
@@ -91,7 +114,8 @@ def full(work: Path, size: str) -> dict:
     for name in ("check", "plan"):
         wall, cpu, _ = command(name, out, "--format", "json")
         row[f"{name}_s"], row[f"{name}_cpu_s"] = wall, cpu
-    print(f"{row['model']} TP 8 --no-data: import {row['import_s']:.1f} s (cpu {row['import_cpu_s']:.1f} s; "
+    print(f"{row['model']} TP {TP[size]} --no-data seq {row['seq']}: import {row['import_s']:.1f} s "
+          f"(cpu {row['import_cpu_s']:.1f} s; "
           + ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
           + f"), {row['statements']} statements, {row['candidates']} candidates; "
           f"check {row['check_s']:.2f} s (cpu {row['check_cpu_s']:.2f}), plan {row['plan_s']:.2f} s "

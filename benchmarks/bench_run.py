@@ -1,5 +1,8 @@
 """`tprules run` against what a user would run instead: one Llama decoder layer, tensor-parallel.
 
+With `--hf llama,qwen3,gemma`: the Hugging Face model's own forward (eager, torch.compile)
+against `tprules run` of its import at each TP (benchmarks/hf_layer.py).
+
     python benchmarks/bench_run.py [--tp 1,2,4] [--repeat 10] [--impls unfused,planner,numpy,torch,compile]
                                    [--device cpu|cuda|sim] [--matmul auto|library|own] [--seq 128 --hidden 1024 ...]
 
@@ -35,6 +38,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "facts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 IMPLS = ("unfused", "planner", "hand", "numpy", "torch", "compile")
 
@@ -244,7 +248,20 @@ def main(argv=None) -> int:
     add_layer_options(p)
     p.add_argument("--impls", default="unfused,planner,numpy,torch,compile",
                    help=f"comma-separated, of: {', '.join(IMPLS)}")
+    p.add_argument("--hf", default="", help="comma-separated model types (llama,qwen3,gemma): the Hugging Face "
+                   "model's own forward (eager, torch.compile) against `tprules run` of its import (hf_layer.py)")
+    p.add_argument("--kv-heads", type=int, default=4, help="with --hf: key/value heads")
+    p.add_argument("--layers", type=int, default=1, help="with --hf: decoder layers")
+    p.add_argument("--vocab", type=int, default=1024, help="with --hf: vocabulary size")
+    p.add_argument("--threads", type=int, default=2, help="with --hf: torch's threads")
     args = p.parse_args(argv)
+    if args.hf:
+        import hf_layer
+
+        args.hf = [m for m in args.hf.split(",") if m]
+        args.tp = [int(t) for t in args.tp.split(",")]
+        args.impls = [i for i in args.impls.split(",") if i]
+        return hf_layer.main(args)
     args.impls = [i for i in args.impls.split(",") if i]
     unknown = sorted(set(args.impls) - set(IMPLS))
     if unknown:

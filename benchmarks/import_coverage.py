@@ -2,12 +2,14 @@
 
     python benchmarks/import_coverage.py [--tp 2] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
 
-For every causal-LM model type whose config class has a `base_model_tp_plan` made of
-colwise and rowwise (and replicated) layers, plus Mixtral: a tiny config (hidden 64,
-2 layers, 4 heads, 2 key/value heads, vocabulary 128), a model saved with transformers'
-own save_pretrained, `tprules import hf` at --tp, and the logits of tprules' reference
-executor (and, with --device, of the fused program on that device) against torch's
-forward. Prints a Markdown table (the README's coverage table) and writes it as JSON.
+For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
+transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
+vocabulary 128; when that does not build, the mixture-of-experts fields too: 4 experts,
+top-2, expert width 32; then the multi-head latent attention fields, and a rotary of 8),
+a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
+the logits of tprules' reference executor (and, with --device, of the fused program on
+that device) against torch's forward. Prints a Markdown
+table (the README's coverage table), a count per result and per refusal, and writes it as JSON.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ OVERRIDES = {
     "cohere_compass_text": dict(layer_types=None, rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE}),
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
 }
-IMPORTED = {"colwise", "rowwise", "replicated_with_grad_allreduce"}
-ALSO = ("mixtral",)  # MoE: tried, to say what it needs
+MOE = dict(num_local_experts=4, num_experts=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+# multi-head latent attention (DeepSeek-V2 style): as many key/value heads as heads
+MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
+           num_key_value_heads=4)
+ROTARY = dict(rotary_dim=8)  # a partial rotary narrower than the tiny head (GPT-J, CodeGen)
 
 
 def architectures() -> list[str]:
@@ -44,8 +49,7 @@ def architectures() -> list[str]:
     for model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         if model_type not in CONFIG_MAPPING:
             continue
-        plan = getattr(CONFIG_MAPPING[model_type], "base_model_tp_plan", None)
-        if (plan and set(plan.values()) <= IMPORTED) or model_type in ALSO:
+        if getattr(CONFIG_MAPPING[model_type], "base_model_tp_plan", None):
             out.append(model_type)
     return out
 
@@ -54,14 +58,24 @@ def tiny_model(model_type: str, folder: Path) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-    config = CONFIG_MAPPING[model_type](**{**TINY, **OVERRIDES.get(model_type, {})})
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config).eval()
-    model.save_pretrained(folder)
-    # the tiny config must make a model whose own forward runs, as the importer calls it
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    with torch.no_grad():
-        model(torch.zeros((1, 8), dtype=torch.int64), use_cache=False)
+    def build(fields):
+        config = CONFIG_MAPPING[model_type](**{**fields, **OVERRIDES.get(model_type, {})})
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config).eval()
+        model.save_pretrained(folder)
+        # the tiny config must make a model whose own forward runs, as the importer calls it
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager",
+                                                     experts_implementation="batched_mm").eval()
+        with torch.no_grad():
+            model(torch.zeros((1, 8), dtype=torch.int64), use_cache=False)
+
+    tries = [TINY, {**TINY, **MOE}, {**TINY, **MLA}, {**TINY, **MOE, **MLA}, {**TINY, **MOE, **MLA, **ROTARY}]
+    for n, fields in enumerate(tries):  # the generic tiny config, then the MoE, MLA and rotary fields
+        try:
+            return build(fields)
+        except Exception:  # noqa: BLE001 - transformers raises many kinds; the last one is the row's reason
+            if n == len(tries) - 1:
+                raise
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
@@ -109,12 +123,43 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     return row
 
 
+def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: float) -> dict:
+    """`try_one` in a forked process under a memory limit: a model too big for the machine is
+    one row (`crash`), not the end of the run."""
+    import multiprocessing
+    import resource
+
+    ctx = multiprocessing.get_context("fork")
+    rows = ctx.Queue()
+
+    def child():
+        limit = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            rows.put(try_one(model_type, work, tp, device))
+        except MemoryError:
+            rows.put({"model_type": model_type, "result": "crash", "detail": f"more than {memory_gib:g} GiB"})
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(1800)
+    if p.is_alive():
+        p.kill()
+    try:
+        return rows.get(timeout=1)
+    except Exception:  # noqa: BLE001 - the child died (memory, a signal) without a row
+        return {"model_type": model_type, "result": "crash", "detail": f"the process ended ({p.exitcode}): "
+                                                                       f"more than {memory_gib:g} GiB?"}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--device", choices=("none", "cpu", "sim"), default="none")
     ap.add_argument("--only", help="comma-separated model types")
     ap.add_argument("--work", default="/tmp/tprules-coverage")
+    ap.add_argument("--memory-gib", type=float, default=6.0,
+                    help="address space of the process trying one architecture (a default vision tower may be large)")
     args = ap.parse_args(argv)
     import transformers
 
@@ -125,7 +170,7 @@ def main(argv: list[str]) -> int:
     print("| model type | architecture | result | statements | candidates | reference vs torch (max rel err) |")
     print("|---|---|---|---:|---:|---|")
     for model_type in types:
-        row = try_one(model_type, work, args.tp, args.device)
+        row = isolated(model_type, work, args.tp, args.device, args.memory_gib)
         rows.append(row)
         err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
         if "run_rel_err" in row:
@@ -134,7 +179,32 @@ def main(argv: list[str]) -> int:
         print(f"| {model_type} | {row.get('architecture', '')} | {what} | {row.get('statements', '')} | "
               f"{row.get('candidates', '')} | {err} |", flush=True)
     (work / f"coverage-tp{args.tp}.json").write_text(json.dumps(rows, indent=1))
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["result"]] = counts.get(row["result"], 0) + 1
+    print(f"\n{len(rows)} architectures at TP {args.tp}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    why: dict[str, int] = {}
+    for row in rows:
+        if row["result"] not in ("ok", "MISMATCH"):
+            why[refusal_class(row.get("detail", ""))] = why.get(refusal_class(row.get("detail", "")), 0) + 1
+    for reason, n in sorted(why.items(), key=lambda kv: -kv[1]):
+        print(f"- {n}: {reason}")
     return 0
+
+
+def refusal_class(detail: str) -> str:
+    """What a refusal is about, in a few words (the README's line per remaining refusal class)."""
+    import re
+
+    op = re.search(r"(aten\.[a-z_0-9]+)\.[a-zA-Z_]+ at ", detail)
+    if op and "no registry class" in detail:
+        return f"no registry class for {op.group(1)}"
+    if op:
+        return f"{op.group(1)}: " + re.sub(r".* at [^ ]+: ", "", detail)[:60]
+    for words in ("cannot import", "transformers:", "heads", "split", "expected input_ids"):
+        if words in detail:
+            return re.sub(r"^[A-Za-z0-9]+: ", "", detail.split("config.json: import: ")[-1])[:90]
+    return detail[:90]
 
 
 if __name__ == "__main__":

@@ -144,6 +144,33 @@ def int8_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> Prog
     return b
 
 
+def gather_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> ProgramBuilder:
+    """A colwise-gather MLP (transformers' `colwise_gather_output`): column-parallel W1 and
+    GELU on every chip, an all-gather of the activations into the spine, then a replicated
+    W2 and a residual add on the spine."""
+    b = ProgramBuilder(chips=tp)
+    x = b.tensor("x", [seq, hidden], spine=True)
+    part = ffn // tp
+    slices = []
+    for c in range(tp):
+        h = b.stmt(f"mm1_{c}", "matmul", [x, b.tensor(f"w1_{c}", [hidden, part], chip=c)],
+                   b.tensor(f"h_{c}", [seq, part], chip=c))
+        slices.append(b.stmt(f"gelu_{c}", "gelu", [h], b.tensor(f"a_{c}", [seq, part], chip=c)))
+    a = b.gather("allgather", slices, b.tensor("a", [seq, ffn], spine=True), "mlp_hidden", axis=1)
+    y = b.stmt("mm2", "matmul", [a, b.tensor("w2", [ffn, hidden], spine=True)], b.tensor("y", [seq, hidden], spine=True))
+    b.stmt("residual", "add", [y, x], b.tensor("out", [seq, hidden], spine=True))
+    # legal: a matmul with its GELU epilogue on one chip; the spine's matmul with its residual.
+    b.candidate("mm1_gelu_0", ["mm1_0", "gelu_0"])
+    b.candidate("mm2_residual", ["mm2", "residual"])
+    # collective_fold: a slice into its all-gather (a local concat); the all-gather into W2.
+    b.candidate("gelu_allgather", ["gelu_0", "allgather"])
+    b.candidate("allgather_mm2", ["allgather", "mm2"])
+    # spans_chips: the same stage on two chips; chip_and_spine: a chip's GELU with the spine's W2.
+    b.candidate("gelu_0_1", ["gelu_0", "gelu_1"])
+    b.candidate("gelu_mm2", ["gelu_0", "mm2"])
+    return b
+
+
 H100, CPU = "cuda-lane:h100:Bf16", "cpu:x86:F32"
 
 
@@ -161,6 +188,7 @@ EXAMPLES = {
     "llama-layer-tp4": lambda: meant_for(llama_layer(4), H100, CPU),
     "relocated-head-tp2": lambda: relocated_head(2),
     "int8-mlp-tp2": lambda: int8_mlp(2),
+    "gather-mlp-tp2": lambda: meant_for(gather_mlp(2), H100, CPU),
 }
 
 

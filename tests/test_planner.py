@@ -26,6 +26,7 @@ SHIMS = ("cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32")
 # Groups per example and shim, pinned the way tinygrad pins kernel counts: a change here
 # is a change in what the planner fuses, to be looked at.
 GROUP_COUNTS = {
+    "gather-mlp-tp2": {"cuda-lane:h100:Bf16": 4, "cuda-lane:rtx3060:TwoPassInt8": 4, "cpu:x86:F32": 4},
     "int8-mlp-tp2": {"cuda-lane:h100:Bf16": 5, "cuda-lane:rtx3060:TwoPassInt8": 12, "cpu:x86:F32": 7},
     "llama-layer-tp4": {"cuda-lane:h100:Bf16": 29, "cuda-lane:rtx3060:TwoPassInt8": 49, "cpu:x86:F32": 21},
     "megatron-mlp-tp2": {"cuda-lane:h100:Bf16": 4, "cuda-lane:rtx3060:TwoPassInt8": 6, "cpu:x86:F32": 4},

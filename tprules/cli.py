@@ -12,7 +12,7 @@ from .commands import COMMANDS
 from .config import set_include_dirs
 from .errors import BadInput
 
-SHOW_CHOICES = ("ast", "strata", "code", "plan", "timing", "traceback", "kernels")
+SHOW_CHOICES = ("ast", "strata", "code", "plan", "cost", "timing", "traceback", "kernels")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -38,6 +38,33 @@ class Verdict:
                 "members": list(self.members)}
 
 
+@dataclass(frozen=True)
+class MemberNotes:
+    """What reports show beside a member's place: the collective of a fold whose program
+    names its kind (`all-gather mlp_hidden`), and the model's module path (`attr module`
+    of an imported program)."""
+
+    collectives: dict[str, str]
+    modules: dict[str, str]
+
+    @classmethod
+    def of(cls, facts) -> MemberNotes:
+        kinds = dict(facts.tuples("collective"))
+        collectives = {o: f"{kinds[c].replace('_', '-')} {c}" for o, c in facts.tuples("fold") if c in kinds}
+        return cls(collectives, {o: v for o, k, v in facts.tuples("attr") if k == "module"})
+
+    def note(self, statement: str) -> str:
+        return " ".join(n for n in (self.collectives.get(statement), self.modules.get(statement)) if n)
+
+    def shown(self, statement: str, place: str) -> str:
+        """`mm@0 (chip:0) model.layers.0.self_attn.q_proj`, as check, why and the REPL show a member."""
+        note = self.note(statement)
+        return f"{statement} ({place})" + (f" {note}" if note else "")
+
+
+NO_NOTES = MemberNotes({}, {})
+
+
 class VerdictTable:
     """Every candidate's verdict, sorted by fusion id, as columns of symbol ids: `fusions`;
     each one's `members` (program order) and `reasons` (sorted) as runs of a flat array
@@ -67,19 +94,49 @@ class VerdictTable:
         ids, counts = np.unique(self.reasons, return_counts=True)
         return dict(zip(self._names(ids), counts.tolist()))
 
-    def json_lines(self) -> list[str]:
-        """Each verdict as one line of JSON (`Verdict.to_json`, written directly)."""
+    def json_lines(self, notes: MemberNotes = NO_NOTES) -> list[str]:
+        """Each verdict as one line of JSON (`Verdict.to_json`, written directly); an imported
+        program's also carry each member's module path (`modules`, in the order of `members`)."""
         legal = np.where(self.legal, "true", "false").tolist()
         reasons = _joined(list(map(quote, self._names(self.reasons))), self.reason_start)
-        members = _joined(list(map(quote, self._names(self.members))), self.member_start)
-        return [f'{{"fusion": {f}, "legal": {lg}, "reasons": [{r}], "members": [{m}]}}'
-                for f, lg, r, m in zip(map(quote, self._names(self.fusions)), legal, reasons, members)]
+        names = self._names(self.members)
+        members = _joined(list(map(quote, names)), self.member_start)
+        lines = [f'{{"fusion": {f}, "legal": {lg}, "reasons": [{r}], "members": [{m}]'
+                 for f, lg, r, m in zip(map(quote, self._names(self.fusions)), legal, reasons, members)]
+        if notes.modules:
+            modules = _joined([quote(notes.modules.get(o, "")) for o in names], self.member_start)
+            lines = [f'{line}, "modules": [{m}]' for line, m in zip(lines, modules)]
+        if notes.collectives:
+            kinds = _joined([quote(notes.collectives.get(o, "")) for o in names], self.member_start)
+            lines = [f'{line}, "collectives": [{k}]' for line, k in zip(lines, kinds)]
+        return [line + "}" for line in lines]
 
-    def text_columns(self, place_of: dict[int, str]) -> tuple[list[str], list[str], list[str]]:
+    def keep(self, wanted: np.ndarray) -> VerdictTable:
+        """The verdicts `wanted` (a boolean per fusion), as a table of their own."""
+        idx = np.flatnonzero(wanted)
+        m_runs = [np.arange(self.member_start[k], self.member_start[k + 1]) for k in idx.tolist()]
+        r_runs = [np.arange(self.reason_start[k], self.reason_start[k + 1]) for k in idx.tolist()]
+        m_take = np.concatenate(m_runs) if m_runs else np.zeros(0, dtype=I64)
+        r_take = np.concatenate(r_runs) if r_runs else np.zeros(0, dtype=I64)
+        m_start = np.concatenate(([0], np.cumsum([len(r) for r in m_runs]))).astype(I64)
+        r_start = np.concatenate(([0], np.cumsum([len(r) for r in r_runs]))).astype(I64)
+        return VerdictTable(self.symbols, self.fusions[idx], self.members[m_take], m_start,
+                            self.reasons[r_take], r_start)
+
+    def under_module(self, modules: dict[str, str], prefix: str) -> np.ndarray:
+        """Per fusion: whether a member lies under module `prefix` (the path or one below it)."""
+        names = self.symbols.names
+        inside = [modules.get(names[i], "") for i in self.members.tolist()]
+        hit = np.array([m == prefix or m.startswith(prefix + ".") for m in inside], dtype=bool)
+        counts = np.add.reduceat(hit.astype(I64), self.member_start[:-1]) if len(hit) else np.zeros(0, dtype=I64)
+        return counts > 0 if len(self.fusions) else np.zeros(0, dtype=bool)
+
+    def text_columns(self, place_of: dict[int, str],
+                     notes: MemberNotes = NO_NOTES) -> tuple[list[str], list[str], list[str]]:
         """Fusion, reasons and members (with their places) of each verdict, as `check` shows them."""
         names = self.symbols.names
         statements, of = np.unique(self.members, return_inverse=True)
-        shown = [f"{names[i]} ({place_of.get(i, '?')})" for i in statements.tolist()]
+        shown = [notes.shown(names[i], place_of.get(i, "?")) for i in statements.tolist()]
         members = _joined(list(map(shown.__getitem__, of.reshape(-1).tolist())), self.member_start)
         reasons = [r or "-" for r in _joined(self._names(self.reasons), self.reason_start)]
         return self._names(self.fusions), reasons, members

@@ -52,8 +52,23 @@ BAD = {
                         "3 key/value heads (6 attention heads) neither split over --tp 2 chips nor replicate"),
     "corrupt_safetensors": (lambda tmp, m: (_corrupt(tmp, m("llama")), []),
                             "model.safetensors: import: not a readable safetensors file"),
-    "plan_style": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {"layers.*.mlp.experts": "moe_tp_experts"})]),
-                   "plan style moe_tp_experts (layers.*.mlp.experts) is not one tprules imports"),
+    "plan_style_unknown": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "layers.*.mlp.up_proj": "colwize",
+                                                                              "layers.*.mlp.down_proj": "sideways"})]),
+                           "plan.json: import: LlamaForCausalLM: the plan has 2 entries tprules cannot import: "
+                           "layers.*.mlp.up_proj colwize (not a style transformers registers); "
+                           "layers.*.mlp.down_proj sideways (not a style transformers registers)"),
+    "plan_style_sequence_parallel": (
+        lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "norm": "sequence_parallel"})]),
+        "the plan has 1 entry tprules cannot import: norm sequence_parallel (its output stays split on the sequence "
+        "axis"),
+    "plan_module_missing": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "layers.*.mlp.gate": "colwise"})]),
+                            "plan.json: import: LlamaForCausalLM: the plan names 1 module path the model does not "
+                            "have: layers.*.mlp.gate"),
+    "top_k_over_experts": (lambda tmp, m: (make_model(tmp / "k8", "mixtral", weights=False, num_experts_per_tok=8), []),
+                           "MixtralForCausalLM: num_experts_per_tok 8 is more than the 4 experts a router picks from"),
+    "experts_width_not_divisible": (
+        lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10), ["--tp", "4"]),
+        "gate_up_proj packs 2 parts of 10 on axis 1, each of which does not split into 4 (packed_colwise, --tp 4)"),
     "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, "{")]), "--plan: cannot read"),
     "vocab_parallel_embedding": (
         lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "embed_tokens": "colwise"})]),

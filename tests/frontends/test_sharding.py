@@ -100,3 +100,29 @@ def test_the_local_layout_op_of_each_chip_computes_its_block(name):
             np.transpose(mine, [int(d) for d in attrs["dims"].split(",")]) if cls == "permute"
             else np.broadcast_to(mine, local))
         np.testing.assert_array_equal(computed, theirs)
+
+
+def test_a_replicated_operand_as_wide_as_a_split_one_is_sliced_per_chip():
+    # x @ w.T split on its columns (colwise), plus a replicated bias [1, 8] as wide as the
+    # split axis: each chip adds its own block of the bias (a slice, no communication);
+    # the module's colwise_gather_output gathers the sum at the boundary.
+    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.styles import style
+    from tprules.frontends.tp import Sharder
+
+    g = Graph()
+    g.add_value(Value("x", (2, 4), "f32", "input"))
+    g.add_value(Value("w", (8, 4), "f32", "weight", "lin"))
+    g.add_value(Value("b", (1, 8), "f32", "weight", "other"))
+    g.add_value(Value("m", (2, 8), "f32", "activation", "lin"))
+    g.add_value(Value(OUTPUT, (2, 8), "f32", "activation", "lin"))
+    g.stmts += [Stmt("m", "matmul", ("x", "w"), "m", (("transpose_b", "1"),), "lin", "aten.mm.default"),
+                Stmt("add", "add", ("m", "b"), OUTPUT, (), "lin", "aten.add.Tensor")]
+    tpp = Sharder(g, 2, "Tiny", lambda path: style("colwise_gather_output") if path == "lin" else None).run(
+        {"w": S((plain(0, 2, 8),))})
+    facts = tpp.builder.facts
+    slices = {o: dict((k, v) for s, k, v in facts["attr"] if s == o) for o, c in facts["op"] if o.startswith("block_")}
+    assert {o: (a["axis"], a["start"], a["end"]) for o, a in slices.items()} == \
+        {"block_b_0@0": ("1", "0", "4"), "block_b_0@1": ("1", "4", "8")}
+    assert ("add@1", 1, "b_block_1x2@1") in facts["reads"]
+    assert [c for _, c in facts["collective"]] == ["all_gather"]

@@ -11,6 +11,10 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
             num_key_value_heads=2, vocab_size=128, head_dim=16, max_position_embeddings=64,
             pad_token_id=0, bos_token_id=1, eos_token_id=2, initializer_range=0.15)
 MUST_WORK = ("llama", "qwen2", "gemma")
+# issue 21's: two mixtures of experts, gathered q/k/v (OLMo 2), a full-width rotary with
+# gathered fused projections (Phi-3), a vocabulary-parallel embedding (GPT-NeoX)
+MUST_WORK_STYLES = ("mixtral", "qwen3_moe", "olmo2", "phi3", "gpt_neox")
+MOE = dict(num_local_experts=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 
 
 def make_model(folder: Path, model_type: str, weights: bool = True, **overrides) -> Path:
@@ -19,7 +23,8 @@ def make_model(folder: Path, model_type: str, weights: bool = True, **overrides)
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
-    config = CONFIG_MAPPING[model_type](**{**TINY, **overrides})
+    moe = MOE if model_type in ("mixtral", "qwen3_moe") else {}
+    config = CONFIG_MAPPING[model_type](**{**TINY, **moe, **overrides})
     if not weights:
         config.save_pretrained(folder)
         return folder

@@ -64,6 +64,22 @@ def attention(b):
     _s(b, "out", "tanh", [_s(b, "o", "bmm", [p, b.tensor("v", [2, 4, 8], spine=True)], [2, 4, 8])], [2, 4, 8])
 
 
+def gqa_attention(b):
+    """GQA as imported: each key/value head repeated for 2 query heads (reshape, expand,
+    reshape), the key transposed by a permute, the heads split from [seq, heads * dim]."""
+    q = _s(b, "q3", "permute", [_s(b, "q4", "reshape", [b.tensor("q", [3, 16], spine=True)], [3, 4, 4])],
+           [4, 3, 4], dims="1,0,2")
+
+    def repeated(name):
+        x = _s(b, f"{name}1", "reshape", [b.tensor(name, [2, 3, 4], spine=True)], [2, 1, 3, 4])
+        return _s(b, f"{name}3", "reshape", [_s(b, f"{name}2", "expand", [x], [2, 2, 3, 4])], [4, 3, 4])
+
+    kt = _s(b, "kt", "permute", [repeated("k")], [4, 4, 3], dims="0,2,1")
+    p = _s(b, "p", "softmax", [_s(b, "s", "scale", [_s(b, "sc", "bmm", [q, kt], [4, 3, 3])], [4, 3, 3],
+                                 factor="0.5")], [4, 3, 3])
+    _s(b, "out", "bmm", [p, repeated("v")], [4, 3, 4])
+
+
 def rmsnorm_decomposed(b):
     x = b.tensor("x", [1, 4, 16], spine=True)
     m = _s(b, "m", "mean", [_s(b, "sq", "pow", [x], [1, 4, 16], exponent="2.0")], [1, 4, 1])
@@ -88,8 +104,24 @@ def xielu(b):
     _s(b, "out", "where", [pos, a, m], [4, 8])
 
 
-CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, rmsnorm_decomposed,
-                                   layernorms, xielu)}
+def routing(b):
+    # a router's top-2 (ties: the lower index first) and each pair's expert weights by id
+    x = b.tensor("x", [3, 6], spine=True, data=np.array([[1, 3, 3, 2, 0, 3], [5, 5, 5, 1, 2, 0], [0, 1, 2, 3, 4, 5]],
+                                                        np.float32))
+    v = _s(b, "v", "topk_values", [_s(b, "p", "softmax", [x], [3, 6])], [3, 2], k=2)
+    i = _s(b, "i", "topk_indices", [x], [3, 2], "i64", k=2)
+    w = _s(b, "w", "take_rows", [b.tensor("experts", [6, 4, 5], spine=True), _s(b, "ids", "reshape", [i], [6], "i64")],
+           [6, 4, 5])
+    _s(b, "out", "mul", [w, _s(b, "vv", "reshape", [v], [6, 1, 1])], [6, 4, 5])
+
+
+def vocab_slice(b):
+    ids = b.tensor("ids", [2, 3], "i64", spine=True, data=np.array([[4, 0, 2], [7, 5, 3]], np.int64))
+    _s(b, "out", "embedding", [b.tensor("rows", [4, 3], spine=True), ids], [2, 3, 3], offset=4)
+
+
+CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, gqa_attention,
+                                 rmsnorm_decomposed, layernorms, xielu, routing, vocab_slice)}
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +169,35 @@ def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
     assert f"f32({ids}[" not in source
 
 
+def test_top_k_takes_the_lower_index_first_among_equals(programs):
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
+
+    prog = RunProgram.from_workspace(Workspace(programs["routing"]))
+    got = reference(prog, program_inputs(prog)).get("i")
+    assert got.tolist() == [[1, 2], [0, 1], [5, 4]]
+
+
 def test_the_planner_fuses_layout_members_into_their_readers(programs):
     report = execute(Workspace(programs["rotate_half"]), device="sim")
     assert report.groups == 1 and report.kinds == {"pointwise": 1}
+
+
+def test_a_bmm_reads_repeated_key_value_heads_in_place(programs):
+    """On the CPU's BLAS core the expanded keys and values are views: each product's call
+    reads key/value head b // 2 where it lies, and nothing is computed into a buffer."""
+    from tprules.codegen import lower
+    from tprules.codegen.cpu import render
+    from tprules.planner.plan import Group
+
+    prog = RunProgram.from_workspace(Workspace(programs["gqa_attention"]))
+    layout = [s.name for s in prog.statements if s.cls in ("reshape", "expand", "permute")]
+    for product in ("sc", "out"):
+        members = [o for o in layout if o.startswith(("q", "k") if product == "sc" else "v")] + [product]
+        kernel = lower(Group("g", tuple(sorted(members, key=prog.position.get)), "spine"), prog)
+        source = render(kernel, gemm=True, threads=1)
+        assert "opnd" not in source and source.count("gemm(") == 1, source
+        assert "// 2) * 12" in source  # head b reads key/value head b // 2 (12 elements a head)
 
 
 @pytest.mark.parametrize("cls, reads, shape, attrs, message", [
@@ -151,6 +209,9 @@ def test_the_planner_fuses_layout_members_into_their_readers(programs):
     ("embedding", [[5], [2]], [2, 5], {}, "embedding reads a table [V, H]"),
     ("layernorm", [[2, 4], [3]], [2, 4], {}, "weight and bias have shape [4]"),
     ("pow", [[2]], [2], {}, "needs a number attribute exponent"),
+    ("topk_values", [[2, 3]], [2, 4], {"k": "4"}, "top-4 of a last axis of 3"),
+    ("topk_indices", [[2, 3]], [2, 2], {}, "needs an integer attribute k"),
+    ("take_rows", [[4, 2, 3], [5]], [5, 3, 3], {}, "computes shape [5, 2, 3]"),
 ])
 def test_a_statement_that_does_not_fit_its_class_is_ill_formed(tmp_path, cls, reads, shape, attrs, message):
     b = ProgramBuilder(chips=1)
@@ -180,3 +241,34 @@ def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
     plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
     assert {"i8", "i32"} <= set(re.findall(r"\b(i8|i32) = ", cpu.render(lower(plan.groups[0], prog))))
     assert execute(ws, plan, device=device, prog=prog).ok
+
+
+@pytest.mark.parametrize("machine, views, copied", [("cpu", True, False), ("gpu", False, True)])
+def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, views, copied):
+    """On the CPU the BLAS core reads GQA's repeated heads as views (they cost nothing); the
+    GPU's library split takes whole buffers, so there they are copied, and the cost says so."""
+    from tprules.cli import main
+
+    assert main(["plan", str(programs["gqa_attention"]), "--machine", machine, "--show", "cost"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("[cost]")]
+    assert lines[-1].startswith(f"[cost] {len(lines) - 1} groups on {machine}: ")
+    assert ("read as views" in err) == views and ("of layouts copied into buffers" in err) == copied, err
+
+
+def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
+    """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of three stages, both
+    products BLAS calls reading the repeated key/value heads in place."""
+    from tprules.runtime import Prepared
+    from tprules.runtime.devices import get_device
+
+    ws = Workspace(programs["gqa_attention"])
+    prog = RunProgram.from_workspace(ws)
+    device = get_device("cpu")
+    from tprules.planner import plan
+
+    ready = Prepared(prog, plan(ws, machine=device.machine), device)
+    assert [k.kind for k in ready.kernels] == ["bmm+row+bmm"]
+    source = ready.compiled[0].source
+    assert source.count("gemm(") == 2 and "opnd" not in source
+    assert ready.report(ready.run()).ok

@@ -161,3 +161,19 @@ def test_the_simulator_needs_no_setting_even_after_numba_was_imported():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["device"].startswith("sim")
+
+
+def test_show_timing_says_where_the_time_went(cli):
+    """`--show timing`: one line per kind of kernel, its runs summing to the kernels every chip ran."""
+    status, out, err = cli("run", FACTS / "megatron-mlp-tp2", "--show", "timing", "--format", "json")
+    report = json.loads(out)
+    lines = [line.split() for line in err.splitlines() if line.startswith("[timing]")]
+    assert status == 0 and lines[0][1:3] == ["kernel", "kind"]
+    per_kind = {row[1]: int(row[2]) for row in lines[1:-1]}
+    assert sum(per_kind.values()) == sum(c["kernels"] for c in report["chips"]) == int(lines[-1][4])
+    assert set(per_kind) == set(report["kinds"])
+
+
+def test_show_timing_on_a_device_that_does_not_time_kernels(cli):
+    status, _, err = cli("run", FACTS / "megatron-mlp-tp2", "--device", "sim", "--show", "timing")
+    assert status == 0 and "kernels are not timed one by one on this device" in err

@@ -15,6 +15,7 @@ from tprules.planner import plan as make_plan
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import RunProgram, execute
 from tprules.runtime.distributed.reference import rank_reference
+from tprules.runtime.distributed.report import render_text
 from tprules.runtime.groups import unfused
 from tprules.runtime.inputs import program_inputs
 from tprules.workspace import Workspace
@@ -44,9 +45,9 @@ def test_every_example_matches_one_process_on_1_2_4_ranks(name):
         assert report.ok, (n, [o for o in report.outputs if not o.ok])
         same_outputs(report, single)
         assert [r.chips for r in report.ranks] == [list(range(r, prog.chips, n)) for r in range(n)]
-        # a fold is an all-reduce, not a kernel; every other kernel runs as in one process
+        # a fold is an all-reduce or an all-gather, not a kernel; every other kernel runs as in one process
         folds = sum(1 for g in plan.groups if g.place == "collective")
-        assert report.allreduces == folds and report.kernels == single.kernels - folds
+        assert report.allreduces + report.ranks[0].allgathers == folds and report.kernels == single.kernels - folds
         assert [c.kernels for c in report.chips] == [c.kernels - folds for c in single.chips]
 
 
@@ -67,6 +68,16 @@ def test_a_fold_is_one_all_reduce_of_each_ranks_local_sum():
     for r in report.ranks:  # one all-reduce of an 8x16 float32 partial, already summed over 2 chips
         assert (r.allreduces, r.allreduce_bytes, r.messages) == (1, 8 * 16 * 4, 0)
     assert report.transfers == 0  # chips of one rank add their partials before the all-reduce
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_an_all_gather_is_one_allgatherv_of_each_ranks_slices(ranks):
+    ws, prog = example("gather-mlp-tp2")
+    report = run_on_threads(prog, unfused(prog), ranks)
+    assert report.ok
+    for r in report.ranks:  # chip k's 8x16 float32 slice of the activations, joined on every chip
+        assert (r.allreduces, r.allgathers, r.allgather_bytes, r.messages) == (0, 1, len(r.chips) * 8 * 16 * 4, 0)
+    assert "1 all-gather of" in render_text(report)
 
 
 def test_each_rank_reads_only_its_chips_inputs_and_the_spines(monkeypatch):

@@ -64,6 +64,16 @@ def test_ranks_give_the_one_process_outputs(name, ranks, tmp_path):
 
 
 @mpi
+def test_an_all_gather_on_two_ranks_is_an_allgatherv(tmp_path):
+    done = tprules("run", FACTS / "gather-mlp-tp2", "--ranks", 2, "--format", "json", "--save", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and [(r["allreduces"], r["allgathers"], r["allgather_bytes"]) for r in report["ranks"]] \
+        == [(0, 1, 8 * 16 * 4)] * 2
+    assert_same_as_one_process("gather-mlp-tp2", tmp_path / "out")
+
+
+@mpi
 def test_llama_layer_on_four_ranks_prints_a_row_per_rank(tmp_path):
     done = tprules("run", FACTS / "llama-layer-tp4", "--ranks", 4, "--save", tmp_path / "out")
     assert done.returncode == 0, done.stderr

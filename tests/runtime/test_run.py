@@ -77,6 +77,22 @@ def test_the_all_reduce_moves_every_partial_to_every_chip():
     assert [c.kernels for c in report.chips] == [3 + 1 + 2] * 4  # own statements, the fold, bias and residual
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_all_gather_copies_every_slice_to_every_chip(device):
+    ws, prog = example("gather-mlp-tp2")
+    report = execute(ws, unfused(prog), device=device, prog=prog)
+    assert report.ok
+    assert report.transfers == 2 and report.moved_bytes == 2 * 8 * 16 * 4  # each chip gets the other's slice
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_all_gather_fused_into_its_consumer_is_a_local_concat(device):
+    ws, prog = example("gather-mlp-tp2")
+    report = execute(ws, fused_plan(prog, [["allgather", "mm2"]]), device=device, prog=prog)
+    (out,) = report.outputs
+    assert not out.ok  # each chip joined only what it holds: the other chip's slice is never moved
+
+
 def test_devices_agree():
     ws, prog = example("relocated-head-tp2")
     plan = fused_plan(prog, [["head", "probs", "pick"], ["mm1_0", "gelu_0"]])

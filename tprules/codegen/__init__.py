@@ -7,7 +7,8 @@ The passes, in order:
                 stores, with quantized reads as an absmax pass and a quantized load;
 3. cpu.py       render it as one Numba CPU function (cpu_gemm.py: a matmul stage as BLAS
                 calls on tiles, blas.py, with the prologue before and the epilogue on
-                each tile), or
+                each tile; batched.py: a bmm stage as BLAS calls per batch index;
+                views.py: layout chains over a buffer read by BLAS as they lie), or
    cuda.py      as one Numba-CUDA kernel (real GPUs and the simulator), its matmul stages
                 first split around a library's gemm where the device has one (extern.py);
                 both render through emit.py (formulas from the class table, tprules/ops),
@@ -16,7 +17,7 @@ The passes, in order:
                 machine code beside it).
 
 Beside them, cost.py estimates what a kernel costs on a kind of machine (the planner's
-cost model asks it).
+cost model asks it; a layout that is a view costs nothing, views.py).
 """
 
 from .ir import Kernel

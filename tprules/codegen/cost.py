@@ -5,7 +5,12 @@ The estimate follows the rendered kernels (cpu.py, cpu_gemm.py, cuda.py): a matm
 FLOPs at the machine's matmul rate; every pointwise operation evaluated, counting each
 time a fused value is computed again where it is read (a prologue, a row op's input read
 in each of its passes); every byte a stage loads from or stores to a buffer; and a fixed
-overhead per launch. Planning compares the estimate of a fusion with the estimates of its
+overhead per launch. Layouts are views (views.py): a layout member costs only the index
+arithmetic of its reader, and a matmul operand that is a view of a buffer goes to BLAS as it
+lies, costing its bytes once; a layout that must be computed into a buffer first (not a view,
+or read by a core that takes only whole buffers) costs that buffer's bytes, stored and read
+back. The estimate counts both (`views`, `copied`) so that `plan --show cost` can say why.
+Planning compares the estimate of a fusion with the estimates of its
 parts (planner/cost.py), so only the differences need to be right: launches saved, bytes
 not stored and loaded again, work done twice.
 
@@ -15,7 +20,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from .. import ops
@@ -37,6 +42,7 @@ from .ir import (
     RowStage,
     Transpose,
 )
+from .views import block, view_of
 
 TRANSCENDENTAL = frozenset(op for op, c in ops.CLASSES.items() if c.transcendental)  # a libm call, not a few instructions
 
@@ -48,10 +54,13 @@ class Estimate:
     ops: float  # pointwise operations evaluated (recomputations included)
     transcendental: float  # of which exp, tanh, sqrt, division
     launches: int
+    views: int = 0  # matmul operands read as views of a buffer (layouts that cost nothing)
+    copied: float = 0.0  # bytes of matmul operands computed into a buffer first (of `bytes`)
 
     def __add__(self, other: "Estimate") -> "Estimate":
         return Estimate(self.flops + other.flops, self.bytes + other.bytes, self.ops + other.ops,
-                        self.transcendental + other.transcendental, self.launches + other.launches)
+                        self.transcendental + other.transcendental, self.launches + other.launches,
+                        self.views + other.views, self.copied + other.copied)
 
 
 ZERO = Estimate(0.0, 0.0, 0.0, 0.0, 0)
@@ -72,6 +81,10 @@ class Machine:
     # once into a buffer; our CPU `loops` compute A once per element and B once per row
     # of the result; our GPU `tiles` compute each once per tile that reads it.
     operands: str = "library"
+    # Whether the matmul core reads a view of a buffer (views.py) as it lies: the CPU's
+    # BLAS tiles do (an offset, a leading dimension, a flag); the GPU's library split
+    # (extern.py) takes only whole buffers and their transposes.
+    views: bool = False
 
     def seconds(self, e: Estimate) -> float:
         return (e.flops / self.matmul_flops + e.bytes / self.bandwidth + e.ops * self.op_s
@@ -82,7 +95,8 @@ class Machine:
 # (benchmarks/bench_kernels.py): BLAS sgemm on tiles 55 to 80 GFLOP/s, our own loops about
 # 20; pointwise code about 40 GB/s (its buffers mostly in cache) and 0.1 ns an operation;
 # an exp 5 ns. Launching a kernel on a chip's queue: about 20 µs.
-CPU = Machine("cpu", matmul_flops=70e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9, launch_s=20e-6)
+CPU = Machine("cpu", matmul_flops=70e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9, launch_s=20e-6,
+              views=True)
 CPU_OWN = Machine("cpu (own matmul loops)", matmul_flops=20e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9,
                   launch_s=20e-6, operands="loops")
 # A data-centre GPU (H100/H200 class), float32 in and out: cuBLAS with TF32 tensor cores
@@ -101,13 +115,14 @@ WORD = 4  # every buffer element is kept as a float32, or smaller
 def estimate(kernel: Kernel, machine: Machine = CPU) -> Estimate:
     """The work of one run of `kernel` on one chip."""
     total = ZERO
+    dtypes = {p.name: p.dtype for p in kernel.params}
     for stage in kernel.stages:
-        total = total + _stage(stage, machine)
+        total = total + _stage(stage, machine, dtypes)
     launches = len(kernel.stages) if machine.per_stage_launch else 1
-    return Estimate(total.flops, total.bytes, total.ops, total.transcendental, launches)
+    return replace(total, launches=launches)
 
 
-def _stage(stage, machine: Machine) -> Estimate:
+def _stage(stage, machine: Machine, dtypes: dict[str, str]) -> Estimate:
     if isinstance(stage, Pointwise):
         n = prod(stage.shape)
         return _evaluate([st.value for st in stage.stores], n, stores=len(stage.stores))
@@ -117,19 +132,17 @@ def _stage(stage, machine: Machine) -> Estimate:
         operands = ZERO
         for mm in stage.matmuls:
             for e, side in ((mm.a, "a"), (mm.b, "b")):
-                operands = operands + _operand(e, _repeats(machine, stage, side))
+                operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes)
         epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
-        return Estimate(flops, operands.bytes + epilogue.bytes, operands.ops + epilogue.ops,
-                        operands.transcendental + epilogue.transcendental, 0)
-    if isinstance(stage, BatchedMatmulStage):  # our own loops (codegen/batched.py), one matmul per batch
+        return operands + epilogue + Estimate(flops, 0.0, 0.0, 0.0, 0)
+    if isinstance(stage, BatchedMatmulStage):  # BLAS per batch on the CPU, else our own loops (batched.py)
         mn = stage.batch * stage.m * stage.n
         operands = ZERO
         for mm in stage.matmuls:
-            for e in (mm.a, mm.b):
-                operands = operands + _operand(e, 1)
+            for e, side in ((mm.a, "a"), (mm.b, "b")):
+                operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes)
         epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
-        return Estimate(2.0 * mn * stage.k * len(stage.matmuls), operands.bytes + epilogue.bytes,
-                        operands.ops + epilogue.ops, operands.transcendental + epilogue.transcendental, 0)
+        return operands + epilogue + Estimate(2.0 * mn * stage.k * len(stage.matmuls), 0.0, 0.0, 0.0, 0)
     if isinstance(stage, RowStage):
         n = prod(stage.shape)
         # the pass that stores evaluates every row op's input once, with the stores
@@ -139,6 +152,8 @@ def _stage(stage, machine: Machine) -> Estimate:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
             passes = ops.CLASSES[op.cls].passes
+            if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
+                passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
             reads = _evaluate([op.x], n)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
@@ -149,7 +164,7 @@ def _stage(stage, machine: Machine) -> Estimate:
     raise TypeError(f"not a stage: {stage!r}")
 
 
-def _repeats(machine: Machine, stage: MatmulStage, side: str) -> int:
+def _repeats(machine: Machine, stage: MatmulStage | BatchedMatmulStage, side: str) -> int:
     """How many times each element of a computed operand is computed (see Machine.operands)."""
     if machine.operands == "loops":
         return 1 if side == "a" else stage.m
@@ -158,13 +173,26 @@ def _repeats(machine: Machine, stage: MatmulStage, side: str) -> int:
     return 1
 
 
-def _operand(e: Expr, repeats: int) -> Estimate:
-    """A matmul operand: read where it lies, or (a prologue) computed `repeats` times per element."""
+def _operand(e: Expr, repeats: int, machine: Machine, dtypes: dict[str, str]) -> Estimate:
+    """A matmul operand: read where it lies (a buffer, or on a core that reads views a view
+    of one), or (a prologue) computed `repeats` times per element."""
     n = prod(e.shape)
     if isinstance(e, Load) or (isinstance(e, Transpose) and isinstance(e.arg, Load)):
         return Estimate(0.0, n * WORD, 0.0, 0.0, 0)
+    if machine.views and machine.operands == "library":
+        v = view_of(e, dtypes)
+        if v is not None and block(v, *e.shape[-2:]) is not None:
+            return Estimate(0.0, n * WORD, 0.0, 0.0, 0, views=1)
     work = _evaluate([e], n * repeats, stores=0)
-    return work + Estimate(0.0, 2 * n * WORD, 0.0, 0.0, 0)  # a library's buffer: stored, read back
+    # a library's buffer: stored, read back
+    return work + Estimate(0.0, 2 * n * WORD, 0.0, 0.0, 0, copied=2 * n * WORD if _layout(e) else 0.0)
+
+
+def _layout(e: Expr) -> bool:
+    """Whether `e` moves elements only (a layout chain over a buffer), computing nothing."""
+    while isinstance(e, (Remap, Transpose)):
+        e = e.arg
+    return isinstance(e, Load)
 
 
 def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:

@@ -35,7 +35,7 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     `threads`: the threads of the chip that runs it (a parallel kernel when more than one
     and the kernel is big enough to gain)."""
     src = Source(kernel.params)
-    gemm = gemm and any(isinstance(s, MatmulStage) for s in kernel.stages)
+    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage)) for s in kernel.stages)
     for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
         src.line(line)
     for line in HELPERS.splitlines():
@@ -49,6 +49,8 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
             src.line(f"# stage {n}: {type(stage).__name__}")
             if gemm and isinstance(stage, MatmulStage):
                 cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
+            elif gemm and isinstance(stage, BatchedMatmulStage):
+                batched.render_cpu_gemm(src, stage, kernel, parallel)
             else:
                 RENDER[type(stage)](src, stage, kernel)
         src.line("return")
@@ -115,6 +117,8 @@ def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
             how = reduction(op.cls)
+            if how == "select":
+                continue  # no statistics: each stored element selects again (emit.RowValues.select)
             if how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead)
             elif how == "rms":

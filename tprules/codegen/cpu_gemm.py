@@ -7,8 +7,9 @@ single-threaded BLAS call (`blas.gemm`) into the tile's accumulators, and the ep
 (the stage's stores) runs over the tile at once, while it is in cache: this is XLA's and
 Inductor's "library matmul plus fused epilogue", done tile by tile.
 
-Operands go to BLAS as they lie in memory when they can: a float32 buffer, or the
-transpose of one (a flag, no copy). Any other operand (a fused prologue: a pointwise
+Operands go to BLAS as they lie in memory when they can: a view of a float32 buffer
+(views.py: the buffer, a reshape, permute, slice or expand of it that keeps one stride per
+axis, its transpose: an offset, a leading dimension and a flag, no copy). Any other operand (a fused prologue: a pointwise
 chain, an int8 quantized read, an integer buffer) is first computed once into a buffer
 of the kernel's own, in a parallel pass over its rows, and then read by every tile.
 
@@ -19,8 +20,9 @@ into the output buffer; the epilogue reads it from there.
 from __future__ import annotations
 
 from .emit import Scope, Source, store_cast, subscript
-from .extern import buffer_of, direct_stores
+from .extern import direct_stores
 from .ir import Acc, Expr, Kernel, MatmulStage
+from .views import block, view_of
 
 # In the header of every kernel that calls the BLAS core: a new version of codegen/blas.py
 # must change it, so that kernels cached by Numba with the old one are compiled again.
@@ -65,15 +67,25 @@ def materialize(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> str:
     return name
 
 
+def blas_operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, int, int, bool]:
+    """(buffer, offset, leading dimension, transposed) of a 2-D operand: a view where `e` is
+    one (views.py), else `e` computed into a buffer of the kernel's own."""
+    v = view_of(e, {p.name: p.dtype for p in kernel.params})
+    how = block(v, *e.shape) if v is not None else None
+    if how is None:
+        return materialize(src, e, kernel, parallel), 0, e.shape[1], False
+    return v.param, v.offset, how[1], how[0]
+
+
 def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> None:
     """`threads`: the chip's threads (the tiles are shared out over them when more than one)."""
     m, n, k = stage.m, stage.n, stage.k
     parallel = threads > 1
     operands = []
     for mm in stage.matmuls:
-        a = buffer_of(mm.a, kernel) or (materialize(src, mm.a, kernel, parallel), False)
-        b = buffer_of(mm.b, kernel) or (materialize(src, mm.b, kernel, parallel), False)
-        operands.append((a, (b[0], b[1] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
+        a = blas_operand(src, mm.a, kernel, parallel)
+        b = blas_operand(src, mm.b, kernel, parallel)
+        operands.append((a, (*b[:3], b[3] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
     direct = direct_stores(stage, kernel)
     rows, cols, tm, tn = tile_plan(m, n, threads, len(stage.matmuls))
     t, i0, j0, mb, nb = (src.fresh(s) for s in ("t", "i0", "j0", "mb", "nb"))
@@ -84,9 +96,9 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
         src.line(f"{mb} = min({tm}, {m} - {i0})")
         src.line(f"{nb} = min({tn}, {n} - {j0})")
         accs = {}
-        for index, ((a, ta), (b, tb)) in enumerate(operands):
-            a_off, lda = (f"{i0} * {k}", k) if not ta else (i0, m)
-            b_off, ldb = (j0, n) if not tb else (f"{j0} * {k}", k)
+        for index, ((a, a0, lda, ta), (b, b0, ldb, tb)) in enumerate(operands):
+            a_off = _plus(a0, f"{i0} * {lda}" if not ta else i0)
+            b_off = _plus(b0, j0 if not tb else f"{j0} * {ldb}")
             if index in direct:
                 c, c_off, ldc = direct[index], f"{i0} * {n} + {j0}", n
             else:
@@ -103,6 +115,10 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
             stores = [st for st in epilogue if st.flip == flip]
             if stores:
                 _epilogue(src, stores, kernel, accs, direct, (i0, j0, mb, nb), order)
+
+
+def _plus(offset: int, text: str) -> str:
+    return f"{offset} + {text}" if offset else text
 
 
 def _epilogue(src: Source, stores: list, kernel: Kernel, accs: dict, direct: dict, tile: tuple, order: str) -> None:

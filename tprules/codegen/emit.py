@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from .. import ops
+from ..ops import Ops
 from . import layout
 from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
 
@@ -271,8 +272,10 @@ class RowValues:
 
     def value(self, n: int, idx: tuple[str, ...], scope: Scope) -> str:
         op = self.stage.rows[n]
-        stats = self.stats[n]
         how = reduction(op.cls)
+        if how == "select":
+            return self.select(op, idx, scope)
+        stats = self.stats[n]
         if how == "average":
             return stats["m"]
         if how == "moments":
@@ -287,6 +290,29 @@ class RowValues:
         if how == "max_exp":
             return f"fexp({x} - {stats['mx']}) / {stats['se']}"
         raise AssertionError(f"row class {op.cls} reduces by {how!r}: no store pass for it")
+
+    def select(self, op, idx: tuple[str, ...], scope: Scope) -> str:
+        """Top-k: the idx[-1]-th largest of the row (ties: the lower index first), or its
+        index, found again for each stored element by idx[-1] + 1 selection passes over the
+        row: no state between elements, so any thread may store any of them."""
+        src = scope.src
+        h = op.x.shape[-1]
+        pv, pi, bv, bi = src.fresh("pv"), src.fresh("pi"), src.fresh("bv"), src.fresh("bi")
+        s, q = src.fresh("s"), src.fresh("q")
+        src.line(f"{pv} = INF")
+        src.line(f"{pi} = -1")
+        with src.block(f"for {s} in range({idx[-1]} + 1):"):
+            src.line(f"{bv} = -INF")
+            src.line(f"{bi} = -1")
+            with src.block(f"for {q} in range({h}):"):
+                x = Scope(src, row=self.value).at(op.x, idx[:-1] + (q,))
+                below = f"({x} < {pv} or ({x} == {pv} and {q} > {pi}))"
+                with src.block(f"if {below} and ({bi} < 0 or {x} > {bv}):"):
+                    src.line(f"{bv} = {x}")
+                    src.line(f"{bi} = {q}")
+            src.line(f"{pv} = {bv}")
+            src.line(f"{pi} = {bi}")
+        return pv if op.cls == Ops.TOPK_VALUES else f"f32({pi})"
 
 
 def origin(kernel, marks: dict[int, object], line: int | None) -> str | None:

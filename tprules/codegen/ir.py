@@ -97,12 +97,15 @@ class Concat:
 
 @dataclass(frozen=True)
 class Gather:
-    """`embedding`: row ids[lead] of `table`, at the last index."""
+    """`embedding`, `take_rows`: row ids[lead] of `table`, at the other indices; with an `offset` (a
+    vocabulary-parallel slice of the table) row ids[lead] - offset, and zero where that
+    row lies outside the table."""
 
     table: "Expr"
     ids: "Expr"
     shape: Shape
     dtype: str
+    offset: int | None = None
 
 
 Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather]
@@ -149,7 +152,7 @@ class MatmulStage:
 
 @dataclass(frozen=True)
 class RowOp:
-    cls: str  # rmsnorm | softmax | mean | layernorm
+    cls: str  # rmsnorm | softmax | mean | layernorm | topk_values | topk_indices
     x: Expr
     w: Expr | None = None
     eps: float = 1e-6

@@ -8,9 +8,11 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 - expand: NumPy broadcasting (a size-1 axis reads index 0);
 - slice: start + step * index on its axis;
 - cat: the operand whose range holds the index on the axis, read at the offset index;
-- embedding: row ids[lead] of the table, at the last index. The ids are integers from the
-  buffer to the subscript (`Scope.index`): layout classes over them map indices and carry
-  the stored integers, never a float32 copy.
+- embedding: row ids[lead] of the table, at the last index (less `offset`, zero outside
+  the table, for a vocabulary-parallel slice);
+- take_rows: row ids[lead] of a table of any rank, at the result's other indices.
+The ids are integers from the buffer to the subscript (`Scope.index`): layout classes over
+them map indices and carry the stored integers, never a float32 copy.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ LOWERINGS = ops.require({
                                                      tuple(dims(s.attr("dims")))),
     Ops.SLICE: _slice,
     Ops.CAT: lambda s, args, shape, dtype: Concat(args, int(s.attr("axis")) % len(shape), shape, dtype),
-    Ops.EMBEDDING: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype),
+    Ops.EMBEDDING: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype,
+                                                        None if s.attr("offset") is None else int(s.attr("offset"))),
+    Ops.TAKE_ROWS: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype),
 }, ops.LAYOUT - {Ops.TRANSPOSE}, "codegen's layout lowerings")  # a transpose is a stage's flip (lower.py)
 
 
@@ -55,8 +59,16 @@ def at(scope, e, idx: tuple[str, ...], integer: bool = False) -> str:
     src = scope.src
     read = scope.index if integer else scope.at
     if isinstance(e, Gather):
-        row = scope.index(e.ids, idx[:-1])  # an integer from the ids' buffer to here
-        return read(e.table, (row, idx[-1]))
+        lead = len(e.ids.shape)  # the ids' axes lead the result's; the table's other axes follow
+        ids = scope.index(e.ids, idx[:lead])  # an integer from the ids' buffer to here
+        if e.offset is None:
+            return read(e.table, (ids,) + tuple(idx[lead:]))
+        rows, row, inside = e.table.shape[0], src.fresh("row"), src.fresh("inside")
+        src.line(f"{row} = {ids} - {e.offset}")
+        src.line(f"{inside} = {row} >= 0 and {row} < {rows}")
+        src.line(f"{row} = {row} if {inside} else 0")  # read in bounds; the value is dropped outside
+        zero = "0" if integer else "f32(0.0)"
+        return f"({read(e.table, (row,) + tuple(idx[lead:]))} if {inside} else {zero})"
     if isinstance(e, Concat):
         return _concat(scope, e, idx, integer)
     if e.kind == Ops.PERMUTE:

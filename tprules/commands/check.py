@@ -16,6 +16,7 @@ def add_parser(sub):
     common.add_format(p)
     common.add_engine(p)
     common.add_show(p)
+    common.add_module(p)
     return p
 
 
@@ -25,20 +26,26 @@ def run(args) -> int:
     started = time.perf_counter()
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     verdicts = ws.verdict_table()
-    if args.format == "json":
-        common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions", verdicts.json_lines())
-    else:
-        from ..verdicts import place_ids
+    from ..verdicts import MemberNotes, place_ids
 
-        sys.stdout.write(render_text(ws, verdicts, place_ids(ws.verdict_model, verdicts.symbols)))
+    notes = MemberNotes.of(ws.program.facts)
+    if args.module is not None:
+        verdicts = verdicts.keep(verdicts.under_module(common.known_module(notes.modules, args.module), args.module))
+    if args.format == "json":
+        common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions",
+                               verdicts.json_lines(notes))
+    else:
+        sys.stdout.write(render_text(ws, verdicts, place_ids(ws.verdict_model, verdicts.symbols), notes))
     if "timing" in args.show:
         print(f"[timing] check: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     return 0
 
 
-def render_text(ws, verdicts, place_of: dict[int, str]) -> str:
+def render_text(ws, verdicts, place_of: dict[int, str], notes=None) -> str:
     """The table of verdicts (a `VerdictTable`) and a summary line."""
-    fusions, reasons, members = verdicts.text_columns(place_of)
+    from ..verdicts import NO_NOTES
+
+    fusions, reasons, members = verdicts.text_columns(place_of, notes or NO_NOTES)
     shown = ["legal" if legal else "refused" for legal in verdicts.legal.tolist()]
     widths = [max(map(len, [head, *column])) for head, column in
               (("fusion", fusions), ("verdict", shown), ("reasons", reasons))]

@@ -32,8 +32,8 @@ def add_engine(parser) -> None:
 
 
 def add_show(parser) -> None:
-    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, plan, timing, traceback, "
-                                                       "kernels")
+    parser.add_argument("--show", metavar="WHAT", help="debug output: ast, strata, code, plan, cost, timing, "
+                                                       "traceback, kernels")
 
 
 def emit_json(data) -> None:
@@ -55,3 +55,26 @@ def emit_json_lines(head: dict, key: str, lines: list[str]) -> None:
     parts = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
     parts.append(f"  {json.dumps(key)}: [\n    " + ",\n    ".join(lines) + "\n  ]" if lines else f"  {json.dumps(key)}: []")
     sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
+
+
+def add_module(parser) -> None:
+    parser.add_argument("--module", metavar="PREFIX",
+                        help="keep only what has a member under this module path of an imported model "
+                             "(e.g. model.layers.3.mlp)")
+
+
+def under(module: str, prefix: str) -> bool:
+    """Whether a module path is `prefix` or lies below it."""
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:
+    """`modules` (statement → module path) when some statement lies under `prefix`; else a
+    usage error naming the prefix (a typo would otherwise show an empty table)."""
+    from ..errors import UsageError
+
+    if not any(under(m, prefix) for m in modules.values()):
+        what = "the program names no module paths (attr module)" if not modules else \
+            "no statement lies under it"
+        raise UsageError(f"--module {prefix}: {what}")
+    return modules

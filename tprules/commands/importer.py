@@ -24,6 +24,8 @@ def add_parser(sub):
                     help="seed of the random weights (without *.safetensors) and of input_ids (default 0)")
     hf.add_argument("--no-data", action="store_true",
                     help="facts only: trace on meta tensors, write no weights and no expected logits")
+    hf.add_argument("--every-layer", action="store_true",
+                    help="trace every decoder layer instead of each layer kind once (the same facts, slower)")
     common.add_format(hf)
     common.add_show(hf)
     return p
@@ -31,13 +33,16 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..frontends.importer import import_hf
+    from ..progress import Progress
 
     report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
-                       plan=args.plan, seed=args.seed, no_data=args.no_data)
+                       plan=args.plan, seed=args.seed, no_data=args.no_data, every_layer=args.every_layer,
+                       progress=Progress())
     if args.format == "json":
         common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
                           "statements": report.statements, "candidates": report.candidates,
                           "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
+                          "layer_kinds": report.kinds, "traced_layers": report.traced,
                           "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
         return 0
     timing = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
@@ -45,5 +50,12 @@ def run(args) -> int:
                      f"batch {args.batch}, seq {args.seq}{'' if not args.no_data else ', facts only'}\n"
                      f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
                      f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
-                     f"{timing} (total {report.total_s:.2f} s)\n")
+                     f"{timing} (total {report.total_s:.2f} s)\n{_layers(report)}")
     return 0
+
+
+def _layers(report) -> str:
+    if report.kinds is None:
+        return ""
+    kinds = "1 layer kind" if report.kinds == 1 else f"{report.kinds} layer kinds"
+    return f"{kinds}: {report.traced} layers traced, the rest stamped\n"

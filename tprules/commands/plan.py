@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 from . import common
 
@@ -19,27 +20,37 @@ def add_parser(sub):
     common.add_format(p, choices=("text", "json", "dot"))
     common.add_engine(p)
     common.add_show(p)
+    common.add_module(p)
     return p
 
 
 def run(args) -> int:
     from ..planner import Stats, plan
+    from ..progress import Progress
     from ..workspace import Workspace
 
     started = time.perf_counter()
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
     stats = Stats()
-    result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine)
-    from ..planner.render import render_dot, render_text
+    result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine, progress=Progress())
+    from ..planner.render import fold_labels, render_dot, render_text
 
+    modules = {o: v for o, k, v in ws.program.facts.tuples("attr") if k == "module"}  # an imported model's
+    if args.module is not None:
+        common.known_module(modules, args.module)
+        result = replace(result, groups=tuple(g for g in result.groups
+                                              if any(common.under(modules.get(o, ""), args.module) for o in g.members)))
     if args.format == "json":
         data = result.to_json()
+        if modules:  # each member's module path, in the order of members
+            for g in data["groups"]:
+                g["modules"] = [modules.get(o, "") for o in g["members"]]
         common.emit_json({"shim": data.pop("shim"), "shim_source": ws.shim_source, **data})
     else:
 
         facts = ws.program.facts
         classes = dict(facts.tuples("op"))
-        folds = dict(facts.tuples("fold"))
+        folds = fold_labels(facts)
         if args.format == "dot":
             from ..program.order import data_flow
 
@@ -48,12 +59,19 @@ def run(args) -> int:
                                         f"{ws.program.display}   shim {ws.program.shim_label}"))
         else:
             header = ws.header("plan")
-            modules = {o: v for o, k, v in facts.tuples("attr") if k == "module"}  # an imported model's
             sys.stdout.write(render_text(result, classes, folds, header, modules))
     if "plan" in args.show:
         print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "
               f"({stats.refused} refused), {stats.merged} merges, {stats.costly} not made as slower than their parts "
               f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})", file=sys.stderr)
+    if "cost" in args.show:
+        from ..planner import shim_machine
+        from ..planner.cost import cost_lines
+        from ..runtime import RunProgram
+
+        machine = shim_machine(ws.shim) if args.machine in ("auto", "none") else args.machine
+        for line in cost_lines(RunProgram.from_workspace(ws), result, machine):
+            print(line, file=sys.stderr)
     if "timing" in args.show:
         print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)
     return 0

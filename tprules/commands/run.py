@@ -59,9 +59,26 @@ def run(args) -> int:
                          show_kernels=_show_kernels if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text
 
+    if "timing" in args.show:
+        for line in timing_lines(report):
+            print(line, file=sys.stderr)
     if trace is not None:
         trace.write(args.trace)
     return emit_report(report, args, render_text)
+
+
+def timing_lines(report) -> list[str]:
+    """`--show timing`: where the fastest run's time went, per kind of kernel (every chip's
+    kernels added up; a device that does not time its kernels says so)."""
+    if not report.timing:
+        return [f"[timing] {report.device}: kernels are not timed one by one on this device"]
+    total = sum(s for _, s in report.timing.values()) or 1e-30
+    lines = [f"[timing] {'kernel kind':<40} {'runs':>5} {'time':>10} {'share':>6}"]
+    for kind, (runs, seconds) in sorted(report.timing.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"[timing] {kind:<40} {runs:>5} {seconds * 1e3:>7.2f} ms {seconds / total:>6.1%}")
+    lines.append(f"[timing] {'kernels, every chip':<40} {sum(r for r, _ in report.timing.values()):>5} "
+                 f"{total * 1e3:>7.2f} ms; the run took {report.run_s * 1e3:.2f} ms")
+    return lines
 
 
 def _trace(args, ws):

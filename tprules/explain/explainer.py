@@ -8,6 +8,8 @@ True
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from ..lang import ast
 from ..lang.printer import print_literal
 from .proof import Explanation, Fusion, Proof, WhyNot
@@ -86,6 +88,12 @@ class Explainer:
             return f"chip:{chips[0][1]}"
         return "spine" if self._holds("on_spine", statement) else "?"
 
+    @cached_property
+    def notes(self):
+        from ..verdicts import MemberNotes
+
+        return MemberNotes.of(self.prover.facts)
+
     def fusions(self, names: list[str]) -> tuple[Fusion, ...]:
         """The candidate fusions among `names`, with their members' places and verdicts."""
         found = []
@@ -94,5 +102,6 @@ class Explainer:
             if members:
                 ms = sorted({o for _, o in members}, key=lambda o: (self.position.get(o, 0), o))
                 reasons = tuple(sorted({r for _, r in self._holds("refused", name, None)}))
-                found.append(Fusion(name, tuple((o, self.place(o)) for o in ms), reasons))
+                found.append(Fusion(name, tuple((o, self.place(o)) for o in ms), reasons,
+                                    tuple(self.notes.note(o) for o in ms)))
         return tuple(found)

@@ -137,6 +137,7 @@ class Fusion:
     fusion: str
     members: tuple[tuple[str, str], ...]  # (statement, place) in program order
     reasons: tuple[str, ...]  # empty when legal
+    notes: tuple[str, ...] = ()  # per member: its collective's kind and its module path (verdicts.MemberNotes)
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,12 @@ def to_json(node) -> dict:
         case WhyNot(text, rel, note, attempts):
             return {"kind": "why-not", "atom": text, "relation": rel, "note": note,
                     "rules": [to_json(a) for a in attempts]}
-        case Fusion(fusion, members, reasons):
-            return {"fusion": fusion, "members": [{"statement": o, "place": p} for o, p in members],
-                    "legal": not reasons, "reasons": list(reasons)}
+        case Fusion(fusion, members, reasons, notes):
+            shown = [{"statement": o, "place": p} for o, p in members]
+            for m, note in zip(shown, notes):
+                if note:
+                    m["note"] = note
+            return {"fusion": fusion, "members": shown, "legal": not reasons, "reasons": list(reasons)}
         case Explanation():
             return {"atom": node.atom, "holds": node.holds, "fusions": [to_json(f) for f in node.fusions],
                     "proofs": [to_json(p) for p in node.proofs], "more": node.more,

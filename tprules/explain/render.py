@@ -132,7 +132,9 @@ class Renderer:
     # -- whole answers ---------------------------------------------------------------
 
     def fusion(self, fusion: Fusion) -> Text:
-        members = ", ".join(f"{o} ({place})" for o, place in fusion.members)
+        notes = fusion.notes or ("",) * len(fusion.members)
+        members = ", ".join(f"{o} ({place})" + (f" {note}" if note else "")
+                            for (o, place), note in zip(fusion.members, notes))
         verdict = "legal" if not fusion.reasons else f"refused: {', '.join(fusion.reasons)}"
         return _line((f"fusion {fusion.fusion}", TUPLE), (f": {members}; ", ""), (verdict, NOTE))
 

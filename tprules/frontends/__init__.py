@@ -6,7 +6,10 @@ in program/, runtime/ or codegen/ knows where a program came from.
 1. hf.py         read a save_pretrained folder: config.json, the tensor-parallel plan
                  (`base_model_tp_plan`, or --plan), the weights; build the model (on meta
                  tensors with --no-data);
-2. trace.py      torch.export of the causal-LM forward (prefill, fixed batch and sequence),
+2. layers.py     the decoder layers' kinds (equal module trees and per-layer config
+                 values); the model lends a layer list of each kind's first and second
+                 layer to be traced;
+   trace.py      torch.export of the causal-LM forward (prefill, fixed batch and sequence),
                  lowered to core ATen;
 3. constants.py  what does not depend on `input_ids` is a constant: a weight, a transposed
                  weight, or a folded subgraph (RoPE tables, the causal mask) that becomes a
@@ -18,7 +21,10 @@ in program/, runtime/ or codegen/ knows where a program came from.
                  through each class (placement.py), from the plan's colwise and rowwise;
 6. tp.py         the TP program: a chip's statements where the placement is a shard or a
                  partial, a fold wherever a partial meets a class that needs the whole sum;
-7. write.py      candidates (producer → consumer, siblings), data/ (a weight sharded one
+7. stamp.py      every layer stamped from the traced ones (names renumbered as a full
+                 trace numbers them), as columns (columnar.py: pyarrow arrays, the
+                 candidates over interned columns, pyarrow's CSV writer);
+8. write.py      candidates (producer → consumer, siblings), data/ (a weight sharded one
                  file per chip), expected/logits.npy (torch's own forward), all written into
                  a temporary folder renamed into place at the end.
 

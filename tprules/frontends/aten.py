@@ -18,6 +18,8 @@ from typing import Callable
 
 OPS: dict[object, Callable] = {}
 SKIP: set = set()  # ops that compute nothing (assertions)
+CAT: set = set()  # ops that may read an empty tensor (they drop it)
+SUM_SLICES = 64  # a sum over one axis of at most this size is slices and an n-ary sum
 
 
 def lowering(*ops):
@@ -156,9 +158,57 @@ def _table():
     def split(ctx, n):
         pass  # no statement: each getitem of it is a slice
 
+    @lowering(aten.topk.default)
+    def topk(ctx, n):
+        x, k = n.args[0], n.args[1]
+        dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", -1)
+        largest = n.args[3] if len(n.args) > 3 else n.kwargs.get("largest", True)
+        if dim % len(ctx.shape(x)) != len(ctx.shape(x)) - 1 or not largest:
+            ctx.unsupported(n, f"top-k over axis {dim}, largest={largest} (the classes take the largest of the last axis)")
+        if k > ctx.shape(x)[-1]:
+            ctx.unsupported(n, f"top-{k} of {ctx.shape(x)[-1]} (k larger than the axis)")
+        # no statement: item 0 is topk_values, item 1 topk_indices (a statement writes one tensor)
+
+    @lowering(aten.index.Tensor)
+    def index(ctx, n):
+        x, indices = n.args[0], n.args[1]
+        if len(indices) != 1 or indices[0] is None:
+            ctx.unsupported(n, "an index other than one tensor of ids on axis 0 (the class take_rows)")
+        if ctx.dtype(indices[0]) not in ("i64", "i32"):
+            ctx.unsupported(n, f"an index of dtype {ctx.dtype(indices[0])} (a mask; take_rows takes integer ids)")
+        ctx.emit(n, "take_rows", [x, indices[0]])
+
+    @lowering(aten.sum.dim_IntList)
+    def sum_dims(ctx, n):
+        x, dims = n.args[0], n.args[1]
+        keepdim = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+        shape = ctx.shape(x)
+        if not dims or len(dims) != 1 or n.kwargs.get("dtype") is not None:
+            ctx.unsupported(n, f"a sum over axes {dims} (one axis is written as slices and an n-ary sum)")
+        axis = dims[0] % len(shape)
+        kept = shape[:axis] + (1,) + shape[axis + 1:]
+        if shape[axis] > SUM_SLICES and axis == len(shape) - 1:  # a wide last axis: its mean, times its size
+            mean = ctx.extra(n, "mean", "mean", [x], kept)
+            if keepdim or kept == ctx.shape(n):
+                return ctx.emit(n, "scale", [mean], factor=repr(float(shape[axis])))
+            total = ctx.extra(n, "kept", "scale", [mean], kept, factor=repr(float(shape[axis])))
+            return ctx.emit(n, "reshape", [total])
+        if shape[axis] > SUM_SLICES:
+            ctx.unsupported(n, f"a sum over an axis of {shape[axis]} (at most {SUM_SLICES} as slices and an n-ary "
+                               "sum, or the last axis)")
+        parts = [ctx.extra(n, f"part{i}", "slice", [x], kept, axis=axis, start=i, end=i + 1, step=1)
+                 for i in range(shape[axis])] if shape[axis] > 1 else [x]
+        if keepdim or kept == ctx.shape(n):
+            return ctx.emit(n, "sum", parts) if len(parts) > 1 else ctx.alias(n, parts[0])
+        total = ctx.extra(n, "kept", "sum", parts, kept) if len(parts) > 1 else ctx.value(parts[0])
+        ctx.emit(n, "reshape", [total])
+
     @lowering(operator.getitem)
     def getitem(ctx, n):
         source, index = n.args
+        if source.target == aten.topk.default:
+            cls = ("topk_values", "topk_indices")[index]
+            return ctx.emit(n, cls, [source.args[0]], k=source.args[1])
         if source.target in (aten.split_with_sizes.default, aten.split.Tensor):
             x, sizes = source.args[0], source.args[1]
             axis = (source.args[2] if len(source.args) > 2 else 0) % len(ctx.shape(x))
@@ -215,6 +265,8 @@ def _table():
         if (start, end, step) == (0, shape[axis], 1):
             return ctx.alias(n, x)
         ctx.emit(n, "slice", [x], axis=axis, start=start, end=max(start, end), step=step)
+
+    CAT.add(aten.cat.default)
 
     @lowering(aten.cat.default)
     def cat(ctx, n):

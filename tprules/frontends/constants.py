@@ -79,8 +79,11 @@ class Constants:
         aten = self.aten
         if node.target in self.identity:
             return True
-        same_shape = tuple(node.meta["val"].shape) == tuple(node.args[0].meta["val"].shape)
-        same_dtype = node.meta["val"].dtype == node.args[0].meta["val"].dtype
+        val, inner = node.meta.get("val"), node.args[0].meta.get("val")
+        if not hasattr(val, "shape") or not hasattr(inner, "shape"):
+            return False  # a multi-output node (a list of tensors) or an item of one: not an identity
+        same_shape = tuple(val.shape) == tuple(inner.shape)
+        same_dtype = val.dtype == inner.dtype
         if node.target in (aten.view.default, aten._unsafe_view.default, aten.expand.default) and same_shape:
             return True
         if node.target == aten._to_copy.default and same_dtype and same_shape:
@@ -141,6 +144,22 @@ class Constants:
             kwargs = _map(node.kwargs, self.value)
             out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
         self._values[node] = out
+        return out
+
+    def value_as(self, node, rename, memo: dict):
+        """`value(node)` with every weight's name passed through `rename` (a stamped layer's
+        copy of a constant computed from its own layer's weights)."""
+        if node in memo:
+            return memo[node]
+        if node.op == "placeholder":
+            out = self.weight(rename(self.fqn[node.name]))
+        elif node.op == "get_attr":
+            out = getattr(self.program.graph_module, node.target)
+        else:
+            args = _map(node.args, lambda x: self.value_as(x, rename, memo))
+            kwargs = _map(node.kwargs, lambda x: self.value_as(x, rename, memo))
+            out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
+        memo[node] = out
         return out
 
 

@@ -15,11 +15,7 @@ from pathlib import Path
 from ..lang.ast import Pos
 from ..paths import display_path
 from .errors import ImportFailed
-
-# Plan styles tprules imports, and what each means for a linear layer's weight [out, in].
-STYLES = {"colwise": "colwise", "rowwise": "rowwise",
-          # a training concern (gradients all-reduced); at inference the weight is replicated
-          "replicated_with_grad_allreduce": "replicate", "replicate": "replicate"}
+from .styles import style
 
 
 @dataclass
@@ -28,8 +24,9 @@ class Source:
     display: str
     config: object  # a transformers PretrainedConfig
     architecture: str
-    plan: dict[str, str]  # module pattern → colwise | rowwise | replicate
+    plan: dict[str, str]  # module (or parameter) pattern → a style transformers registers (styles.py)
     weights: list[Path]
+    plan_file: str | None = None  # --plan, as shown (None: the config class's own plan)
 
     def where(self, name: str = "config.json") -> Pos:
         return Pos(f"{self.display}/{name}", 0)
@@ -66,6 +63,7 @@ def read_source(directory: Path | str, layers: int | None = None, plan_file: Pat
     if layers is not None:
         _keep_layers(source, layers)
     source.plan = _plan(source, plan_file)
+    source.plan_file = None if plan_file is None else display_path(Path(plan_file))
     return source
 
 
@@ -96,24 +94,42 @@ def _plan(source: Source, plan_file) -> dict[str, str]:
         raw = getattr(source.config, "base_model_tp_plan", None) or getattr(type(source.config), "base_model_tp_plan", None)
         if not raw:
             raise source.fail(f"{type(source.config).__name__} has no base_model_tp_plan; give one with --plan PLAN.json")
-    plan = {}
-    for pattern, style in raw.items():
-        if style not in STYLES:
-            raise source.fail(f"plan style {style} ({pattern}) is not one tprules imports "
-                              f"(colwise, rowwise, replicate)")
-        plan[pattern] = STYLES[style]
-    return plan
+    problems = []
+    for pattern, name in raw.items():
+        found = style(name)
+        why = "not a style transformers registers" if found is None else found.missing
+        if why is not None:
+            problems.append(f"{pattern} {name} ({why})")
+    if problems:
+        where = Pos(display_path(Path(plan_file)), 0) if plan_file is not None else source.where()
+        raise ImportFailed(f"{source.architecture}: the plan has {len(problems)} entr{'y' if len(problems) == 1 else 'ies'} "
+                           f"tprules cannot import: {'; '.join(problems)}", where)
+    return dict(raw)
 
 
 def plan_style(plan: dict[str, str], module: str, base_prefix: str) -> str | None:
-    """The plan's style for a module path (patterns are relative to the base model, `*` a
-    layer index; a pattern may also name a path from the top, such as lm_head)."""
+    """The plan's style for a module (or parameter) path (patterns are relative to the base
+    model, `*` a layer index; a pattern may also name a path from the top, such as lm_head)."""
     relative = module[len(base_prefix) + 1:] if base_prefix and module.startswith(base_prefix + ".") else module
-    for pattern, style in plan.items():
+    for pattern, name in plan.items():
         rx = "^" + re.escape(pattern).replace(r"\*", r"[^.]+") + "$"
         if re.match(rx, relative) or re.match(rx, module):
-            return style
+            return name
     return None
+
+
+def check_plan_paths(source: Source, model) -> None:
+    """Every entry of a --plan must name a module or parameter of the model (a config
+    class's own plan may name modules a configuration leaves out, as transformers allows)."""
+    if source.plan_file is None:
+        return
+    prefix = getattr(model, "base_model_prefix", "model")
+    paths = [n for n, _ in model.named_modules()] + [n for n, _ in model.named_parameters()]
+    missing = [p for p in source.plan if not any(plan_style({p: "x"}, path, prefix) for path in paths if path)]
+    if missing:
+        raise ImportFailed(f"{source.architecture}: the plan names {len(missing)} module path"
+                           f"{'' if len(missing) == 1 else 's'} the model does not have: {', '.join(missing)}",
+                           Pos(source.plan_file, 0))
 
 
 # -- the model ---------------------------------------------------------------------------
@@ -124,7 +140,9 @@ def build_model(source: Source, seed: int, no_data: bool):
     import torch
     from transformers import AutoModelForCausalLM
 
-    options = {"attn_implementation": "eager", "dtype": torch.float32}
+    # eager attention (the plain math) and the static-shape experts of a mixture of experts:
+    # tokens repeated per chosen expert, each pair's weights gathered by expert id, a bmm
+    options = {"attn_implementation": "eager", "dtype": torch.float32, "experts_implementation": "batched_mm"}
     torch.manual_seed(seed)
     try:
         if no_data:

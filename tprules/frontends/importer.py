@@ -16,7 +16,6 @@ import numpy as np
 from ..errors import UsageError
 from .errors import ImportFailed, require_extra
 from .graph import INPUT, OUTPUT
-from .placement import Shard
 
 
 @dataclass
@@ -30,6 +29,8 @@ class ImportReport:
     folds: int
     folded: list[str]  # constant subgraphs folded into input tensors
     seconds: dict[str, float] = field(default_factory=dict)
+    kinds: int | None = None  # layer kinds traced once each (None: every layer traced)
+    traced: int | None = None  # decoder layers traced
 
     @property
     def total_s(self) -> float:
@@ -37,74 +38,201 @@ class ImportReport:
 
 
 def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | None = None, plan=None,
-              seed: int = 0, no_data: bool = False) -> ImportReport:
-    """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips."""
+              seed: int = 0, no_data: bool = False, every_layer: bool = False, progress=None) -> ImportReport:
+    """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips.
+
+    Each kind of decoder layer is traced once and stamped for every layer of that kind
+    (stamp.py); `every_layer` traces every layer instead (the same facts, slower)."""
     require_extra()
     for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
-    from .constants import Constants
-    from .hf import build_model, head_counts, read_source
-    from .lower import Lowerer
-    from .tp import Heads, check_heads, shard
-    from .trace import trace
-    from .write import add_candidates, check_out, write_folder
+    from ..progress import Progress
+    from .hf import build_model, check_plan_paths, head_counts, read_source
+    from .layers import layer_kinds
+    from .tp import Heads, check_experts, check_heads
+    from .write import check_out
 
     check_out(Path(out))
-    clock = _Clock()
-    src = read_source(source, layers, plan)
-    heads = Heads(*head_counts(src.config))
-    check_heads(src, heads, tp)
-    _quiet_transformers()
-    model = build_model(src, seed, no_data)
-    clock.tick("model")
-    program = trace(model, batch, seq, src.architecture)
-    clock.tick("trace")
+    progress = progress or Progress(False)
+    try:
+        clock = _Clock()
+        src = read_source(source, layers, plan)
+        heads = Heads(*head_counts(src.config))
+        check_heads(src, heads, tp)
+        check_experts(src)
+        _quiet_transformers()
+        model = build_model(src, seed, no_data)
+        check_plan_paths(src, model)
+        clock.tick("model")
+        kinds = None if every_layer else layer_kinds(model)
+        built = None
+        if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
+            from .stamp import CannotStamp
+
+            try:
+                built = _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress)
+            except (CannotStamp, ImportFailed):
+                built = None  # traced whole: a model that fails is reported as the full trace names it
+        if built is None:
+            built = _traced(src, model, tp, batch, seq, heads, clock, progress)
+        data, expected = {}, {}
+        if not no_data:
+            data, expected = _data(src, model, built, tp, batch, seq, seed)
+        clock.tick("data")
+        info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
+                "tp": tp, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
+                "seed": seed, "no_data": no_data, "plan": src.plan, **_versions(),
+                "statements": built.statements, "candidates": built.candidates, "folded": built.folded,
+                "layer_kinds": built.kinds, "traced_layers": built.traced}
+        from .write import write_folder
+
+        write_folder(Path(out), built.facts, data, expected, info, validate=_wellformed, progress=progress)
+        clock.tick("write")
+    finally:
+        progress.close()
+    return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
+                        built.folds, built.folded, clock.seconds, built.kinds, built.traced)
+
+
+@dataclass
+class _Built:
+    """The program's facts and what `_data` needs to write its inputs."""
+
+    facts: object  # a FactColumns or a ProgramBuilder (both `.write(dir)`)
+    statements: int
+    candidates: int
+    tensors: int
+    folds: int
+    folded: list[str]
+    inputs: list  # (full name, reduced Value, placement, weight renamer)
+    constants: object
+    graph: object
+    kinds: int | None = None
+    traced: int | None = None
+
+
+def _lowered(src, model, batch, seq, arch, tag=None):
+    from .constants import Constants
+    from .lower import Lowerer
+    from .trace import trace
+
+    program = trace(model, batch, seq, arch)
     constants = Constants(program, model)
-    graph = Lowerer(program, constants, src.architecture).run()
-    clock.tick("lower")
-    tpp = shard(graph, tp, src.architecture, src.plan, getattr(model, "base_model_prefix", "model"), heads)
+    lowerer = Lowerer(program, constants, arch)
+    if tag is not None:
+        tag(lowerer, program)
+    return program, constants, lowerer
+
+
+def _check_folded(src, graph, constants, placement) -> None:
+    from .placement import Shard
+
+
     for name, node in graph.folded.items():
-        split = [w for w in constants.leaves(node) if isinstance(tpp.placement.get(w), Shard)]
+        split = [w for w in constants.leaves(node) if isinstance(placement.get(w), Shard)]
         if split:
             raise ImportFailed(f"{src.architecture}: the constant subgraph at {name} reads {split[0]}, which the plan "
                                "splits; tprules folds only replicated constants", src.where())
+
+
+def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
+    """Every layer traced: the plain path (and the reference the stamped one must equal)."""
+    from .tp import shard
+    from .write import add_candidates
+
+    progress.phase("trace every layer", 1)
+    _, constants, lowerer = _lowered(src, model, batch, seq, src.architecture)
+    clock.tick("trace")
+    graph = lowerer.run()
+    clock.tick("lower")
+    tpp = shard(graph, tp, src.architecture, src.plan, getattr(model, "base_model_prefix", "model"), heads)
+    _check_folded(src, graph, constants, tpp.placement)
     candidates = add_candidates(tpp.builder)
     clock.tick("shard")
-    data, expected = {}, {}
-    if not no_data:
-        data, expected = _data(src, model, graph, constants, tpp, tp, batch, seq, seed)
-    clock.tick("data")
+    progress.advance()
     b = tpp.builder
-    info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
-            "tp": tp, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
-            "seed": seed, "no_data": no_data, "plan": src.plan, **_versions(),
-            "statements": len(b.statements), "candidates": candidates,
-            "folded": sorted(graph.folded)}
-    write_folder(Path(out), b, data, expected, info, validate=_wellformed)
-    clock.tick("write")
-    return ImportReport(Path(out), src.architecture, tp, len(b.statements), candidates, len(b.shapes),
-                        len(b.facts["fold"]), sorted(graph.folded), clock.seconds)
+    inputs = [(v.name, v, tpp.placement[v.name], None) for v in graph.inputs]
+    return _Built(b, len(b.statements), candidates, len(b.shapes), len(b.facts["fold"]), sorted(graph.folded),
+                  inputs, constants, graph)
 
 
-def _data(src, model, graph, constants, tpp, tp, batch, seq, seed):
+def _stampable(plan: dict[str, str]) -> bool:
+    """Whether stamping is known to give the full trace's facts for this plan: every style
+    only places weights (a style that adds statements at a module's boundary, a gather, a
+    fold, a split input, an expert's partial, is traced whole; tests/frontends/test_stamp.py)."""
+    from .styles import style
+
+    def weight_only(s) -> bool:
+        return s is not None and s.missing is None and s.output is None and not (s.split_input or s.linear
+                                                                                 or s.share_input)
+
+    return all(weight_only(style(name)) for name in plan.values())
+
+
+def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:
+    """Each layer kind traced once (its first and second layers), every layer stamped."""
+    from .columnar import candidates as add_candidates
+    from .layers import reduced
+    from .stamp import Segments, Stamper, TaggingSharder, tag_lowerer
+    from .tp import plan_placements
+
+    progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers", 1)
+    segments = {}
+
+    def tag(lowerer, program):
+        segments["s"] = Segments(program, kinds)
+        segments["g"] = tag_lowerer(lowerer, segments["s"])
+
+    with reduced(model, kinds):
+        _, constants, lowerer = _lowered(src, model, batch, seq, src.architecture, tag)
+    clock.tick("trace")
+    progress.advance()
+    graph = lowerer.run()
+    clock.tick("lower")
+    prefix = getattr(model, "base_model_prefix", "model")
+    style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, prefix, heads)
+    sharder = TaggingSharder(graph, tp, src.architecture, style_of)
+    tpp = sharder.run(weights, kinds_of)
+    _check_folded(src, graph, constants, tpp.placement)
+    clock.tick("shard")
+    stamper = Stamper(graph, sharder, kinds)
+    facts = stamper.facts(progress)
+    inputs = []
+    for v in graph.inputs:
+        for name, t, i in stamper.instances(v.name):
+            inputs.append((name, v, tpp.placement[v.name], (lambda fqn, t=t, i=i: stamper.whole(fqn, t, i))))
+    folded = sorted(name for f in graph.folded for name, _, _ in stamper.instances(f))
+    candidates = add_candidates(facts)
+    clock.tick("stamp")
+    return _Built(facts, facts.rows("op"), candidates, facts.rows("tensor"), facts.rows("fold"), folded, inputs,
+                  constants, graph, kinds.kinds, len(kinds.order))
+
+
+def _data(src, model, built: _Built, tp, batch, seq, seed):
     """Every input's values (a split weight one file per chip), and torch's own logits."""
     import torch
+
+    from .placement import Replicate
 
     vocab = int(src.config.vocab_size)
     ids = np.random.default_rng(seed).integers(0, vocab, size=(batch, seq)).astype(np.int64)
     data = {}
-    for v in graph.inputs:
+    memos: dict = {}
+    c = built.constants
+    for name, v, placement, rename in built.inputs:
         if v.role == "input":
             whole = ids
         elif v.role == "weight":
-            whole = _numpy(constants.weight(v.name))
+            whole = _numpy(c.weight(name))
+        elif rename is None:
+            whole = _numpy(c.value(built.graph.folded[v.name]))
         else:
-            whole = _numpy(constants.value(graph.folded[v.name]))
-        placement = tpp.placement[v.name]
-        for name, chip in tpp.local_names(v.name, tp):
+            whole = _numpy(c.value_as(built.graph.folded[v.name], rename, memos.setdefault(rename, {})))
+        chips = [(name, None)] if isinstance(placement, Replicate) else [(f"{name}@{k}", k) for k in range(tp)]
+        for local, chip in chips:
             part = whole if chip is None else placement.slice_of(whole, chip, tp)
-            data[name] = np.array(part, order="C")  # (ascontiguousarray makes a scalar 1-D)
+            data[local] = np.array(part, order="C")  # (ascontiguousarray makes a scalar 1-D)
     with torch.no_grad():
         logits = model(input_ids=torch.from_numpy(ids), use_cache=False).logits
     return data, {OUTPUT: _numpy(logits)}

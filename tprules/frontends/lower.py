@@ -6,7 +6,7 @@ become inputs (constants.py); the forward's output is the tensor `logits`.
 from __future__ import annotations
 
 from .. import ops
-from .aten import DTYPES, OPS, SKIP, _table
+from .aten import CAT, DTYPES, OPS, SKIP, _table
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT, Graph, Stmt, Value
@@ -26,11 +26,13 @@ class Lowerer:
         self.folded_keys: dict[tuple, str] = {}
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
+        self.empty: set = set()  # nodes of an empty tensor (a full-width rotary's pass-through slice)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
 
     def run(self) -> Graph:
         for n in self.program.graph_module.graph.nodes:
+            self.at_node(n)
             if n.op == "placeholder" and n in self.c.dynamic:
                 if len(self.c.user_inputs) != 1:
                     raise ImportFailed(f"{self.arch}: the forward takes {len(self.c.user_inputs)} inputs; expected input_ids")
@@ -38,6 +40,9 @@ class Lowerer:
             elif n.op == "call_function" and n in self.c.dynamic:
                 self.module = _module(n) or self.module
                 if n.target in SKIP:
+                    continue
+                if _is_empty(n) and n.target not in CAT:
+                    self.empty.add(n)  # no statement: a cat drops it, anything else reading it is refused
                     continue
                 fn = OPS.get(n.target)
                 if fn is None:
@@ -47,6 +52,9 @@ class Lowerer:
             raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids")
         self._name_output(self.names[self.output])
         return self.graph
+
+    def at_node(self, n) -> None:
+        """Called before each node is lowered (stamp.py tags what each node adds)."""
 
     # -- what the table's functions call ------------------------------------------------
 
@@ -76,6 +84,8 @@ class Lowerer:
             return x
         if x in self.names:
             return self.names[x]
+        if x in self.empty:
+            self.unsupported(x, f"an empty tensor {list(self.shape(x))} read by something other than a cat")
         if x in self.c.dynamic:
             raise AssertionError(f"{x.name} is read before it is lowered")
         found = self.c.resolve(x)
@@ -117,6 +127,14 @@ class Lowerer:
         self.names[n] = self.computed[key] = name
         self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
 
+    def extra(self, n, suffix: str, cls: str, operands: list, shape, **attrs) -> str:
+        """A statement of its own for part of node `n` (a slice of a sum over an axis); its value."""
+        reads = tuple(self.value(x) for x in operands)
+        name = self.graph.add_value(Value(f"{n.name}_{suffix}", tuple(shape), self.dtype(n), "activation", self.module))
+        pairs = tuple((k, str(v)) for k, v in attrs.items())
+        self.graph.stmts.append(Stmt(name, cls, reads, name, pairs, self.module, str(n.target)))
+        return name
+
     def dtype_of(self, n, meta) -> str:
         name = str(meta.dtype).replace("torch.", "")
         if name not in DTYPES:
@@ -136,6 +154,11 @@ class Lowerer:
         g.values[OUTPUT] = Value(OUTPUT, old.shape, old.dtype, old.role, old.module)
         g.stmts = [Stmt(s.name, s.cls, tuple(OUTPUT if r == value else r for r in s.reads),
                         OUTPUT if s.writes == value else s.writes, s.attrs, s.module, s.aten) for s in g.stmts]
+
+
+def _is_empty(n) -> bool:
+    val = n.meta.get("val")
+    return hasattr(val, "shape") and 0 in tuple(val.shape)
 
 
 def _module(n) -> str:

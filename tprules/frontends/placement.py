@@ -86,15 +86,18 @@ class Shard:
         return tuple(s // parts.get(a, 1) for a, s in enumerate(shape))
 
     def slice_of(self, value, chip: int, tp: int):
-        """Chip `chip`'s block of a whole array (numpy or torch); plain splits only (weights)."""
-        index = [slice(None)] * len(value.shape)
-        parts = self.axes()
+        """Chip `chip`'s block of a whole array (numpy or torch): on each split axis, seen as
+        [outer, factor, inner], its block of the factor (a packed weight's slice of each part)."""
         for axis, digit in self.block(chip, tp).items():
-            if not self.on(axis).plain(value.shape[axis]):
-                raise ValueError(f"{self} is not a split of whole axes")
-            size = value.shape[axis] // parts[axis]
-            index[axis] = slice(digit * size, (digit + 1) * size)
-        return value[tuple(index)]
+            split = self.on(axis)
+            shape = tuple(value.shape)
+            outer = shape[axis] // (split.factor * split.inner)
+            size = split.factor // split.parts
+            view = value.reshape(shape[:axis] + (outer, split.factor, split.inner) + shape[axis + 1:])
+            index = [slice(None)] * len(view.shape)
+            index[axis + 1] = slice(digit * size, (digit + 1) * size)
+            value = view[tuple(index)].reshape(shape[:axis] + (outer * size * split.inner,) + shape[axis + 1:])
+        return value
 
     def __str__(self) -> str:
         return "Shard(" + ", ".join(map(str, self.splits)) + ")"

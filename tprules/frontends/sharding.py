@@ -85,12 +85,21 @@ def matmul(attrs, ins, shapes, out, tp, transpose_b=False, **_) -> Placement:
 
 
 def bmm(attrs, ins, shapes, out, tp, **_) -> Placement:
-    """Per batch: both operands split alike on the batch axis (attention heads)."""
+    """Per batch: both operands split alike on the batch axis (attention heads); or, as a
+    matmul per batch, A split on its rows (an expert's gate_up weights gathered per token)
+    or B on its columns, and a rowwise pair (A split on K, B split alike on K) partial sums."""
     a, b = ins
     if isinstance(a, Replicate) and isinstance(b, Replicate):
         return REPLICATE
     if isinstance(a, Shard) and a == b and set(a.axes()) == {0}:
         return a
+    if isinstance(a, Shard) and set(a.axes()) == {1} and isinstance(b, Replicate):
+        return a
+    if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {2}:
+        return b
+    if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {2} and set(b.axes()) == {1} \
+            and a.on(2).moved(0) == b.on(1).moved(0) and a.replication(tp) == 1:
+        return PARTIAL
     raise NotShardable(f"operands placed {a} and {b} (heads split differently; needs a redistribution)")
 
 
@@ -189,11 +198,42 @@ def expand(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 
 def slice_(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """A slice of an axis that is not split; or of whole packed parts of a packed split axis
+    (gate from up of a packed_colwise gate_up_proj): each chip slices its own parts."""
     (x,) = ins
     axis = int(attrs["axis"]) % len(out)
     if isinstance(x, Shard) and axis in x.axes():
-        raise NotShardable(f"a slice of axis {axis}, which is split ({x})")
+        split = x.on(axis)
+        packed = _packed_slice(split, attrs, shapes[0][axis])
+        if packed is None:
+            raise NotShardable(f"a slice of axis {axis}, which is split ({x})")
+        return Shard(tuple(packed if s is split else s for s in x.splits))
     return x
+
+
+def _packed_slice(split: Split, attrs, size: int) -> Split | None:
+    """The split of a slice that takes whole packed parts of a packed axis, else None."""
+    if split.plain(size):
+        return None
+    unit = split.factor * split.inner
+    start, end, step = int(attrs["start"]), int(attrs["end"]), int(attrs.get("step", "1"))
+    if step != 1 or start % unit or end % unit:
+        return None
+    outer = (end - start) // unit
+    return plain(split.axis, split.parts, split.factor) if outer == 1 and split.inner == 1 else split
+
+
+def local_attrs(cls: str, attrs, ins, shapes, tp):
+    """Per-chip attributes where a chip's statement differs from the whole one (a slice of
+    packed parts: each chip's parts are 1/parts as wide), as a function of the chip; else None."""
+    if cls != Ops.SLICE or not isinstance(ins[0], Shard):
+        return None
+    axis = int(attrs["axis"]) % len(shapes[0])
+    split = ins[0].on(axis)
+    if split is None:
+        return None
+    start, end = int(attrs["start"]) // split.parts, int(attrs["end"]) // split.parts
+    return lambda chip: {"start": str(start), "end": str(end)}
 
 
 def cat(attrs, ins, shapes, out, tp, **_) -> Placement:
@@ -205,6 +245,20 @@ def cat(attrs, ins, shapes, out, tp, **_) -> Placement:
     return ins[0]
 
 
+def take_rows(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """Rows of a table by ids: the table may be split on any axis but the rows' (the split
+    moves behind the ids' axes); the ids replicated."""
+    table, ids = ins
+    if not isinstance(ids, Replicate):
+        raise NotShardable(f"ids placed {ids} (take_rows reads replicated ids)")
+    if not isinstance(table, Shard):
+        return table
+    if 0 in table.axes():
+        raise NotShardable(f"a table split on its rows ({table}; each chip would hold only some of the rows)")
+    lead = len(shapes[1])
+    return Shard(tuple(s.moved(s.axis - 1 + lead) for s in table.splits))
+
+
 def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     table, ids = ins
     if not isinstance(table, Replicate):
@@ -213,7 +267,26 @@ def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 
 RULES = {Ops.MATMUL: matmul, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
-         Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, **{c: row for c in ops.ROW}}
+         Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, Ops.TAKE_ROWS: take_rows,
+         **{c: row for c in ops.ROW}}
+# Linear in a partial operand (the others replicated): a sum of partials, so taken through
+# where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
+LINEAR = {Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",
+          Ops.PERMUTE: "one", Ops.EXPAND: "one", Ops.ADD: "all", Ops.SUB: "all", Ops.SUM: "all", Ops.NEG: "one"}
+
+
+def partial_through(cls: str, ins) -> bool:
+    """Whether a statement of `cls` over these placements is linear in its partial operands."""
+    how = LINEAR.get(cls)
+    partial = [isinstance(p, Partial) for p in ins]
+    if how is None or not any(partial):
+        return False
+    if how == "all":
+        return all(partial)
+    others = [p for p, is_partial in zip(ins, partial) if not is_partial]
+    if how == "first":
+        return partial[0] and sum(partial) == 1 and all(isinstance(p, Replicate) for p in others)
+    return sum(partial) == 1 and all(isinstance(p, Replicate) for p in others)
 
 
 def rule(cls: str):

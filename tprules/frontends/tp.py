@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ops import Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
 from .hf import plan_style
-from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, local_shape, plain
-from .sharding import PARTIAL_THROUGH, NotShardable, rule
+from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
+from .sharding import PARTIAL_THROUGH, NotShardable, _rank_aligned, elementwise, local_attrs, partial_through, rule
+from .styles import SPLIT_FACTOR, Style, style
 
 
 @dataclass
@@ -43,6 +45,18 @@ class TPProgram:
         return [(value, None)] if isinstance(p, Replicate) else [(f"{value}@{k}", k) for k in range(tp)]
 
 
+EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def check_experts(source) -> None:
+    """A router picks at most as many experts as there are."""
+    config = source.config
+    k = getattr(config, "num_experts_per_tok", None)
+    experts = next((getattr(config, f) for f in EXPERTS if isinstance(getattr(config, f, None), int)), None)
+    if isinstance(k, int) and experts is not None and k > experts:
+        raise source.fail(f"num_experts_per_tok {k} is more than the {experts} experts a router picks from (top-{k})")
+
+
 def check_heads(source, heads: Heads, tp: int) -> None:
     """Heads must split over the chips; key/value heads may be fewer than chips (replicated)."""
     if heads.heads is None:
@@ -54,51 +68,76 @@ def check_heads(source, heads: Heads, tp: int) -> None:
                           "chips nor replicate evenly on them")
 
 
-def weight_placement(arch: str, value: Value, style: str | None, tp: int, heads: Heads) -> Placement:
-    if style in (None, "replicate") or tp == 1:
+def weight_placement(arch: str, value: Value, style: Style | None, tp: int, heads: Heads) -> Placement:
+    """Where a weight lives under its plan style (styles.py says what each kind means)."""
+    kind = style.weight if style is not None else None
+    if kind in (None, "replicate") or tp == 1:
         return REPLICATE
-    leaf = value.name.rsplit(".", 1)[-1]
     module = value.module
-    rank = len(value.shape)
-    if style == "colwise" and rank in (1, 2):
+    shape = value.shape
+    rank = len(shape)
+    if kind == "colwise" and rank == 3:  # transformers' Shard(ndim - 2): an experts' [E, out, in] on out
+        placement = Shard((plain(1, tp, shape[1]),))
+    elif kind == "colwise" and rank in (1, 2):
         parts = tp
-        if module.rsplit(".", 1)[-1] in ("k_proj", "v_proj") and heads.kv is not None and heads.kv < tp:
+        if style.output is None and module.rsplit(".", 1)[-1] in ("k_proj", "v_proj") and heads.kv is not None \
+                and heads.kv < tp:
             parts = heads.kv  # Megatron: each key/value head on tp / kv chips
-        placement = Shard((plain(0, parts, value.shape[0]),))
-    elif style == "rowwise" and rank == 2:
-        placement = Shard((plain(1, tp, value.shape[1]),))
-    elif style == "rowwise" and leaf == "bias":
+        placement = Shard((plain(0, parts, shape[0]),))
+    elif kind == "rowwise" and rank in (2, 3):  # an expert's down_proj [E, out, in] on its input axis too
+        placement = Shard((plain(rank - 1, tp, shape[-1]),))
+    elif kind in ("rowwise", "packed_rowwise") and rank == 1:
         return REPLICATE  # added once, after the fold
+    elif kind == "packed_colwise" and rank in (1, 2, 3) and shape[0 if rank == 1 else rank - 2] % SPLIT_FACTOR == 0:
+        axis = 0 if rank == 1 else rank - 2  # gate and up packed on the output axis: each cut in tp
+        placement = Shard((Split(axis, tp, shape[axis] // SPLIT_FACTOR),))
+    elif kind == "packed_rowwise" and rank in (2, 3) and shape[-1] % SPLIT_FACTOR == 0:
+        placement = Shard((Split(rank - 1, tp, shape[-1] // SPLIT_FACTOR),))
+    elif kind == "vocab" and rank == 2:
+        placement = Shard((plain(0, tp, shape[0]),))  # rows [k V/N, (k+1) V/N) of the table on chip k
+    elif kind == "embedding_colwise" and rank == 2:
+        placement = Shard((plain(1, tp, shape[1]),))
     else:
-        raise ImportFailed(f"{arch}: the plan says {style} for {module}, but {value.name} has shape {list(value.shape)}")
+        raise ImportFailed(f"{arch}: the plan says {style.name} for {module}, but {value.name} has shape {list(shape)}")
     for split in placement.splits:
-        if value.shape[split.axis] % split.parts:
-            raise ImportFailed(f"{arch}: {value.name} has {value.shape[split.axis]} on axis {split.axis}, which does "
-                               f"not split into {split.parts} ({style}, --tp {tp})")
+        if split.factor % split.parts:
+            what = f"has {shape[split.axis]} on axis {split.axis}" if split.plain(shape[split.axis]) else \
+                f"packs {shape[split.axis] // split.factor} parts of {split.factor} on axis {split.axis}, each of which"
+            raise ImportFailed(f"{arch}: {value.name} {what} does not split into {split.parts} ({style.name}, --tp {tp})")
     return placement
 
 
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
 class Sharder:
-    def __init__(self, graph: Graph, tp: int, arch: str):
+    def __init__(self, graph: Graph, tp: int, arch: str, styles=None):
         self.g = graph
         self.tp = tp
         self.arch = arch
+        self.styles = styles or (lambda path: None)  # module path → its plan Style, if any
         self.b = ProgramBuilder(chips=tp)
         self.place: dict[str, Placement] = {}
         self.folds: dict[str, str] = {}  # partial value → its fold statement
+        self.splits: dict[str, str] = {}  # replicated value → its per-chip slices (rowwise_split_input)
+        self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
+        self._styled: dict[str, list[tuple[str, Style]]] = {}
 
-    def run(self, weights: dict[str, Placement]) -> TPProgram:
+    def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
+        self.tables = {w: k for w, k in (kinds or {}).items() if k in ("vocab", "embedding_colwise")}
         for v in self.g.inputs:
             self.place[v.name] = weights.get(v.name, REPLICATE)
             self._declare(v)
         for st in self.g.stmts:
             self._statement(st)
+        self._leaving(OUTPUT, "")
         out = self.place[OUTPUT]
         if isinstance(out, Partial):
             self._fold(OUTPUT)
         elif isinstance(out, Shard):
-            raise ImportFailed(f"{self.arch}: the logits would stay split over the chips ({out}): "
-                               "tprules has no all-gather; leave lm_head out of the plan")
+            raise ImportFailed(f"{self.arch}: the logits would stay split over the chips ({out}): the plan gathers "
+                               "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
         return TPProgram(self.b, self.place, self.g.inputs)
 
     def _declare(self, v: Value) -> None:
@@ -113,17 +152,174 @@ class Sharder:
     def _local(self, value: str, chip: int | None) -> str:
         return value if isinstance(self.place[value], Replicate) or chip is None else f"{value}@{chip}"
 
-    def _statement(self, st: Stmt) -> None:
-        reads = list(st.reads)
+    # -- module boundaries (styles.py) -------------------------------------------------
+
+    def styled(self, module: str) -> list[tuple[str, Style]]:
+        """The module and its ancestors that the plan gives a style, innermost first."""
+        if module not in self._styled:
+            parts = module.split(".") if module else []
+            found = []
+            for n in range(len(parts), 0, -1):
+                path = ".".join(parts[:n])
+                s = self.styles(path)
+                if s is not None:
+                    found.append((path, s))
+            self._styled[module] = found
+        return self._styled[module]
+
+    def _leaving(self, value: str, reader: str) -> None:
+        """A value leaving a styled module for `reader`'s: gathered or folded as the style says."""
+        v = self.g.values[value]
+        if v.role != "activation":
+            return
+        for prefix, s in self.styled(v.module):
+            if _under(reader, prefix):
+                continue
+            if s.output == "gather" and isinstance(self.place[value], Shard):
+                self._gather(value, prefix, s)
+            elif s.output == "reduce" and isinstance(self.place[value], Partial):
+                self._fold(value)
+
+    def _entering(self, value: str, reader: str) -> str:
+        """A replicated value entering a module whose style splits its input: its slices."""
+        v = self.g.values[value]
+        if v.role not in ("activation", "input") or self.tp == 1:
+            return value  # on one chip every value is whole
+        for prefix, s in self.styled(reader):
+            if s.share_input and not _under(v.module, prefix) and isinstance(self.place[value], Replicate):
+                return self._share(value, prefix, s)
+            if not s.split_input or _under(v.module, prefix):
+                continue
+            if isinstance(self.place[value], Partial):
+                self._fold(value)
+            if isinstance(self.place[value], Replicate):
+                return self._split(value, prefix, s)
+        return value
+
+    def _gather(self, value: str, module: str, s: Style) -> None:
+        """The all-gather of a value split over the chips: its spine tensor is the value's own name."""
+        p = self.place[value]
+        v = self.g.values[value]
+        split = p.splits[0]
+        if len(p.splits) != 1 or split.parts != self.tp or not split.plain(v.shape[split.axis]):
+            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its output {value} is placed {p}; an all-gather "
+                               f"joins one contiguous block per chip (needs a redistribution first)")
+        slices = [f"{value}@{k}" for k in range(self.tp)]
+        self.place[value] = REPLICATE
+        self.b.tensor(value, v.shape, v.dtype, spine=True)
+        name = f"allgather_{value}"
+        self.b.gather(name, slices, value, collective=module, axis=split.axis)
+        self.b.facts["attr"].append((name, "module", module))
+
+    def _split(self, value: str, module: str, s: Style) -> str:
+        """Each chip's slice of a replicated value on its last axis (a `slice` per chip)."""
+        if value in self.splits:
+            return self.splits[value]
+        v = self.g.values[value]
+        axis, size = len(v.shape) - 1, v.shape[-1]
+        if size % self.tp:
+            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its input {value} has {size} on its last axis, "
+                               f"which does not split into {self.tp}")
+        name = f"{value}_split"
+        self.g.values[name] = Value(name, v.shape, v.dtype, "activation", module)
+        self.place[name] = Shard((plain(axis, self.tp, size),))
+        self._declare(self.g.values[name])
+        width = size // self.tp
+        for k in range(self.tp):
+            self.b.stmt(f"split_{value}@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
+                        end=(k + 1) * width, step=1, module=module, aten=f"({s.name})")
+        self.splits[value] = name
+        return name
+
+    def _share(self, value: str, module: str, s: Style) -> str:
+        """Each chip's 1 / N of a replicated value: a partial that sums back to it."""
+        key = f"{value}_share"
+        if key in self.splits:
+            return self.splits[key]
+        v = self.g.values[value]
+        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", module)
+        self.place[key] = PARTIAL
+        self._declare(self.g.values[key])
+        for k in range(self.tp):
+            self.b.stmt(f"share_{value}@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
+                        module=module, aten=f"({s.name})")
+        self.splits[key] = key
+        return key
+
+    def _localize(self, reads: list[str], out, module: str) -> list[str]:
+        """An elementwise statement's replicated operands that are as wide as a split one on its
+        split axes: each chip's own block of them (a slice per chip and axis, no communication:
+        DTensor's Replicate → Shard; attention sinks beside split heads)."""
+        shard = next((_rank_aligned(self.place[r], len(out), len(self.g.values[r].shape)) for r in reads
+                      if isinstance(self.place[r], Shard)), None)
+        if shard is None:
+            return reads
+        local = []
         for r in reads:
-            if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH:
+            v = self.g.values[r]
+            off = len(out) - len(v.shape)
+            wide = [sp for sp in shard.splits if sp.axis >= off and v.shape[sp.axis - off] != 1]
+            if not isinstance(self.place[r], Replicate) or not wide:
+                local.append(r)
+                continue
+            if len(wide) != len(shard.splits) or any(not sp.plain(out[sp.axis]) or v.shape[sp.axis - off] !=
+                                                     out[sp.axis] for sp in wide):
+                local.append(r)  # the rule says what it would need
+                continue
+            local.append(self._block(r, Shard(tuple(sp.moved(sp.axis - off) for sp in wide)), module))
+        return local
+
+    def _block(self, value: str, placement: Shard, module: str) -> str:
+        """Chip k's block of a replicated value under `placement` (plain splits): slices."""
+        key = f"{value}_block_{'_'.join(f'{sp.axis}x{sp.parts}' for sp in placement.splits)}"
+        if key in self.splits:
+            return self.splits[key]
+        v = self.g.values[value]
+        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", module)
+        self.place[key] = placement
+        self._declare(self.g.values[key])
+        for k in range(self.tp):
+            src, digits = value, placement.block(k, self.tp)
+            for n, sp in enumerate(placement.splits):
+                width = v.shape[sp.axis] // sp.parts
+                last = n == len(placement.splits) - 1
+                dst = f"{key}@{k}" if last else f"{key}_{n}@{k}"
+                if not last:
+                    shape = list(local_shape(Shard(placement.splits[:n + 1]), v.shape, self.tp))
+                    self.b.tensor(dst, shape, v.dtype, chip=k)
+                self.b.stmt(f"block_{value}_{n}@{k}", Ops.SLICE, [src], dst, axis=sp.axis,
+                            start=digits[sp.axis] * width, end=(digits[sp.axis] + 1) * width, step=1,
+                            module=module, aten="(local block)")
+                src = dst
+        self.splits[key] = key
+        return key
+
+    def keeps_partial(self, module: str) -> bool:
+        return any(s.linear for _, s in self.styled(module))
+
+    # -- statements -------------------------------------------------------------------
+
+    def _statement(self, st: Stmt) -> None:
+        module = st.module or ""
+        for r in st.reads:
+            self._leaving(r, module)
+        reads = [self._entering(r, module) for r in st.reads]
+        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
+        for r in reads:
+            if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
-        ins = [self.place[r] for r in reads]
         out = self.g.values[st.writes]
+        if rule(st.cls) is elementwise and not keep:
+            reads = self._localize(reads, out.shape, module)
+        ins = [self.place[r] for r in reads]
+        shapes = [self.g.values[r].shape for r in reads]
         attrs = dict(st.attrs)
         try:
-            placed = rule(st.cls)(attrs, ins, [self.g.values[r].shape for r in reads], out.shape, self.tp,
-                                  transpose_b=attrs.get("transpose_b") == "1")
+            placed = self._embedding(st, reads, out.shape) if st.cls == Ops.EMBEDDING else None
+            if keep:
+                placed = PARTIAL
+            if placed is None:
+                placed = rule(st.cls)(attrs, ins, shapes, out.shape, self.tp, transpose_b=attrs.get("transpose_b") == "1")
         except NotShardable as err:
             raise ImportFailed(f"{self.arch}: {st.aten} at {st.module or '(top)'}: {err}") from None
         self.place[st.writes] = placed
@@ -133,9 +329,25 @@ class Sharder:
         if folded:  # constant subgraphs computed at import (RoPE tables, the causal mask)
             attrs["folded"] = ",".join(folded)
         chips = [None] if isinstance(placed, Replicate) else range(self.tp)
+        local = local_attrs(st.cls, dict(st.attrs), ins, shapes, self.tp)
+        if st.cls == Ops.EMBEDDING and self.tables.get(reads[0]) == "vocab" and isinstance(ins[0], Shard):
+            rows = self.g.values[reads[0]].shape[0] // self.tp
+            local = lambda k: {"offset": str(k * rows)}  # noqa: E731 - chip k's rows of the vocabulary
         for k in chips:
             name = st.name if k is None else f"{st.name}@{k}"
-            self.b.stmt(name, st.cls, [self._local(r, k) for r in reads], self._local(st.writes, k), **attrs)
+            mine = attrs if k is None or local is None else {**attrs, **local(k)}
+            self.b.stmt(name, st.cls, [self._local(r, k) for r in reads], self._local(st.writes, k), **mine)
+
+    def _embedding(self, st: Stmt, reads: list[str], out) -> Placement | None:
+        """A split table the plan made vocabulary-parallel (a partial: zeros outside each chip's
+        rows) or hidden-parallel (split on the last axis); None for the table rule."""
+        table, ids = reads
+        kind = self.tables.get(table)
+        if kind is None or not isinstance(self.place[table], Shard):
+            return None
+        if not isinstance(self.place[ids], Replicate):
+            raise NotShardable(f"ids placed {self.place[ids]} (an embedding reads replicated ids)")
+        return PARTIAL if kind == "vocab" else Shard((plain(len(out) - 1, self.tp, out[-1]),))
 
     def _fold(self, value: str) -> None:
         """The all-reduce of a partial value: its spine tensor is the value's own name."""
@@ -151,12 +363,26 @@ class Sharder:
         self.folds[value] = name
 
 
-def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads) -> TPProgram:
-    weights = {}
+def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads):
+    """The plan read for a graph: its style of a module path, each weight's placement, and
+    the weights' style kinds (what `Sharder.run` takes)."""
+    def style_of(path: str) -> Style | None:
+        name = plan_style(plan, path, base_prefix)
+        return style(name) if name is not None else None
+
+    weights, kinds = {}, {}
     for v in graph.inputs:
         if v.role == "weight":
-            weights[v.name] = weight_placement(arch, v, plan_style(plan, v.module, base_prefix), tp, heads)
-    return Sharder(graph, tp, arch).run(weights)
+            s = style_of(v.name) or style_of(v.module)
+            weights[v.name] = weight_placement(arch, v, s, tp, heads)
+            if s is not None and s.weight is not None:
+                kinds[v.name] = s.weight
+    return style_of, weights, kinds
 
 
-__all__ = ["Heads", "PARTIAL", "Sharder", "TPProgram", "shard"]
+def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads) -> TPProgram:
+    style_of, weights, kinds = plan_placements(graph, tp, arch, plan, base_prefix, heads)
+    return Sharder(graph, tp, arch, style_of).run(weights, kinds)
+
+
+__all__ = ["Heads", "PARTIAL", "Sharder", "TPProgram", "plan_placements", "shard"]

@@ -44,6 +44,10 @@ def trace(model, batch: int, seq: int, arch: str):
         return _traces[key]
     device = next(iter(model.parameters())).device
     ids = torch.zeros((batch, seq), dtype=torch.int64, device=device)
+    import logging
+
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")  # it logs a traceback before raising
+    level, quiet.level = quiet.level, logging.CRITICAL
     try:
         with torch.no_grad():
             exported = torch.export.export(model, (ids,), kwargs={"use_cache": False}, strict=False)
@@ -51,6 +55,8 @@ def trace(model, batch: int, seq: int, arch: str):
     except Exception as err:  # noqa: BLE001 - torch.export raises many kinds
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise ImportFailed(f"{arch}: torch.export cannot trace the forward: {text}") from None
+    finally:
+        quiet.setLevel(level)
     return _keep(key, program)
 
 

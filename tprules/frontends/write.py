@@ -59,14 +59,19 @@ def check_out(out: Path) -> None:
 
 
 def write_folder(out: Path, builder, data: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-                 source: dict, validate=None) -> None:
+                 source: dict, validate=None, progress=None) -> None:
     """Facts, data/, expected/ and source.json into `out`, atomically (after `validate(tmp)`)."""
     out = Path(out)
     check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        if progress is not None:
+            progress.phase("write facts", 1)
         builder.write(tmp)
+        if progress is not None:
+            progress.advance()
+            progress.phase("check the program", 1)
         if data:
             (tmp / "data").mkdir(exist_ok=True)
             for name, array in data.items():
@@ -78,6 +83,8 @@ def write_folder(out: Path, builder, data: dict[str, np.ndarray], expected: dict
         (tmp / MARKER).write_text(json.dumps(source, indent=2) + "\n")
         if validate is not None:
             validate(tmp)
+        if progress is not None:
+            progress.advance()
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
             os.replace(out, old / "dir")

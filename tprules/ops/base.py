@@ -49,12 +49,17 @@ class Ops(enum.StrEnum):
     MINIMUM = "minimum"
     GREATER = "greater"
     WHERE = "where"
+    # mixture-of-experts routing (issue 21)
+    TAKE_ROWS = "take_rows"
+    TOPK_VALUES = "topk_values"
+    TOPK_INDICES = "topk_indices"
 
 
 KINDS = ("matmul", "elementwise", "row", "layout")
 # How a row class reduces its row: sum of squares; max, then sum of exp; sum; sum, then
-# sum of squared deviations.
-REDUCTIONS = ("rms", "max_exp", "average", "moments")
+# sum of squared deviations; no statistics, each stored element selecting again over the
+# row (top-k: the t-th largest found by t + 1 selection passes).
+REDUCTIONS = ("rms", "max_exp", "average", "moments", "select")
 N_ARY = 0  # the registry's arity of a class that reads any number of operands
 
 
@@ -79,7 +84,7 @@ class OpClass:
     reference: Callable
     shape: Callable
     formula: Callable | None = None
-    reduction: str | None = None  # row classes: rms | max_exp | average | moments
+    reduction: str | None = None  # row classes: rms | max_exp | average | moments | select
     passes: int = 0  # row classes: reduction passes over the row before the one that stores
     eps: str | None = None  # the default eps of a normalisation
     number_attrs: tuple[str, ...] = ()  # attributes read as numbers (a missing or bad one is ill-formed)

@@ -81,6 +81,22 @@ def _embedding(attrs, shapes, out):
     return ids + (table[1],)
 
 
+def _take_rows(attrs, shapes, out):
+    table, ids = shapes
+    if not table:
+        raise ValueError("take_rows reads a table with at least one axis")
+    return ids + table[1:]
+
+
+def _embedding_ref(attrs, table, ids):
+    ids = np.asarray(ids).astype(np.int64)
+    if "offset" not in attrs:
+        return table[ids]
+    row = ids - int(attrs["offset"])  # a vocabulary-parallel slice: rows offset.. of the whole table
+    inside = (row >= 0) & (row < len(table))
+    return np.where(inside[..., None], table[np.clip(row, 0, len(table) - 1)], np.float32(0))
+
+
 def _slice_ref(attrs, x):
     axis = int(attrs["axis"])
     index = [slice(None)] * x.ndim
@@ -109,6 +125,11 @@ CLASSES = (
             int_attrs=("axis", "start", "end", "step"), optional_attrs=("step",)),
     OpClass(Ops.CAT, "layout", N_ARY, "0..n-1", "the operands concatenated along attr `axis`",
             lambda attrs, *xs: np.concatenate(xs, axis=int(attrs["axis"])), _cat, int_attrs=("axis",)),
-    OpClass(Ops.EMBEDDING, "layout", 2, "0: table[V, H], 1: ids[..] (integers)", "table[ids]: rows of the table, [.., H]",
-            lambda attrs, table, ids: table[np.asarray(ids).astype(np.int64)], _embedding, ids=(1,)),
+    OpClass(Ops.EMBEDDING, "layout", 2, "0: table[V, H], 1: ids[..] (integers)",
+            "table[ids]: rows of the table, [.., H]; with attr `offset` the table is rows offset.. of a larger "
+            "one (vocabulary-parallel): row ids − offset, zero where that lies outside it",
+            _embedding_ref, _embedding, int_attrs=("offset",), optional_attrs=("offset",), ids=(1,)),
+    OpClass(Ops.TAKE_ROWS, "layout", 2, "0: table[R, ..], 1: ids[..] (integers)",
+            "table[ids]: rows of a table of any rank (an expert's weights by expert id), [ids.., table's other axes]",
+            lambda attrs, table, ids: table[np.asarray(ids).astype(np.int64)], _take_rows, ids=(1,)),
 )

@@ -66,6 +66,19 @@ def _layernorm(attrs, x, w=None, b=None):
     return out + b if b is not None else out
 
 
+def _topk_shape(attrs, shapes, out):
+    (x,) = shapes
+    k = int(attrs["k"])
+    if not x or not 1 <= k <= x[-1]:
+        raise ValueError(f"top-{k} of a last axis of {x[-1] if x else 0}")
+    return x[:-1] + (k,)
+
+
+def _topk_order(attrs, x):
+    """Positions of the k largest along the last axis, largest first; ties: the lower index first."""
+    return np.argsort(-x, axis=-1, kind="stable")[..., :int(attrs["k"])]
+
+
 CLASSES = (
     OpClass(Ops.RMSNORM, "row", 2, "0: x[..,H], 1: w[H]",
             "x / sqrt(mean(x², last axis) + eps) * w, attr `eps` (default 1e-6)", _rmsnorm, _rmsnorm_shape,
@@ -79,4 +92,11 @@ CLASSES = (
             "(x − m) / sqrt(v + eps) · w + b, m and v the mean and (biased) variance over the last axis; "
             "attr `eps` (default 1e-5)", _layernorm, _layernorm_shape, reduction="moments", passes=2, eps="1e-5",
             number_attrs=("eps",), optional_attrs=("eps",)),
+    OpClass(Ops.TOPK_VALUES, "row", 1, "0: x[.., H]",
+            "the k largest of the last axis, largest first (ties: the lower index first): [.., k]; attr `k`",
+            lambda attrs, x: np.take_along_axis(x, _topk_order(attrs, x), axis=-1), _topk_shape,
+            reduction="select", int_attrs=("k",)),
+    OpClass(Ops.TOPK_INDICES, "row", 1, "0: x[.., H]",
+            "the positions of `topk_values`' elements in the last axis: [.., k] (integers); attr `k`",
+            lambda attrs, x: _topk_order(attrs, x).astype(F32), _topk_shape, reduction="select", int_attrs=("k",)),
 )

@@ -23,14 +23,15 @@ from .plan import Group, Plan
 DEVICE = "device"  # the one place of a shim that does not say where statements run
 
 
-def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, machine: str | None = "auto") -> Plan:
+def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, machine: str | None = "auto",
+         progress=None) -> Plan:
     """The fusion plan of a workspace's program for its shim, asked through the Shim API.
 
     `stats` (a `Stats`) is filled with what the planner did; `across_places=False` skips
     the last pass, which asks about merges across places (the project's rules refuse them all).
     `machine` names the cost model's machine (codegen/cost.py: cpu, gpu, ...); `auto` takes
     the kind of chip the shim describes (a `cpu:` shim the cpu, any other the gpu); None
-    makes every merge the shim allows.
+    makes every merge the shim allows. `progress` (a tprules.progress.Progress) counts the merges.
     """
     from ..shim import FactShim, Manifest, TensorGraph, TensorParallelShim
 
@@ -46,7 +47,8 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
         from .cost import KernelCost
 
         cost = KernelCost(RunProgram.from_workspace(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)
-    return plan_graph(g, shim, name=workspace.shim, stats=stats, across_places=across_places, cost=cost)
+    return plan_graph(g, shim, name=workspace.shim, stats=stats, across_places=across_places, cost=cost,
+                      progress=progress)
 
 
 def shim_machine(shim: str) -> str:
@@ -56,7 +58,7 @@ def shim_machine(shim: str) -> str:
 
 def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | None = None,
                kinds: dict[str, str] | None = None, stats: Stats | None = None, across_places: bool = True,
-               cost=None) -> Plan:
+               cost=None, progress=None) -> Plan:
     """Plan a `TensorGraph` for any `Shim` (a compiler's own one too).
 
     `places` defaults to the shim's `places(g)` when it has one (TensorParallelShim does),
@@ -71,8 +73,12 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
         from ..shim.base import library_facts
 
         kinds = {cls: kind for cls, kind, _ in library_facts()["registry"]}
-    greedy = Greedy(g, shim, places, kinds, across_places=across_places, cost=cost)
-    groups = greedy.run()
+    greedy = Greedy(g, shim, places, kinds, across_places=across_places, cost=cost, progress=progress)
+    try:
+        groups = greedy.run()
+    finally:
+        if progress is not None:
+            progress.close()
     if stats is not None:
         stats.__dict__.update(greedy.stats.__dict__)
     position = g.position

@@ -76,3 +76,33 @@ class KernelCost:
             escapes = s.writes not in prog.readers or any(r not in names for r in prog.readers[s.writes])
             key.append((s.cls, s.attrs, s.quantized, s.fold, out.shape, out.dtype, reads, escapes))
         return tuple(key)
+
+
+def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
+    """`plan --show cost`: each group's estimate on `machine` and what it is made of, so that a
+    fusion's cost can be read: matmul FLOPs, bytes moved, the matmul operands that are views of
+    a buffer (layouts that cost nothing) and the bytes of those computed into a buffer first."""
+    from ..codegen.cost import estimate
+    from ..codegen.lower import lower
+
+    m = MACHINES[machine] if isinstance(machine, str) else machine
+    lines, total = [], 0.0
+    for g in plan.groups:
+        kernel = lower(g, prog)
+        e = estimate(kernel, m)
+        seconds = m.seconds(e)
+        total += seconds
+        parts = [f"{e.flops / 1e6:.1f} MFLOP" if e.flops else "", f"{_size(e.bytes)} moved",
+                 f"{e.views} operand{'s' * (e.views != 1)} read as views" if e.views else "",
+                 f"{_size(e.copied)} of layouts copied into buffers" if e.copied else ""]
+        lines.append(f"[cost] {g.group:<6} {seconds * 1e3:8.3f} ms  {kernel.kind}: {', '.join(p for p in parts if p)}")
+    lines.append(f"[cost] {len(plan.groups)} groups on {m.name}: {total * 1e3:.3f} ms estimated (one chip's share "
+                 "each; a view costs the bytes its reader loads, a copied layout its buffer stored and read back)")
+    return lines
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"

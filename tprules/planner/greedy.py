@@ -55,8 +55,9 @@ class Greedy:
     """One planning run over a graph: groups start as single statements and merge as the shim allows."""
 
     def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str],
-                 across_places: bool = True, cost=None):
+                 across_places: bool = True, cost=None, progress=None):
         self.g, self.shim, self.places = g, shim, places
+        self.progress = progress  # a tprules.progress.Progress: one step per merge
         self.cost = cost  # a KernelCost, or None: every allowed merge is made
         self.across_places = across_places
         self.order = g.order()
@@ -84,6 +85,8 @@ class Greedy:
     # -- the passes ------------------------------------------------------------------
 
     def run(self) -> GroupGraph:
+        if self.progress is not None:
+            self.progress.phase("plan: merges", max(len(self.order) - 1, 1))
         passes = [("vertical", self.vertical, True), ("horizontal", self.horizontal, True)]
         if self.across_places:
             passes.append(("cross-place", self.cross_place, False))
@@ -114,6 +117,8 @@ class Greedy:
                     continue
                 used.update((p.a, p.b))
                 merged += 1
+                if self.progress is not None:
+                    self.progress.advance()
 
     def choose(self, proposals: list[Proposal], disjoint: bool) -> list[Proposal]:
         """Proposals worth asking or applying, best first; with `disjoint`, each group once."""

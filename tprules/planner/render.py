@@ -73,7 +73,7 @@ def _module(g: Group, modules: dict[str, str]) -> str:
 def _detail(g: Group, classes: dict[str, str], folds: dict[str, str]) -> str:
     """The classes of a group's members, or the collective a fold belongs to."""
     if len(g.members) == 1 and g.members[0] in folds:
-        return f"[collective: all-reduce {folds[g.members[0]]}]"
+        return f"[collective: {folds[g.members[0]]}]"
     return "+".join(classes.get(o, "?") for o in g.members)
 
 
@@ -88,7 +88,7 @@ def group_edges(plan: Plan, flows: dict[str, list[str]]) -> list[tuple[str, str]
 def render_dot(plan: Plan, classes: dict[str, str], folds: dict[str, str], flows: dict[str, list[str]],
                title: str = "") -> str:
     """Graphviz DOT: a cluster per place, one colour per chip, the spine grey, collectives
-    as white octagons marked `all-reduce`. `dot -Tpng plan.dot -o plan.png` draws it."""
+    as white octagons marked with their kind (`all-reduce C`, `all-gather C`). `dot -Tpng plan.dot -o plan.png` draws it."""
     out = ["digraph plan {",
            f"  label={_quote(title)}; labelloc=t; fontname=Helvetica; rankdir=TB; newrank=true;",
            '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
@@ -98,7 +98,7 @@ def render_dot(plan: Plan, classes: dict[str, str], folds: dict[str, str], flows
         if place == "collective":
             for g in groups:
                 label = "\\n".join([g.group] + [f"{o} (fold)" for o in g.members]
-                                    + [f"all-reduce {folds[o]}" for o in g.members if o in folds])
+                                    + [folds[o] for o in g.members if o in folds])
                 out.append(f"  {_quote(g.group)} [label={_quote(label)}, shape=octagon, style=\"filled,bold\", "
                            f"fillcolor=white, penwidth=2];")
             continue
@@ -130,3 +130,9 @@ def _tint(colour: str) -> str:
 
 def _quote(text: str) -> str:
     return '"' + text.replace('"', '\\"') + '"'
+
+
+def fold_labels(facts) -> dict[str, str]:
+    """Each fold → its collective as reports show it: `all-reduce C` or `all-gather C`."""
+    kinds = dict(facts.tuples("collective"))
+    return {o: f"{kinds.get(c, 'all_reduce').replace('_', '-')} {c}" for o, c in facts.tuples("fold")}

@@ -26,7 +26,7 @@ class ProgramBuilder:
         self.chips = chips
         self.facts: dict[str, list[tuple]] = {rel: [] for rel in (
             "op", "reads", "writes", "tensor", "shape", "attr", "chips", "placed", "spine", "fold",
-            "section", "relocated", "member")}
+            "collective", "section", "relocated", "member")}
         self.facts["chips"].append((chips,))
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: dict[str, str] = {}
@@ -74,6 +74,14 @@ class ProgramBuilder:
         """An all-reduce: `out = sum(partials)` marked as the collective's fold."""
         self.stmt(name, Ops.SUM.value, partials, out)
         self.facts["fold"].append((name, collective))
+        return out
+
+    def gather(self, name: str, slices: list[str], out: str, collective: str, axis: int) -> str:
+        """An all-gather: `out = cat(slices, axis)`, slice i chip i's, marked as the fold of
+        an `all_gather` collective."""
+        self.stmt(name, Ops.CAT, slices, out, axis=axis)
+        self.facts["fold"].append((name, collective))
+        self.facts["collective"].append((collective, "all_gather"))
         return out
 
     def section(self, section: str, statements: list[str], relocated_to: int | None = None) -> None:

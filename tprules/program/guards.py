@@ -123,6 +123,8 @@ def folds_look_fine(c: Columns) -> bool:
     fold = c["fold"]
     if not len(fold):
         return True
+    if len(c["collective"]):
+        return False  # a kind per collective (an all-gather's fold is a cat): checked line by line
     folds = _sorted_unique(fold[:, 0])
     op, reads, writes, placed = c["op"], c["reads"], c["writes"], c["placed"]
     is_fold = np.zeros(len(c.symbols.names) + 1, dtype=bool)

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import BadInput, IllFormed, raise_all
-from ..ops import Ops
 from ..pos import Pos
 from . import guards
 from .columns import Columns
 from .facts import FactBase
-from .schema import DTYPES, LEVELS, LIMIT_KEYS, SPEC
+from .schema import COLLECTIVES, DTYPES, LEVELS, LIMIT_KEYS, SPEC
 
 
 def _problem(facts: FactBase, rel: str, tup: tuple, message: str) -> IllFormed:
@@ -151,10 +150,13 @@ def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool 
     for tuples in by_fold.values():  # file order, for the first offending line
         tuples.sort(key=lambda r: facts.where("reads", r).line)
     output = dict(facts.tuples("writes"))
+    kinds = dict(facts.tuples("collective"))
     for tup in facts.ordered("fold"):
-        o = tup[0]
-        if ops.get(o) != Ops.SUM:
-            _fail(facts, "fold", tup, f"fold {o} is of class {ops.get(o)}; a fold is a sum")
+        o, kind = tup[0], kinds.get(tup[1], "all_reduce")
+        if ops.get(o) != COLLECTIVES[kind]:
+            what = "a fold is a sum" if kind == "all_reduce" and tup[1] not in kinds else \
+                f"the fold of an {kind} is a {COLLECTIVES[kind]}"
+            _fail(facts, "fold", tup, f"fold {o} is of class {ops.get(o)}; {what}")
         chips_read: dict[int, str] = {}
         for r in by_fold[o]:
             chip = home[r[2]]
@@ -163,6 +165,9 @@ def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool 
             if chip in chips_read:
                 _fail(facts, "reads", r, f"fold {o} reads two operands of chip {chip} ({chips_read[chip]} and {r[2]}); "
                                          "a fold reads one operand per chip")
+            if kind == "all_gather" and chip != r[1]:
+                _fail(facts, "reads", r, f"all-gather fold {o} reads {r[2]} (chip {chip}) as operand {r[1]}; "
+                                         "operand i of an all-gather's fold is chip i's")
             chips_read[chip] = r[2]
         missing = [str(c) for c in range(n) if c not in chips_read]
         if missing:
@@ -171,6 +176,20 @@ def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool 
         out = output[o]
         if home[out] is not None:
             _fail(facts, "fold", tup, f"fold {o} writes {out}, a chip tensor; a fold writes a spine tensor")
+
+
+def check_collectives(facts: FactBase) -> None:
+    """A collective has at most one `collective` fact, of a known kind."""
+    kinds: dict[str, str] = {}
+    for tup in facts.ordered("collective"):
+        c, kind = tup
+        if kind not in COLLECTIVES:
+            _fail(facts, "collective", tup, f"collective {c} is of kind {kind}; the kinds are "
+                                            f"{', '.join(COLLECTIVES)}")
+        if c in kinds:
+            _fail(facts, "collective", tup, f"collective {c} has two collective facts ({kinds[c]} and {kind}); "
+                                            "at most one")
+        kinds[c] = kind
 
 
 def check_sections(facts: FactBase) -> None:
@@ -283,6 +302,7 @@ def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | N
         check_statements(facts)
     if not guards.tensors_look_fine(columns):
         check_tensors(facts, program)
+    check_collectives(facts)
     one_chip = guards.non_folds_bind_one_chip(columns)
     if not (one_chip and guards.folds_look_fine(columns)):
         home: dict[str, int | None] = dict(facts.tuples("placed"))

@@ -41,6 +41,9 @@ def query(session, body):
             stopped = True
             break
     ordered = sorted(rows)
+    if session.module is not None and names:
+        inside = _inside(session)
+        ordered = [r for r in ordered if any(v in inside for v in r)]
     if session.format == "json":
         if not names:
             return json.dumps({"holds": bool(rows)})
@@ -57,6 +60,17 @@ def query(session, body):
     if stopped:
         note.append(f" (stopped at {ANSWER_LIMIT})")
     return Group(table, note)
+
+
+def _inside(session) -> set[str]:
+    """The statements under `:module`, and the candidate fusions holding one."""
+    from ..commands.common import under
+    from ..verdicts import MemberNotes
+
+    facts = session.workspace.program.facts
+    modules = MemberNotes.of(facts).modules
+    statements = {o for o, m in modules.items() if under(m, session.module)}
+    return statements | {f for f, o in facts.tuples("member") if o in statements}
 
 
 def rules(session, rel: str):
@@ -126,10 +140,14 @@ def plan(session):
     from ..planner import plan as make_plan
 
     result = make_plan(session.workspace)
+    groups = result.groups
+    if session.module is not None:
+        inside = _inside(session)
+        groups = tuple(g for g in groups if any(o in inside for o in g.members))
     if session.format == "json":
-        return json.dumps(result.to_json())
+        return json.dumps({**result.to_json(), "groups": [g.to_json() for g in groups]})
     table = _table("group", "place", "members")
-    for group in result.groups:
+    for group in groups:
         table.add_row(group.group, group.place, ", ".join(group.members))
     return Group(Text(f"plan for shim {result.shim}: {len(result.groups)} groups"), table)
 

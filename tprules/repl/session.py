@@ -58,6 +58,8 @@ COMMANDS = (
     Command(":facts", "REL|ATOM", "the tuples of REL (or matching ATOM), facts with file:line", "facts"),
     Command(":relations", "", "every relation with its number of tuples", "relations"),
     Command(":plan", "", "the fusion plan of the program", "plan"),
+    Command(":module", "[PREFIX]", "answers and :plan groups under this module path only (none: all)",
+            "set_module"),
     Command(":reload", "", "re-read the rule files and facts; a broken edit keeps the previous ones", "reload"),
     Command(":format", "text|json", "how answers are printed", "set_format"),
     Command(":help", "", "this list", "help"),
@@ -72,6 +74,7 @@ class Session:
         self.program_dir, self.rules_dir, self.shim = Path(program_dir), rules_dir, shim
         self.format = "text"
         self.depth = depth
+        self.module: str | None = None  # :module PREFIX
         self.workspace = self._load()  # a bad first load is the command's error (exit 2)
         self.generation = 0  # bumped by every successful :reload (completion caches follow it)
         self._explainer = None
@@ -210,6 +213,21 @@ class Session:
     def plan(self, rest: str):
         self._no_arguments(":plan", rest)
         return answers.plan(self)
+
+    def set_module(self, rest: str):
+        from ..commands.common import known_module
+        from ..verdicts import MemberNotes
+
+        word = rest.strip()
+        if not word:
+            self.module = None
+            return Text("module: every statement")
+        try:
+            known_module(MemberNotes.of(self.workspace.program.facts).modules, word)
+        except Exception as err:  # noqa: BLE001 - a usage error, said as a REPL error
+            raise ReplError(str(err).replace("--module", ":module")) from None
+        self.module = word
+        return Text(f"module {word}")
 
     def _relation(self, rest: str) -> str:
         import difflib

@@ -55,6 +55,7 @@ class RunReport:
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # an output's device value
     matmul: dict[str, str] = field(default_factory=dict)  # the device's matmul core: kind, library, reason
     shim_source: str = "library"  # where the shim is described: program | library
+    timing: dict[str, tuple[int, float]] = field(default_factory=dict)  # kernel kind → (runs, seconds), fastest run
 
     @property
     def ok(self) -> bool:
@@ -139,7 +140,15 @@ class Prepared:
         return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
                          len({c.source for c in self.compiled}), kinds, chips,
                          compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
-                         best.moved_bytes, values, _core(self.device), prog.shim_source)
+                         best.moved_bytes, values, _core(self.device), prog.shim_source, _timing(best))
+
+
+def _timing(done) -> dict[str, tuple[int, float]]:
+    out: dict[str, tuple[int, float]] = {}
+    for kind, seconds in done.kernel_seconds:
+        runs, total = out.get(kind, (0, 0.0))
+        out[kind] = (runs + 1, total + seconds)
+    return out
 
 
 def _core(device) -> dict[str, str]:

@@ -37,6 +37,7 @@ class Execution:
     held: dict[str, dict[int, object]] = field(default_factory=dict)
     threads: dict[int, int | None] = field(default_factory=dict)  # chip → CPU threads (see Queue.threads)
     process_cpu: float = 0.0  # processor time of the whole process (every thread) while the kernels ran
+    kernel_seconds: list[tuple[str, float]] = field(default_factory=list)  # (kind, s) per kernel run, every chip
 
 
 def chips_of(kernel: Kernel, chips: int) -> list[int]:
@@ -83,7 +84,8 @@ class Executor:
                        for t in prog.outputs}
             return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
                              seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held,
-                             {q.chip: q.threads for q in queues}, cpu)
+                             {q.chip: q.threads for q in queues}, cpu,
+                             [t for q in queues for t in q.kernel_seconds()])
         finally:
             for q in queues:
                 q.close()

@@ -16,12 +16,13 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Manifest:
-    """SPEC §2's `chips`, `placed`, `spine`, `fold`, `section` and `relocated` facts."""
+    """SPEC §2's `chips`, `placed`, `spine`, `fold`, `collective`, `section` and `relocated` facts."""
 
     chips: int
     placed: dict[str, int] = field(default_factory=dict)  # tensor → its chip
     spine: frozenset[str] = frozenset()  # tensors replicated on every chip
-    folds: dict[str, str] = field(default_factory=dict)  # statement → the all-reduce it folds
+    folds: dict[str, str] = field(default_factory=dict)  # statement → the collective it folds
+    collectives: dict[str, str] = field(default_factory=dict)  # collective → all_reduce | all_gather (absent: all_reduce)
     sections: dict[str, tuple[str, ...]] = field(default_factory=dict)  # section → statements
     relocated: dict[str, int] = field(default_factory=dict)  # section → the chip it runs on whole
 
@@ -45,6 +46,7 @@ class Manifest:
             placed={t: c for t, c in facts.ordered("placed")},
             spine=frozenset(t for (t,) in facts.tuples("spine")),
             folds={o: c for o, c in facts.ordered("fold")},
+            collectives={c: k for c, k in facts.ordered("collective")},
             sections={s: tuple(os) for s, os in sections.items()},
             relocated={s: c for s, c in facts.ordered("relocated")},
         )
@@ -63,6 +65,7 @@ class Manifest:
             "placed": sorted(self.placed.items()),
             "spine": [(t,) for t in sorted(self.spine)],
             "fold": sorted(self.folds.items()),
+            "collective": sorted(self.collectives.items()),
             "section": [(s, o) for s, os in self.sections.items() for o in os],
             "relocated": sorted(self.relocated.items()),
         }

@@ -76,6 +76,14 @@ CASES = {
     "fold_misses_a_chip": drop("reads", ("ar", "1", "h1")),
     "fold_writes_chip_tensor": both(drop("spine", ("y",)), add("placed", ("y", "0"))),
     "fold_not_a_sum": replace("op", ("ar", "sum"), ("ar", "add")),
+    # An all-gather (SPEC §1): its fold is a cat whose operand i is chip i's; one known kind.
+    "gather_fold_not_a_cat": add("collective", ("mlp_out", "all_gather")),
+    "gather_operands_out_of_chip_order": both(replace("op", ("ar", "sum"), ("ar", "cat")), add("attr", ("ar", "axis", "1")),
+                                              add("collective", ("mlp_out", "all_gather")),
+                                              replace("reads", ("ar", "0", "h0"), ("ar", "0", "h1")),
+                                              replace("reads", ("ar", "1", "h1"), ("ar", "1", "h0"))),
+    "collective_unknown_kind": add("collective", ("mlp_out", "all_to_all")),
+    "collective_given_twice": add("collective", ("mlp_out", "all_reduce"), ("mlp_out", "all_gather")),
     "shim_misses_a_class": own_shim({"transpose": "-"}),
     # The program's own description of a library shim (which shadows the library's whole)
     # answers matmul twice.

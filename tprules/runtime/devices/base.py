@@ -76,6 +76,11 @@ class Queue:
         waits for a core left out), else None."""
         return None
 
+    def kernel_seconds(self) -> list[tuple[str, float]]:
+        """(kernel kind, wall seconds) of each kernel run, where the device times them
+        (`run --show timing`); empty where it does not."""
+        return []
+
     def close(self) -> None:
         pass
 

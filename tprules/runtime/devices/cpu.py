@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -62,16 +62,20 @@ def thread_shares(cores: int, chips: int) -> tuple[list[int], int | None]:
 
 
 class CpuQueue(Queue):
-    def __init__(self, chip: int, threads: int = 1, slots: threading.Semaphore | None = None):
+    def __init__(self, chip: int, threads: int = 1, slots: threading.Semaphore | None = None,
+                 pool: ThreadPoolExecutor | None = None):
+        """`pool`: the chip's worker thread, kept by the device from run to run (its Numba
+        thread team with it), else one of the queue's own."""
         self.chip = chip
         self.slots = slots  # one held while a kernel runs, when chips outnumber cores
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"tprules-chip{chip}", initializer=_threads,
-                                       initargs=(threads,))
+        self.own_pool = pool is None
+        self.pool = pool or chip_thread(chip, threads)
         self.last: Future | None = None
         self.busy = 0.0
         self.cpu = 0.0
         self.threads = threads
         self.error: BaseException | None = None
+        self.timed: list[tuple[str, float]] = []  # (kernel kind, seconds) per launch
 
     def _submit(self, work, wait: Future | None = None, slot: bool = False, what: tuple | None = None) -> None:
         def step():
@@ -87,6 +91,8 @@ class CpuQueue(Queue):
                     work()
                     ended = time.perf_counter()
                     self.busy += ended - started
+                    if what is not None and what[0] == "kernel":
+                        self.timed.append((what[1].kernel.kind, ended - started))
                     self.cpu += time.thread_time() - cpu
                     if self.trace is not None:
                         self.trace.append((what, started, ended))
@@ -129,12 +135,22 @@ class CpuQueue(Queue):
     def busy_seconds(self) -> float:
         return self.busy
 
+    def kernel_seconds(self) -> list[tuple[str, float]]:
+        return list(self.timed)
+
     def cpu_seconds(self) -> float | None:
         # the chip's thread does all its kernels' work only when their loops run on it alone
         return self.cpu if self.threads == 1 else None
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        if self.own_pool:
+            self.pool.shutdown(wait=True)
+        elif self.last is not None:
+            wait([self.last])  # the device's thread stays, idle, for the next run
+
+
+def chip_thread(chip: int, threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix=f"tprules-chip{chip}", initializer=_threads, initargs=(threads,))
 
 
 class CpuCompiled(Compiled):
@@ -157,6 +173,9 @@ class CpuDevice(Device):
         self.machine = "cpu" if self.core.kind == "blas" else "cpu (own matmul loops)"
         self.cores = numba.config.NUMBA_NUM_THREADS
         self.threads = self.cores  # a chip's threads; set by for_chips
+        # (chip, threads) → the chip's worker thread, kept from run to run: a new thread each
+        # run would start a new OpenMP team for its parallel loops each run
+        self._pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
     def for_chips(self, chips: int) -> None:
         self.threads = self.fixed or thread_shares(self.cores, chips)[0][0]  # every chip gets the same share
@@ -181,7 +200,13 @@ class CpuDevice(Device):
         if self.fixed:
             shares = [self.fixed] * chips
         slots = threading.BoundedSemaphore(at_once) if at_once is not None else None
-        return [CpuQueue(c, n, slots) for c, n in enumerate(shares)]
+        return [CpuQueue(c, n, slots, self._pool(c, n)) for c, n in enumerate(shares)]
+
+    def _pool(self, chip: int, threads: int) -> ThreadPoolExecutor:
+        pool = self._pools.get((chip, threads))
+        if pool is None:
+            pool = self._pools[(chip, threads)] = chip_thread(chip, threads)
+        return pool
 
 
 def _threads(n: int) -> None:

@@ -49,6 +49,7 @@ def collect(job, kernels, device: str, world, shares: list[RankShare]) -> Distri
         t = run.traffic
         stats.allreduces, stats.allreduce_bytes, stats.allreduce_s = t.allreduces, t.allreduce_bytes, t.allreduce_s
         stats.messages, stats.message_bytes, stats.run_s = t.messages, t.message_bytes, run.seconds
+        stats.allgathers, stats.allgather_bytes = t.allgathers, t.allgather_bytes
         ranks.append(stats)
         threads = getattr(run, "threads", None) or {}
         chips += [ChipStats(c, run.kernels[c], run.launches[c], run.busy[c], threads.get(c)) for c in run.kernels]

@@ -6,6 +6,8 @@ exchanges in the same order (so they cannot deadlock):
 
 - a kernel placed on chip k runs on the rank holding k; a spine kernel on every rank, on
   each of its chips (replicated, as in real tensor parallelism);
+- an all-gather's fold alone (a `cat`) is MPI Allgatherv of every rank's chips' slices,
+  joined in chip order on every chip;
 - a fold alone (a `collective` group) is an MPI all-reduce: each rank first sums the
   partials its own chips hold (in operand order), then `Allreduce(SUM)` adds the ranks'
   sums, and every chip receives the fold's value in its destination's dtype;
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...codegen.ir import Kernel
+from ...ops import Ops
 from ...program.model import RunProgram
 from ..buffers import buffers
 from ..devices.base import Compiled, Queue
@@ -187,7 +190,8 @@ class _RankRun:
     def launch(self, kernel: Kernel, compiled: Compiled | None) -> None:
         if kernel.place == "collective":
             for name in kernel.members:
-                self.allreduce(self.prog.statement(name), kernel.group)
+                fold = self.prog.statement(name)
+                self.allgather(fold, kernel.group) if fold.cls == Ops.CAT else self.allreduce(fold, kernel.group)
             return
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
@@ -218,3 +222,24 @@ class _RankRun:
                                                                         if r != self.world.rank],
                      chips=list(self.world.chips))
 
+    def allgather(self, fold, group: str = "") -> None:
+        """An all-gather's fold as a collective: each rank gives its chips' slices (operand k
+        is chip k's), Allgatherv, and every chip joins them in chip order along the axis."""
+        out = self.prog.tensors[fold.writes]
+        axis = int(dict(fold.attrs)["axis"]) % len(out.shape)
+        pieces, sizes, shapes = {}, {}, {}
+        for chip, t in enumerate(fold.reads):
+            info = self.prog.tensors[t]
+            shapes[chip], sizes[chip] = info.shape, int(np.prod(info.shape))
+            if chip in self.queues:
+                pieces[chip] = self.queues[chip].download(self.held[t][chip]).reshape(info.shape)
+        dtype = out.storage
+        began = time.perf_counter()
+        got = self.world.allgather(pieces, sizes, dtype, f"the all-gather {fold.name}")
+        value = store(np.concatenate([got[c].reshape(shapes[c]) for c in range(len(fold.reads))], axis=axis),
+                      out.dtype)
+        self.held[fold.writes] = {c: (self.queues[c].upload(value.reshape(out.buffer_shape)) if c in self.queues
+                                      else REMOTE) for c in range(self.prog.chips)}
+        self._traced(f"all_gather {group or fold.name}", began, "collective", kind="all_gather", group=group,
+                     members=[fold.name], bytes=int(sum(sizes.values())) * np.dtype(dtype).itemsize,
+                     peers=[r for r in range(self.world.size) if r != self.world.rank], chips=list(self.world.chips))

@@ -25,6 +25,8 @@ class RankStats:
     compile_s: float
     run_s: float
     wall_s: float  # from the rank's start to its report
+    allgathers: int = 0
+    allgather_bytes: int = 0  # the rank's payload (its chips' slices) over all its all-gathers
 
 
 @dataclass
@@ -38,8 +40,16 @@ class DistributedReport(RunReport):
     def to_json(self) -> dict:
         out = super().to_json()
         out.update({"mpi": self.mpi, "collectives": self.collectives, "allreduces": self.allreduces,
-                    "wall_s": self.wall_s, "ranks": [asdict(r) for r in self.ranks]})
+                    "wall_s": self.wall_s, "ranks": [_rank_json(r) for r in self.ranks]})
         return out
+
+
+def _rank_json(r: RankStats) -> dict:
+    """A rank's figures; the all-gather's only where the program has one."""
+    out = asdict(r)
+    if not r.allgathers:
+        del out["allgathers"], out["allgather_bytes"]
+    return out
 
 
 def render_text(report: DistributedReport, width: int = 130, color: bool = False) -> str:
@@ -57,9 +67,17 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
     each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
-                  f"{'' if n == 1 else 's'} of {size(each)} a rank, {share:.0%} of the run), wall "
+                  f"{'' if n == 1 else 's'} of {size(each)} a rank{_gathers(report)}, {share:.0%} of the run), wall "
                   f"{seconds(report.wall_s)}; {verdict(report)}", soft_wrap=True)
     return buf.getvalue()
+
+
+def _gathers(report: DistributedReport) -> str:
+    g = report.ranks[0].allgathers if report.ranks else 0
+    if not g:
+        return ""
+    mine = sum(r.allgather_bytes for r in report.ranks) // len(report.ranks) // g
+    return f"; {g} all-gather{'' if g == 1 else 's'} of {size(mine)} a rank"
 
 
 def rank_table(report: DistributedReport):

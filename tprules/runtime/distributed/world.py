@@ -64,13 +64,16 @@ class Traffic:
     messages: int = 0  # point-to-point, sent and received
     message_bytes: int = 0
     message_s: float = 0.0
+    allgathers: int = 0
+    allgather_bytes: int = 0  # the rank's payload (its chips' slices), summed over its all-gathers
+    allgather_s: float = 0.0
 
     def since(self, before: "Traffic") -> "Traffic":
         return Traffic(*(a - b for a, b in zip(self.astuple(), before.astuple())))
 
     def astuple(self) -> tuple:
         return (self.allreduces, self.allreduce_bytes, self.allreduce_s, self.messages, self.message_bytes,
-                self.message_s)
+                self.message_s, self.allgathers, self.allgather_bytes, self.allgather_s)
 
 
 class RankWorld:
@@ -138,6 +141,32 @@ class RankWorld:
         self.traffic.allreduce_bytes += send.nbytes
         self.traffic.allreduce_s += time.perf_counter() - started
         return total
+
+    def allgather(self, pieces: dict[int, np.ndarray], sizes: dict[int, int], dtype, what: str) -> dict[int, np.ndarray]:
+        """Every chip's slice, flat, on every rank (MPI Allgatherv): this rank gives `pieces`
+        (its chips' slices); `sizes` is every chip's element count."""
+        send = np.concatenate([np.ravel(pieces[c]).astype(dtype, copy=False) for c in self.chips]) \
+            if self.chips else np.zeros(0, dtype)
+        counts = [sum(sizes[c] for c in self.chips_of(r)) for r in range(self.size)]
+        displs = np.concatenate(([0], np.cumsum(counts[:-1]))).astype(int).tolist() if counts else []
+        started = time.perf_counter()
+        recv = self._allgatherv(send, counts, displs, what)
+        self.traffic.allgathers += 1
+        self.traffic.allgather_bytes += send.nbytes
+        self.traffic.allgather_s += time.perf_counter() - started
+        out = {}
+        for r in range(self.size):
+            at = displs[r]
+            for c in self.chips_of(r):
+                out[c] = recv[at:at + sizes[c]]
+                at += sizes[c]
+        return out
+
+    def _allgatherv(self, send: np.ndarray, counts: list[int], displs: list[int], what: str) -> np.ndarray:
+        """Every rank's `send` (counts[r] elements from rank r), joined in rank order."""
+        recv = np.empty(sum(counts), send.dtype)
+        self._wait(self.comm.Iallgatherv(send, [recv, (counts, displs)]), what)
+        return recv
 
     def send(self, array: np.ndarray, to: int, what: str) -> None:
         data = np.ascontiguousarray(array)

@@ -1,0 +1,184 @@
+"""`tprules run` against what a user runs instead: the Hugging Face model's own forward.
+
+    python benchmarks/bench_run.py --hf llama,qwen3,gemma [--tp 1,2,4] [--repeat 10] [--layers 1]
+                                   [--seq 128 --hidden 1024 --ffn 2816 --heads 16 --kv-heads 4]
+
+For each model type: transformers builds the causal LM from a config (its own modeling
+code, eager attention, float32, seeded weights, nothing downloaded) and saves it; then, in
+interleaved rounds (every implementation once a round, so the machine's drift hits all
+alike; the fastest run of each counts):
+- eager: `model(input_ids)` in torch eager, on torch's threads;
+- compile: the same forward under `torch.compile` (inductor), where it works here;
+- at each TP: `tprules import hf` of the saved folder (the same weights and ids), then its
+  plan run (`tprules run`, the planner's plan) and its unfused run (one kernel a statement).
+Every tprules output is checked against the reference and against torch's own logits
+(`expected/logits.npy`, the tolerance of `tprules run`). Not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+# transformers' config keys for each model type (the rest is the shape given on the command line)
+EXTRA = {
+    "llama": {},
+    "qwen3": {},
+    "gemma": {"hidden_activation": "gelu_pytorch_tanh"},
+}
+
+
+def make_folder(work: Path, model_type: str, args) -> Path:
+    import torch
+    import transformers
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.logging.set_verbosity_error()
+    head_dim = args.hidden // args.heads
+    config = CONFIG_MAPPING[model_type](
+        hidden_size=args.hidden, intermediate_size=args.ffn, num_hidden_layers=args.layers,
+        num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, head_dim=head_dim,
+        vocab_size=args.vocab, max_position_embeddings=max(2 * args.seq, 256), pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, **EXTRA.get(model_type, {}))
+    torch.manual_seed(0)
+    folder = work / f"{model_type}-model"
+    AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32).save_pretrained(folder)
+    return folder
+
+
+class Forward:
+    """The model's own forward, `model(input_ids)`, eager or under torch.compile."""
+
+    def __init__(self, folder: Path, ids, expected, compiled: bool):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+        self.ids, self.expected, self.calls = torch.from_numpy(ids), expected, 1
+        fn = torch.compile(model) if compiled else model
+        self.torch = torch
+
+        def forward():
+            with torch.no_grad():
+                return fn(input_ids=self.ids, use_cache=False).logits.numpy()
+
+        self.fn = forward
+        self.fn()  # torch.compile compiles on the first call
+
+    def run(self):
+        started, cpu = time.perf_counter(), time.process_time()
+        value = self.fn()
+        return time.perf_counter() - started, time.process_time() - cpu, value
+
+    def check(self, value) -> tuple[bool, float]:
+        import numpy as np
+
+        err = float(np.max(np.abs(value - self.expected)) / max(float(np.max(np.abs(self.expected))), 1e-30))
+        return err <= 1e-4, err
+
+
+class Imported:
+    """`tprules run` of an imported folder: the planner's plan or unfused, prepared once."""
+
+    def __init__(self, folder: Path, planned: bool, device):
+        from tprules.planner import plan as make_plan
+        from tprules.runtime import Prepared, RunProgram
+        from tprules.runtime.groups import unfused
+        from tprules.workspace import Workspace
+
+        ws = Workspace(folder)
+        prog = RunProgram.from_workspace(ws)
+        plan = make_plan(ws, machine=device.machine) if planned else unfused(prog)
+        self.ready = Prepared(prog, plan, device)
+        self.calls = len(self.ready.kernels)
+
+    def run(self):
+        done = self.ready.run()
+        return done.seconds, done.process_cpu, done
+
+    def check(self, done) -> tuple[bool, float]:
+        r = self.ready.report(done)
+        errs = [r.max_rel_err] + [o.expected.max_rel_err for o in r.outputs if o.expected is not None]
+        return r.ok, max(errs)
+
+
+def bench_model(model_type: str, args, device) -> list[dict]:
+    import numpy as np
+
+    from tprules.frontends.importer import import_hf
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        folder = make_folder(work, model_type, args)
+        impls: dict[str, object] = {}
+        notes = []
+        for tp in args.tp:
+            out = work / f"{model_type}-tp{tp}"
+            import_hf(folder, tp=tp, out=out, seq=args.seq)
+            if "eager" not in impls:
+                ids = np.load(out / "data" / "input_ids.npy")
+                expected = np.load(out / "expected" / "logits.npy")
+                impls["eager"] = Forward(folder, ids, expected, compiled=False)
+                if "compile" in args.impls:
+                    try:
+                        impls["compile"] = Forward(folder, ids, expected, compiled=True)
+                    except Exception as err:  # noqa: BLE001 - inductor needs a compiler toolchain; report and go on
+                        notes.append(f"compile: not run ({type(err).__name__}: {' '.join(str(err).split())[:160]})")
+            for name in ("planner", "unfused"):
+                if name in args.impls:
+                    impls[f"TP {tp} {name}"] = Imported(out, name == "planner", device)
+        for impl in impls.values():
+            impl.run()  # warm up
+        best: dict[str, list] = {}
+        for _ in range(args.repeat):
+            for name, impl in impls.items():
+                seconds, cpu, result = impl.run()
+                b = best.setdefault(name, [float("inf"), float("inf"), None])
+                if seconds < b[0]:
+                    b[0], b[2] = seconds, result
+                b[1] = min(b[1], cpu)
+        for name, impl in impls.items():
+            seconds, cpu, result = best[name]
+            ok, err = impl.check(result)
+            rows.append({"model": model_type, "impl": name, "calls": impl.calls, "wall": seconds, "cpu": cpu,
+                         "ok": ok, "err": err})
+        for note in notes:
+            print(f"  {model_type} {note}")
+    return rows
+
+
+def print_table(rows: list[dict], args) -> None:
+    print(f"\nseq {args.seq}, hidden {args.hidden}, ffn {args.ffn}, {args.heads} heads, {args.kv_heads} KV heads, "
+          f"{args.layers} layer(s), vocab {args.vocab}, float32; fastest of {args.repeat} interleaved rounds")
+    print("| model | run | kernels | wall | ÷ torch eager | ÷ unfused | cpu | check |\n|---|---|---:|---:|---:|---:|---:|---|")
+    for model in dict.fromkeys(r["model"] for r in rows):
+        at = {r["impl"]: r for r in rows if r["model"] == model}
+        eager = at["eager"]["wall"]
+        for name, r in at.items():
+            unfused = at.get(name.replace("planner", "unfused")) if "planner" in name else None
+            vs_unfused = f"{r['wall'] / unfused['wall']:.2f}" if unfused else ""
+            label = {"eager": "torch eager, `model(ids)`", "compile": "torch.compile"}.get(name, f"`tprules run`, {name}")
+            calls = "" if name in ("eager", "compile") else str(r["calls"])
+            print(f"| {model} | {label} | {calls} | {r['wall'] * 1e3:.1f} ms | {r['wall'] / eager:.2f} | {vs_unfused} | "
+                  f"{r['cpu'] * 1e3:.1f} ms | {'ok' if r['ok'] else 'MISMATCH'} ({r['err']:.1g}) |")
+    print("÷ unfused: the planner's wall over the unfused wall at the same TP (below 1: faster); cpu: the least "
+          "processor time of the process in a round (less disturbed by other load than the wall)")
+
+
+def main(args) -> int:
+    from tprules.runtime.devices import get_device
+
+    device = get_device(args.device, args.matmul)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    print(f"device {device.describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    rows = []
+    for model_type in args.hf:
+        rows += bench_model(model_type, args, device)
+        print(f"  {model_type}: done", flush=True)
+    print_table(rows, args)
+    return 0 if all(r["ok"] for r in rows) else 1

@@ -1,0 +1,78 @@
+"""Issue 21's must-work architectures (tiny configs, one layer) against torch's forward at
+TP 1, 2 and 4: Mixtral and Qwen3-MoE (moe_tp_experts in the batched_mm form), OLMo 2
+(colwise_gather_output, rowwise_split_input), Phi-3 (a full-width rotary, gathered fused
+projections) and GPT-NeoX (embedding_rowwise); on cpu, sim and two MPI ranks for a few."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tprules.runtime import RunProgram, execute
+from tprules.runtime.compare import errors
+from tprules.runtime.inputs import program_inputs
+from tprules.runtime.reference import reference
+from tprules.workspace import Workspace
+
+from .tiny import MUST_WORK_STYLES
+
+ONE_LAYER = dict(layers=1, seq=4)
+
+
+def facts(folder, relation) -> list[list[str]]:
+    path = folder / f"{relation}.facts"
+    return [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("model_type", MUST_WORK_STYLES)
+def test_the_reference_matches_torch(imported, model_type, tp):
+    folder = imported(model_type, tp, **ONE_LAYER)
+    prog = RunProgram.from_workspace(Workspace(folder))
+    _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(folder / "expected" / "logits.npy"))
+    assert rel <= 1e-4
+
+
+def test_the_experts_are_split_and_folded_once_per_layer(imported):
+    folder = imported("mixtral", 2, **ONE_LAYER)
+    ops = dict((o, c) for o, c in facts(folder, "op"))
+    folds = [c for _, c in facts(folder, "fold")]
+    assert folds.count("model.layers.0.mlp.experts") == 1  # one all-reduce of the experts' partials
+    assert sorted(c for o, c in ops.items() if o.startswith("getitem") and c.startswith("topk")) == \
+        ["topk_indices", "topk_values"]  # routing on the spine: one statement each, no @chip
+    weights = {o: c for o, c in ops.items() if c == "take_rows"}
+    assert len(weights) == 4 and all("@" in o for o in weights)  # gate_up and down, one per chip
+    shapes = {(t, int(a)): int(n) for t, a, n in facts(folder, "shape")}
+    assert shapes[("model.layers.0.mlp.experts.gate_up_proj@0", 1)] == 2 * 128 // 2  # each packed part halved
+    assert shapes[("model.layers.0.mlp.experts.down_proj@1", 2)] == 128 // 2
+
+
+@pytest.mark.parametrize("model_type, tp", [("mixtral", 2), ("qwen3_moe", 4), ("olmo2", 2), ("gpt_neox", 4)])
+def test_the_fused_program_on_cpu_matches_torch(imported, model_type, tp):
+    report = execute(Workspace(imported(model_type, tp, **ONE_LAYER)), device="cpu")
+    (out,) = report.outputs
+    assert report.ok and out.expected.ok and out.expected.max_rel_err <= 1e-4
+
+
+def test_a_mixture_of_experts_in_the_simulator_matches_torch(imported):
+    report = execute(Workspace(imported("mixtral", 2, layers=1, seq=2)), device="sim")
+    (out,) = report.outputs
+    assert report.ok and out.expected.ok and out.expected.max_rel_err <= 1e-4
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists() and shutil.which("mpiexec") is None,
+                    reason="needs MPI: pip install -e '.[mpi]'")
+@pytest.mark.parametrize("model_type", ["mixtral", "phi3"])
+def test_on_two_mpi_ranks_matches_torch(imported, model_type, tmp_path):
+    folder = imported(model_type, 4, **ONE_LAYER)
+    done = subprocess.run([sys.executable, "-m", "tprules", "run", folder, "--ranks", "2", "--format", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["ok"] and data["outputs"][0]["expected"]["ok"]

@@ -1,0 +1,61 @@
+"""Reports name the model's modules: each member's `attr module` beside it in check, why,
+plan and the REPL (and in their JSON), and `--module PREFIX` / `:module PREFIX` keep only
+what has a member under that module."""
+
+from __future__ import annotations
+
+import json
+
+MLP = "model.layers.1.mlp"
+
+
+def test_check_shows_each_members_module_and_filters_by_prefix(cli, imported):
+    folder = imported("llama", 2)
+    status, every, _ = cli("check", folder)
+    status, out, err = cli("check", folder, "--module", MLP)
+    assert status == 0 and err == ""
+    rows = out.splitlines()[3:-2]
+    assert rows and len(rows) < len(every.splitlines()) - 5
+    assert all(f" {MLP}" in row for row in rows)  # every candidate kept has a member under it
+    assert any("mm_" in row and f"(chip:0) {MLP}.down_proj" in row for row in rows)
+    status, out, _ = cli("check", folder, "--module", MLP, "--format", "json")
+    fusions = json.loads(out)["fusions"]
+    assert len(fusions) == len(rows)
+    for f in fusions:
+        assert len(f["modules"]) == len(f["members"]) and any(m.startswith(MLP) for m in f["modules"])
+
+
+def test_a_module_that_holds_no_statement_is_a_usage_error(cli, imported):
+    status, out, err = cli("check", imported("llama", 2), "--module", "model.layers.9")
+    assert (status, out) == (2, "")
+    assert err.strip() == "usage: --module model.layers.9: no statement lies under it"
+
+
+def test_plan_keeps_the_groups_under_a_module_with_their_paths(cli, imported):
+    status, out, _ = cli("plan", imported("llama", 2), "--module", MLP, "--format", "json")
+    groups = json.loads(out)["groups"]
+    assert status == 0 and groups
+    for g in groups:
+        assert len(g["modules"]) == len(g["members"]) and any(m.startswith(MLP) for m in g["modules"])
+
+
+def test_why_shows_the_module_beside_each_member(cli, imported):
+    folder = imported("llama", 2)
+    _, out, _ = cli("check", folder, "--module", f"{MLP}.down_proj", "--format", "json")
+    fusion = json.loads(out)["fusions"][0]["fusion"]
+    status, out, _ = cli("why", folder, f'legal("{fusion}")')
+    assert status == 0 and f"{MLP}.down_proj" in out.splitlines()[1]
+
+
+def test_the_repl_filters_answers_and_the_plan_by_module(cli, imported, monkeypatch):
+    import io
+
+    folder = imported("llama", 2)
+    script = f":module {MLP}.down_proj\n?- member(F, O).\n:plan\n:module nowhere\n:module\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(script))
+    status, out, _ = cli("repl", folder)
+    assert status == 0
+    assert f"module {MLP}.down_proj" in out and "module: every statement" in out
+    assert "error: usage: :module nowhere: no statement lies under it" in out
+    answers = out.split("?- member(F, O).")[1].split("tprules>")[0]
+    assert "mm_" in answers and "embedding" not in answers

@@ -1,0 +1,135 @@
+"""Import once per layer kind: the stamped program equals a full trace, file for file, on
+small models of each pattern; the layer kinds are found, not assumed; the columnar
+writer and candidates equal the builder's."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tprules.frontends.columnar import FactColumns, candidates, strings
+from tprules.frontends.write import add_candidates
+from tprules.program.builder import ProgramBuilder
+
+from .tiny import make_model
+
+SLIDING = ["full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
+# name → (model type, TP, config overrides, layer kinds expected)
+PATTERNS = {
+    "dense_llama": ("llama", 2, {"num_hidden_layers": 4}, 1),
+    "dense_qwen2_kv_replicated": ("qwen2", 4, {"num_hidden_layers": 3}, 1),
+    "gemma2_alternating_sliding": ("gemma2", 2, {"num_hidden_layers": 5, "sliding_window": 4}, 2),
+    "gemma3_one_global_in_three": ("gemma3_text", 2, {"num_hidden_layers": 7, "sliding_window_pattern": 3,
+                                                      "sliding_window": 4}, 2),
+    "qwen2_layer_types": ("qwen2", 2, {"num_hidden_layers": 5, "use_sliding_window": True, "sliding_window": 4,
+                                       "layer_types": SLIDING}, 2),
+    "cohere2_sliding_pattern": ("cohere2", 2, {"num_hidden_layers": 5, "sliding_window": 4}, 2),
+}
+
+
+def _import(source, tp, out, **options):
+    from tprules.frontends.importer import import_hf
+
+    return import_hf(source, tp, out, seq=6, **options)
+
+
+def _same_folders(a, b) -> list[str]:
+    """Names of the files that differ (facts and data; source.json says how it was made)."""
+    names = {p.relative_to(a) for p in a.rglob("*") if p.is_file()} | \
+            {p.relative_to(b) for p in b.rglob("*") if p.is_file()}
+    bad = []
+    for name in sorted(names):
+        if str(name) == "source.json":
+            continue
+        pa, pb = a / name, b / name
+        if not (pa.exists() and pb.exists()):
+            bad.append(str(name))
+        elif name.suffix == ".npy":
+            if not np.array_equal(np.load(pa), np.load(pb)):
+                bad.append(str(name))
+        elif pa.read_bytes() != pb.read_bytes():
+            bad.append(str(name))
+    return bad
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_the_stamped_program_is_the_full_trace_statement_for_statement(pattern, tmp_path):
+    model_type, tp, overrides, kinds = PATTERNS[pattern]
+    source = make_model(tmp_path / "model", model_type, weights=pattern == "dense_llama", **overrides)
+    no_data = pattern != "dense_llama"  # one pattern with weights: data/ and expected/ too
+    stamped = _import(source, tp, tmp_path / "stamped", no_data=no_data)
+    traced = _import(source, tp, tmp_path / "traced", no_data=no_data, every_layer=True)
+    assert stamped.kinds == kinds and traced.kinds is None
+    assert stamped.traced < overrides["num_hidden_layers"]  # something was stamped
+    assert (stamped.statements, stamped.candidates, stamped.tensors, stamped.folds, stamped.folded) == \
+           (traced.statements, traced.candidates, traced.tensors, traced.folds, traced.folded)
+    assert _same_folders(tmp_path / "stamped", tmp_path / "traced") == []
+
+
+def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_path):
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    from tprules.frontends.layers import layer_kinds
+
+    from .tiny import TINY
+
+    config = CONFIG_MAPPING["qwen2"](**{**TINY, "num_hidden_layers": 5, "use_sliding_window": True,
+                                        "sliding_window": 4, "layer_types": SLIDING})
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    kinds = layer_kinds(model)
+    assert kinds.kind == (0, 1, 1, 0, 1) and kinds.order == (0, 1, 2, 3)
+    config.layer_types = ["full_attention"] * 5
+    with torch.device("meta"):
+        dense = layer_kinds(AutoModelForCausalLM.from_config(config))
+    assert dense.kind == (0,) * 5 and dense.order == (0, 1)
+
+
+def test_a_model_that_cannot_be_stamped_is_traced_whole(tmp_path, monkeypatch):
+    from tprules.frontends import stamp
+
+    def refuse(self, *args, **kwargs):
+        raise stamp.CannotStamp("a node between two layers")
+
+    monkeypatch.setattr(stamp.Segments, "__init__", refuse)
+    source = make_model(tmp_path / "model", "llama", weights=False, num_hidden_layers=3)
+    report = _import(source, 2, tmp_path / "out", no_data=True)
+    assert report.kinds is None and report.statements > 0
+
+
+def test_the_report_says_how_many_layers_were_traced(cli, tmp_path):
+    source = make_model(tmp_path / "model", "llama", weights=False, num_hidden_layers=3)
+    status, out, err = cli("import", "hf", source, "--tp", "2", "--out", tmp_path / "p", "--no-data")
+    assert status == 0 and err == ""  # piped: no progress bar
+    assert out.splitlines()[-1] == "1 layer kind: 2 layers traced, the rest stamped"
+    status, out, _ = cli("import", "hf", source, "--tp", "2", "--out", tmp_path / "p", "--no-data", "--every-layer")
+    assert status == 0 and "stamped" not in out
+
+
+def _random_program(seed: int) -> ProgramBuilder:
+    rng = random.Random(seed)
+    b = ProgramBuilder(chips=2)
+    tensors = [b.tensor("x", [4, 4], spine=True)]
+    for i in range(rng.randint(3, 30)):
+        reads = [rng.choice(tensors) for _ in range(rng.randint(1, 3))]
+        out = b.tensor(f"t{i}", [4, 4], spine=True)
+        b.stmt(f"s{i}", rng.choice(["add", "mul", "sum"]), reads, out, module=f"m.{i % 3}", folded="a,b")
+        tensors.append(out)
+    return b
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_columnar_candidates_and_writer_equal_the_builders(seed, tmp_path):
+    b = _random_program(seed)
+    columns = FactColumns()
+    for rel, rows in b.facts.items():
+        if rows:
+            columns.set(rel, [strings([str(r[i]) for r in rows]) for i in range(len(rows[0]))])
+    count = candidates(columns)
+    assert count == add_candidates(b)
+    b.write(tmp_path / "builder")
+    columns.write(tmp_path / "columns")
+    assert _same_folders(tmp_path / "builder", tmp_path / "columns") == []

@@ -1,0 +1,59 @@
+"""The all-gather (SPEC §1): a fold of kind all_gather is refused as collective_fold like an
+all-reduce's, and check, why and plan name its kind."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT
+
+GATHER = ROOT / "facts" / "gather-mlp-tp2"
+
+
+def test_a_gather_fold_in_a_fusion_is_refused_and_check_names_its_kind(cli):
+    status, out, _ = cli("check", GATHER)
+    assert status == 0
+    row = next(line for line in out.splitlines() if line.startswith("gelu_allgather "))
+    assert "refused  collective_fold" in row and "allgather (collective) all-gather mlp_hidden" in row
+    status, out, _ = cli("check", GATHER, "--format", "json")
+    fusions = {f["fusion"]: f for f in json.loads(out)["fusions"]}
+    assert fusions["allgather_mm2"]["reasons"] == ["collective_fold"]
+    assert fusions["allgather_mm2"]["collectives"] == ["all-gather mlp_hidden", ""]
+
+
+def test_why_names_the_fold_and_the_collectives_kind(cli):
+    status, out, _ = cli("why", GATHER, 'refused("gelu_allgather", "collective_fold")')
+    lines = out.splitlines()
+    assert status == 0
+    assert lines[1] == ("fusion gelu_allgather: gelu_0 (chip:0), allgather (collective) all-gather mlp_hidden; "
+                        "refused: collective_fold")
+    assert any('fold("allgather", "mlp_hidden")' in line for line in lines)
+    status, out, _ = cli("why", GATHER, 'refused("gelu_allgather", "collective_fold")', "--format", "json")
+    members = json.loads(out)["fusions"][0]["members"]
+    assert members[1] == {"statement": "allgather", "place": "collective", "note": "all-gather mlp_hidden"}
+
+
+def test_an_all_reduce_without_a_collective_fact_shows_as_before(cli):
+    status, out, _ = cli("why", ROOT / "facts" / "megatron-mlp-tp2", 'refused("mm2_allreduce", "collective_fold")')
+    assert "allreduce (collective); refused" in out.splitlines()[1]
+
+
+def test_plan_names_the_kind_of_each_collective(cli):
+    _, gather, _ = cli("plan", GATHER)
+    _, reduce, _ = cli("plan", ROOT / "facts" / "megatron-mlp-tp2")
+    assert "[collective: all-gather mlp_hidden]" in gather
+    assert "[collective: all-reduce mlp_out]" in reduce
+
+
+def test_the_cost_model_counts_an_all_gathers_bytes():
+    from tprules.codegen.cost import estimate
+    from tprules.codegen.lower import lower
+    from tprules.planner.plan import Group
+    from tprules.program.model import RunProgram
+    from tprules.workspace import Workspace
+
+    prog = RunProgram.from_workspace(Workspace(GATHER))
+    kernel = lower(Group("g", ("allgather",), "collective"), prog)
+    # the joined 8x32 float32 stored, and each slice's load counted at the result's size (the
+    # estimate's bound for a cat: every operand read per element of the result)
+    assert estimate(kernel).bytes == 8 * 32 * 4 + 2 * 8 * 32 * 4

@@ -1,0 +1,78 @@
+"""The tensor-parallel plan styles transformers registers (`distributed/tensor_parallel.py`,
+`ALL_PARALLEL_STYLES`), and what each means for an import: how the weights it names are
+split, and what happens at the module's boundary.
+
+- `weight`: how a weight of the module (or the parameter the entry names) is placed:
+  `colwise` (a linear's output axis: axis 0 of [out, in]; the bias too), `rowwise` (its
+  input axis; the bias replicated, added after the fold), `packed_colwise` /
+  `packed_rowwise` (a fused weight such as gate_up_proj packs `split_factor` projections
+  along that axis: chip k gets its slice of each part), `vocab` (an embedding's rows:
+  vocabulary-parallel), `embedding_colwise` (an embedding's hidden axis), `replicate`, or
+  `None` (the style changes no weight: local_params, mla_kv_a_proj, all_reduce);
+- `output`: `gather` (an all-gather makes the module's output whole on the spine),
+  `reduce` (a fold sums its partial output at the boundary), or `None` (as it is);
+- `split_input`: the module's replicated input is sliced per chip on its last axis before
+  the module reads it (rowwise_split_input: each chip takes its slice, multiplies, and the
+  fold sums the partials);
+- `linear`: inside the module a partial sum stays partial through linear statements (a
+  product with a replicated routing weight, a sum over the chosen experts) up to the
+  boundary's one fold (moe_tp_experts);
+- `share_input`: each chip reads its replicated input divided by N, a partial the
+  enclosing fold sums back once (moe_identity_expert).
+
+A style tprules cannot import says why (`missing`); the importer names every such entry
+of a plan at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Style:
+    name: str
+    weight: str | None = None
+    output: str | None = None
+    split_input: bool = False
+    linear: bool = False  # a partial stays partial through linear statements up to the boundary's fold
+    share_input: bool = False  # each chip takes 1 / N of its replicated input (a partial)
+    missing: str | None = None  # why it is not imported (None: it is)
+
+
+STYLES = {s.name: s for s in [
+    Style("colwise", "colwise"),
+    Style("colwise_gather_output", "colwise", output="gather"),
+    Style("colwise_rep", "colwise", output="gather"),
+    Style("rowwise", "rowwise"),
+    Style("rowwise_split_input", "rowwise", output="reduce", split_input=True),
+    Style("rowwise_rep", "rowwise", output="reduce", split_input=True),
+    Style("packed_colwise", "packed_colwise"),
+    Style("packed_rowwise", "packed_rowwise"),
+    Style("embedding_rowwise", "vocab", output="reduce"),
+    Style("embedding_colwise", "embedding_colwise", output="gather"),
+    # a training concern (gradients all-reduced); at inference the weight is replicated
+    Style("replicated_with_grad_allreduce", "replicate"),
+    Style("replicate", "replicate"),
+    # the module runs on its parameters as their own entries split them: nothing to add
+    Style("local_params"),
+    # the forward is the identity (the split and cat only fix the rope part's gradient)
+    Style("mla_kv_a_proj"),
+    Style("all_reduce", output="reduce"),
+    Style("sequence_parallel", missing="its output stays split on the sequence axis for a later redistribution "
+                                       "(a reduce-scatter), which tprules does not import"),
+    # every expert's FFN split over the chips (gate_up packed_colwise, down rowwise, by their
+    # own entries); routing on the spine; the experts' partial outputs folded by one all-reduce
+    Style("moe_tp_experts", output="reduce", linear=True),
+    # an identity expert inside moe_tp_experts: its input divided by N, so that the fold sums it once
+    Style("moe_identity_expert", share_input=True),
+]}
+
+SPLIT_FACTOR = 2  # packed_colwise / packed_rowwise as transformers registers them
+
+
+def style(name: str) -> Style | None:
+    return STYLES.get(name)
+
+
+__all__ = ["SPLIT_FACTOR", "STYLES", "Style", "style"]
