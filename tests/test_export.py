@@ -53,3 +53,22 @@ def test_export_of_a_folder_that_includes_runs_on_eval(cli, tmp_path):
     status, printed, err = cli("eval", out / "rules.dl", "-F", out / "facts", "-D", "-")
     assert status == 0, err
     assert "square_mm2_0\tquantized_inside" in printed
+
+
+def test_export_writes_a_subsumptive_clause_back_as_souffle_reads_it(cli, tmp_path):
+    """A rule folder with a subsumptive clause (issue 27) exports it in Soufflé's syntax;
+    tprules eval runs the export and deletes the dominated tuples."""
+    import shutil
+
+    rules = tmp_path / "rules"
+    shutil.copytree(RULES, rules)
+    clause = "hop(x, d1) <= hop(x, d2) :- d2 < d1."
+    (rules / "zz_hops.dl").write_text(".decl hop(x: number, d: number)\n.output hop\n"
+                                      f"hop(1, 5). hop(1, 2). hop(2, 7).\n{clause}\n")
+    out = tmp_path / "ex"
+    status, _, err = cli("export", FACTS / "megatron-mlp-tp2", out, "--rules", rules)
+    assert status == 0, err
+    assert clause in (out / "rules.dl").read_text()
+    status, printed, err = cli("eval", out / "rules.dl", "-F", out / "facts", "-D", "-")
+    assert status == 0, err
+    assert "hop\nx\td\n===============\n1\t2\n2\t7\n===============" in printed

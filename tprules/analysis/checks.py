@@ -19,6 +19,8 @@ class _Problems(list):
     code = "rule"  # the check running now: each problem carries it as its code (the editor shows it)
 
     def add(self, message: str, pos: ast.Pos) -> None:
+        if any(p.message == message and p.pos == pos for p in self):  # one clause checked as several rules
+            return
         self.append(RuleError(message, pos, self.code))
 
 

@@ -14,8 +14,8 @@ right through the body as Soufflé's default strategy does, and writes:
 - `samegen.magic_bb(16384, 32767).`: the seed, from the query's constants.
 
 Atoms under a negation or inside an aggregate keep the whole relation (so strata stay
-as they are); inputs, `eqrel` and `choice-domain` relations and relations whose rules
-aggregate are never adorned. The relations the program outputs keep their own rules.
+as they are); inputs, `eqrel` and `choice-domain` relations, relations with subsumption
+and relations whose rules aggregate are never adorned. The relations the program outputs keep their own rules.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class _Magic:
         self.adornable = {rel for rel, rs in rules.items()
                           if rel in self.decls and rel not in inputs and "eqrel" not in self.decls[rel].qualifiers
                           and not self.decls[rel].choice
+                          and not any(r.dominating is not None for r in rs)  # subsumption deletes: computed whole
                           and not any(ast.literal_aggregates(lit) for r in rs for lit in r.body)
                           and not any(ast.aggregates_in(a) for r in rs for a in r.head.args)}
         # As Soufflé: a relation read under a negation or inside an aggregate, and every

@@ -19,7 +19,8 @@ from .locality import is_candidate_local
 from .magic import magic_transform
 from .normalise import evaluation_rules
 from .records import desugar_records
-from .strata import Stratum, stratify
+from .strata import Stratum, stratify, with_subsumptions
+from .subsumption import expand_subsumptions, not_of_the_stand_ins, split_subsumptions, stand_in
 from .witnesses import expand_witnesses
 
 
@@ -52,16 +53,23 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
 
 def _check_program(program: ast.Program, source: str) -> CheckedProgram:
     program = expand_components(program)  # before every check: they see plain relations
+    program = expand_subsumptions(program)  # subsumptive clauses as rules finding dominated tuples
     shape_problems: list[RuleError] = []
     program = desugar_records(program, shape_problems)  # and plain values (records are symbols)
     raise_all(shape_problems)
     program = expand_witnesses(program)  # a min's or max's witnesses, in plain Datalog
     program = magic_transform(program)  # .pragma "magic-transform": magic sets
     decls, program, problems = check_program_items(program)
+    problems = not_of_the_stand_ins(problems, program)
     strata: list[Stratum] = []
     if not problems:
-        strata, strata_problems = stratify(evaluation_rules(program, decls))
+        deriving, deleting = split_subsumptions(evaluation_rules(program, decls))
+        strata, strata_problems = stratify(deriving + tuple(map(stand_in, deleting)))
+        strata = with_subsumptions(strata, deleting)
         problems.extend(strata_problems)
+        if deleting:  # the checked program's rules derive; the deleting ones live in their strata
+            program = ast.Program(tuple(i for i in program.items if not (isinstance(i, ast.Rule)
+                                                                         and i.dominating is not None)))
     raise_all(problems)
     inputs = tuple(dict.fromkeys(n for d in program.directives if d.kind == "input" for n in d.names))
     outputs = tuple(dict.fromkeys(n for d in program.directives if d.kind == "output" for n in d.names))

@@ -16,6 +16,7 @@ class Stratum:
     relations: tuple[str, ...]
     rules: tuple[ast.Rule, ...]
     recursive: bool
+    subsumptions: tuple[ast.Rule, ...] = ()  # the rules that find dominated tuples (subsumption.py)
 
 
 def dependency_graph(rules: tuple[ast.Rule, ...]):
@@ -76,6 +77,18 @@ def stratify(rules: tuple[ast.Rule, ...]) -> tuple[list[Stratum], list[RuleError
     return strata, problems
 
 
+def with_subsumptions(strata: list[Stratum], deleting: tuple[ast.Rule, ...]) -> list[Stratum]:
+    """The strata stratified with stand-ins for the deleting rules, given the rules themselves."""
+    if not deleting:
+        return strata
+    out = []
+    for stratum in strata:
+        own = tuple(r for r in deleting if r.head.rel in stratum.relations)
+        rules = tuple(r for r in stratum.rules if r.dominating is None)
+        out.append(Stratum(stratum.index, stratum.relations, rules, stratum.recursive, own))
+    return out
+
+
 def needed_strata(strata, targets) -> list:
     """The strata that the target relations depend on, in order (all of them without targets)."""
     if targets is None:
@@ -85,6 +98,6 @@ def needed_strata(strata, targets) -> list:
     for stratum in reversed(strata):
         if needed & set(stratum.relations):
             chosen.append(stratum)
-            for rule in stratum.rules:
+            for rule in stratum.rules + stratum.subsumptions:
                 needed.update(atom.rel for atom, _ in ast.body_atoms(rule.body))
     return list(reversed(chosen))

@@ -378,6 +378,9 @@ class ColumnarEngine:
                 arrays[rel] = dedupe(np.concatenate([arrays[rel], given[rel]]))
                 model.relations.decoded.pop(rel, None)
         rules = [r for r in stratum.rules if not r.is_fact]
+        if stratum.subsumptions:
+            self._run_subsumptive(model, stratum, rules)
+            return
         if not stratum.recursive:
             for rule in rules:
                 fired = self._fire(rule, arrays, {}, None)
@@ -418,6 +421,35 @@ class ColumnarEngine:
                         produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
         for rel in rels:
             model.round_arrays[rel] = np.concatenate(rounds[rel])
+
+    def _run_subsumptive(self, model: ColumnarModel, stratum: Stratum, rules: list[ast.Rule]) -> None:
+        """A stratum with subsumption: each round fires every rule on the whole relations,
+        then deletes every dominated tuple; a plain stratum deletes once, after its rules.
+        The rounds end when one changes nothing."""
+        arrays, rels = model.arrays, frozenset(stratum.relations)
+        while True:
+            before = {rel: arrays[rel] for rel in rels}
+            for rule in rules:
+                fired = self._fire(rule, arrays, {}, None, rels)
+                head = rule.head.rel
+                if self.checked.decls[head].choice:
+                    fired = self._chosen(head, fired, arrays[head])
+                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+            dominated = {rel: [] for rel in rels}
+            for rule in stratum.subsumptions:
+                dominated[rule.head.rel].extend(map(tuple, self._fire(rule, arrays, {}, None, rels).tolist()))
+            for rel in rels:
+                if dominated[rel]:
+                    gone = set(dominated[rel])
+                    keep = [t not in gone for t in map(tuple, arrays[rel].tolist())]
+                    arrays[rel] = arrays[rel][np.asarray(keep, dtype=bool)]
+                arrays[rel] = dedupe(arrays[rel])
+            if not stratum.recursive or all(np.array_equal(arrays[rel], before[rel]) for rel in rels):
+                break
+        for rel in rels:
+            model.relations.decoded.pop(rel, None)
+            if stratum.recursive:
+                model.round_arrays[rel] = np.zeros(len(arrays[rel]), dtype=I64)
 
     def _chosen(self, rel: str, fired: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""

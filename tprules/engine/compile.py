@@ -330,7 +330,8 @@ class _RuleCompiler:
         head = self.rule.head
         compiler = _BodyCompiler(out, self, head, self.rule.body, range(len(self.rule.body)), ())
         compiler.compile(self.delta_index, lambda: out.emit(f"add({self.head_tuple(compiler)})"))
-        prologue = [f"    known = R[{head.rel!r}]"]
+        # A rule that finds dominated tuples (subsumption) finds tuples already known.
+        prologue = [f"    known = R[{head.rel!r}]" if self.rule.dominating is None else "    known = ()"]
         prologue += [f"    {var} = R[{rel!r}]" for rel, var in self.relations.items()]
         prologue += [f"    {var} = {'U' if unique else 'I'}({rel!r}, {cols!r})"
                      for (rel, cols, unique), var in self.indexes.items()]

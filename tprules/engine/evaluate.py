@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from operator import itemgetter
 
@@ -217,6 +218,9 @@ class Evaluator:
             written = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
             model.relations[rel] = written | set(facts.get(rel, ()))
             model.forget(rel)
+        if stratum.subsumptions:
+            self._run_subsumptive(model, stratum)
+            return
         compiled = self._compile(stratum, ModelStats(model))
         self.last_source.extend(c.source for c in compiled)
         relations = model.relations
@@ -236,6 +240,37 @@ class Evaluator:
         deltas = [c for c in compiled if c.delta is not None]
         self.run_rounds(model, stratum, deltas, delta, rounds, 0)
         model.rounds.update(rounds)
+
+    def _run_subsumptive(self, model: Model, stratum: Stratum) -> None:
+        """A stratum with subsumption: each round derives from the whole relations, then
+        deletes every dominated tuple; a plain stratum deletes once, after its rules. The
+        rounds end when one changes nothing."""
+        stats = None  # the relations shrink as well as grow: no key is unique for good
+        plain = dataclasses.replace(stratum, recursive=False, subsumptions=())
+        compiled = self._compile(plain, stats)
+        deleting = [compile_rule(rule, f"s{stratum.index}u{n}", stats=stats, stratum=frozenset())
+                    for n, rule in enumerate(stratum.subsumptions)]
+        self.last_source.extend(c.source for c in compiled + deleting)
+        relations, decls, rels = model.relations, self.checked.decls, stratum.relations
+        while True:
+            before = {rel: set(relations[rel]) for rel in rels}
+            for c in compiled:
+                head = c.rule.head.rel
+                derived = _call(self._runner(c, model), c, {})
+                choice = choice_of(decls[head], relations[head])
+                relations[head] = relations[head] | (derived if choice is None
+                                                     else set(choice.admit(derived - relations[head])))
+                model.forget(head)
+            dominated = {rel: set() for rel in rels}
+            for c in deleting:
+                dominated[c.rule.head.rel] |= _call(self._runner(c, model), c, {})
+            for rel in rels:
+                relations[rel] = relations[rel] - dominated[rel]
+                model.forget(rel)
+            if not stratum.recursive or all(relations[rel] == before[rel] for rel in rels):
+                break
+        if stratum.recursive:
+            model.rounds.update({rel: dict.fromkeys(relations[rel], 0) for rel in rels})
 
     def _runner(self, compiled: CompiledRule, model: Model):
         return self._function(compiled)(model.relations, model.index, model.unique_index)

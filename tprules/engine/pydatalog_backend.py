@@ -316,6 +316,9 @@ class PyDatalogEngine:
                     raise RuleError(f"the pydatalog engine cannot evaluate the choice-domain of {rel}: pyDatalog "
                                     "derives every tuple at once, with no order to choose by; use --engine fast",
                                     decls[rel].pos)
+            for rule in stratum.subsumptions[:1]:
+                raise RuleError(f"the pydatalog engine cannot evaluate subsumption ({rule.head.rel}): pyDatalog "
+                                "only adds tuples, it never deletes a dominated one; use --engine fast", rule.pos)
             for rule in stratum.rules:
                 counter = _autoinc_in(rule)
                 if counter is not None:

@@ -215,10 +215,13 @@ class Rule:
     pos: Pos = _pos()
     origin: str = field(default="", compare=False)
     written: str = field(default="", compare=False)  # its text before records were desugared
+    # A subsumptive clause `head <= dominating :- body.` deletes the tuple `head` wherever
+    # `dominating` (another tuple of the same relation) exists and the body holds; it derives nothing.
+    dominating: Atom | None = None
 
     @property
     def is_fact(self) -> bool:
-        return not self.body
+        return not self.body and self.dominating is None
 
 
 @dataclass(frozen=True)

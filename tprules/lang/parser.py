@@ -227,6 +227,14 @@ class _ToAst(Transformer):
         heads, body = children[0], children[1]  # a `.plan` (children[2]) is ignored
         return [ast.Rule(head, alternative, head.pos) for head in heads for alternative in body]
 
+    @v_args(meta=True)
+    def subsumption(self, meta, children):
+        dominated, op, dominating, body = children[:4]
+        if str(op) != "<=":
+            raise RuleSyntaxError(f"unexpected {str(op)!r}, expected '<=' between the two heads of a subsumptive "
+                                  "clause", self._pos(op))
+        return [ast.Rule(dominated, alternative, dominated.pos, dominating=dominating) for alternative in body]
+
     def heads(self, atoms):
         return list(atoms)
 

@@ -98,6 +98,8 @@ def print_body(body: tuple[ast.Literal, ...]) -> str:
 
 def print_rule(rule: ast.Rule) -> str:
     head = print_literal(rule.head)
+    if rule.dominating is not None:
+        return f"{head} <= {print_literal(rule.dominating)} :- {print_body(rule.body)}."
     return f"{head}." if rule.is_fact else f"{head} :- {print_body(rule.body)}."
 
 

@@ -58,8 +58,6 @@ def _refused(err: UnexpectedInput, text: str, pos: Pos) -> Unsupported | None:
         return refusal("algebraic data types (.type T = A {...} | ...)", pos)
     if value == "(" and re.search(r"\bautoinc\s*$", before):
         return refusal("the counter autoinc()", pos)
-    if value == "<=" and ":-" in line:
-        return refusal("subsumption (head <= head :- body)", pos)
     return None
 
 _WORDS = {"NAME": "a name", "QNAME": "a name", "NUMBER": "a number", "STRING": "a string", "CMP": "a comparison",
