@@ -305,37 +305,37 @@ def _shadow_rule(rule: ast.Rule) -> ast.Rule:
     return dataclasses.replace(rule, body=tuple(body))
 
 
-def _rename_term(term, names: dict[str, str]):
+def rename_term(term, names: dict[str, str]):
     match term:
         case ast.Var(name) if name in names:
             return dataclasses.replace(term, name=names[name])
         case ast.BinOp(_, left, right):
-            return dataclasses.replace(term, left=_rename_term(left, names), right=_rename_term(right, names))
+            return dataclasses.replace(term, left=rename_term(left, names), right=rename_term(right, names))
         case ast.Negative(operand):
-            return dataclasses.replace(term, operand=_rename_term(operand, names))
+            return dataclasses.replace(term, operand=rename_term(operand, names))
         case ast.Cast(operand):
-            return dataclasses.replace(term, term=_rename_term(operand, names))
+            return dataclasses.replace(term, term=rename_term(operand, names))
         case ast.Functor(_, args):
-            return dataclasses.replace(term, args=tuple(_rename_term(a, names) for a in args))
+            return dataclasses.replace(term, args=tuple(rename_term(a, names) for a in args))
         case ast.Aggregate():
             return _rename_aggregate(term, names)
     return term
 
 
-def _rename_literal(lit, names: dict[str, str]):
+def rename_literal(lit, names: dict[str, str]):
     match lit:
         case ast.Atom(_, args):
-            return dataclasses.replace(lit, args=tuple(_rename_term(a, names) for a in args))
+            return dataclasses.replace(lit, args=tuple(rename_term(a, names) for a in args))
         case ast.Negation(atom):
-            return dataclasses.replace(lit, atom=_rename_literal(atom, names))
+            return dataclasses.replace(lit, atom=rename_literal(atom, names))
         case ast.Comparison(_, left, right):
-            return dataclasses.replace(lit, left=_rename_term(left, names), right=_rename_term(right, names))
+            return dataclasses.replace(lit, left=rename_term(left, names), right=rename_term(right, names))
     return lit
 
 
 def _rename_aggregate(agg: ast.Aggregate, names: dict[str, str]) -> ast.Aggregate:
-    target = _rename_term(agg.target, names) if agg.target is not None else None
-    return dataclasses.replace(agg, target=target, body=tuple(_rename_literal(lit, names) for lit in agg.body))
+    target = rename_term(agg.target, names) if agg.target is not None else None
+    return dataclasses.replace(agg, target=target, body=tuple(rename_literal(lit, names) for lit in agg.body))
 
 
 def _replace_in_literal(lit, old, new):

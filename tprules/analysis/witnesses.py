@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 
 from ..lang import ast
+from .checks import rename_term
 
 
 def _outer_bound(body: tuple[ast.Literal, ...]) -> set[str]:
@@ -26,35 +27,6 @@ def _outer_bound(body: tuple[ast.Literal, ...]) -> set[str]:
     for lit in body:
         found |= ast.literal_vars(lit)
     return found
-
-
-def _rename(term, names: dict[str, str]):
-    match term:
-        case ast.Var(name) if name in names:
-            return dataclasses.replace(term, name=names[name])
-        case ast.Aggregate(_, target, body):
-            return dataclasses.replace(term, target=None if target is None else _rename(target, names),
-                                       body=tuple(_rename_literal(lit, names) for lit in body))
-        case ast.BinOp(_, left, right):
-            return dataclasses.replace(term, left=_rename(left, names), right=_rename(right, names))
-        case ast.Negative(operand):
-            return dataclasses.replace(term, operand=_rename(operand, names))
-        case ast.Cast(inner):
-            return dataclasses.replace(term, term=_rename(inner, names))
-        case ast.Functor(_, args):
-            return dataclasses.replace(term, args=tuple(_rename(a, names) for a in args))
-    return term
-
-
-def _rename_literal(lit, names):
-    match lit:
-        case ast.Atom(_, args):
-            return dataclasses.replace(lit, args=tuple(_rename(a, names) for a in args))
-        case ast.Negation(atom):
-            return dataclasses.replace(lit, atom=_rename_literal(atom, names))
-        case ast.Comparison(_, left, right):
-            return dataclasses.replace(lit, left=_rename(left, names), right=_rename(right, names))
-    return lit
 
 
 def _witnessed(rule: ast.Rule, fresh) -> ast.Rule:
@@ -73,7 +45,7 @@ def _witnessed(rule: ast.Rule, fresh) -> ast.Rule:
                 continue
             number = next(fresh)
             own = ast.aggregate_vars(agg) - outside
-            renamed = _rename(agg, {v: f".w{number}{v}" for v in own})
+            renamed = rename_term(agg, {v: f".w{number}{v}" for v in own})
             if isinstance(result, ast.Wildcard):
                 result = ast.Var(f".w{number}", result.pos)
             body[index] = dataclasses.replace(lit, left=result, right=renamed)
