@@ -117,8 +117,19 @@ class Typer:
     def _bind_assignments(self, body) -> None:
         """`X = expr` gives X the type of expr (repeatedly: one binding may enable the next)."""
         pending = [lit for lit in _all_literals(body) if isinstance(lit, ast.Comparison) and lit.op == "="]
-        changed = True
         self._pending = True
+        self._bind_equalities(pending)
+        self._pending = False
+        self._inferred.clear()
+        self._bind_equalities(pending)  # what is still unknown now takes the defaults
+        for lit in pending:  # `X = 1 + 2`: a number, unless something above said otherwise
+            for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(var, ast.Var) and var.name not in self.types and self.infer(other) == INT:
+                    self.types[var.name] = ("number", var.pos, f"{var.name} = ...")
+
+    def _bind_equalities(self, pending) -> None:
+        """Give each `X = expr` of `pending` the type of expr (unless a bare number), until none binds more."""
+        changed = True
         while changed:
             changed = False
             for lit in pending:
@@ -128,22 +139,6 @@ class Typer:
                         if kind is not None and kind != INT:
                             self.types[var.name] = (kind, var.pos, f"{var.name} = ...")
                             changed = True
-        self._pending = False
-        self._inferred.clear()
-        changed = True
-        while changed:  # what is still unknown now takes the defaults
-            changed = False
-            for lit in pending:
-                for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
-                    if isinstance(var, ast.Var) and var.name not in self.types:
-                        kind = self.infer(other)
-                        if kind is not None and kind != INT:
-                            self.types[var.name] = (kind, var.pos, f"{var.name} = ...")
-                            changed = True
-        for lit in pending:  # `X = 1 + 2`: a number, unless something above said otherwise
-            for var, other in ((lit.left, lit.right), (lit.right, lit.left)):
-                if isinstance(var, ast.Var) and var.name not in self.types and self.infer(other) == INT:
-                    self.types[var.name] = ("number", var.pos, f"{var.name} = ...")
 
     def infer(self, term: ast.Term) -> str | None:
         """The term's type; INT for integer literals whose place decides; None if unknown."""
