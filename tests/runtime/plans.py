@@ -41,3 +41,23 @@ def fused_plan(prog, groups) -> Plan:
 
 def cases() -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(CASES.glob("*.json"))}
+
+
+def spine_statement(b, name, cls, reads, shape, dtype="f32", **attrs):
+    """A statement of `b` writing a new spine tensor of its own name (class test programs)."""
+    return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+
+
+def write_programs(cases: dict, tmp_path_factory) -> dict:
+    """name → the folder of each one-chip program that `cases[name](builder)` builds, with
+    producer-consumer candidates."""
+    from tprules.program.builder import ProgramBuilder
+    from tprules.program.llama import producer_consumer_candidates
+
+    folders = {}
+    for name, build in cases.items():
+        b = ProgramBuilder(chips=1)
+        build(b)
+        producer_consumer_candidates(b)
+        folders[name] = b.write(tmp_path_factory.mktemp(name))
+    return folders

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plans import spine_statement as _s
+from plans import write_programs
 
 from tprules.errors import IllFormed
 from tprules.program.builder import ProgramBuilder
-from tprules.program.llama import producer_consumer_candidates
 from tprules.runtime import RunProgram, execute
 from tprules.workspace import Workspace
-
-
-def _s(b, name, cls, reads, shape, dtype="f32", **attrs):
-    return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
 
 
 def embedding(b):
@@ -126,13 +123,7 @@ CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, rep
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
-    folders = {}
-    for name, build in CASES.items():
-        b = ProgramBuilder(chips=1)
-        build(b)
-        producer_consumer_candidates(b)
-        folders[name] = b.write(tmp_path_factory.mktemp(name))
-    return folders
+    return write_programs(CASES, tmp_path_factory)
 
 
 @pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])

@@ -4,17 +4,14 @@ the planner fuses them and one per statement, against the reference on cpu and s
 from __future__ import annotations
 
 import pytest
+from plans import spine_statement as _s
+from plans import write_programs
 
 from tprules.program.builder import ProgramBuilder
-from tprules.program.llama import producer_consumer_candidates
 from tprules.runtime import RunProgram, execute
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
-
-
-def _s(b, name, cls, reads, shape, dtype="f32", **attrs):
-    return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
 
 
 def comparisons(b):
@@ -63,13 +60,7 @@ CASES = {f.__name__: f for f in (comparisons, logsumexp, causal_conv, grouped_co
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
-    folders = {}
-    for name, build in CASES.items():
-        b = ProgramBuilder(chips=1)
-        build(b)
-        producer_consumer_candidates(b)
-        folders[name] = b.write(tmp_path_factory.mktemp(name))
-    return folders
+    return write_programs(CASES, tmp_path_factory)
 
 
 @pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])
