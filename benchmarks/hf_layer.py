@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_run import Kernels
+
 # transformers' config keys for each model type (the rest is the shape given on the command line)
 EXTRA = {
     "llama": {},
@@ -79,29 +81,19 @@ class Forward:
         return err <= 1e-4, err
 
 
-class Imported:
+class Imported(Kernels):
     """`tprules run` of an imported folder: the planner's plan or unfused, prepared once."""
 
     def __init__(self, folder: Path, planned: bool, device):
         from tprules.planner import plan as make_plan
-        from tprules.runtime import Prepared, RunProgram
+        from tprules.runtime import RunProgram
         from tprules.runtime.groups import unfused
         from tprules.workspace import Workspace
 
         ws = Workspace(folder)
         prog = RunProgram.from_workspace(ws)
         plan = make_plan(ws, machine=device.machine) if planned else unfused(prog)
-        self.ready = Prepared(prog, plan, device)
-        self.calls = len(self.ready.kernels)
-
-    def run(self):
-        done = self.ready.run()
-        return done.seconds, done.process_cpu, done
-
-    def check(self, done) -> tuple[bool, float]:
-        r = self.ready.report(done)
-        errs = [r.max_rel_err] + [o.expected.max_rel_err for o in r.outputs if o.expected is not None]
-        return r.ok, max(errs)
+        super().__init__(prog, plan, device)
 
 
 def bench_model(model_type: str, args, device) -> list[dict]:
