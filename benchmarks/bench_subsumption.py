@@ -2,16 +2,20 @@
 
     python benchmarks/bench_subsumption.py               # 300 nodes, 600 edges, best of 3
     python benchmarks/bench_subsumption.py --nodes 1000 -r 1
+    python benchmarks/bench_subsumption.py --before /tmp/old   # also time another checkout
 
 Writes the graph (a ring with random weights, plus one random chord a node) and the rules
 into a temporary folder, then runs `tprules eval` on each engine as its own process,
 start-up included, and reports the best wall time and the size of dist (every node is
-reachable through the ring, so dist must have one tuple a node).
+reachable through the ring, so dist must have one tuple a node). `--before DIR` times the
+`tprules` package of another checkout (DIR holds `tprules/`) too, alternating run by run
+with this one, so both see the same machine load; their answers must be equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -34,7 +38,11 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("-r", "--repeat", type=int, default=3)
     parser.add_argument("--engines", default="fast,compiled")
+    parser.add_argument("--before", type=Path, help="another checkout to time the same way (its tprules/)")
     args = parser.parse_args()
+    trees = {"this tree": Path(__file__).resolve().parents[1]}
+    if args.before is not None:
+        trees = {"before": args.before.resolve(), **trees}
     rng = random.Random(1)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -45,16 +53,25 @@ def main() -> int:
         (folder / "edge.facts").write_text("\n".join(lines) + "\n")
         (folder / "sp.dl").write_text(RULES)
         for engine in args.engines.split(","):
-            best, printed = None, ""
+            best: dict[str, float] = {}
+            printed: dict[str, str] = {}
             for _ in range(args.repeat):
-                start = time.perf_counter()
-                printed = subprocess.run([sys.executable, "-m", "tprules", "eval", str(folder / "sp.dl"), "-F",
-                                          str(folder), "-D", "-", "--engine", engine], check=True,
-                                         capture_output=True, text=True).stdout
-                took = time.perf_counter() - start
-                best = took if best is None else min(best, took)
-            print(f"{engine}: {args.nodes} nodes, {len(lines)} edges: {printed.strip()} in {best:.2f} s "
-                  f"(best of {args.repeat}, start-up included)")
+                for name, tree in trees.items():  # alternately: the same load for both; run from the
+                    # temporary folder, or `-m` would import the tprules of the working folder
+                    start = time.perf_counter()
+                    printed[name] = subprocess.run(
+                        [sys.executable, "-m", "tprules", "eval", str(folder / "sp.dl"), "-F", str(folder), "-D", "-",
+                         "--engine", engine], check=True, capture_output=True, text=True, cwd=folder,
+                        env={**os.environ, "PYTHONPATH": str(tree)}).stdout
+                    took = time.perf_counter() - start
+                    best[name] = min(best.get(name, took), took)
+            if len(set(printed.values())) != 1:
+                print(f"{engine}: the trees disagree: {printed}")
+                return 1
+            for name in trees:
+                label = f" ({name})" if len(trees) > 1 else ""
+                print(f"{engine}{label}: {args.nodes} nodes, {len(lines)} edges: {printed[name].strip()} in "
+                      f"{best[name]:.2f} s (best of {args.repeat}, start-up included)")
     return 0
 
 

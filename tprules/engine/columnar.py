@@ -378,9 +378,6 @@ class ColumnarEngine:
                 arrays[rel] = dedupe(np.concatenate([arrays[rel], given[rel]]))
                 model.relations.decoded.pop(rel, None)
         rules = [r for r in stratum.rules if not r.is_fact]
-        if stratum.subsumptions:
-            self._run_subsumptive(model, stratum, rules)
-            return
         if not stratum.recursive:
             for rule in rules:
                 fired = self._fire(rule, arrays, {}, None)
@@ -388,10 +385,16 @@ class ColumnarEngine:
                 if self.checked.decls[head].choice:
                     fired = self._chosen(head, fired, arrays[head])
                 arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+            if stratum.subsumptions:  # no recursion: the dominated tuples go once, after the rules
+                self._delete_dominated(stratum, arrays, None, None)
             return
         rels = frozenset(stratum.relations)
         rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
-        seen = {rel: _Seen(self.checked.decls[rel].types, len(self.symbols.names), arrays[rel]) for rel in rels}
+        shrinks = bool(stratum.subsumptions)  # a deleted tuple may come back: `_Seen` compares afresh
+        seen = {rel: _Seen(self.checked.decls[rel].types, len(self.symbols.names), arrays[rel], shrinks)
+                for rel in rels}
+        if shrinks:  # facts dominated by facts go before the first round
+            self._delete_dominated(stratum, arrays, None, rounds)
         produced = {rel: [] for rel in rels}
         choices = {rel: choice_of(self.checked.decls[rel], map(tuple, arrays[rel].tolist())) for rel in rels}
         for rule in rules:
@@ -410,6 +413,8 @@ class ColumnarEngine:
                 delta[rel] = new
                 arrays[rel] = np.concatenate([arrays[rel], new])
                 rounds[rel].append(np.full(len(new), step, dtype=I64))
+            if shrinks and any(len(d) for d in delta.values()):
+                self._delete_dominated(stratum, arrays, delta, rounds)
             if not any(len(d) for d in delta.values()):
                 break
             small = small + 1 if sum(len(d) for d in delta.values()) <= _SMALL_DELTA else 0
@@ -422,34 +427,29 @@ class ColumnarEngine:
         for rel in rels:
             model.round_arrays[rel] = np.concatenate(rounds[rel])
 
-    def _run_subsumptive(self, model: ColumnarModel, stratum: Stratum, rules: list[ast.Rule]) -> None:
-        """A stratum with subsumption: each round fires every rule on the whole relations,
-        then deletes every dominated tuple; a plain stratum deletes once, after its rules.
-        The rounds end when one changes nothing."""
-        arrays, rels = model.arrays, frozenset(stratum.relations)
-        while True:
-            before = {rel: arrays[rel] for rel in rels}
-            for rule in rules:
-                fired = self._fire(rule, arrays, {}, None, rels)
-                head = rule.head.rel
-                if self.checked.decls[head].choice:
-                    fired = self._chosen(head, fired, arrays[head])
-                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
-            dominated = {rel: [] for rel in rels}
-            for rule in stratum.subsumptions:
-                dominated[rule.head.rel].extend(map(tuple, self._fire(rule, arrays, {}, None, rels).tolist()))
-            for rel in rels:
-                if dominated[rel]:
-                    gone = set(dominated[rel])
-                    keep = [t not in gone for t in map(tuple, arrays[rel].tolist())]
-                    arrays[rel] = arrays[rel][np.asarray(keep, dtype=bool)]
-                arrays[rel] = dedupe(arrays[rel])
-            if not stratum.recursive or all(np.array_equal(arrays[rel], before[rel]) for rel in rels):
-                break
-        for rel in rels:
-            model.relations.decoded.pop(rel, None)
-            if stratum.recursive:
-                model.round_arrays[rel] = np.zeros(len(arrays[rel]), dtype=I64)
+    def _delete_dominated(self, stratum: Stratum, arrays, delta: dict | None, rounds: dict | None) -> None:
+        """Delete every tuple a subsumptive clause finds dominated, from the relation (and
+        its delta and round numbers). With `delta` (semi-naive), only what a new tuple
+        dominates and the new tuples any tuple dominates; without, every dominated tuple."""
+        rels = frozenset(stratum.relations)
+        found = {rel: [] for rel in rels}
+        for rule in stratum.subsumptions:
+            if delta is None:
+                found[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
+                continue
+            for position, lit in enumerate(rule.body):
+                if isinstance(lit, ast.Atom) and lit.rel in rels and len(delta[lit.rel]):
+                    found[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
+        for rel, parts in found.items():
+            gone = np.concatenate(parts) if parts else arrays[rel][:0]
+            if not len(gone):
+                continue
+            keep = _absent(arrays[rel], gone)
+            arrays[rel] = arrays[rel][keep]
+            if rounds is not None:
+                rounds[rel] = [np.concatenate(rounds[rel])[keep]]
+            if delta is not None:
+                delta[rel] = delta[rel][_absent(delta[rel], gone)]
 
     def _chosen(self, rel: str, fired: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""
@@ -472,17 +472,26 @@ class ColumnarEngine:
         if self._tuples is None:
             self._tuples = Evaluator(self.checked)
         arrays, rels = model.arrays, stratum.relations
-        read = {lit.rel for rule in stratum.rules for lit in _all_atoms(rule.body)}
+        read = {lit.rel for rule in stratum.rules + stratum.subsumptions for lit in _all_atoms(rule.body)}
         relations = {rel: set(model.decode_rows(rel, arrays[rel])) for rel in rels}
         relations.update({rel: model.relations[rel] for rel in read - set(rels)})
         tuples = Model(relations)
         delta = {rel: set(model.decode_rows(rel, np.concatenate(produced[rel]))) if produced[rel] else set()
                  for rel in rels}
-        compiled = [c for c in self._tuples._compile(stratum, ModelStats(tuples)) if c.delta is not None]
+        stats = ModelStats(tuples)
+        compiled = [c for c in self._tuples._compile(stratum, stats) if c.delta is not None]
+        deleting = [c for c in self._tuples.deleting(stratum, stats) if c.delta is not None]
         derived = {rel: {} for rel in rels}
-        self._tuples.run_rounds(tuples, stratum, compiled, delta, derived, step)
+        if deleting:  # the rounds delete too: every relation goes back whole, with its rounds
+            for rel in rels:
+                derived[rel] = dict(zip(model.decode_rows(rel, arrays[rel]), np.concatenate(rounds[rel]).tolist()))
+        self._tuples.run_rounds(tuples, stratum, compiled, delta, derived, step, deleting)
         for rel in rels:
-            if derived[rel]:
+            if deleting:
+                arrays[rel] = self.encode(rel, list(derived[rel]))
+                rounds[rel] = [np.fromiter(derived[rel].values(), dtype=I64, count=len(derived[rel]))]
+                model.relations.decoded.pop(rel, None)
+            elif derived[rel]:
                 new = list(derived[rel])
                 arrays[rel] = np.concatenate([arrays[rel], self.encode(rel, new)])
                 rounds[rel].append(np.fromiter(derived[rel].values(), dtype=I64, count=len(new)))
@@ -508,11 +517,13 @@ class _Seen:
 
     A relation of symbols only gets one key encoding for the whole stratum (symbol ids are
     fixed while it runs), so each round merges its new keys in instead of sorting
-    everything again. Relations with number columns are compared afresh each round.
+    everything again. Relations with number columns, and relations that lose tuples
+    (`shrinks`: subsumption), are compared afresh each round.
     """
 
-    def __init__(self, types: tuple[str, ...], symbols: int, rows: np.ndarray):
-        self.fixed = bool(types) and all(t == "symbol" for t in types) and symbols ** len(types) < (1 << 62)
+    def __init__(self, types: tuple[str, ...], symbols: int, rows: np.ndarray, shrinks: bool = False):
+        self.fixed = (not shrinks and bool(types) and all(t == "symbol" for t in types)
+                      and symbols ** len(types) < (1 << 62))
         self.base = max(symbols, 1)
         self.sorted = np.sort(self.keys(rows)) if self.fixed else None
 
@@ -556,6 +567,12 @@ def _all_atoms(body) -> list[ast.Atom]:
         for agg in ast.literal_aggregates(lit):
             found.extend(_all_atoms(agg.body))
     return found
+
+
+def _absent(rows: np.ndarray, gone: np.ndarray) -> np.ndarray:
+    """True for each row that is not one of `gone`'s."""
+    left, right = joint_keys(list(rows.T), list(gone.T))
+    return anti_join_mask(left, right)
 
 
 def dedupe(rows: np.ndarray) -> np.ndarray:

@@ -218,8 +218,8 @@ class Evaluator:
             written = {_fact_tuple(r) for r in stratum.rules if r.is_fact and r.head.rel == rel}
             model.relations[rel] = written | set(facts.get(rel, ()))
             model.forget(rel)
-        if stratum.subsumptions:
-            self._run_subsumptive(model, stratum)
+        if stratum.subsumptions and not stratum.recursive:
+            self._run_subsumptive_once(model, stratum)
             return
         compiled = self._compile(stratum, ModelStats(model))
         self.last_source.extend(c.source for c in compiled)
@@ -232,60 +232,65 @@ class Evaluator:
                 choice = choice_of(decls[head], relations[head])
                 relations[head] |= derived if choice is None else set(choice.admit(derived - relations[head]))
             return
+        deleting = self.deleting(stratum, ModelStats(model))
+        if deleting:  # facts dominated by facts go before the first round
+            self._delete(model, [c for c in deleting if c.delta is None])
         full = [c for c in compiled if c.delta is None]
         rounds = {rel: {t: 0 for t in relations[rel]} for rel in stratum.relations}
         delta = {rel: set() for rel in stratum.relations}
         for c in full:
             delta[c.rule.head.rel] |= _call(self._runner(c, model), c, {})
         deltas = [c for c in compiled if c.delta is not None]
-        self.run_rounds(model, stratum, deltas, delta, rounds, 0)
+        self.run_rounds(model, stratum, deltas, delta, rounds, 0, [c for c in deleting if c.delta is not None])
         model.rounds.update(rounds)
 
-    def _run_subsumptive(self, model: Model, stratum: Stratum) -> None:
-        """A stratum with subsumption: each round derives from the whole relations, then
-        deletes every dominated tuple; a plain stratum deletes once, after its rules. The
-        rounds end when one changes nothing."""
-        stats = None  # the relations shrink as well as grow: no key is unique for good
-        plain = dataclasses.replace(stratum, recursive=False, subsumptions=())
-        compiled = self._compile(plain, stats)
-        deleting = [compile_rule(rule, f"s{stratum.index}u{n}", stats=stats, stratum=frozenset())
-                    for n, rule in enumerate(stratum.subsumptions)]
-        self.last_source.extend(c.source for c in compiled + deleting)
-        relations, decls, rels = model.relations, self.checked.decls, stratum.relations
-        while True:
-            before = {rel: set(relations[rel]) for rel in rels}
-            for c in compiled:
-                head = c.rule.head.rel
-                derived = _call(self._runner(c, model), c, {})
-                choice = choice_of(decls[head], relations[head])
-                relations[head] = relations[head] | (derived if choice is None
-                                                     else set(choice.admit(derived - relations[head])))
-                model.forget(head)
-            dominated = {rel: set() for rel in rels}
-            for c in deleting:
-                dominated[c.rule.head.rel] |= _call(self._runner(c, model), c, {})
-            for rel in rels:
-                relations[rel] = relations[rel] - dominated[rel]
-                model.forget(rel)
-            if not stratum.recursive or all(relations[rel] == before[rel] for rel in rels):
-                break
-        if stratum.recursive:
-            model.rounds.update({rel: dict.fromkeys(relations[rel], 0) for rel in rels})
+    def deleting(self, stratum: Stratum, stats: Stats | None) -> list[CompiledRule]:
+        """The stratum's subsumptive clauses compiled: the whole version of each, and one
+        semi-naive version for each atom of the stratum's relations (a tuple is dominated by
+        a new one, or is new and dominated by any)."""
+        rels = frozenset(stratum.relations)
+        out = []
+        for n, rule in enumerate(stratum.subsumptions):
+            name = f"s{stratum.index}u{n}"
+            out.append(compile_rule(rule, name, stats=stats, stratum=rels))
+            for position, lit in enumerate(rule.body):
+                if isinstance(lit, ast.Atom) and lit.rel in rels:
+                    out.append(compile_rule(rule, f"{name}d{position}", lit.rel, position, stats, rels))
+        self.last_source.extend(c.source for c in out)
+        return out
+
+    def _delete(self, model: Model, whole: list[CompiledRule]) -> None:
+        for c in whole:
+            gone = _call(self._runner(c, model), c, {})
+            if gone:
+                model.relations[c.rule.head.rel] -= gone
+                model.forget(c.rule.head.rel)
+
+    def _run_subsumptive_once(self, model: Model, stratum: Stratum) -> None:
+        """A stratum no recursion reaches whose relation has subsumptive clauses: its rules,
+        then the deletion of every dominated tuple, once."""
+        plain = dataclasses.replace(stratum, subsumptions=())
+        self._run_stratum(model, plain, {rel: model.relations[rel] for rel in stratum.relations})
+        self._delete(model, [c for c in self.deleting(stratum, None) if c.delta is None])
 
     def _runner(self, compiled: CompiledRule, model: Model):
         return self._function(compiled)(model.relations, model.index, model.unique_index)
 
     def run_rounds(self, model: Model, stratum: Stratum, deltas: list[CompiledRule], delta: dict[str, set],
-                   rounds: dict[str, dict], step: int) -> int:
+                   rounds: dict[str, dict], step: int, deleting: list[CompiledRule] = ()) -> int:
         """Semi-naive rounds from `delta` (tuples derived, not yet added) to the fixpoint; returns the last step.
 
         Every rule's relations and indexes are looked up once (`_runner`), and each round
         only adds its new tuples to the indexes already built, so a round that derives one
         tuple costs a few microseconds (a recursion that adds one tuple per round runs a
-        million rounds in seconds).
+        million rounds in seconds). `deleting`: the semi-naive versions of the stratum's
+        subsumptive clauses; after each round adds its tuples, they find the tuples that a
+        new tuple dominates and the new tuples that any dominates, which leave the relation,
+        its indexes and the delta.
         """
         relations = model.relations
         runners = [(c, c.rule.head.rel, self._runner(c, model)) for c in deltas]
+        deleters = [(c, c.rule.head.rel, self._runner(c, model)) for c in deleting]
         rels = tuple(stratum.relations)
         model.forget_derived_all(rels)
         indexes = {rel: model.built_indexes(rel) for rel in rels}  # every index the runners read
@@ -308,12 +313,34 @@ class Evaluator:
                     rounds[rel].update(dict.fromkeys(fresh, step))
             if not grew:
                 return step
+            if deleters:
+                _delete_dominated(deleters, delta, own, indexes, rounds)
             step += 1
             produced = {rel: set() for rel in rels}
             for c, head, run in runners:
                 if delta[c.delta]:
                     produced[head] |= _call(run, c, delta)
             delta = produced
+
+
+def _delete_dominated(deleters, delta: dict[str, set], own: dict[str, set], indexes: dict, rounds: dict) -> None:
+    """One round's deletions (see `run_rounds`): in place, so every runner sees them."""
+    gone: dict[str, set] = {}
+    for c, head, run in deleters:
+        if delta[c.delta]:
+            gone.setdefault(head, set()).update(_call(run, c, delta))
+    for rel, dominated in gone.items():
+        dominated &= own[rel]
+        own[rel] -= dominated
+        delta[rel] -= dominated
+        for ix, key in indexes[rel]:
+            for t in dominated:
+                bucket = ix[key(t)]
+                bucket.remove(t)
+                if not bucket:  # an empty bucket would still answer `key in index`
+                    del ix[key(t)]
+        for t in dominated:
+            rounds[rel].pop(t, None)
 
 
 def _call(run, compiled: CompiledRule, delta) -> set:
