@@ -76,5 +76,5 @@ def test_read_query_errors(checked, text, message):
 
 
 def test_query_variables_in_order_of_appearance(checked):
-    body = read_query("member(F, O), topo(O, N), M = N + 1, !is_fold(O).", checked)
-    assert query_variables(body) == ["F", "O", "N", "M"]
+    body, names = read_query("member(F, O), topo(O, N), M = N + 1, !is_fold(O).", checked)
+    assert names == query_variables(body) == ["F", "O", "N", "M"]

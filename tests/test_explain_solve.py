@@ -8,7 +8,7 @@ from conftest import FACTS, RULES
 from tprules.analysis.program import check_program, load_rules
 from tprules.engine.evaluate import Evaluator
 from tprules.explain.access import SCANS_BEFORE_INDEX, ColumnarAccess, TupleAccess
-from tprules.explain.query import query_variables, read_atom, read_query
+from tprules.explain.query import read_atom, read_query
 from tprules.explain.solve import Solver
 from tprules.lang import ast
 from tprules.lang.parser import parse_text
@@ -35,8 +35,7 @@ def workspace(request):
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_queries_agree_with_the_compiled_engine(workspace, query):
-    body = read_query(query, workspace.checked)
-    names = query_variables(body)
+    body, names = read_query(query, workspace.checked)
     ours = {tuple(env[n] for n in names) for env, _ in Solver(workspace.model).solutions(body, {})}
     # The same body as a rule of the rule program, evaluated by the engine.
     decl = f".decl answer({', '.join(f'{n.lower()}: {_type(workspace, body, n)}' for n in names)})"

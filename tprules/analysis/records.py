@@ -59,8 +59,9 @@ def _has_records(node) -> bool:
 class _Types:
     """What the program declares about records and ADTs."""
 
-    def __init__(self, program: ast.Program, problems: list):
+    def __init__(self, program: ast.Program, problems: list, grow: bool = True):
         self.decls = {d.name: d for d in program.decls}
+        self.grow = grow  # may the desugaring add relations (a query's may not: the program is evaluated)
         self.types = {t.name: t for t in program.types}
         self.branches: dict[str, tuple[str, tuple[ast.Attribute, ...]]] = {}
         self.aux: dict[str, tuple[ast.Decl, ast.Rule]] = {}  # relations that hold a record's fields
@@ -288,12 +289,14 @@ class _Rule:
         atom = out[index]
         if atom.rel not in self.types.decls:  # one record of an atom is read this way; others by functors
             return False
+        shape = pattern.name if isinstance(pattern, ast.Branch) else str(len(pattern.args))
+        name = f"{atom.rel}.unpack{column}_{shape}"
+        if not self.types.grow and name not in self.types.decls:  # a query reads what the rules derive
+            return False
         kinds = self.fields(pattern, type_name)
         if kinds is None or "" in kinds:
             return False
-        shape = pattern.name if isinstance(pattern, ast.Branch) else str(len(pattern.args))
-        name = f"{atom.rel}.unpack{column}_{shape}"
-        if name not in self.types.aux:
+        if name not in self.types.aux and name not in self.types.decls:
             decl = self.types.decls[atom.rel]
             attrs = decl.attrs + tuple(ast.Attribute(f".f{j}", k, pos) for j, k in enumerate(kinds))
             cols = [ast.Var(f".c{j}", pos) for j in range(decl.arity)]
@@ -388,3 +391,53 @@ def desugar_records(program: ast.Program, problems: list) -> ast.Program:
     for decl, rule in types.aux.values():
         items += [decl, rule]
     return ast.Program(tuple(items))
+
+
+def desugar_query(body: tuple[ast.Literal, ...], program: ast.Program) -> tuple[ast.Literal, ...]:
+    """A query's body with its records, nil and ADT values written as a rule body's are, over
+    the relations of the (desugared, evaluated) program; raises the first problem.
+
+    >>> from tprules.analysis.program import check_program
+    >>> from tprules.lang.parser import parse_body, parse_text
+    >>> p = check_program(parse_text('.type P = [a: number, b: number]\\n.decl e(p: P)\\ne([1, 2]).')).program
+    >>> from tprules.lang.printer import print_body
+    >>> print(print_body(desugar_query(parse_body('e([x, 2])'), p)))
+    e(.r1), .tag(.r1) = "[2", x = .field:0:number(.r1), 2 = .field:1:number(.r1)
+    """
+    if not any(_has_records(lit) for lit in body):
+        return body
+    problems: list[RuleError] = []
+    out = _Rule(_Types(program, problems, grow=False), problems, itertools.count(1)).body(body, set())
+    if problems:
+        raise problems[0]
+    return out
+
+
+def record_constant(term: ast.Term, type_name: str, program: ast.Program) -> str:
+    """The symbol a record, nil or ADT value without variables is held as, given as a value
+    of `type_name` (an atom to explain names a tuple by it); raises the first problem.
+
+    >>> from tprules.engine.record_values import make_record
+    >>> from tprules.lang.parser import parse_atom, parse_text
+    >>> p = parse_text('.type P = [a: number, b: symbol]')
+    >>> record_constant(parse_atom('e([1, "x"])').args[0], "P", p) == make_record(("number", "symbol"), (1, "x"))
+    True
+    """
+    from ..engine.constant import constant_value
+    from ..engine.record_values import functor
+    from .types import resolve_types
+
+    problems: list[RuleError] = []
+    built = _Rule(_Types(program, problems, grow=False), problems, itertools.count(1)).build(term, type_name)
+    if problems:
+        raise problems[0]
+    typenames = resolve_types(ast.Program(program.types), problems)
+
+    def value(t: ast.Term):
+        if isinstance(t, ast.Functor) and t.name.startswith((".rec", ".adt:")):
+            signature = t.name.split(":")[-1].split("|")
+            kinds = tuple(typenames.get(k, "symbol") for k in signature)
+            return functor(t.name, "symbol", tuple(value(a) for a in t.args), kinds)
+        return constant_value(t)
+
+    return value(built)

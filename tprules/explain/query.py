@@ -42,6 +42,8 @@ def read_atom(text: str, checked, filename: str = "<atom>") -> ast.Atom:
     from ..lang.parser import parse_atom
 
     atom = parse_atom(_strip_period(text), filename)
+    _check_atom(checked.decls, atom)
+    atom = _records_as_constants(atom, checked)
     _check(checked, (atom,), safe=False)
     args = []
     for arg in atom.args:
@@ -55,22 +57,57 @@ def read_atom(text: str, checked, filename: str = "<atom>") -> ast.Atom:
     return ast.Atom(atom.rel, tuple(args), atom.pos)
 
 
-def read_query(text: str, checked, filename: str = "<query>") -> tuple[ast.Literal, ...]:
-    """Parse and check a query body: every relation declared, types consistent, every variable bound."""
+def _records_as_constants(atom: ast.Atom, checked) -> ast.Atom:
+    """A record, nil or ADT value without variables among the arguments, as the symbol that
+    holds it (a tuple to explain is named by its values)."""
+    from ..analysis.records import record_constant
+
+    args = list(atom.args)
+    decl = checked.decls[atom.rel]
+    for i, arg in enumerate(atom.args):
+        if not isinstance(arg, (ast.Record, ast.Nil, ast.Branch)):
+            continue
+        if ast.term_vars(arg) or any(isinstance(t, ast.Wildcard) for t in _all_subterms(arg)):
+            raise QueryError("an atom to explain takes a record without variables (ask ?- for a pattern)", arg.pos)
+        try:
+            args[i] = ast.Str(record_constant(arg, decl.attrs[i].type, checked.program), arg.pos)
+        except BadInput as err:
+            raise QueryError(err.message, err.pos) from None
+    return ast.Atom(atom.rel, tuple(args), atom.pos)
+
+
+def _all_subterms(term: ast.Term):
+    yield term
+    for part in ast.subterms(term):
+        yield from _all_subterms(part)
+
+
+def read_query(text: str, checked, filename: str = "<query>") -> tuple[tuple[ast.Literal, ...], list[str]]:
+    """Parse and check a query body: every relation declared, types consistent, every variable
+    bound. Returns the body to solve (its records desugared as a rule body's are, see
+    analysis/records.py) and its named variables as written (the answer's columns)."""
+    from ..analysis.records import desugar_query
     from ..lang.parser import parse_body
 
-    body = parse_body(_strip_period(text), filename)
-    _check(checked, body, safe=True)
-    return body
+    written = parse_body(_strip_period(text), filename)
+    for atom, _ in ast.body_atoms(written):
+        _check_atom(checked.decls, atom)
+    try:
+        body = desugar_query(written, checked.program)
+    except BadInput as err:
+        raise QueryError(err.message, err.pos) from None
+    return _check(checked, body, safe=True), query_variables(written)
 
 
 def query_variables(body: tuple[ast.Literal, ...]) -> list[str]:
-    """The named variables of a query, in order of first appearance (its answer's columns)."""
+    """The named variables of a query, in order of first appearance (its answer's columns);
+    not those the desugaring of records names (they begin with '.')."""
     seen: dict[str, None] = {}
     for lit in body:
         for term in _terms(lit):
             for name in _ordered_vars(term):
-                seen.setdefault(name, None)
+                if not name.startswith("."):
+                    seen.setdefault(name, None)
     return list(seen)
 
 
@@ -93,25 +130,37 @@ def _ordered_vars(term: ast.Term) -> list[str]:
             return _ordered_vars(left) + _ordered_vars(right)
         case ast.Negative(operand):
             return _ordered_vars(operand)
+        case ast.Record(args) | ast.Branch(_, args):
+            return [name for a in args for name in _ordered_vars(a)]
     return []
 
 
-def _check(checked, body: tuple[ast.Literal, ...], safe: bool) -> None:
+def _check_atom(decls, atom: ast.Atom) -> None:
+    decl = decls.get(atom.rel)
+    if decl is None:
+        close = difflib.get_close_matches(atom.rel, list(decls), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise QueryError(f"unknown relation {atom.rel}{hint}", atom.pos)
+    if decl.arity != atom.arity:
+        columns = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
+        raise QueryError(f"{atom.rel} has {decl.arity} column(s) ({columns}) but is given {atom.arity}", atom.pos)
+
+
+def _check(checked, body: tuple[ast.Literal, ...], safe: bool) -> tuple[ast.Literal, ...]:
+    """The body with its types written in (as a rule's: records' functors need them), or
+    the first problem as a QueryError."""
+    from ..analysis.types import resolve_types
+
     decls = checked.decls
     for atom, _ in ast.body_atoms(body):
-        decl = decls.get(atom.rel)
-        if decl is None:
-            close = difflib.get_close_matches(atom.rel, list(decls), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise QueryError(f"unknown relation {atom.rel}{hint}", atom.pos)
-        if decl.arity != atom.arity:
-            columns = ", ".join(f"{a.name}: {a.type}" for a in decl.attrs)
-            raise QueryError(f"{atom.rel} has {decl.arity} column(s) ({columns}) but is given {atom.arity}", atom.pos)
+        _check_atom(decls, atom)
     program = ast.Program((ast.Rule(_QUERY_HEAD, body),))
     problems = checks._Problems()
-    checks.check_types(program, decls, problems)
+    typenames = resolve_types(ast.Program(checked.program.types), problems)
+    typed = checks.check_types(program, decls, problems, typenames)
     if safe and not problems:
         checks.check_safety(program, problems)
     if problems:
         first = min(problems, key=lambda p: (p.pos.col if p.pos else 0))
         raise QueryError(first.message.replace("in rule for query", "in the query"), first.pos)
+    return typed.rules[0].body

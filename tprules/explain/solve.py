@@ -19,8 +19,9 @@ import operator
 from dataclasses import dataclass, field
 
 from ..analysis.checks import outside_vars
+from ..engine import values
 from ..engine.compile import one_positive_atom
-from ..engine.constant import arithmetic
+from ..engine.constant import arithmetic, kind_of
 from ..lang import ast
 from .access import reader
 from .query import QueryError
@@ -130,6 +131,11 @@ class Solver:
                 return _arith(op, a, b, term.pos)
             case ast.Aggregate():
                 return UNBOUND if aggs is None else aggs.get(id(term), UNBOUND)
+            case ast.Functor(name, args) if name != "range":
+                found = [self.value(a, env, aggs) for a in args]
+                if any(v is UNBOUND for v in found):
+                    return UNBOUND
+                return _functor(term, tuple(found))
         return UNBOUND
 
     # -- atoms -------------------------------------------------------------------------
@@ -379,6 +385,14 @@ class Solver:
         result = AggregateResult(value, tuple(witnesses[w] for w in sorted(witnesses)))
         self._aggregates[key] = (agg, result)
         return result
+
+
+def _functor(term: ast.Functor, args: tuple):
+    """A functor's value, as the engines compute it (a record's functors included)."""
+    try:
+        return values.functor(term.name, kind_of(term), args, tuple(kind_of(a) for a in term.args))
+    except (ZeroDivisionError, values.EvaluationError) as err:
+        raise QueryError(str(err), term.pos) from None
 
 
 def _arith(op: str, a, b, pos):

@@ -27,11 +27,8 @@ def _rows_note(shown: int, total: int, noun: str) -> Text:
     return Text(f"{total} {noun}{'' if total == 1 else 's'}{more}")
 
 
-def query(session, body):
-    """The distinct bindings of a query's named variables, sorted."""
-    from ..explain.query import query_variables
-
-    names = query_variables(body)
+def query(session, body, names: list[str]):
+    """The distinct bindings of a query's named variables (`names`), sorted."""
     solver = session.explainer.solver
     rows: set = set()
     stopped = False

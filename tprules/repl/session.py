@@ -191,8 +191,8 @@ class Session:
 
         if not text.strip().rstrip("."):
             raise ReplError("expected a query after ?-, e.g. ?- legal(F).")
-        body = read_query(text, self.workspace.checked)
-        return answers.query(self, body)
+        body, names = read_query(text, self.workspace.checked)
+        return answers.query(self, body, names)
 
     def rules(self, rest: str):
         return answers.rules(self, self._relation(rest))
