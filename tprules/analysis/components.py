@@ -216,7 +216,8 @@ def _renamed(content: _Content, orphans: list[ast.Rule], instance: str) -> _Cont
 def _rename_rule(rule: ast.Rule, rels: dict[str, str], types: dict[str, str]) -> ast.Rule:
     head = _rename_atom(rule.head, rels, types)
     body = tuple(_rename_literal(lit, rels, types) for lit in rule.body)
-    return dataclasses.replace(rule, head=head, body=body)
+    dominating = _rename_atom(rule.dominating, rels, types) if rule.dominating is not None else None
+    return dataclasses.replace(rule, head=head, body=body, dominating=dominating)
 
 
 def _with_types(rule: ast.Rule, binding: dict[str, str]) -> ast.Rule:
@@ -247,7 +248,7 @@ def _rename_term(term: ast.Term, rels, types) -> ast.Term:
             return dataclasses.replace(term, operand=_rename_term(operand, rels, types))
         case ast.Cast(inner, to):
             return dataclasses.replace(term, term=_rename_term(inner, rels, types), to=types.get(to, to))
-        case ast.Functor(_, args):
+        case ast.Functor(_, args) | ast.Record(args) | ast.Branch(_, args):
             return dataclasses.replace(term, args=tuple(_rename_term(a, rels, types) for a in args))
         case ast.Aggregate(_, target, body):
             return dataclasses.replace(term, target=_rename_term(target, rels, types) if target is not None else None,

@@ -15,7 +15,6 @@ over its matching tuples, several over distinct bindings of the named variables.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
 
 from ..analysis.checks import outside_vars
@@ -28,8 +27,6 @@ from .query import QueryError
 
 UNBOUND = object()
 
-_COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-            ">=": operator.ge}
 
 
 class SearchStopped(Exception):
@@ -340,7 +337,7 @@ class Solver:
                     new[var.name] = self.value(other, env, aggs)
                     return new
         a, b = self.value(cmp.left, env, aggs), self.value(cmp.right, env, aggs)
-        return env if _COMPARE[cmp.op](a, b) else None
+        return env if values.compare(cmp.op, a, b) else None  # the string tests too (`match`)
 
     def aggregate_values(self, lit: _Lit, env: dict) -> dict | None:
         """{id(aggregate): value} for a comparison's aggregates; None if a min/max ran over nothing."""

@@ -415,10 +415,20 @@ def parse_text(text: str, filename: str = "<text>", include_dirs=()) -> ast.Prog
     >>> parse_text('.decl e(a: number)\\ne(1).').rules[0].head.args
     (Num(value=1),)
     """
+    return parse_with_includes(text, filename, include_dirs)[0]
+
+
+def parse_with_includes(text: str, filename: str = "<text>", include_dirs=()) -> tuple[ast.Program, dict[str, Path]]:
+    """`parse_text`, and each file an `#include` read for it: the name its positions give
+    (as `Pos.file`) → its path (the language server opens them from there).
+
+    >>> parse_with_includes('.decl e(a: number)')[1]
+    {}
+    """
     if needs_preprocessor(text):
         expanded, where = preprocess(text, filename, include_dirs)
-        return _parse(expanded, filename, "start", where)
-    return _parse(text, filename, "start")
+        return _parse(expanded, filename, "start", where), {name: Path(path) for name, path in where.included}
+    return _parse(text, filename, "start"), {}
 
 
 def parse_atom(text: str, filename: str = "<atom>") -> ast.Atom:

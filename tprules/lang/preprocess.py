@@ -46,6 +46,7 @@ class SourceMap:
     """Where each line (and column) of preprocessed text came from."""
 
     lines: tuple[_Line, ...]
+    included: tuple[tuple[str, str], ...] = ()  # (the name positions give, its absolute path) of each file included
 
     def pos(self, line: int, col: int) -> Pos:
         """The original position of 1-based `line`:`col` of the expanded text."""
@@ -187,7 +188,9 @@ def preprocess(text: str, filename: str, include_dirs=()) -> tuple[str, SourceMa
     if pending_line:
         _apply_line(pending_line, renames, pending_line[0].source or filename, pending_line[0].lineno)
     flush()
-    return "\n".join(out) + "\n", SourceMap(tuple(lines))
+    main = os.path.abspath(filename)
+    included = tuple((_display(path), path) for path in cpp.texts if path != main)
+    return "\n".join(out) + "\n", SourceMap(tuple(lines), included)
 
 
 def _apply_line(tokens, renames: dict, source: str, lineno: int) -> None:

@@ -20,13 +20,19 @@ def title(verb: str, count: int, display: str) -> str:
 
 def lenses(rs: RuleSet, path: Path, program: ProgramView) -> list[types.CodeLens]:
     """The lenses of one file, for the rules `program` was evaluated with (checked rules
-    carry their source positions, so each lens sits on its rule's head)."""
+    carry their source positions, so each lens sits on its rule's head). A rule of a
+    component is one rule for each instance: its lens names each instance's relation."""
     name = next((n for n, f in rs.files.items() if f.path == path.resolve()), None)
-    out = []
+    heads: dict[object, list] = {}
     for rule in program.checked.program.rules:
         if rule.is_fact or rule.pos.file != name:
             continue
-        verb, count = program.derived_by(rule)
-        out.append(types.CodeLens(range=name_range(rule.head.pos, rule.head.rel),
-                                  command=types.Command(title=title(verb, count, program.display), command="")))
+        heads.setdefault(rule.head.pos, []).append((rule.head.rel, *program.derived_by(rule)))
+    out = []
+    for pos, found in heads.items():
+        written = rs.index.at(pos.file, pos.line - 1, pos.col - 1)
+        length = written[0].length if written else len(found[0][0])
+        text = (title(found[0][1], found[0][2], program.display) if len(found) == 1 else
+                " · ".join(f"{rel}: {title(verb, count, program.display)}" for rel, verb, count in found))
+        out.append(types.CodeLens(range=name_range(pos, length), command=types.Command(title=text, command="")))
     return out

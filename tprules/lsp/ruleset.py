@@ -14,6 +14,7 @@ from pathlib import Path
 from ..analysis.program import CheckedProgram, check_program
 from ..errors import BadInput, BadInputs, RuleError
 from ..lang import ast
+from .index import USE_ROLES, Index, Occurrence
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,7 @@ class RuleFile:
     text: str
     items: tuple[ast.Item, ...] | None  # its last items that parsed (None: it never did)
     problem: BadInput | None = None
-
-
-@dataclass(frozen=True)
-class Use:
-    """One atom of a rule: where a relation is used, and by which rule."""
-
-    atom: ast.Atom
-    rule: ast.Rule
-    role: str  # "head", "positive", "negative" or "aggregate"
+    included: dict[str, Path] = field(default_factory=dict)  # what its #include lines read, by position name
 
 
 @dataclass
@@ -42,14 +35,14 @@ class RuleSet:
     checked: CheckedProgram | None  # None while any problem stands
     items: tuple[ast.Item, ...] = ()  # every file's items (a file that does not parse: its last good ones)
     generation: int = 0
-    _uses: dict[str, list[Use]] | None = field(default=None, repr=False)
+    _index: Index | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, folder: Path, buffers: dict[Path, str] | None = None, previous: "RuleSet | None" = None) -> "RuleSet":
         """Parse and check every `.dl` file of `folder`; `buffers` are open documents' texts by
         path. A file that does not parse keeps `previous`'s items for the program-wide checks,
         so one half-typed rule does not bury the folder under "not declared" errors."""
-        from ..lang.parser import parse_text
+        from ..lang.parser import parse_with_includes
         from ..paths import display_path
 
         folder = folder.resolve()
@@ -77,9 +70,9 @@ class RuleSet:
                 items.extend(old.items)
                 continue
             try:
-                parsed = parse_text(text, name).items
-                files[name] = RuleFile(path, name, text, parsed)
-                items.extend(parsed)
+                parsed, included = parse_with_includes(text, name)
+                files[name] = RuleFile(path, name, text, parsed.items, included=included)
+                items.extend(parsed.items)
             except BadInput as err:
                 kept = old.items if old is not None else None
                 files[name] = RuleFile(path, name, text, kept, err)
@@ -107,26 +100,26 @@ class RuleSet:
     # -- the index the navigation, hover and completion read ------------------------------
 
     @property
+    def index(self) -> Index:
+        """Every relation's declaration and uses, components expanded (index.py)."""
+        if self._index is None:
+            self._index = Index.of(self.items, self.text_of)
+        return self._index
+
+    @property
     def decls(self) -> dict[str, ast.Decl]:
-        found: dict[str, ast.Decl] = {}
-        for item in self.items:
-            if isinstance(item, ast.Decl) and item.name not in found:
-                found[item.name] = item
-        return found
+        """Each relation's first `.decl`, by the name the checks know it by (`cuda.refused`)."""
+        return self.index.decls
 
     @property
     def rules(self) -> list[ast.Rule]:
-        return [item for item in self.items if isinstance(item, ast.Rule)]
+        """Every rule, a component's once for each instance (named for it)."""
+        return [item for item in self.index.items if isinstance(item, ast.Rule)]
 
-    def uses(self, rel: str) -> list[Use]:
-        """Every atom naming `rel`, in every rule of the folder, in source order."""
-        if self._uses is None:
-            index: dict[str, list[Use]] = {}
-            for rule in self.rules:
-                for atom, role in [(rule.head, "head"), *ast.body_atoms(rule.body)]:
-                    index.setdefault(atom.rel, []).append(Use(atom, rule, role))
-            self._uses = index
-        return self._uses.get(rel, [])
+    def uses(self, rel: str) -> list[Occurrence]:
+        """Every atom naming `rel`, in every rule of the folder (both heads of a subsumptive
+        clause), in source order."""
+        return [o for o in self.index.named(rel) if o.role in USE_ROLES]
 
     def deriving(self, value: str) -> list[ast.Rule]:
         """The rules whose head holds the string constant `value` (a reason code's rules)."""
@@ -147,12 +140,21 @@ class RuleSet:
         return next((f for f in self.files.values() if f.path == path), None)
 
     def path_of(self, name: str) -> Path | None:
+        """The path of a file positions name: a rule file, or a file one `#include`s."""
         found = self.files.get(name)
-        return found.path if found is not None else None
+        if found is not None:
+            return found.path
+        return next((f.included[name] for f in self.files.values() if name in f.included), None)
 
     def text_of(self, name: str) -> str:
         found = self.files.get(name)
-        return found.text if found is not None else ""
+        if found is not None:
+            return found.text
+        path = self.path_of(name)
+        try:
+            return path.read_text() if path is not None else ""
+        except (OSError, UnicodeDecodeError):
+            return ""
 
 
 def _check_schema(checked: CheckedProgram) -> None:

@@ -10,6 +10,7 @@ from lsprotocol import types
 from ..lang.ast import Pos
 
 NAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
+QNAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*")  # `cuda.refused`: an instance's
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
 
 
@@ -32,10 +33,10 @@ def token_range(text: str, pos: Pos) -> types.Range:
     return _range(line, col, line, end)
 
 
-def name_range(pos: Pos, name: str) -> types.Range:
-    """The range of a relation's name written at `pos`."""
+def name_range(pos: Pos, name: str | int) -> types.Range:
+    """The range of a relation's name (or of that many characters) written at `pos`."""
     line, col = max(pos.line - 1, 0), max(pos.col - 1, 0)
-    return _range(line, col, line, col + len(name))
+    return _range(line, col, line, col + (name if isinstance(name, int) else len(name)))
 
 
 def _range(l1: int, c1: int, l2: int, c2: int) -> types.Range:
@@ -57,6 +58,17 @@ def word_at(text: str, line: int, character: int) -> tuple[str, str, types.Range
     for m in NAME.finditer(row):
         if m.start() <= character <= m.end():
             return "name", m.group(0), _range(line, m.start(), line, m.end())
+    return None
+
+
+def qualified_at(text: str, line: int, character: int) -> tuple[str, types.Range] | None:
+    """The name under an LSP position with its instance prefix (`cuda.refused`), or None."""
+    lines = lines_of(text)
+    if line >= len(lines):
+        return None
+    for m in QNAME.finditer(lines[line]):
+        if m.start() <= character <= m.end():
+            return m.group(0), _range(line, m.start(), line, m.end())
     return None
 
 
