@@ -3,8 +3,9 @@
     python benchmarks/bench_subsumption.py               # 300 nodes, 600 edges, best of 3
     python benchmarks/bench_subsumption.py --nodes 1000 -r 1
     python benchmarks/bench_subsumption.py --before /tmp/old   # also time another checkout
+    python benchmarks/bench_subsumption.py --chords 0 --nodes 3000   # a ring: one round a node
 
-Writes the graph (a ring with random weights, plus one random chord a node) and the rules
+Writes the graph (a ring with random weights, plus `--chords` random chords a node) and the rules
 into a temporary folder, then runs `tprules eval` on each engine as its own process,
 start-up included, and reports the best wall time and the size of dist (every node is
 reachable through the ring, so dist must have one tuple a node). `--before DIR` times the
@@ -37,6 +38,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("-r", "--repeat", type=int, default=3)
+    parser.add_argument("--chords", type=int, default=1, help="random chords from each node (0: a plain ring)")
     parser.add_argument("--engines", default="fast,compiled")
     parser.add_argument("--before", type=Path, help="another checkout to time the same way (its tprules/)")
     args = parser.parse_args()
@@ -49,7 +51,8 @@ def main() -> int:
         lines = []
         for i in range(args.nodes):
             lines.append(f"{i}\t{(i + 1) % args.nodes}\t{rng.randint(1, 9)}")
-            lines.append(f"{i}\t{rng.randrange(args.nodes)}\t{rng.randint(1, 50)}")
+            for _ in range(args.chords):
+                lines.append(f"{i}\t{rng.randrange(args.nodes)}\t{rng.randint(1, 50)}")
         (folder / "edge.facts").write_text("\n".join(lines) + "\n")
         (folder / "sp.dl").write_text(RULES)
         for engine in args.engines.split(","):
