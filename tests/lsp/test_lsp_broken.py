@@ -219,3 +219,19 @@ async def test_rules_flag_publishes_every_files_diagnostics_before_any_opens(eag
     found = eager.diagnostics[base.as_uri()]
     assert [d.code for d in found] == ["relation"] and "supports has 3 columns" in found[0].message
     assert list(eager.diagnostics[(checked_copy / "tp.dl").resolve().as_uri()]) == []
+
+
+@pytest.mark.parametrize("shared, message", [
+    (".decl edge(a: number, b: numbr)\n", "shared.dlh:1:23: rule error: type numbr of edge.b"),  # a check's
+    (".decl edge(a: number, b: number))\n", "shared.dlh:1:33: syntax error: unexpected ')'"),  # a parse error
+])
+async def test_a_problem_in_an_included_file_is_on_its_include_line(client, workspace, shared, message):
+    folder = workspace / "paths"
+    (folder / "shared.dlh").write_text(shared)
+    edge = folder / "edge.dl"
+    text = '// edges of a graph\n#include "shared.dlh"\n.input edge\n'
+    found = await open_file(client, edge, text)
+    assert len(found) == 1, found
+    assert _at(found[0])[0] == 1 and message in found[0].message, found[0]
+    fixed = await change(client, edge, text.replace('#include "shared.dlh"', ".decl edge(a: number, b: number)"))
+    assert fixed == []
