@@ -5,8 +5,9 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+import pytest
 from conftest import FACTS, RULES
-from helpers import needs_souffle, read_tsv, tprules_verdicts
+from helpers import needs_souffle, read_tsv, run_souffle, tprules_verdicts
 
 
 def test_export_writes_rules_every_input_and_the_computed_ones(cli, tmp_path):
@@ -72,3 +73,25 @@ def test_export_writes_a_subsumptive_clause_back_as_souffle_reads_it(cli, tmp_pa
     status, printed, err = cli("eval", out / "rules.dl", "-F", out / "facts", "-D", "-")
     assert status == 0, err
     assert "hop\nx\td\n===============\n1\t2\n2\t7\n===============" in printed
+
+
+@needs_souffle
+@pytest.mark.parametrize("program", ["megatron-mlp-tp2", "int8-mlp-tp2", "llama-layer-tp4"])
+def test_souffle_runs_the_family_rules_export_as_tprules_does(cli, tmp_path, program):
+    """Components, `#include`, `#define`, records and a subsumptive clause (issue 27), as
+    `tprules export` writes them: Soufflé reads the export and writes every output relation
+    (verdicts, records, the subsumptive relation) exactly as `tprules eval` of it does."""
+    from conftest import DATA
+
+    out = tmp_path / "ex"
+    status, _, err = cli("export", FACTS / program, out, "--rules", DATA / "family_rules")
+    assert status == 0, err
+    run_souffle(out / "rules.dl", out / "facts", out / "souffle")
+    status, _, err = cli("eval", out / "rules.dl", "-F", out / "facts", "-D", out / "tprules")
+    assert status == 0, err
+    names = sorted(p.name for p in (out / "souffle").iterdir())
+    assert {"legal.csv", "refused.csv", "hop.csv", "steps.csv"} <= set(names)
+    assert names == sorted(p.name for p in (out / "tprules").iterdir())
+    for name in names:
+        assert read_tsv(out / "souffle" / name) == read_tsv(out / "tprules" / name), name
+    assert read_tsv(out / "souffle" / "legal.csv") == tprules_verdicts(FACTS / program)[0]
