@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA
-from helpers import case_dirs, case_ids, needs_souffle, read_tsv, run_souffle, tsv_lines
+from helpers import case_dirs, case_ids, needs_souffle, read_tsv, run_souffle, skip_unless_64_bit, tsv_lines
 
 from tprules.analysis import check_program
 from tprules.deep import on_large_stack
@@ -78,6 +78,7 @@ def _engine_gives_hand_computed_answer(case, engine):
 def test_souffle_gives_hand_computed_answer(case, tmp_path):
     if (case / "no-souffle.txt").exists():
         pytest.skip((case / "no-souffle.txt").read_text().strip())
+    skip_unless_64_bit(case)
     checked, _ = on_large_stack(load_case, case)
     facts = tmp_path / "facts"
     shutil.copytree(case / "facts", facts) if (case / "facts").is_dir() else facts.mkdir()

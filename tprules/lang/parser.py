@@ -390,6 +390,9 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def branch_init(self, meta, children):
         name, *args = children
+        if (meta.end_line, meta.end_column) == (name.end_line, name.end_column):  # `$Mon`, no parentheses
+            raise RuleSyntaxError(f"write ${name}() for a branch without fields, as Soufflé 2.5 reads it "
+                                  f"(${name} is how it prints one)", self._pos(meta))
         return ast.Branch(str(name), tuple(a for a in args if a is not None), self._pos(meta))
 
     @v_args(meta=True)
