@@ -40,25 +40,22 @@ def expand_subsumptions(program: ast.Program) -> ast.Program:
         if dominated.arity != dominating.arity:
             items.append(dataclasses.replace(item, body=(dominated, dominating, *item.body)))  # the arity check names it
             continue
-        wild = next((a for a in dominating.args if isinstance(a, ast.Wildcard)), None)
-        if wild is not None:
-            problems.append(RuleError(f"wildcard '_' in the dominating head of {dominating.rel}: both heads of a "
-                                      "subsumptive clause give every column a value", wild.pos))
-            continue
-        variants = 0
+        # A '_' in either head (Soufflé takes both) matches any value: a variable of its own.
+        fresh = iter(range(len(dominated.args) + len(dominating.args)))
+        dominated, dominating = (_named_wildcards(atom, fresh) for atom in (dominated, dominating))
+        item = dataclasses.replace(item, head=dominated, dominating=dominating)
         for left, right in zip(dominated.args, dominating.args):
             if left == right:  # the same variable or constant: never differs
                 continue
-            if isinstance(left, ast.Wildcard):
-                if not variants:  # the head check names the '_' (a head gives every column a value)
-                    items.append(dataclasses.replace(item, body=(dominated, dominating, *item.body)))
-                    variants += 1
-                continue
-            variants += 1
             differs = ast.Comparison("!=", left, right, dominating.pos)
             items.append(dataclasses.replace(item, body=(dominated, dominating, *item.body, differs)))
     raise_all(problems)
     return ast.Program(tuple(items))
+
+
+def _named_wildcards(atom: ast.Atom, fresh) -> ast.Atom:
+    args = tuple(ast.Var(f".w{next(fresh)}", a.pos) if isinstance(a, ast.Wildcard) else a for a in atom.args)
+    return dataclasses.replace(atom, args=args)
 
 
 def not_of_the_stand_ins(problems: list, program: ast.Program) -> list:
