@@ -12,8 +12,8 @@ from ..lang import ast
 from ..lang.printer import print_literal, print_rule_origin
 from ..program.schema import COMPUTED
 from .proof import Attempt, WhyNot
-from .prove import Prover
-from .terms import bindings, instantiated, pattern_key, substitute_literal
+from .prove import Prover, unify
+from .terms import atom_text, bindings, instantiated, pattern_key, substitute_literal
 
 BLOCKING_SHOWN = 8  # blocking tuples proven under a failing negation
 SEARCH_BUDGET = 200_000  # tuples tried per rule before a why-not search reports what it has
@@ -39,7 +39,7 @@ class WhyNotFinder:
             for rule in rules:
                 unified = _unify_pattern(rule.head, atom)
                 if unified is not None:
-                    attempts.append(self._attempt(rule, unified, level))
+                    attempts.append(self._attempt(rule, unified, level, atom))
         finally:
             self._open.pop()
         if not attempts:
@@ -65,16 +65,22 @@ class WhyNotFinder:
             return f"no line of {', '.join(files)} matches"
         return f"no tuple matches (no {rel}.facts: an empty relation)"
 
-    def _attempt(self, rule: ast.Rule, env: dict, level: int) -> Attempt:
+    def _attempt(self, rule: ast.Rule, env: dict, level: int, atom: ast.Atom) -> Attempt:
         reach = self.solver.deepest(rule.body, env, rule.head, SEARCH_BUDGET)
-        attempt = self._failure(rule, reach, level)
+        attempt = self._failure(rule, reach, level, atom, env)
         return replace(attempt, reached=max(1, reach.reached)) if attempt.failed is not None else attempt
 
-    def _failure(self, rule: ast.Rule, reach, level: int) -> Attempt:
+    def _failure(self, rule: ast.Rule, reach, level: int, atom: ast.Atom, env: dict) -> Attempt:
         text = print_rule_origin(rule)
         bound = bindings(rule, reach.env)
         stopped = f" (search stopped after {SEARCH_BUDGET} tuples; the deepest failure so far)" if reach.stopped else ""
         if reach.holds:
+            deleted = self._dominated(rule, env, atom, level)
+            if deleted is not None:
+                clause, dominating, proof, found = deleted
+                return Attempt(rule.pos, text, bindings(rule, found), None,
+                               f"its body holds, but the subsumptive clause at {clause.pos.file}:{clause.pos.line} "
+                               f"deletes it: {dominating} dominates it", (proof,))
             return Attempt(rule.pos, text, bindings(rule, reach.env), None,
                            "its body holds, but the head's values differ from the atom's")
         if reach.failed is None:
@@ -101,6 +107,28 @@ class WhyNotFinder:
             case ast.Comparison():
                 return self._comparison(rule, text, bound, reach, stopped)
         raise TypeError(lit)
+
+    def _dominated(self, rule: ast.Rule, env: dict, atom: ast.Atom, level: int):
+        """(the subsumptive clause, the dominating tuple, its proof, the rule's bindings) when
+        the rule derives the atom asked about and a subsumptive clause deleted it; else None."""
+        asked = tuple(a.value if isinstance(a, (ast.Num, ast.Str)) else None for a in atom.args)
+        clauses = [c for s in self.prover.checked.strata for c in s.subsumptions if c.head.rel == rule.head.rel]
+        if None in asked or not clauses:
+            return None
+        derives = next((found for found, _ in self.solver.solutions(rule.body, env, rule.head)
+                        if tuple(self.solver.value(t, found) for t in rule.head.args) == asked), None)
+        if derives is None:
+            return None
+        for clause in clauses:
+            unified = unify(clause.head, asked)
+            if unified is None:
+                continue
+            # the clause's body: the dominated tuple (gone from the model), then the rest
+            for found, _ in self.solver.solutions(clause.body[1:], unified[0], clause.head):
+                dominating = tuple(self.solver.value(t, found) for t in clause.dominating.args)
+                proof = self.prover.prove(rule.head.rel, dominating, level + 1)
+                return clause, atom_text(rule.head.rel, dominating), proof, derives
+        return None
 
     def _comparison(self, rule, text, bound, reach, stopped) -> Attempt:
         plit = self.solver.plan(rule.body, rule.head).lits[reach.failed]
