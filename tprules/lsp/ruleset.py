@@ -65,7 +65,8 @@ class RuleSet:
                 stale = True
                 continue
             old = previous.files.get(name) if previous is not None else None
-            if old is not None and old.problem is None and old.text == text and old.items is not None:
+            if old is not None and old.problem is None and old.text == text and old.items is not None \
+                    and not old.included:  # (a file that #includes is parsed again: an included file may change)
                 files[name] = old  # unchanged since the last check: its parse is reused
                 items.extend(old.items)
                 continue
