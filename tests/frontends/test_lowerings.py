@@ -69,6 +69,7 @@ CASES = {
     # tensor bounds (Phi-MoE's router: |scores| at least their row's maximum); one above the other
     "clamp_tensor_min": (lambda m, x: x.abs().clamp(min=x.amax(-1, keepdim=True) * 0.5), "minimum"),
     "clamp_tensor_both": (lambda m, x: x.clamp(min=x[:, :1], max=x[:, 1:2] * 0.5), "minimum"),
+    "reciprocal": (lambda m, x: torch.reciprocal(x) * 2, "div"),
     "clamp_tensor_max": (lambda m, x: torch.clamp_max(x, x.mean(0)), "minimum"),
     "amax_last_kept": (lambda m, x: x.amax(dim=-1, keepdim=True) + x, "amax"),
     "amax_middle": (lambda m, x: x.amax(dim=1), "amax"),

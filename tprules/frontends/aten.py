@@ -269,6 +269,11 @@ def _table():
     for op in (aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor):
         OPS[op] = _clamp_tensor
 
+    @lowering(aten.reciprocal.default)
+    def reciprocal(ctx, n):
+        """1 / x: a div of a constant one by x (torch's own division, correctly rounded)."""
+        ctx.emit(n, "div", [ctx.filled((1,), ctx.dtype(n), 1.0), n.args[0]])
+
 
 def _argmax(ctx, n, x, dim: int) -> None:
     """The position of the maximum along `dim` (max.dim's indices, argmax) as topk_indices
