@@ -193,9 +193,9 @@ def _table():
                 sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
             start = sum(sizes[:index])
             return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
-        if source.target == aten.max.dim and index == 1:
-            return _argmax(ctx, n, source.args[0], _arg(source, 1, "dim"))
         if source.target == aten.max.dim:
+            if index != 0:
+                ctx.unsupported(n, "the indices of a max over an axis (an argmax: no class)")
             return _over_axes(ctx, n, source.args[0], [_arg(source, 1, "dim")], False, "amax")
         if source.target == aten.native_layer_norm.default and index == 0:
             return ctx.alias(n, source)
@@ -259,65 +259,10 @@ def _table():
 
     _more(aten)
 
-    @lowering(aten.argmax.default)
-    def argmax(ctx, n):
-        dim = _arg(n, 1, "dim")
-        if dim is None:
-            ctx.unsupported(n, "an argmax of the whole tensor flattened (imported: over one axis)")
-        _argmax(ctx, n, n.args[0], dim)
-
-    for op in (aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor):
-        OPS[op] = _clamp_tensor
-
     @lowering(aten.reciprocal.default)
     def reciprocal(ctx, n):
         """1 / x: a div of a constant one by x (torch's own division, correctly rounded)."""
         ctx.emit(n, "div", [ctx.filled((1,), ctx.dtype(n), 1.0), n.args[0]])
-
-
-def _argmax(ctx, n, x, dim: int) -> None:
-    """The position of the maximum along `dim` (max.dim's indices, argmax) as topk_indices
-    with k = 1 over that axis moved last, then n's own shape (the kept axis of size 1 moves
-    back by a reshape). Ties agree with torch's max.dim and argmax, which give the first
-    maximum, as the class does (its ties: the lower index first); torch.topk does not promise
-    that. A NaN differs: torch gives the first NaN's position, the class a number's."""
-    shape = ctx.shape(x)
-    axis = dim % len(shape)
-    order = [a for a in range(len(shape)) if a != axis] + [axis]
-    v = x
-    if axis != len(shape) - 1:
-        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in order], dims=",".join(map(str, order)))
-    lead = [shape[a] for a in order[:-1]]
-    v = ctx.part(n, "first", "topk_indices", [v], lead + [1], k=1)
-    if tuple(lead + [1]) == ctx.shape(n):
-        return ctx.alias(n, v)
-    ctx.emit(n, "reshape", [v])
-
-
-def _clamp_tensor(ctx, n) -> None:
-    """A clamp to tensor bounds, min(max(x, lo), hi) as torch computes it (a lower bound above
-    the upper gives the upper; NaN in either stays NaN): max(x, lo) is −minimum(−x, −lo)."""
-    import torch
-
-    aten = torch.ops.aten
-    x = n.args[0]
-    if n.target == aten.clamp_max.Tensor:
-        lo, hi = None, _arg(n, 1, "max")
-    else:
-        lo = _arg(n, 1, "min")
-        hi = _arg(n, 2, "max") if n.target == aten.clamp.Tensor else None
-    if not all(b is None or ctx.is_tensor(b) for b in (lo, hi)):
-        ctx.unsupported(n, "a clamp to a tensor and a number (imported: tensor bounds, or numbers by aten.clamp)")
-    shape = ctx.shape(n)
-    v = x
-    if lo is not None:
-        minus_x = ctx.part(n, "minus_x", "neg", [v], ctx.shape(v))
-        minus_lo = ctx.part(n, "minus_lo", "neg", [lo], ctx.shape(lo))
-        least = ctx.part(n, "least", "minimum", [minus_x, minus_lo], shape)
-        if hi is None:
-            return ctx.emit(n, "neg", [least])
-        v = ctx.part(n, "at_least", "neg", [least], shape)
-    ctx.emit(n, "minimum", [v, hi])
 
 
 def _arg(n, i: int, key: str, default=None):
