@@ -5,6 +5,7 @@ what has a member under that module."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 MLP = "model.layers.1.mlp"
 
@@ -75,6 +76,26 @@ def test_run_shows_each_kernels_members_with_their_modules(cli, imported, tmp_pa
     slices = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") in ("kernel", "collective")]
     assert slices and all(len(e["args"]["modules"]) == len(e["args"]["members"]) for e in slices)
     assert any(m.startswith(f"{MLP}.") for e in slices for m in e["args"]["modules"])
+
+
+def test_a_ranks_kernels_and_collectives_name_their_modules(imported, tmp_path):
+    """On `--ranks 2` rank 0 reads the paths from DIR for `--show kernels` (its own chip 0's
+    kernels), and the MPI collectives' trace slices carry them."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    if shutil.which("mpiexec") is None and not (Path(sys.executable).parent / "mpiexec").exists():
+        pytest.skip("needs MPI: pip install -e '.[mpi]'")
+    trace = tmp_path / "trace.json"
+    done = subprocess.run([sys.executable, "-m", "tprules", "run", str(imported("llama", 2)), "--ranks", "2",
+                           "--show", "kernels", "--trace", str(trace)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert any(f"@0 ({MLP}.down_proj)" in line for line in done.stderr.splitlines() if line.startswith("# --- group"))
+    collectives = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "collective"]
+    assert collectives and all(e["args"]["modules"][0].startswith("model.") for e in collectives)
 
 
 def test_members_under_one_module_name_it_once():
