@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..codegen.cost import MACHINES, Machine, estimate
+from ..ops import Ops
 
 TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie merges, as without a model
 
@@ -117,7 +118,7 @@ def transfers(prog, group, machine: Machine) -> list[tuple[str, float, int, floa
         s = prog.statement(o)
         if not s.fold:
             continue
-        kind = "all_gather" if s.cls == "cat" else "all_reduce"  # SPEC §2: a gather's fold is a cat
+        kind = "all_gather" if s.cls == Ops.CAT else "all_reduce"  # SPEC §2: a gather's fold is a cat
         t = prog.tensors[s.writes]
         whole = float(t.size * t.storage.itemsize)
         moved, seconds = machine.link.collective(kind, whole, len(s.reads))
