@@ -34,6 +34,21 @@ OVERRIDES = {
                   num_key_value_heads=4),  # multi-head latent attention: as many key/value heads as heads
     "cohere_compass_text": dict(layer_types=None, rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE}),
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
+    "dots1": dict(n_shared_experts=1),  # no default: its shared expert's width is moe_intermediate_size times it
+    "lfm2_moe": dict(layer_types=["full_attention", "conv"], num_dense_layers=1),  # no default layer_types
+    # the checkpoint's unembedding is padded from unpadded_vocab_size to vocab_size
+    "inkling2_text": dict(unpadded_vocab_size=128, swa_num_attention_heads=4, swa_num_key_value_heads=2,
+                          swa_head_dim=16, sliding_window_size=8, rel_extent=16),
+}
+OVERRIDES["inkling2_loop_text"] = OVERRIDES["inkling2_text"]
+# multimodal configs: their towers, small (Phi-4-multimodal's embedding holds an image and an audio encoder);
+# a config with a text_config (Llama 4) gets the tiny fields there
+TOWERS = {
+    "phi4_multimodal": dict(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=28, patch_size=14, crop_size=28),
+        audio_config=dict(hidden_size=32, intermediate_size=64, num_blocks=1, num_attention_heads=2,
+                          ext_pw_out_channel=32, depthwise_separable_out_channel=32, nemo_conv_channels=32)),
 }
 # State-space, linear-attention and latent-attention fields, small; each given only to the
 # configs that define it (a Mamba mixer of 8 heads of 16, chunks of 8; MLA's ranks)
@@ -80,7 +95,10 @@ def tiny_model(model_type: str, folder: Path) -> None:
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     def build(fields):
-        config = CONFIG_MAPPING[model_type](**{**fields, **fitted(model_type), **OVERRIDES.get(model_type, {})})
+        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {})}
+        if "text_config" in getattr(CONFIG_MAPPING[model_type], "sub_configs", {}):
+            fields = {"text_config": fields}
+        config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config).eval()
         model.save_pretrained(folder)

@@ -122,3 +122,46 @@ def test_the_plan_command_takes_a_machine(cli, tmp_path):
     assert "1 not made as slower than their parts" in err
     status, out, _ = cli("plan", directory, "--machine", "none", "--format", "json")
     assert status == 0 and out.count('"group"') == 1
+
+
+@pytest.mark.parametrize("algorithm, kind, chips, moved", [
+    ("direct", "all_reduce", 4, 3 * 1024.0),  # run in one process: each chip receives the three other partials
+    ("direct", "all_gather", 4, 3 * 256.0),  # the three other slices
+    ("ring", "all_reduce", 4, 2 * 3 / 4 * 1024),  # NCCL's ring: 2 (N − 1) / N of the tensor through each chip
+    ("ring", "all_gather", 4, 3 / 4 * 1024),
+    ("ring", "all_reduce", 1, 0.0),
+])
+def test_a_collective_moves_what_its_algorithm_sends(algorithm, kind, chips, moved):
+    from tprules.codegen.cost import Link
+
+    link = Link("test", bandwidth=1e6, latency_s=1e-3, algorithm=algorithm)
+    got, seconds = link.collective(kind, 1024.0, chips)
+    latencies = 0 if chips == 1 else (chips - 1 if algorithm == "direct" else 1)
+    assert got == pytest.approx(moved) and seconds == pytest.approx(latencies * 1e-3 + moved / 1e6)
+
+
+@pytest.mark.parametrize("example, machine, kind, whole", [
+    ("gather-mlp-tp2", "gpu", "all-gather", "1.0 KiB"),  # the hidden state [4, 64] of f32
+    ("megatron-mlp-tp2", "cpu", "all-reduce", "512 B"),
+])
+def test_plan_show_cost_counts_a_collectives_transfer_and_changes_no_plan(cli, example, machine, kind, whole):
+    """The collective group's line adds its transfer over the machine's link, and the total
+    says how much of it is between chips; the plan is the one made with the link ignored."""
+    from dataclasses import replace
+
+    from conftest import FACTS
+
+    from tprules.codegen import cost as codegen_cost
+
+    status, out, err = cli("plan", FACTS / example, "--machine", machine, "--show", "cost", "--format", "json")
+    assert status == 0
+    (line,) = [x for x in err.splitlines() if "+ " in x and " over 2 chips" in x]
+    assert f"{kind} of {whole} over 2 chips" in line
+    assert "of it between chips" in err.splitlines()[-1] and "0.000 ms of it" not in err.splitlines()[-1]
+    ws = Workspace(FACTS / example)
+    slow = replace(codegen_cost.MACHINES[machine], link=codegen_cost.Link("slow", 1.0, 1.0, "direct"))
+    codegen_cost.MACHINES["slow link"] = slow
+    try:
+        assert plan(ws, machine="slow link") == plan(ws, machine=machine)
+    finally:
+        del codegen_cost.MACHINES["slow link"]

@@ -66,6 +66,7 @@ CASES = {
     "clamp": (lambda m, x: x.clamp(-0.5, 0.7), "clamp"),
     "clamp_min": (lambda m, x: x.clamp(min=-0.5), "clamp"),
     "clamp_max": (lambda m, x: torch.clamp_max(x, 0.2), "clamp"),
+    "reciprocal": (lambda m, x: torch.reciprocal(x) * 2, "div"),
     "amax_last_kept": (lambda m, x: x.amax(dim=-1, keepdim=True) + x, "amax"),
     "amax_middle": (lambda m, x: x.amax(dim=1), "amax"),
     "max_dim_values": (lambda m, x: x.max(dim=1).values, "amax"),

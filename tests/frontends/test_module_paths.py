@@ -5,6 +5,7 @@ what has a member under that module."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 MLP = "model.layers.1.mlp"
 
@@ -59,3 +60,47 @@ def test_the_repl_filters_answers_and_the_plan_by_module(cli, imported, monkeypa
     assert "error: usage: :module nowhere: no statement lies under it" in out
     answers = out.split("?- member(F, O).")[1].split("tprules>")[0]
     assert "mm_" in answers and "embedding" not in answers
+
+
+def test_run_shows_each_kernels_members_with_their_modules(cli, imported, tmp_path):
+    """`run --show kernels` follows each run of members with their module path; `--trace`
+    carries each member's path beside it, as check's and plan's JSON do."""
+    folder = imported("llama", 2)
+    trace = tmp_path / "trace.json"
+    status, out, err = cli("run", folder, "--show", "kernels", "--trace", trace, "--format", "json")
+    assert status == 0 and json.loads(out)["ok"]
+    headers = [line for line in err.splitlines() if line.startswith("# --- group ")]
+    assert len(headers) == json.loads(out)["kernels"]
+    assert any(f"@0 ({MLP}.down_proj)" in h and h.endswith(" on chip:0") for h in headers)
+    assert any("(model.embed_tokens)" in h for h in headers)
+    slices = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") in ("kernel", "collective")]
+    assert slices and all(len(e["args"]["modules"]) == len(e["args"]["members"]) for e in slices)
+    assert any(m.startswith(f"{MLP}.") for e in slices for m in e["args"]["modules"])
+
+
+def test_a_ranks_kernels_and_collectives_name_their_modules(imported, tmp_path):
+    """On `--ranks 2` rank 0 reads the paths from DIR for `--show kernels` (its own chip 0's
+    kernels), and the MPI collectives' trace slices carry them."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    if shutil.which("mpiexec") is None and not (Path(sys.executable).parent / "mpiexec").exists():
+        pytest.skip("needs MPI: pip install -e '.[mpi]'")
+    trace = tmp_path / "trace.json"
+    done = subprocess.run([sys.executable, "-m", "tprules", "run", str(imported("llama", 2)), "--ranks", "2",
+                           "--show", "kernels", "--trace", str(trace)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert any(f"@0 ({MLP}.down_proj)" in line for line in done.stderr.splitlines() if line.startswith("# --- group"))
+    collectives = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "collective"]
+    assert collectives and all(e["args"]["modules"][0].startswith("model.") for e in collectives)
+
+
+def test_members_under_one_module_name_it_once():
+    from tprules.commands.common import with_modules
+
+    modules = {"a": "m.x", "b": "m.x", "c": "m.y"}
+    assert with_modules(["a", "b", "c", "d"], modules) == "a, b (m.x), c (m.y), d"
+    assert with_modules(["d"], modules) == "d"

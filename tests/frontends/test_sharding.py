@@ -126,3 +126,39 @@ def test_a_replicated_operand_as_wide_as_a_split_one_is_sliced_per_chip():
         {"block_b_0@0": ("1", "0", "4"), "block_b_0@1": ("1", "4", "8")}
     assert ("add@1", 1, "b_block_1x2@1") in facts["reads"]
     assert [c for _, c in facts["collective"]] == ["all_gather"]
+
+
+def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(tmp_path):
+    # Qwen4-Exp: the flattened hidden state r is one statement (the lowering shares the same
+    # view) for the rowwise_split_input linear `a` and its unplanned sibling `b`. Inside `a`
+    # each chip reads its slice of r; `b` reads r whole, the view computed again on the spine.
+    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.styles import style
+    from tprules.frontends.tp import Sharder
+    from tprules.runtime import RunProgram
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
+    from tprules.workspace import Workspace
+
+    g = Graph()
+    g.add_value(Value("x", (1, 2, 8), "f32", "input"))
+    g.add_value(Value("wa", (3, 8), "f32", "weight", "a"))
+    g.add_value(Value("wb", (3, 8), "f32", "weight", "b"))
+    for name, shape, module in (("r", (2, 8), "a"), ("ya", (2, 3), "a"), ("yb", (2, 3), "b"), (OUTPUT, (2, 3), "")):
+        g.add_value(Value(name, shape, "f32", "activation", module))
+    mm = (("transpose_b", "1"),)
+    g.stmts += [Stmt("r", "reshape", ("x",), "r", (), "a", "aten.view.default"),
+                Stmt("ma", "matmul", ("r", "wa"), "ya", mm, "a", "aten.mm.default"),
+                Stmt("mb", "matmul", ("r", "wb"), "yb", mm, "b", "aten.mm.default"),
+                Stmt("add", "add", ("ya", "yb"), OUTPUT, (), "", "aten.add.Tensor")]
+    tpp = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None).run(
+        {"wa": S((plain(1, 2, 8),))})
+    b = tpp.builder
+    assert ("mb", 0, "r_whole") in b.facts["reads"] and ("r_whole", 0, "x") in b.facts["reads"]
+    assert "r_whole" in {t for (t,) in b.facts["spine"]} and ("ma@1", 0, "r@1") in b.facts["reads"]
+    rng = np.random.default_rng(0)
+    x, wa, wb = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 8), (3, 8), (3, 8)))
+    b.data.update({"x": x, "wa@0": wa[:, :4], "wa@1": wa[:, 4:], "wb": wb})
+    prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+    got = reference(prog, program_inputs(prog)).get(OUTPUT)
+    np.testing.assert_allclose(got, x.reshape(2, 8) @ (wa + wb).T, rtol=1e-5)

@@ -51,3 +51,28 @@ def test_another_trace_failure_keeps_its_own_line():
     with pytest.raises(ImportFailed) as err:
         trace(Broken(), 1, 4, "ToyForCausalLM")
     assert str(err.value).endswith("torch.export cannot trace the forward: not today")
+
+
+class LoopedExperts(torch.nn.Module):
+    """An experts loop over the experts hit (LongCat-Flash's): a count of the data."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Parameter(torch.randn(3, 8, 4))
+        self.down_proj = torch.nn.Parameter(torch.randn(3, 4, 4))
+
+    def forward(self, x):
+        hit = (x[..., :3] > 0).any(-2).any(0).nonzero()
+        for e in hit:
+            x = x + x @ self.down_proj[int(e.item())]
+        return x
+
+
+def test_an_experts_loop_with_no_static_form_says_so_in_its_line():
+    toy = Toy()
+    toy.router = LoopedExperts()
+    with pytest.raises(ImportFailed) as err:
+        trace(toy, 1, 4, "ToyForCausalLM")
+    text = str(err.value)
+    assert "\n" not in text and "at router: " in text
+    assert "LoopedExperts has no batched_mm form" in text and "Size-like" not in text and "unhinted" not in text

@@ -68,6 +68,45 @@ ZERO = Estimate(0.0, 0.0, 0.0, 0.0, 0)
 
 
 @dataclass(frozen=True)
+class Link:
+    """How a machine's chips send each other a collective's tensors. `direct`: each chip
+    receives every other chip's operand, one transfer each (`run` in one process: a fold's
+    all-reduce receives N − 1 partials, an all-gather N − 1 slices; runtime/executor.py);
+    `ring`: NCCL's ring, an all-reduce sending 2 (N − 1) / N of the tensor through each chip,
+    an all-gather (N − 1) / N, for one latency per collective."""
+
+    name: str
+    bandwidth: float  # bytes per second into one chip
+    latency_s: float  # per transfer (direct) or per collective (ring)
+    algorithm: str  # direct | ring
+
+    def collective(self, kind: str, nbytes: float, chips: int) -> tuple[float, float]:
+        """(bytes into one chip, seconds) of an `all_reduce` or `all_gather` whose whole
+        (spine) tensor holds `nbytes`, over `chips`."""
+        if chips < 2:
+            return 0.0, 0.0
+        gather = kind == "all_gather"
+        if self.algorithm == "ring":
+            moved = (chips - 1) / chips * nbytes * (1 if gather else 2)
+            return moved, self.latency_s + moved / self.bandwidth
+        moved = (chips - 1) * (nbytes / chips if gather else nbytes)
+        return moved, (chips - 1) * self.latency_s + moved / self.bandwidth
+
+
+# One process on the CPU: the chips are worker threads over the host's memory, and a
+# transfer is an np.copyto queued on the receiving chip (devices/cpu.py): 19 GB/s for a
+# 64 MiB float32 buffer on the project's machine (best of 20, load 4.9; 26 GB/s at 16 MiB),
+# and a queue submission like a launch, 20 µs.
+HOST = Link("host memory", bandwidth=20e9, latency_s=20e-6, algorithm="direct")
+# H100/H200 SXM over NVLink 4 (18 links): 450 GB/s each way by NVIDIA's datasheet, 376 GB/s
+# measured for P2P writes on an HGX H100 (p2pBandwidthLatencyTest, NVIDIA/nccl issue 1264);
+# a small NCCL all-reduce over NVLink takes about 10 µs (nccl-tests' all_reduce_perf of 8
+# bytes on two A100s: 9.9 µs, NVIDIA/nccl-tests issue 331). Not what `run --device cuda` does in one process, which
+# copies between GPUs through the host (devices/cuda.py), but what a deployment pays.
+NVLINK = Link("NVLink 4", bandwidth=376e9, latency_s=10e-6, algorithm="ring")
+
+
+@dataclass(frozen=True)
 class Machine:
     """Rates of one kind of chip, per chip (so per thread share on a CPU)."""
 
@@ -86,6 +125,7 @@ class Machine:
     # BLAS tiles do (an offset, a leading dimension, a flag); the GPU's library split
     # (extern.py) takes only whole buffers and their transposes.
     views: bool = False
+    link: Link = HOST  # between its chips: a collective's transfers (plan --show cost)
 
     def seconds(self, e: Estimate) -> float:
         return (e.flops / self.matmul_flops + e.bytes / self.bandwidth + e.ops * self.op_s
@@ -104,9 +144,9 @@ CPU_OWN = Machine("cpu (own matmul loops)", matmul_flops=20e9, bandwidth=40e9, o
 # about 200 TFLOP/s; our shared-memory tiles without tensor cores about 10. Memory about
 # 3 TB/s; a launch about 5 µs, one per stage.
 GPU = Machine("gpu", matmul_flops=200e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13, launch_s=5e-6,
-              per_stage_launch=True)
+              per_stage_launch=True, link=NVLINK)
 GPU_OWN = Machine("gpu (own tiles)", matmul_flops=10e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13,
-                  launch_s=5e-6, per_stage_launch=True, operands="tiles")
+                  launch_s=5e-6, per_stage_launch=True, operands="tiles", link=NVLINK)
 TILE = 16  # the GPU tiles' size (codegen/cuda.py)
 MACHINES = {m.name: m for m in (CPU, CPU_OWN, GPU, GPU_OWN)}
 

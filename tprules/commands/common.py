@@ -68,6 +68,25 @@ def under(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
+def with_modules(members, modules: dict[str, str]) -> str:
+    """Members as run shows them: each run of members under one module path, then that path
+    in parentheses (`embedding (model.embed_tokens), pow_1, mean (model.norm)`); a member with
+    no path as it is."""
+    out, run = [], []
+    for i, o in enumerate(members):
+        run.append(o)
+        here = modules.get(o, "")
+        if i + 1 == len(members) or modules.get(members[i + 1], "") != here:
+            out.append(", ".join(run) + (f" ({here})" if here else ""))
+            run = []
+    return ", ".join(out)
+
+
+def module_paths(facts) -> dict[str, str]:
+    """Statement → module path, an imported model's `attr module` (empty for other programs)."""
+    return {o: v for o, k, v in facts.tuples("attr") if k == "module"}
+
+
 def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:
     """`modules` (statement → module path) when some statement lies under `prefix`; else a
     usage error naming the prefix (a typo would otherwise show an empty table)."""

@@ -56,7 +56,8 @@ def run(args) -> int:
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
                          matmul=args.matmul,
-                         show_kernels=_show_kernels if "kernels" in args.show else None, trace=trace)
+                         show_kernels=_kernel_printer(common.module_paths(ws.program.facts))
+                         if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text
 
     if "timing" in args.show:
@@ -137,14 +138,25 @@ def run_mpi(args) -> int:
 
     options = RankOptions(args.dir, args.device, args.repeat, args.timeout, Path(args.job) if args.job else None,
                           args.rules, args.shim, args.engine, args.unfused,
-                          _show_kernels if "kernels" in args.show else None, "traceback" in args.show,
+                          _kernel_printer(None, args) if "kernels" in args.show else None, "traceback" in args.show,
                           args.trace)
     return run_rank(options, emit)
 
 
-def _show_kernels(kernel, source: str) -> None:
-    print(f"# --- group {kernel.group}: {kernel.kind} [{', '.join(kernel.members)}] on {kernel.place}", file=sys.stderr)
-    print(source, file=sys.stderr)
+def _kernel_printer(modules: dict[str, str] | None, args=None):
+    """`--show kernels`: each kernel's group, its members with their module paths (an
+    imported model's), and its source. A rank reads the paths from DIR when it first prints."""
+    def show(kernel, source: str) -> None:
+        nonlocal modules
+        if modules is None:
+            from ..workspace import Workspace
+
+            modules = common.module_paths(Workspace(args.dir, args.rules, args.shim, engine=args.engine).program.facts)
+        members = common.with_modules(kernel.members, modules)
+        print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
+        print(source, file=sys.stderr)
+
+    return show
 
 
 def save(report, out: str) -> None:

@@ -259,6 +259,11 @@ def _table():
 
     _more(aten)
 
+    @lowering(aten.reciprocal.default)
+    def reciprocal(ctx, n):
+        """1 / x: a div of a constant one by x (torch's own division, correctly rounded)."""
+        ctx.emit(n, "div", [ctx.filled((1,), ctx.dtype(n), 1.0), n.args[0]])
+
 
 def _arg(n, i: int, key: str, default=None):
     """Argument `i` of a node, given by position or by name."""

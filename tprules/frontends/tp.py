@@ -16,8 +16,9 @@ needs the whole sum.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from ..ops import Ops
+from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
@@ -185,6 +186,8 @@ class Sharder:
         v = self.g.values[value]
         if v.role not in ("activation", "input") or self.tp == 1:
             return value  # on one chip every value is whole
+        if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
+            return self._whole(value, set())
         for prefix, s in self.styled(reader):
             if s.share_input and not _under(v.module, prefix) and isinstance(self.place[value], Replicate):
                 return self._share(value, prefix, s)
@@ -230,6 +233,42 @@ class Sharder:
                         end=(k + 1) * width, step=1, module=module, aten=f"({s.name})")
         self.splits[value] = name
         return name
+
+    def _left_split_input(self, module: str, reader: str) -> bool:
+        """Whether `module` is in a split-input module that `reader` is outside of."""
+        return any(s.split_input and not _under(reader, prefix) for prefix, s in self.styled(module))
+
+    def _whole(self, value: str, seen: set) -> str:
+        """The whole value of one that a split-input module computed from its slices, for a
+        reader outside the module: the statements from the module's input to it again, on the
+        spine, from the whole input. transformers slices the input inside the module, so
+        nothing split ever leaves it; a reader outside reads such a value only where the
+        importer shares one statement between two modules (the same view of one tensor,
+        lower.py's `computed`), as Qwen4-Exp's block_inject_weight shares the flattened
+        input of its sibling input_mix_weight_down."""
+        source = next((v for v, name in self.splits.items() if name == value and name == f"{v}_split"), None)
+        if source is not None or isinstance(self.place[value], Replicate):
+            return source or value
+        twin = f"{value}_whole"
+        if twin in self.place:
+            return twin
+        writer = self.writers.get(value)
+        if writer is None or writer.cls not in (LAYOUT | ELEMENTWISE) or value in seen:
+            raise ImportFailed(f"{self.arch}: {self.g.values[value].module}: {value} is split inside a "
+                               "rowwise_split_input module and read outside it, where it is whole; it is computed by "
+                               f"{writer.aten if writer else 'no statement'}, which the spine cannot compute again")
+        reads = [self._whole(r, seen | {value}) for r in writer.reads]
+        v = self.g.values[value]
+        self.g.values[twin] = Value(twin, v.shape, v.dtype, "activation", v.module)
+        self.place[twin] = REPLICATE
+        self._declare(self.g.values[twin])
+        self.b.stmt(f"{writer.name}_whole", writer.cls, reads, twin, **dict(writer.attrs), module=writer.module,
+                    aten=writer.aten)
+        return twin
+
+    @cached_property
+    def writers(self) -> dict[str, Stmt]:
+        return {st.writes: st for st in self.g.stmts}
 
     def _share(self, value: str, module: str, s: Style) -> str:
         """Each chip's 1 / N of a replicated value: a partial that sums back to it."""

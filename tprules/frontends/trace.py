@@ -9,12 +9,15 @@ model at TP 1, 2 and 4 traces it once. A process keeps the last few (`TRACES_KEP
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 
 from .errors import ImportFailed
 
 TRACES_KEPT = 4  # the traces a process keeps, least recently used dropped first
 _traces: OrderedDict[tuple, object] = OrderedDict()
+# torch's bookkeeping of its symbols in a guard's message, left out of the refusal's line
+SYMBOL_NOTES = re.compile(r"\s*\((?:unhinted|Size-like symbols): (?:[^()]|\([^()]*\))*\)\.?")
 
 
 def _key(model, batch: int, seq: int) -> tuple:
@@ -56,6 +59,7 @@ def trace(model, batch: int, seq: int, arch: str):
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         where = data_dependent(err, model)
         if where is not None:
+            text = SYMBOL_NOTES.sub("", text)
             raise ImportFailed(f"{arch}: torch.export cannot trace a data-dependent shape at {where}: {text}") from None
         raise ImportFailed(f"{arch}: torch.export cannot trace the forward: {text}") from None
     finally:
@@ -79,13 +83,13 @@ def data_dependent(err: BaseException, model) -> str | None:
     names = {id(m): name for name, m in model.named_modules()}
     if not _is_data_dependent(err):
         return None
-    module, op, line = None, None, None
+    module, op, line, at = None, None, None, None
     tb = err.__traceback__
     while tb is not None:
         frame = tb.tb_frame
         owner = frame.f_locals.get("self")
         if owner is not None and id(owner) in names and frame.f_code.co_name == "forward":
-            module = names[id(owner)] or "(top)"
+            module, at = names[id(owner)] or "(top)", owner
             line = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
         func = frame.f_locals.get("func") if frame.f_code.co_name == "__torch_function__" else None
         if func is not None and op is None and module is not None:
@@ -93,7 +97,16 @@ def data_dependent(err: BaseException, model) -> str | None:
         tb = tb.tb_next
     if module is None:
         return None
-    return f"{module}: {op or 'a value of a tensor'} ({line})"
+    return f"{module}: {op or 'a value of a tensor'} ({line}{_no_static_experts(at)})"
+
+
+def _no_static_experts(module) -> str:
+    """Why the static `batched_mm` form (hf.py asks for it) did not replace a data-dependent
+    experts loop: transformers gives it only to experts classes its `use_experts_implementation`
+    decorates, which set `is_concatenated` on the module."""
+    if not hasattr(module, "gate_up_proj") and not hasattr(module, "down_proj") or hasattr(module, "is_concatenated"):
+        return ""
+    return f"; {type(module).__name__} has no batched_mm form: transformers' experts_implementation does not reach it"
 
 
 def _is_data_dependent(err: BaseException) -> bool:

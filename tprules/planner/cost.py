@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..codegen.cost import MACHINES, Machine, estimate
+from ..ops import Ops
 
 TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie merges, as without a model
 
@@ -86,7 +87,7 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
     from ..codegen.lower import lower
 
     m = MACHINES[machine] if isinstance(machine, str) else machine
-    lines, total = [], 0.0
+    lines, total, linked = [], 0.0, 0.0
     for g in plan.groups:
         kernel = lower(g, prog)
         e = estimate(kernel, m)
@@ -95,10 +96,34 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
         parts = [f"{e.flops / 1e6:.1f} MFLOP" if e.flops else "", f"{_size(e.bytes)} moved",
                  f"{e.views} operand{'s' * (e.views != 1)} read as views" if e.views else "",
                  f"{_size(e.copied)} of layouts copied into buffers" if e.copied else ""]
-        lines.append(f"[cost] {g.group:<6} {seconds * 1e3:8.3f} ms  {kernel.kind}: {', '.join(p for p in parts if p)}")
-    lines.append(f"[cost] {len(plan.groups)} groups on {m.name}: {total * 1e3:.3f} ms estimated (one chip's share "
-                 "each; a view costs the bytes its reader loads, a copied layout its buffer stored and read back)")
+        line = f"[cost] {g.group:<6} {seconds * 1e3:8.3f} ms  {kernel.kind}: {', '.join(p for p in parts if p)}"
+        for kind, whole, chips, moved, link_s in transfers(prog, g, m):
+            linked += link_s
+            line += (f"; + {link_s * 1e3:.3f} ms {kind.replace('_', '-')} of {_size(whole)} over {chips} chips, "
+                     f"{_size(moved)} into each ({m.link.name}, {m.link.algorithm})")
+        lines.append(line)
+    between = f", {linked * 1e3:.3f} ms of it between chips" if linked else ""
+    lines.append(f"[cost] {len(plan.groups)} groups on {m.name}: {(total + linked) * 1e3:.3f} ms estimated{between} "
+                 "(one chip's share each; a view costs the bytes its reader loads, a copied layout its buffer stored "
+                 "and read back)")
     return lines
+
+
+def transfers(prog, group, machine: Machine) -> list[tuple[str, float, int, float, float]]:
+    """(kind, whole bytes, chips, bytes into one chip, seconds) of each fold of a collective
+    group: what its all-reduce or all-gather moves between chips over the machine's link.
+    Planning does not read it: a fold is never fused, so the link changes no plan."""
+    out = []
+    for o in group.members:
+        s = prog.statement(o)
+        if not s.fold:
+            continue
+        kind = "all_gather" if s.cls == Ops.CAT else "all_reduce"  # SPEC §2: a gather's fold is a cat
+        t = prog.tensors[s.writes]
+        whole = float(t.size * t.storage.itemsize)
+        moved, seconds = machine.link.collective(kind, whole, len(s.reads))
+        out.append((kind, whole, len(s.reads), moved, seconds))
+    return out
 
 
 def _size(n: float) -> str:

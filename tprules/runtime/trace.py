@@ -96,7 +96,8 @@ class Trace:
                 self.slice(f"{kind_of(kernel, prog)} {kernel.group}", "collective", chip,
                            min([s for _, _, s in incoming] + [start]), end, kind=kind_of(kernel, prog),
                            group=kernel.group, bytes=sum(b for _, b, _ in incoming),
-                           peers=sorted({s for s, _, _ in incoming}), members=list(kernel.members))
+                           peers=sorted({s for s, _, _ in incoming}), members=list(kernel.members),
+                           **member_modules(prog, kernel.members))
             incoming = []
 
     def write(self, path: str | Path) -> None:
@@ -122,8 +123,16 @@ def kernel_args(kernel, prog, machine) -> dict:
 
     classes = [prog.statement(m).cls for m in kernel.members]
     machine = MACHINES.get(machine, MACHINES["cpu"]) if isinstance(machine, str) else machine
-    return {"group": kernel.group, "members": list(kernel.members), "classes": classes, "place": kernel.place,
-            "kind": kernel.kind, "estimated_us": round(machine.seconds(estimate(kernel, machine)) * 1e6, 3)}
+    out = {"group": kernel.group, "members": list(kernel.members), "classes": classes, "place": kernel.place,
+           "kind": kernel.kind, "estimated_us": round(machine.seconds(estimate(kernel, machine)) * 1e6, 3)}
+    return {**out, **member_modules(prog, kernel.members)}
+
+
+def member_modules(prog, members) -> dict:
+    """`{"modules": [...]}`, an imported model's module path of each member in the order of
+    members, for a trace slice's args; {} for a program without paths."""
+    modules = [prog.statement(m).attr("module", "") for m in members]
+    return {"modules": modules} if any(modules) else {}
 
 
 def kind_of(kernel, prog) -> str:

@@ -37,6 +37,7 @@ from ..buffers import buffers
 from ..devices.base import Compiled, Queue
 from ..executor import chips_of
 from ..semantics import store
+from ..trace import member_modules
 from .world import RankWorld, Traffic
 
 REMOTE = None  # a chip of another rank holds the tensor
@@ -220,7 +221,7 @@ class _RankRun:
         self._traced(f"all_reduce {group or fold.name}", began, "collective", kind="all_reduce", group=group,
                      members=[fold.name], bytes=partial.size * 4, peers=[r for r in range(self.world.size)
                                                                         if r != self.world.rank],
-                     chips=list(self.world.chips))
+                     chips=list(self.world.chips), **member_modules(self.prog, [fold.name]))
 
     def allgather(self, fold, group: str = "") -> None:
         """An all-gather's fold as a collective: each rank gives its chips' slices (operand k
@@ -242,4 +243,5 @@ class _RankRun:
                                       else REMOTE) for c in range(self.prog.chips)}
         self._traced(f"all_gather {group or fold.name}", began, "collective", kind="all_gather", group=group,
                      members=[fold.name], bytes=int(sum(sizes.values())) * np.dtype(dtype).itemsize,
-                     peers=[r for r in range(self.world.size) if r != self.world.rank], chips=list(self.world.chips))
+                     peers=[r for r in range(self.world.size) if r != self.world.rank], chips=list(self.world.chips),
+                     **member_modules(self.prog, [fold.name]))
