@@ -55,7 +55,39 @@ def grouped_conv(b):
     _s(b, "out", "scale", [c], [2, 6, 5], factor="0.5")
 
 
-CASES = {f.__name__: f for f in (comparisons, logsumexp, causal_conv, grouped_conv)}
+def group_routing(b):
+    """DeepSeek-V3's group-limited routing: each group's best score, the top-2 groups, their
+    mask put into zeros (a boolean), the experts of other groups masked out, the top-2
+    experts, and the router's weights taken at them."""
+    import numpy as np
+
+    x = b.tensor("x", [3, 8], spine=True)
+    groups = _s(b, "groups", "reshape", [x], [3, 4, 2])
+    best = _s(b, "best", "reshape", [_s(b, "gmax", "amax", [groups], [3, 4, 1])], [3, 4])
+    top = _s(b, "top", "topk_indices", [best], [3, 2], "i64", k=2)
+    zeros = b.tensor("zeros", [3, 4], "i8", spine=True, data=np.zeros((3, 4), np.int8))
+    mask = _s(b, "mask", "put_along", [zeros, top], [3, 4], "i8", axis=1, value="1.0")
+    wide = _s(b, "wide", "reshape", [_s(b, "spread", "expand", [_s(b, "m3", "reshape", [mask], [3, 4, 1], "i8")],
+                                         [3, 4, 2], "i8")], [3, 8], "i8")
+    kept = _s(b, "kept", "where", [wide, x, b.tensor("zero", [], spine=True, data=np.zeros((), np.float32))], [3, 8])
+    ids = _s(b, "ids", "topk_indices", [kept], [3, 2], "i64", k=2)
+    weights = _s(b, "weights", "take_along", [_s(b, "p", "softmax", [x], [3, 8]), ids], [3, 2], axis=1)
+    _s(b, "out", "scale", [weights], [3, 2], factor="2.0")
+
+
+def along_other_axes(b):
+    """A gather and a scatter along the first axis, their index shorter than x on the others
+    (x's elements outside the index's extent are kept by the scatter, never read by the gather)."""
+    import numpy as np
+
+    x = _s(b, "e", "exp", [b.tensor("x", [4, 3, 5], spine=True)], [4, 3, 5])
+    index = b.tensor("index", [2, 3, 2], "i64", spine=True,
+                     data=np.array([[[3, 0], [1, 1], [2, 3]], [[0, 0], [3, 2], [1, 0]]], np.int64))
+    _s(b, "taken", "take_along", [x, index], [2, 3, 2], axis=0)
+    _s(b, "put", "put_along", [x, index], [4, 3, 5], axis=-3, value="-inf")
+
+
+CASES = {f.__name__: f for f in (comparisons, logsumexp, causal_conv, grouped_conv, group_routing, along_other_axes)}
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from .ir import (
     MatmulStage,
     Op,
     Pointwise,
+    PutAlong,
     Quant,
     Remap,
     RowOut,
@@ -222,12 +223,17 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
             ops += 1
             for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
                 walk(a)
-        elif isinstance(e, Window):  # a multiply-add per tap; the operand is computed again at every tap
-            ops += 2 * e.taps + (e.bias is not None)
-            inner = _evaluate([e.x], 1)
+        elif isinstance(e, (Window, PutAlong)):
+            # per tap a multiply-add (conv1d) or a comparison (put_along, then one select), what the
+            # tap reads (conv1d's input, put_along's index) computed again at every tap
+            conv = isinstance(e, Window)
+            tapped = e.x if conv else e.index
+            ops += 2 * e.taps + (e.bias is not None if conv else 1)
+            inner = _evaluate([tapped], 1)
             ops += inner.ops * (e.taps - 1)
             transcendental += inner.transcendental * (e.taps - 1)
-            for a in (e.x, e.w) + ((e.bias,) if e.bias is not None else ()):
+            children = ((e.x, e.w) + ((e.bias,) if e.bias is not None else ())) if conv else (e.x, e.index)
+            for a in children:
                 walk(a)
         elif isinstance(e, (Transpose, Quant)):
             ops += isinstance(e, Quant) * 8  # a rounding to int8 is a handful of operations

@@ -99,13 +99,15 @@ class Concat:
 class Gather:
     """`embedding`, `take_rows`: row ids[lead] of `table`, at the other indices; with an `offset` (a
     vocabulary-parallel slice of the table) row ids[lead] - offset, and zero where that
-    row lies outside the table."""
+    row lies outside the table. `take_along` (an `axis`): table at the index itself, its
+    `axis` index replaced by ids at the index."""
 
     table: "Expr"
     ids: "Expr"
     shape: Shape
     dtype: str
     offset: int | None = None
+    axis: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,25 @@ class Window:
         return self.w.shape[1] * self.w.shape[2]
 
 
-Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window]
+@dataclass(frozen=True)
+class PutAlong:
+    """`put_along`: at an index, `value` where some entry of `index`'s window along `axis` (the
+    index itself, that axis running over the index's size) names it, else x there
+    (codegen/window.py)."""
+
+    x: "Expr"
+    index: "Expr"
+    axis: int
+    value: float
+    shape: Shape
+    dtype: str
+
+    @property
+    def taps(self) -> int:
+        return self.index.shape[self.axis]
+
+
+Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window, PutAlong]
 
 
 # -- stages ------------------------------------------------------------------------------

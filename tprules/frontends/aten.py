@@ -18,6 +18,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import aten_indexed
+
 OPS: dict[object, Callable] = {}
 SKIP: set = set()  # ops that compute nothing (assertions)
 CAT: set = set()  # ops that may read an empty tensor (they drop it)
@@ -447,6 +449,7 @@ def _more(aten):
         ctx.alias(n, v)
 
     OPS[aten.convolution.default] = _convolution
+    OPS.update(aten_indexed.table(aten))
     _complex(aten)
 
     @lowering(aten.cumsum.default)

@@ -259,6 +259,20 @@ def take_rows(attrs, ins, shapes, out, tp, **_) -> Placement:
     return Shard(tuple(s.moved(s.axis - 1 + lead) for s in table.splits))
 
 
+def along(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """take_along, put_along: x and the index placed alike, on axes where they are the same
+    size, and neither split on the axis the index picks along; the result placed so too."""
+    x, index = ins
+    axis = int(attrs["axis"]) % len(shapes[0])
+    if isinstance(x, Replicate) and isinstance(index, Replicate):
+        return REPLICATE
+    if isinstance(x, Shard) and x == index and axis not in x.axes() \
+            and all(shapes[0][a] == shapes[1][a] for a in x.axes()):
+        return x
+    raise NotShardable(f"x placed {x} and its index placed {index} along axis {axis} (they must be placed alike, "
+                       "neither split on that axis)")
+
+
 def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     table, ids = ins
     if not isinstance(table, Replicate):
@@ -287,7 +301,7 @@ def conv1d(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 RULES = {Ops.MATMUL: matmul, Ops.CONV1D: conv1d, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
          Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, Ops.TAKE_ROWS: take_rows,
-         **{c: row for c in ops.ROW}}
+         Ops.TAKE_ALONG: along, Ops.PUT_ALONG: along, **{c: row for c in ops.ROW}}
 # Linear in a partial operand (the others replicated): a sum of partials, so taken through
 # where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
 LINEAR = {Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",

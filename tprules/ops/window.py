@@ -1,9 +1,15 @@
-"""Window classes: each element of the result is a weighted sum over a short window of an
-operand along its last axis (codegen/window.py computes it where it is read, one tap at a time).
+"""Window classes: each element of the result is computed from a short window of an operand
+(codegen/window.py computes it where it is read, one tap at a time).
 
 `conv1d` is the depthwise or grouped 1-D convolution of Mamba, Mamba-2, short-convolution
-and linear-attention layers: stride 1, dilation 1, `padding` zeros on both sides of the
-sequence (the causal layers pad by K − 1 and keep the first T outputs, a slice after it).
+and linear-attention layers: a weighted sum over a window of the last axis, stride 1,
+dilation 1, `padding` zeros on both sides of the sequence (the causal layers pad by K − 1
+and keep the first T outputs, a slice after it).
+
+`put_along` is torch's scatter of a value (`zeros_like(s).scatter_(1, idx, 1)`: DeepSeek's
+group-limited routing, an indexer's mask): an element of the result is the value where
+some entry of the index's window along the axis names it, else x's. The same value is put
+however often an index repeats, so the result does not depend on an order of writes.
 
 >>> import numpy as np
 >>> from tprules.ops import CLASSES
@@ -19,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import OpClass, Ops, fmt_shape
+from .layout import along, along_bound, region
 
 F32 = np.float32
 
@@ -56,9 +63,26 @@ def _conv1d(attrs, x, w, bias=None):
     return out + bias[None, :, None] if bias is not None else out
 
 
+def _put_along_shape(attrs, shapes, out):
+    along(attrs, shapes, Ops.PUT_ALONG)
+    return tuple(shapes[0])
+
+
+def _put_along(attrs, x, index):
+    index = np.asarray(index).astype(np.int64)
+    axis = int(attrs["axis"]) % x.ndim
+    out = np.array(x, copy=True)
+    np.put_along_axis(out[region(index.shape, axis)], index, F32(attrs["value"]), axis)  # a view of out
+    return out
+
+
 CLASSES = (
     OpClass(Ops.CONV1D, "window", 0, "0: x[B, C, T], 1: w[O, C/g, K], 2: bias[O] (optional)",
             "out[b, o, t] = bias[o] + Σ_i Σ_k w[o, i, k] · x[b, g·C/g + i, t + k − p], g = o // (O/g), zero outside "
             "x; attrs `padding` p, `groups` g; stride and dilation 1 (a depthwise conv: g = C)",
             _conv1d, _conv1d_shape, int_attrs=("padding", "groups")),
+    OpClass(Ops.PUT_ALONG, "window", 2, "0: x[..], 1: index[..] (integers, x's rank)",
+            "x with float(attr `value`) put at index[i] along attr `axis`, for every position i of the index "
+            "(torch's scatter of a value; a repeated index puts it once): x's shape",
+            _put_along, _put_along_shape, int_attrs=("axis",), number_attrs=("value",), ids=(1,), bound=along_bound),
 )
