@@ -224,15 +224,16 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
             for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
                 walk(a)
         elif isinstance(e, (Window, PutAlong)):
-            # per tap a multiply-add (conv1d) or a comparison (put_along, then one select), what the
-            # tap reads (conv1d's input, put_along's index) computed again at every tap
+            # per tap a multiply-add (conv1d) or a comparison and a select (put_along), what the tap
+            # reads (conv1d's input, put_along's index and source) computed again at every tap
             conv = isinstance(e, Window)
-            tapped = e.x if conv else e.index
-            ops += 2 * e.taps + (e.bias is not None if conv else 1)
-            inner = _evaluate([tapped], 1)
+            tapped = [e.x] if conv else [e.index] + ([e.source] if e.source is not None else [])
+            ops += 2 * e.taps + (e.bias is not None if conv else 0)
+            inner = _evaluate(tapped, 1)
             ops += inner.ops * (e.taps - 1)
             transcendental += inner.transcendental * (e.taps - 1)
-            children = ((e.x, e.w) + ((e.bias,) if e.bias is not None else ())) if conv else (e.x, e.index)
+            extra = (e.bias,) if conv else (e.source,)
+            children = ((e.x, e.w) if conv else (e.x, e.index)) + tuple(a for a in extra if a is not None)
             for a in children:
                 walk(a)
         elif isinstance(e, (Transpose, Quant)):

@@ -130,14 +130,15 @@ class Window:
 
 @dataclass(frozen=True)
 class PutAlong:
-    """`put_along`: at an index, `value` where some entry of `index`'s window along `axis` (the
-    index itself, that axis running over the index's size) names it, else x there
-    (codegen/window.py)."""
+    """`put_along`: at an index, `value` (or `source` at the entry) where an entry of `index`'s
+    window along `axis` (the index itself, that axis running over the index's size) names
+    it, the last such entry winning; else x there (codegen/window.py)."""
 
     x: "Expr"
     index: "Expr"
+    source: "Expr | None"
     axis: int
-    value: float
+    value: float | None
     shape: Shape
     dtype: str
 

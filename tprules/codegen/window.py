@@ -5,9 +5,10 @@ of its own, so what one tap computes never leaks into another (or past a tap out
 
 - conv1d: for each channel i of the output channel's group and each offset k, the input at
   t + k − padding when it lies in the sequence, times w[o, i, k]; then the bias;
-- put_along: for each position j of the index's axis, the id at the result's index with
-  that axis at j; the value where one equals the result's own index on the axis, else x
-  (and x outside the index's extent on the other axes).
+- put_along: x at the result's index, then for each position j of the index's axis in
+  order, the id at the result's index with that axis at j: where it equals the result's own
+  index on the axis, the value (or the source there) replaces it, so the last such j wins;
+  outside the index's extent on the other axes, x.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def _conv1d(s, args, shape, dtype):
 
 
 def _put_along(s, args, shape, dtype):
-    return PutAlong(args[0], args[1], int(s.attr("axis")) % len(shape), float(s.attr("value")), shape, dtype)
+    value = s.attr("value")
+    return PutAlong(args[0], args[1], args[2] if len(args) > 2 else None, int(s.attr("axis")) % len(shape),
+                    None if value is None else float(value), shape, dtype)
 
 
 # Each window class's lowering over its operands' expressions
@@ -46,19 +49,19 @@ def at(scope, e: Window | PutAlong, idx: tuple[str, ...]) -> str:
 
 
 def _put(scope, e: PutAlong, idx: tuple[str, ...]) -> str:
-    """put_along at `idx`: whether some id of the index's window names idx on the axis."""
+    """put_along at `idx`: x there, replaced by each entry of the index's window that names idx."""
     src = scope.src
-    hit, j = src.fresh("hit"), src.fresh("tap")
-    src.line(f"{hit} = False")
+    out, j = src.fresh("put"), src.fresh("tap")
+    src.line(f"{out} = {scope.at(e.x, idx)}")
     inside = [f"{idx[d]} < {n}" for d, n in enumerate(e.index.shape) if d != e.axis and n != e.shape[d]]
     with src.block(f"if {' and '.join(inside)}:") if inside else nullcontext():
         with src.block(f"for {j} in range({e.taps}):"):
             inner = type(scope)(src, acc=scope.acc, row=scope.row)  # a tap's values stay in the tap
             tap = tuple(j if d == e.axis else i for d, i in enumerate(idx))
             with src.block(f"if {inner.index(e.index, tap)} == {idx[e.axis]}:"):
-                src.line(f"{hit} = True")
-    x = scope.at(e.x, idx)
-    return f"({ops.constant(e.value)} if {hit} else {x})"
+                put = ops.constant(e.value) if e.source is None else inner.at(e.source, tap)
+                src.line(f"{out} = {put}")
+    return out
 
 
 def _conv(scope, e: Window, idx: tuple[str, ...]) -> str:

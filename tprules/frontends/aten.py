@@ -195,10 +195,8 @@ def _table():
                 sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
             start = sum(sizes[:index])
             return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
-        if source.target == aten.max.dim:
-            if index != 0:
-                ctx.unsupported(n, "the indices of a max over an axis (an argmax: no class)")
-            return _over_axes(ctx, n, source.args[0], [_arg(source, 1, "dim")], False, "amax")
+        if source.target == aten.max.dim:  # item 0 the maximum, item 1 its index (an argmax)
+            return _over_axes(ctx, n, source.args[0], [_arg(source, 1, "dim")], False, ("amax", "argmax")[index])
         if source.target == aten.native_layer_norm.default and index == 0:
             return ctx.alias(n, source)
         if source.target == aten.native_layer_norm.default:
@@ -270,7 +268,8 @@ def _arg(n, i: int, key: str, default=None):
 def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
     """A reduction over `dims` of x as the row classes compute it: the reduced axes permuted
     last and merged into one, the row class, then the result's own shape. `reduce` is
-    `amax` (the class), `mean`, or `sum` (a mean times the row's length)."""
+    `amax` (the class), `argmax` (the top-1 index: the first of equal maxima, as torch),
+    `mean`, or `sum` (a mean times the row's length)."""
     from math import prod
 
     shape = ctx.shape(x)
@@ -280,13 +279,16 @@ def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
     axes = sorted({d % rank for d in dims}) if dims else list(range(rank))
     keep = [a for a in range(rank) if a not in axes]
     lead, h = [shape[a] for a in keep], prod(shape[a] for a in axes)
-    v = x
+    v, moved = x, ctx.dtype(x)  # the layout parts move x's elements as they are
     if keep + axes != list(range(rank)):
-        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in keep + axes], dims=",".join(map(str, keep + axes)))
+        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in keep + axes], moved,
+                     dims=",".join(map(str, keep + axes)))
     if len(axes) != 1:
-        v = ctx.part(n, "rows", "reshape", [v], lead + [h])
+        v = ctx.part(n, "rows", "reshape", [v], lead + [h], moved)
     if reduce == "amax":
         v = ctx.part(n, "amax", "amax", [v], lead + [1])
+    elif reduce == "argmax":
+        v = ctx.part(n, "argmax", "topk_indices", [v], lead + [1], k=1)
     else:
         v = ctx.part(n, "mean", "mean", [v], lead + [1])
         if h != 1 and reduce == "sum":
@@ -401,7 +403,12 @@ def _more(aten):
 
     @lowering(aten.max.dim)
     def max_dim(ctx, n):
-        pass  # no statement: its values are an amax where a getitem reads them
+        pass  # no statement: its values are an amax, its indices an argmax, where a getitem reads them
+
+    @lowering(aten.argmax.default)
+    def argmax(ctx, n):
+        dim = _arg(n, 1, "dim")
+        _over_axes(ctx, n, n.args[0], None if dim is None else [dim], _arg(n, 2, "keepdim", False), "argmax")
 
     @lowering(aten.linalg_vector_norm.default)
     def vector_norm(ctx, n):

@@ -1,8 +1,8 @@
 """The op table's indexed ops (aten.py merges this table into its own): torch.gather and
-torch.scatter of a value along an axis, the gather and scatter of mixture-of-experts
-routing (a router's weights at its top-k ids, DeepSeek's group-limited mask
-`zeros_like(s).scatter_(1, group_idx, 1)`, an indexer's mask), as the classes take_along
-and put_along. The index is read as integer ids; one outside the axis is refused where
+torch.scatter (of a value or a source) along an axis, the gather and scatter of
+mixture-of-experts routing (a router's weights at its top-k ids, DeepSeek's group-limited
+mask `zeros_like(s).scatter_(1, group_idx, 1)`, an indexer's mask, Llama 4's scores put
+into −inf), as the classes take_along and put_along. The index is read as integer ids; one outside the axis is refused where
 the program runs (runtime/semantics.py), since it is computed.
 """
 
@@ -37,4 +37,11 @@ def table(aten) -> dict:
             ctx.unsupported(n, "a scatter of a tensor value (put_along puts a number)")
         ctx.emit(n, Ops.PUT_ALONG, [x, index], axis=along(ctx, n, x, dim, index), value=repr(float(value)))
 
-    return {aten.gather.default: gather, aten.scatter.value: scatter_value}
+    def scatter_source(ctx, n):
+        """x with src[i] at index[i] along `dim`: put_along with a source."""
+        x, dim, index, source = n.args[:4]
+        if n.kwargs.get("reduce") is not None:
+            ctx.unsupported(n, f"a scatter that reduces ({n.kwargs['reduce']}; put_along replaces)")
+        ctx.emit(n, Ops.PUT_ALONG, [x, index, source], axis=along(ctx, n, x, dim, index))
+
+    return {aten.gather.default: gather, aten.scatter.value: scatter_value, aten.scatter.src: scatter_source}

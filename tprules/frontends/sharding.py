@@ -260,17 +260,18 @@ def take_rows(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 
 def along(attrs, ins, shapes, out, tp, **_) -> Placement:
-    """take_along, put_along: x and the index placed alike, on axes where they are the same
-    size, and neither split on the axis the index picks along; the result placed so too."""
-    x, index = ins
+    """take_along, put_along: x, the index (and put_along's source) placed alike, on axes
+    where they are the same size, none split on the axis the index picks along; the result
+    placed so too."""
     axis = int(attrs["axis"]) % len(shapes[0])
-    if isinstance(x, Replicate) and isinstance(index, Replicate):
+    if all(isinstance(p, Replicate) for p in ins):
         return REPLICATE
-    if isinstance(x, Shard) and x == index and axis not in x.axes() \
-            and all(shapes[0][a] == shapes[1][a] for a in x.axes()):
+    x = ins[0]
+    if isinstance(x, Shard) and all(p == x for p in ins) and axis not in x.axes() \
+            and all(len({s[a] for s in shapes}) == 1 for a in x.axes()):
         return x
-    raise NotShardable(f"x placed {x} and its index placed {index} along axis {axis} (they must be placed alike, "
-                       "neither split on that axis)")
+    raise NotShardable(f"x, its index (and source) placed {', '.join(map(str, ins))} along axis {axis} (they must "
+                       "be placed alike, none split on that axis)")
 
 
 def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
@@ -324,6 +325,17 @@ def partial_through(cls: str, ins) -> bool:
 
 def rule(cls: str):
     return RULES.get(cls, elementwise)
+
+
+# Besides the elementwise classes, those whose operands are cut alike on every axis but one
+# (a cat's, a gather's or scatter's along its axis): a replicated operand as wide as a split
+# one there may be each chip's own block of it (tp.py's local slices, no communication).
+BLOCKWISE = (Ops.CAT, Ops.TAKE_ALONG, Ops.PUT_ALONG)
+
+
+def reads_local_blocks(cls: str) -> bool:
+    """Whether a statement of `cls` may read each chip's block of a replicated operand."""
+    return rule(cls) is elementwise or cls in BLOCKWISE
 
 
 __all__ = ["NotShardable", "PARTIAL_THROUGH", "Partial", "RULES", "rule"]
