@@ -91,7 +91,10 @@ CASES = {
     "complex_rotary": (_complex_rotary, "sub"),
     "causal_conv": (_causal_conv, "conv1d"),
     "grouped_conv": (_grouped_conv, "conv1d"),
-    # routing: a max's index, a gather at the top-k, a scatter of a value or a source
+    # routing: a max's index, a gather at the top-k, a scatter of a value or a source, a clamp to a tensor
+    "clamp_to_tensor": (lambda m, x: x.abs().clamp(min=x.amax(-1, keepdim=True) * 0.5), "minimum"),
+    "clamp_between_tensors": (lambda m, x: x.clamp(x.mean(0), x.amax(0) * 0.5), "minimum"),
+    "maximum": (lambda m, x: torch.maximum(x, x.mean(-1, keepdim=True)), "minimum"),
     "argmax_kept": (lambda m, x: x.max(dim=-1, keepdim=True).indices.float() + x, "topk_indices"),
     "argmax_middle": (lambda m, x: x.argmax(dim=1).float(), "topk_indices"),
     "argmax_flat": (lambda m, x: x.argmax().float() * x, "topk_indices"),

@@ -378,6 +378,31 @@ def _more(aten):
         bounds = {k: repr(float(v)) for k, v in (("min", lo), ("max", hi)) if v is not None}
         ctx.alias(n, x) if not bounds else ctx.emit(n, "clamp", [x], **bounds)
 
+    @lowering(aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor, aten.maximum.default)
+    def clamp_tensor(ctx, n):
+        """A clamp to tensor bounds (phimoe's router), a maximum: max(x, lo) as −minimum(−x, −lo),
+        then minimum with hi; NaN where either operand is NaN, as torch's."""
+        x = n.args[0]
+        if n.target == aten.clamp_max.Tensor:
+            lo, hi = None, _arg(n, 1, "max")
+        elif n.target == aten.clamp.Tensor:
+            lo, hi = _arg(n, 1, "min"), _arg(n, 2, "max")
+        else:
+            lo, hi = n.args[1], None
+        if not all(b is None or ctx.is_tensor(b) for b in (lo, hi)):
+            ctx.unsupported(n, "a clamp to a tensor and a number (imported: tensors or numbers, not both)")
+        if lo is None and hi is None:
+            return ctx.alias(n, x)
+        v = x
+        if lo is not None:
+            wide = tuple(np.broadcast_shapes(ctx.shape(x), ctx.shape(lo)))
+            minus = [ctx.part(n, f"neg{i}", "neg", [t], ctx.shape(t)) for i, t in enumerate((x, lo))]
+            v = ctx.part(n, "lower", "minimum", minus, wide)
+            if hi is None:
+                return ctx.emit(n, "neg", [v])
+            v = ctx.part(n, "low", "neg", [v], wide)
+        ctx.emit(n, "minimum", [v, hi])
+
     @lowering(aten.amax.default)
     def amax(ctx, n):
         _over_axes(ctx, n, n.args[0], _arg(n, 1, "dim", []), _arg(n, 2, "keepdim", False), "amax")
