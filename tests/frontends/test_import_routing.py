@@ -16,14 +16,13 @@ from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
 from .test_import_moe import facts
-from .tiny import make_model
+from .tiny import GROUP_ROUTING, make_model
 
 pytest.importorskip("transformers")
 
 # model type → its tiny config's own fields
 ROUTERS = {
-    "glm4_moe": dict(n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2, moe_intermediate_size=32,
-                     first_k_dense_replace=0, n_shared_experts=1),
+    "glm4_moe": GROUP_ROUTING,
     "llama4_text": dict(num_local_experts=4, num_experts_per_tok=1, intermediate_size_mlp=128, moe_layers=[0]),
 }
 
