@@ -207,3 +207,23 @@ def test_an_id_out_of_range_is_one_line_at_the_statement(tmp_path, cli, cls):
     bad = "id 4 at [0, 1] lies outside 0..3" if cls != "take_rows" else "id -1 at [1] lies outside 0..3"
     assert (status, out) == (2, "")
     assert err == f"{folder}/op.facts:2: ill-formed: pick ({cls}) reads ids ids: {bad} (the 4 positions it indexes)\n"
+
+
+def test_a_scatter_costs_a_comparison_and_a_select_per_tap(tmp_path):
+    """The cost model's put_along: 2 operations (a comparison, a select) per entry of the
+    index's window, at every element."""
+    from tprules.codegen import lower
+    from tprules.codegen.cost import estimate
+    from tprules.planner.plan import Group
+
+    counts = {}
+    for k in (1, 3):
+        b = ProgramBuilder(chips=1)
+        x = b.tensor("x", [4, 6], spine=True)
+        index = b.tensor("index", [4, k], "i64", spine=True)
+        put = _s(b, "put", "put_along", [_s(b, "e", "exp", [x], [4, 6]), index], [4, 6], axis=1, value="1.0")
+        _s(b, "out", "take_along", [put, index], [4, k], axis=1)
+        prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / f"k{k}")))
+        kernel = lower(Group("g", ("e", "put"), "spine"), prog)
+        counts[k] = estimate(kernel).ops
+    assert counts[3] - counts[1] == 4 * 6 * 2 * (3 - 1)

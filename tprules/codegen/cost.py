@@ -224,17 +224,13 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
             for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
                 walk(a)
         elif isinstance(e, (Window, PutAlong)):
-            # per tap a multiply-add (conv1d) or a comparison and a select (put_along), what the tap
-            # reads (conv1d's input, put_along's index and source) computed again at every tap
-            conv = isinstance(e, Window)
-            tapped = [e.x] if conv else [e.index] + ([e.source] if e.source is not None else [])
-            ops += 2 * e.taps + (e.bias is not None if conv else 0)
-            inner = _evaluate(tapped, 1)
+            # per tap a multiply-add (conv1d) or a comparison and a select (put_along); what a tap
+            # reads (conv1d's input, put_along's index and source) is computed again at every tap
+            ops += 2 * e.taps + (isinstance(e, Window) and e.bias is not None)
+            inner = _evaluate(list(e.tapped), 1)
             ops += inner.ops * (e.taps - 1)
             transcendental += inner.transcendental * (e.taps - 1)
-            extra = (e.bias,) if conv else (e.source,)
-            children = ((e.x, e.w) if conv else (e.x, e.index)) + tuple(a for a in extra if a is not None)
-            for a in children:
+            for a in e.operands:
                 walk(a)
         elif isinstance(e, (Transpose, Quant)):
             ops += isinstance(e, Quant) * 8  # a rounding to int8 is a handful of operations

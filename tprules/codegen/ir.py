@@ -127,6 +127,15 @@ class Window:
     def taps(self) -> int:
         return self.w.shape[1] * self.w.shape[2]
 
+    @property
+    def tapped(self) -> tuple["Expr", ...]:
+        """What each tap reads (computed again at every tap)."""
+        return (self.x,)
+
+    @property
+    def operands(self) -> tuple["Expr", ...]:
+        return (self.x, self.w) + ((self.bias,) if self.bias is not None else ())
+
 
 @dataclass(frozen=True)
 class PutAlong:
@@ -145,6 +154,14 @@ class PutAlong:
     @property
     def taps(self) -> int:
         return self.index.shape[self.axis]
+
+    @property
+    def tapped(self) -> tuple["Expr", ...]:
+        return (self.index,) + ((self.source,) if self.source is not None else ())
+
+    @property
+    def operands(self) -> tuple["Expr", ...]:
+        return (self.x,) + self.tapped
 
 
 Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window, PutAlong]

@@ -9,7 +9,8 @@ module path, and what is missing.
         ...
 
 lower.py walks the traced graph in order and calls the table for every node that depends
-on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...).
+on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...). The
+indexed ops (gather, scatter) are aten_indexed.py's table, merged into this one.
 """
 
 from __future__ import annotations
