@@ -166,3 +166,33 @@ def test_a_write_of_a_replicated_key_beside_split_heads_reads_each_chip_s_block(
     assert {o: (a["axis"], a["start"], a["end"]) for o, a in slices.items()} == \
         {"block_rot_0@0": ("2", "0", "2"), "block_rot_0@1": ("2", "2", "4")}
     assert ("h@1", 1, "rot_block_2x2@1") in facts["reads"]
+
+
+def test_a_view_shared_with_a_split_input_module_is_whole_again_outside_it():
+    # qwen4_exp's hyper-connection: one view of the normed input feeds both a rowwise_split_input
+    # projection (so the view is each chip's slice) and a sibling projection outside that
+    # module, which needs the whole view: it is computed again on the spine from the input.
+    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.styles import style
+    from tprules.frontends.tp import Sharder
+
+    g = Graph()
+    g.add_value(Value("x", (1, 4, 8), "f32", "input"))
+    g.add_value(Value("wd", (6, 8), "f32", "weight", "hc.down"))
+    g.add_value(Value("wi", (2, 8), "f32", "weight", "hc.inject"))
+    for name, shape, module in (("h", (1, 4, 8), "hc"), ("v", (4, 8), "hc.down"), ("d", (4, 6), "hc.down"),
+                                ("i", (4, 2), "hc.inject")):
+        g.add_value(Value(name, shape, "f32", "activation", module))
+    g.add_value(Value(OUTPUT, (4, 6), "f32", "activation", "hc"))
+    g.stmts += [Stmt("h", "tanh", ("x",), "h", (), "hc", "aten.tanh.default"),
+                Stmt("v", "reshape", ("h",), "v", (), "hc.down", "aten.view.default"),
+                Stmt("d", "matmul", ("v", "wd"), "d", (("transpose_b", "1"),), "hc.down", "aten.mm.default"),
+                Stmt("i", "matmul", ("v", "wi"), "i", (("transpose_b", "1"),), "hc.inject", "aten.mm.default"),
+                Stmt("out", "add", ("d", "i"), OUTPUT, (), "hc", "aten.add.Tensor")]
+    styles = {"hc.down": "rowwise_split_input"}
+    tpp = Sharder(g, 2, "Tiny", lambda path: style(styles[path]) if path in styles else None).run(
+        {"wd": S((plain(1, 2, 8),))})
+    facts = tpp.builder.facts
+    assert ("v_whole", "reshape") in facts["op"] and str(tpp.placement["v_whole"]) == "Replicate"
+    assert ("v_whole", 0, "h") in facts["reads"] and ("i", 0, "v_whole") in facts["reads"]
+    assert ("v@0", 0, "h_split@0") in facts["reads"]  # the split module reads its slice

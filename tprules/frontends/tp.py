@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import ops
 from ..ops import Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
@@ -54,6 +55,8 @@ class TPProgram:
 
 
 EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
+# Statements cheap to compute again on the spine for a reader outside a split-input module
+REPEATABLE = (ops.LAYOUT - {Ops.TRANSPOSE}) | ops.ELEMENTWISE
 
 
 def check_experts(source) -> None:
@@ -130,6 +133,7 @@ class Sharder:
         self.folds: dict[str, str] = {}  # partial value → its fold statement
         self.splits: dict[str, str] = {}  # replicated value → its per-chip slices (rowwise_split_input)
         self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
+        self.writers = {st.writes: st for st in graph.stmts}
         self._styled: dict[str, list[tuple[str, Style]]] = {}
 
     def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
@@ -308,11 +312,47 @@ class Sharder:
 
     # -- statements -------------------------------------------------------------------
 
+    def _outside(self, value: str, reader: str) -> str:
+        """A value split only because it was computed inside a module whose style splits its
+        input (rowwise_split_input), read by a statement outside that module (the lowering
+        shares one view of a hidden state between the module's projection and a sibling's):
+        its whole value, the layout and elementwise statements from the replicated input
+        computed again on the spine. Else the value itself (the rule says what it needs)."""
+        v = self.g.values[value]
+        if not isinstance(self.place.get(value), Shard) or v.role != "activation":
+            return value
+        if not any(s.split_input and not _under(reader, prefix) for prefix, s in self.styled(v.module)):
+            return value
+        return self._whole(value) or value
+
+    def _whole(self, value: str) -> str | None:
+        """The replicated twin of a value computed from replicated values by layout and
+        elementwise statements alone, written on the spine where it is not; else None."""
+        if isinstance(self.place[value], Replicate):
+            return value
+        key = f"{value}_whole"
+        if key in self.splits:
+            return self.splits[key]
+        st = self.writers.get(value)
+        if st is None or st.cls not in REPEATABLE:
+            return None
+        reads = [self._whole(r) for r in st.reads]
+        if None in reads:
+            return None
+        v = self.g.values[value]
+        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", st.module)
+        self.place[key] = REPLICATE
+        self._declare(self.g.values[key])
+        self.b.stmt(f"{st.name}_whole", st.cls, reads, key, **dict(st.attrs), module=st.module or "(top)",
+                    aten=st.aten)
+        self.splits[key] = key
+        return key
+
     def _statement(self, st: Stmt) -> None:
         module = st.module or ""
         for r in st.reads:
             self._leaving(r, module)
-        reads = [self._entering(r, module) for r in st.reads]
+        reads = [self._entering(self._outside(r, module), module) for r in st.reads]
         keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
         for r in reads:
             if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
