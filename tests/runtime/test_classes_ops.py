@@ -227,3 +227,10 @@ def test_a_scatter_costs_a_comparison_and_a_select_per_tap(tmp_path):
         kernel = lower(Group("g", ("e", "put"), "spine"), prog)
         counts[k] = estimate(kernel).ops
     assert counts[3] - counts[1] == 4 * 6 * 2 * (3 - 1)
+
+
+def test_group_limited_routing_is_one_kernel_where_the_shim_fuses_its_classes(programs):
+    """Every shim answers take_along and put_along `fused`: the planner puts the 13 statements
+    of DeepSeek's routing into one group, one kernel (four row stages, then the gather)."""
+    report = execute(Workspace(programs["group_routing"]), device="cpu")
+    assert report.ok and report.groups == 1 and report.kinds == {"row+row+row+row+pointwise": 1}
