@@ -7,7 +7,8 @@ transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value hea
 vocabulary 128; when that does not build, the mixture-of-experts fields too: 4 experts,
 top-2, expert width 32; then the multi-head latent attention fields, and a rotary of 8;
 each try with the small state-space, linear-attention and latent-attention fields of FITTED
-that its config defines), a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
+that its config defines; a matrix its init leaves all zeros, a router's gate, drawn instead),
+a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
 the logits of tprules' reference executor (and, with --device, of the fused program on
 that device) against torch's forward. Prints a Markdown
 table (the README's coverage table), a count per result and per refusal, and writes it as JSON.
@@ -101,6 +102,7 @@ def tiny_model(model_type: str, folder: Path) -> None:
         config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config).eval()
+        drawn(model, config)
         model.save_pretrained(folder)
         # the tiny config must make a model whose own forward runs, as the importer calls it
         model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager",
@@ -115,6 +117,19 @@ def tiny_model(model_type: str, folder: Path) -> None:
         except Exception:  # noqa: BLE001 - transformers raises many kinds; the last one is the row's reason
             if n == len(tries) - 1:
                 raise
+
+
+def drawn(model, config) -> None:
+    """Weights the model's own init sets to zeros (a router's gate, as afmoe's) drawn like the
+    others: a zero router ties every expert, and torch's top-k breaks ties in no documented
+    order, so the experts it picks would say nothing about the program."""
+    import torch
+
+    std = getattr(config, "initializer_range", None) or 0.02
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim >= 2 and not p.any():
+                p.normal_(0.0, std)
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:

@@ -2,7 +2,8 @@
 `tprules compile`'s code): every example unfused, as planned (our tiles, and split around a
 library's gemm) and its hand-made fused groups (tests/data/compile/groups.json: every stage
 kind in its fused forms); a tiny imported Llama, Qwen2 and Gemma at TP 4, the same ways; and what issues 21 and 22 added: a
-tiny Mixtral (top-k routing, experts' rows by id) and a tiny Bamba (a Mamba layer's conv1d) at TP 2."""
+tiny Mixtral (top-k routing, experts' rows by id), a tiny Bamba (a Mamba layer's conv1d) and a tiny GLM-4-MoE
+(group-limited routing: a scatter of the groups' mask, a gather of the router's weights) at TP 2."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import json
 
 import pytest
 
-from tests.frontends.tiny import MAMBA, MUST_WORK, make_model
+from tests.frontends.tiny import GROUP_ROUTING, MAMBA, MUST_WORK, make_model
 
 from .conftest import ARCHES, ROOT, python
 
 EXAMPLES = sorted(p.name for p in (ROOT / "facts").iterdir() if (p / "op.facts").exists())
 # model type → (its tiny config's own fields, TP)
-IMPORTS = {**{m: ({}, 4) for m in MUST_WORK}, "mixtral": ({}, 2), "bamba": (MAMBA, 2)}
+IMPORTS = {**{m: ({}, 4) for m in MUST_WORK}, "mixtral": ({}, 2), "bamba": (MAMBA, 2), "glm4_moe": (GROUP_ROUTING, 2)}
 PROGRAMS = EXAMPLES + [f"hf-{m}-tp{tp}" for m, (_, tp) in IMPORTS.items()]
 
 

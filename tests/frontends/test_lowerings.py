@@ -92,6 +92,20 @@ CASES = {
     "complex_rotary": (_complex_rotary, "sub"),
     "causal_conv": (_causal_conv, "conv1d"),
     "grouped_conv": (_grouped_conv, "conv1d"),
+    # routing: a max's index, a gather at the top-k, a scatter of a value or a source, a clamp to a tensor
+    "clamp_to_tensor": (lambda m, x: x.abs().clamp(min=x.amax(-1, keepdim=True) * 0.5), "minimum"),
+    "clamp_between_tensors": (lambda m, x: x.clamp(x.mean(0), x.amax(0) * 0.5), "minimum"),
+    "maximum": (lambda m, x: torch.maximum(x, x.mean(-1, keepdim=True)), "minimum"),
+    "argmax_kept": (lambda m, x: x.max(dim=-1, keepdim=True).indices.float() + x, "topk_indices"),
+    "argmax_middle": (lambda m, x: x.argmax(dim=1).float(), "topk_indices"),
+    "argmax_flat": (lambda m, x: x.argmax().float() * x, "topk_indices"),
+    "gather_top_k": (lambda m, x: x.softmax(-1).gather(2, x.topk(2, dim=-1).indices), "take_along"),
+    "gather_first_axis": (lambda m, x: x.gather(0, x.argmax(dim=0, keepdim=True)[..., :4]) * 2, "take_along"),
+    "scatter_value": (lambda m, x: torch.zeros_like(x).scatter(2, x.topk(2, dim=-1).indices, 1.0) * x, "put_along"),
+    "scatter_source": (lambda m, x: torch.full_like(x, -torch.inf).scatter(2, x.topk(2, dim=-1).indices,
+                                                                            x.exp()).sigmoid(), "put_along"),
+    "scatter_middle": (lambda m, x: torch.zeros_like(x).scatter(1, x.argmax(dim=1, keepdim=True), x.exp()) + x,
+                       "put_along"),
 }
 
 
@@ -140,10 +154,13 @@ def test_a_slice_write_out_of_bounds_is_one_line():
     assert "\n" not in text and "aten.slice_scatter.default" in text and "out of bounds" in text
 
 
-def test_the_indices_of_a_max_are_refused_in_one_line():
+def test_a_scatter_that_reduces_is_refused_in_one_line():
+    def fn(m, x):
+        return torch.zeros_like(x).scatter(2, x.topk(2, dim=-1).indices, x, reduce="add")
+
     with pytest.raises(ImportFailed) as err:
-        lower_module(Fn(lambda m, x: x.max(dim=-1).indices.float()), torch.randn(2, 3, 5))
-    assert "\n" not in str(err.value) and "argmax" in str(err.value)
+        lower_module(Fn(fn), torch.randn(2, 3, 5))
+    assert "\n" not in str(err.value) and "aten.scatter" in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize("conv, words", [

@@ -37,6 +37,12 @@ CASES = {
     "bmm over split heads": ("bmm", {}, [S((plain(0, 2, 4),))] * 2, [(4, 8, 16), (4, 16, 8)], (4, 8, 8), 2,
                              S((plain(0, 2, 4),))),
     "softmax of split rows": ("softmax", {}, [S((plain(1, 2, 4),))], [(1, 4, 8, 8)], (1, 4, 8, 8), 2, S((plain(1, 2, 4),))),
+    "a gather along an axis that is not split": ("take_along", {"axis": "1"}, [S((plain(0, 2, 8),))] * 2,
+                                                 [(8, 6), (8, 2)], (8, 2), 2, S((plain(0, 2, 8),))),
+    "routing's scatter on the spine": ("put_along", {"axis": "1", "value": "1"}, [REPLICATE] * 2, [(8, 4), (8, 2)],
+                                       (8, 4), 2, REPLICATE),
+    "a scatter of a source placed alike": ("put_along", {"axis": "-1"}, [S((plain(0, 2, 8),))] * 3,
+                                           [(8, 4), (8, 2), (8, 2)], (8, 4), 2, S((plain(0, 2, 8),))),
 }
 
 
@@ -56,6 +62,10 @@ REFUSED = {
                                     "vocabulary-parallel"),
     "heads split differently": ("bmm", {}, [S((plain(0, 2, 4),)), S((plain(0, 4, 4),))], [(4, 8, 16), (4, 16, 8)],
                                 (4, 8, 8), 4, "split differently"),
+    "a gather along its split axis": ("take_along", {"axis": "1"}, [S((plain(1, 2, 6),))] * 2, [(8, 6), (8, 6)],
+                                      (8, 6), 2, "none split on that axis"),
+    "a scatter whose index lives elsewhere": ("put_along", {"axis": "1", "value": "1"}, [S((plain(0, 2, 8),)), REPLICATE],
+                                              [(8, 4), (8, 2)], (8, 4), 2, "placed alike"),
 }
 
 
@@ -162,3 +172,63 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
     got = reference(prog, program_inputs(prog)).get(OUTPUT)
     np.testing.assert_allclose(got, x.reshape(2, 8) @ (wa + wb).T, rtol=1e-5)
+
+
+def test_a_write_of_a_replicated_key_beside_split_heads_reads_each_chip_s_block():
+    # MLA's key (deepseek_v2): the heads' own keys, split by head, and the one rotary key
+    # expanded over every head (replicated), written side by side (a cat on the last axis):
+    # each chip writes its heads' block of the rotary key (a slice, no communication).
+    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.styles import style
+    from tprules.frontends.tp import Sharder
+
+    g = Graph()
+    g.add_value(Value("x", (4, 8), "f32", "input"))
+    g.add_value(Value("w", (16, 8), "f32", "weight", "attn.kv_b_proj"))
+    g.add_value(Value("rot", (1, 4, 4, 2), "f32", "weight", "attn"))
+    for name, shape in (("kv", (4, 16)), ("k", (1, 4, 4, 4)), ("h", (1, 4, 4, 6))):
+        g.add_value(Value(name, shape, "f32", "activation", "attn"))
+    g.add_value(Value(OUTPUT, (1, 4, 4, 6), "f32", "activation", "attn"))
+    g.stmts += [Stmt("kv", "matmul", ("x", "w"), "kv", (("transpose_b", "1"),), "attn.kv_b_proj", "aten.mm.default"),
+                Stmt("k", "reshape", ("kv",), "k", (), "attn", "aten.view.default"),
+                Stmt("h", "cat", ("k", "rot"), "h", (("axis", "3"),), "attn", "aten.slice_scatter.default"),
+                Stmt("out", "scale", ("h",), OUTPUT, (("factor", "2.0"),), "attn", "aten.mul.Tensor")]
+    styles = {"attn.kv_b_proj": "colwise", "attn": "colwise_gather_output"}
+    tpp = Sharder(g, 2, "Tiny", lambda path: style(styles[path]) if path in styles else None).run(
+        {"w": S((plain(0, 2, 16),))})
+    facts = tpp.builder.facts
+    assert str(tpp.placement["h"]) == "Shard(axis 2 in 2)"  # [batch, sequence, heads, key]
+    slices = {o: dict((k, v) for s, k, v in facts["attr"] if s == o) for o, c in facts["op"] if o.startswith("block_")}
+    assert {o: (a["axis"], a["start"], a["end"]) for o, a in slices.items()} == \
+        {"block_rot_0@0": ("2", "0", "2"), "block_rot_0@1": ("2", "2", "4")}
+    assert ("h@1", 1, "rot_block_2x2@1") in facts["reads"]
+
+
+def test_a_view_shared_with_a_split_input_module_is_whole_again_outside_it():
+    # qwen4_exp's hyper-connection: one view of the normed input feeds both a rowwise_split_input
+    # projection (so the view is each chip's slice) and a sibling projection outside that
+    # module, which needs the whole view: it is computed again on the spine from the input.
+    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.styles import style
+    from tprules.frontends.tp import Sharder
+
+    g = Graph()
+    g.add_value(Value("x", (1, 4, 8), "f32", "input"))
+    g.add_value(Value("wd", (6, 8), "f32", "weight", "hc.down"))
+    g.add_value(Value("wi", (2, 8), "f32", "weight", "hc.inject"))
+    for name, shape, module in (("h", (1, 4, 8), "hc"), ("v", (4, 8), "hc.down"), ("d", (4, 6), "hc.down"),
+                                ("i", (4, 2), "hc.inject")):
+        g.add_value(Value(name, shape, "f32", "activation", module))
+    g.add_value(Value(OUTPUT, (4, 6), "f32", "activation", "hc"))
+    g.stmts += [Stmt("h", "tanh", ("x",), "h", (), "hc", "aten.tanh.default"),
+                Stmt("v", "reshape", ("h",), "v", (), "hc.down", "aten.view.default"),
+                Stmt("d", "matmul", ("v", "wd"), "d", (("transpose_b", "1"),), "hc.down", "aten.mm.default"),
+                Stmt("i", "matmul", ("v", "wi"), "i", (("transpose_b", "1"),), "hc.inject", "aten.mm.default"),
+                Stmt("out", "add", ("d", "i"), OUTPUT, (), "hc", "aten.add.Tensor")]
+    styles = {"hc.down": "rowwise_split_input"}
+    tpp = Sharder(g, 2, "Tiny", lambda path: style(styles[path]) if path in styles else None).run(
+        {"wd": S((plain(1, 2, 8),))})
+    facts = tpp.builder.facts
+    assert ("v_whole", "reshape") in facts["op"] and str(tpp.placement["v_whole"]) == "Replicate"
+    assert ("v_whole", 0, "h") in facts["reads"] and ("i", 0, "v_whole") in facts["reads"]
+    assert ("v@0", 0, "h_split@0") in facts["reads"]  # the split module reads its slice

@@ -17,6 +17,12 @@ MUST_WORK_STYLES = ("mixtral", "qwen3_moe", "olmo2", "phi3", "gpt_neox")
 MOE = dict(num_local_experts=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 
 
+# A tiny GLM-4-MoE's DeepSeek-V3 routing: 4 groups of 2 experts, the top 2 groups, top-2
+# experts among theirs (a scatter of the groups' mask, a gather of the router's weights).
+GROUP_ROUTING = dict(n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2, moe_intermediate_size=32,
+                     first_k_dense_replace=0, n_shared_experts=1)
+
+
 # A tiny Bamba's Mamba fields (a Mamba mixer in layer 0, attention in layer 1).
 MAMBA = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=4, mamba_n_groups=1,
              attn_layer_indices=[1])

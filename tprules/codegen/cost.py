@@ -36,6 +36,7 @@ from .ir import (
     MatmulStage,
     Op,
     Pointwise,
+    PutAlong,
     Quant,
     Remap,
     RowOut,
@@ -262,12 +263,14 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
             ops += 1
             for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
                 walk(a)
-        elif isinstance(e, Window):  # a multiply-add per tap; the operand is computed again at every tap
-            ops += 2 * e.taps + (e.bias is not None)
-            inner = _evaluate([e.x], 1)
+        elif isinstance(e, (Window, PutAlong)):
+            # per tap a multiply-add (conv1d) or a comparison and a select (put_along); what a tap
+            # reads (conv1d's input, put_along's index and source) is computed again at every tap
+            ops += 2 * e.taps + (isinstance(e, Window) and e.bias is not None)
+            inner = _evaluate(list(e.tapped), 1)
             ops += inner.ops * (e.taps - 1)
             transcendental += inner.transcendental * (e.taps - 1)
-            for a in (e.x, e.w) + ((e.bias,) if e.bias is not None else ()):
+            for a in e.operands:
                 walk(a)
         elif isinstance(e, (Transpose, Quant)):
             ops += isinstance(e, Quant) * 8  # a rounding to int8 is a handful of operations

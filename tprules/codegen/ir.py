@@ -99,13 +99,15 @@ class Concat:
 class Gather:
     """`embedding`, `take_rows`: row ids[lead] of `table`, at the other indices; with an `offset` (a
     vocabulary-parallel slice of the table) row ids[lead] - offset, and zero where that
-    row lies outside the table."""
+    row lies outside the table. `take_along` (an `axis`): table at the index itself, its
+    `axis` index replaced by ids at the index."""
 
     table: "Expr"
     ids: "Expr"
     shape: Shape
     dtype: str
     offset: int | None = None
+    axis: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,44 @@ class Window:
     def taps(self) -> int:
         return self.w.shape[1] * self.w.shape[2]
 
+    @property
+    def tapped(self) -> tuple["Expr", ...]:
+        """What each tap reads (computed again at every tap)."""
+        return (self.x,)
 
-Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window]
+    @property
+    def operands(self) -> tuple["Expr", ...]:
+        return (self.x, self.w) + ((self.bias,) if self.bias is not None else ())
+
+
+@dataclass(frozen=True)
+class PutAlong:
+    """`put_along`: at an index, `value` (or `source` at the entry) where an entry of `index`'s
+    window along `axis` (the index itself, that axis running over the index's size) names
+    it, the last such entry winning; else x there (codegen/window.py)."""
+
+    x: "Expr"
+    index: "Expr"
+    source: "Expr | None"
+    axis: int
+    value: float | None
+    shape: Shape
+    dtype: str
+
+    @property
+    def taps(self) -> int:
+        return self.index.shape[self.axis]
+
+    @property
+    def tapped(self) -> tuple["Expr", ...]:
+        return (self.index,) + ((self.source,) if self.source is not None else ())
+
+    @property
+    def operands(self) -> tuple["Expr", ...]:
+        return (self.x,) + self.tapped
+
+
+Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window, PutAlong]
 
 
 # -- stages ------------------------------------------------------------------------------

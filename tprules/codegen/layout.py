@@ -10,7 +10,9 @@ evaluated where it is read, by mapping the reader's index to the operand's.
 - cat: the operand whose range holds the index on the axis, read at the offset index;
 - embedding: row ids[lead] of the table, at the last index (less `offset`, zero outside
   the table, for a vocabulary-parallel slice);
-- take_rows: row ids[lead] of a table of any rank, at the result's other indices.
+- take_rows: row ids[lead] of a table of any rank, at the result's other indices;
+- take_along: the operand at the result's index, its `axis` index replaced by the id
+  there (torch's gather).
 The ids are integers from the buffer to the subscript (`Scope.index`): layout classes over
 them map indices and carry the stored integers, never a float32 copy.
 """
@@ -43,6 +45,8 @@ LOWERINGS = ops.require({
     Ops.EMBEDDING: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype,
                                                         None if s.attr("offset") is None else int(s.attr("offset"))),
     Ops.TAKE_ROWS: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype),
+    Ops.TAKE_ALONG: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype,
+                                                         axis=int(s.attr("axis")) % len(shape)),
 }, ops.LAYOUT - {Ops.TRANSPOSE}, "codegen's layout lowerings")  # a transpose is a stage's flip (lower.py)
 
 
@@ -58,6 +62,10 @@ def at(scope, e, idx: tuple[str, ...], integer: bool = False) -> str:
     float32, or with `integer` the operand's stored integer (`Scope.index`)."""
     src = scope.src
     read = scope.index if integer else scope.at
+    if isinstance(e, Gather) and e.axis is not None:
+        at_id = list(idx)
+        at_id[e.axis] = scope.index(e.ids, idx)  # an integer from the ids' buffer to here
+        return read(e.table, tuple(at_id))
     if isinstance(e, Gather):
         lead = len(e.ids.shape)  # the ids' axes lead the result's; the table's other axes follow
         ids = scope.index(e.ids, idx[:lead])  # an integer from the ids' buffer to here

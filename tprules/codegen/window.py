@@ -4,16 +4,22 @@ the window in the kernel's source, each reading the operand at the tap's index i
 of its own, so what one tap computes never leaks into another (or past a tap outside x).
 
 - conv1d: for each channel i of the output channel's group and each offset k, the input at
-  t + k − padding when it lies in the sequence, times w[o, i, k]; then the bias.
+  t + k − padding when it lies in the sequence, times w[o, i, k]; then the bias;
+- put_along: x at the result's index, then for each position j of the index's axis in
+  order, the id at the result's index with that axis at j: where it equals the result's own
+  index on the axis, the value (or the source there) replaces it, so the last such j wins;
+  outside the index's extent on the other axes, x.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from .. import ops
 from ..ops import Ops
-from .ir import Expr, Window
+from .ir import Expr, PutAlong, Window
 
-NODES = (Window,)
+NODES = (Window, PutAlong)
 
 
 def _conv1d(s, args, shape, dtype):
@@ -22,8 +28,14 @@ def _conv1d(s, args, shape, dtype):
     return Window(x, w, bias, int(s.attr("padding")), int(s.attr("groups")), shape, dtype)
 
 
+def _put_along(s, args, shape, dtype):
+    value = s.attr("value")
+    return PutAlong(args[0], args[1], args[2] if len(args) > 2 else None, int(s.attr("axis")) % len(shape),
+                    None if value is None else float(value), shape, dtype)
+
+
 # Each window class's lowering over its operands' expressions
-LOWERINGS = ops.require({Ops.CONV1D: _conv1d}, ops.WINDOW, "codegen's window lowerings")
+LOWERINGS = ops.require({Ops.CONV1D: _conv1d, Ops.PUT_ALONG: _put_along}, ops.WINDOW, "codegen's window lowerings")
 
 
 def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
@@ -31,8 +43,29 @@ def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
     return LOWERINGS[s.cls](s, args, shape, dtype)
 
 
-def at(scope, e: Window, idx: tuple[str, ...]) -> str:
-    """Write the lines that compute `e` at `idx` = (b, o, t) into `scope`; returns the sum."""
+def at(scope, e: Window | PutAlong, idx: tuple[str, ...]) -> str:
+    """Write the lines that compute `e` at `idx` into `scope`; returns the value."""
+    return _put(scope, e, idx) if isinstance(e, PutAlong) else _conv(scope, e, idx)
+
+
+def _put(scope, e: PutAlong, idx: tuple[str, ...]) -> str:
+    """put_along at `idx`: x there, replaced by each entry of the index's window that names idx."""
+    src = scope.src
+    out, j = src.fresh("put"), src.fresh("tap")
+    src.line(f"{out} = {scope.at(e.x, idx)}")
+    inside = [f"{idx[d]} < {n}" for d, n in enumerate(e.index.shape) if d != e.axis and n != e.shape[d]]
+    with src.block(f"if {' and '.join(inside)}:") if inside else nullcontext():
+        with src.block(f"for {j} in range({e.taps}):"):
+            inner = type(scope)(src, acc=scope.acc, row=scope.row)  # a tap's values stay in the tap
+            tap = tuple(j if d == e.axis else i for d, i in enumerate(idx))
+            with src.block(f"if {inner.index(e.index, tap)} == {idx[e.axis]}:"):
+                put = ops.constant(e.value) if e.source is None else inner.at(e.source, tap)
+                src.line(f"{out} = {put}")
+    return out
+
+
+def _conv(scope, e: Window, idx: tuple[str, ...]) -> str:
+    """conv1d at `idx` = (b, o, t): the sum over its taps."""
     src = scope.src
     b, o, t = idx
     length = e.x.shape[2]

@@ -9,7 +9,8 @@ module path, and what is missing.
         ...
 
 lower.py walks the traced graph in order and calls the table for every node that depends
-on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...).
+on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...). The
+indexed ops (gather, scatter) are aten_indexed.py's table, merged into this one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+
+from . import aten_indexed
 
 OPS: dict[object, Callable] = {}
 SKIP: set = set()  # ops that compute nothing (assertions)
@@ -193,10 +196,8 @@ def _table():
                 sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
             start = sum(sizes[:index])
             return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
-        if source.target == aten.max.dim:
-            if index != 0:
-                ctx.unsupported(n, "the indices of a max over an axis (an argmax: no class)")
-            return _over_axes(ctx, n, source.args[0], [_arg(source, 1, "dim")], False, "amax")
+        if source.target == aten.max.dim:  # item 0 the maximum, item 1 its index (an argmax)
+            return _over_axes(ctx, n, source.args[0], [_arg(source, 1, "dim")], False, ("amax", "argmax")[index])
         if source.target == aten.native_layer_norm.default and index == 0:
             return ctx.alias(n, source)
         if source.target == aten.native_layer_norm.default:
@@ -273,7 +274,8 @@ def _arg(n, i: int, key: str, default=None):
 def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
     """A reduction over `dims` of x as the row classes compute it: the reduced axes permuted
     last and merged into one, the row class, then the result's own shape. `reduce` is
-    `amax` (the class), `mean`, or `sum` (a mean times the row's length)."""
+    `amax` (the class), `argmax` (the top-1 index: the first of equal maxima, as torch),
+    `mean`, or `sum` (a mean times the row's length)."""
     from math import prod
 
     shape = ctx.shape(x)
@@ -283,13 +285,16 @@ def _over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
     axes = sorted({d % rank for d in dims}) if dims else list(range(rank))
     keep = [a for a in range(rank) if a not in axes]
     lead, h = [shape[a] for a in keep], prod(shape[a] for a in axes)
-    v = x
+    v, moved = x, ctx.dtype(x)  # the layout parts move x's elements as they are
     if keep + axes != list(range(rank)):
-        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in keep + axes], dims=",".join(map(str, keep + axes)))
+        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in keep + axes], moved,
+                     dims=",".join(map(str, keep + axes)))
     if len(axes) != 1:
-        v = ctx.part(n, "rows", "reshape", [v], lead + [h])
+        v = ctx.part(n, "rows", "reshape", [v], lead + [h], moved)
     if reduce == "amax":
         v = ctx.part(n, "amax", "amax", [v], lead + [1])
+    elif reduce == "argmax":
+        v = ctx.part(n, "argmax", "topk_indices", [v], lead + [1], k=1)
     else:
         v = ctx.part(n, "mean", "mean", [v], lead + [1])
         if h != 1 and reduce == "sum":
@@ -379,6 +384,31 @@ def _more(aten):
         bounds = {k: repr(float(v)) for k, v in (("min", lo), ("max", hi)) if v is not None}
         ctx.alias(n, x) if not bounds else ctx.emit(n, "clamp", [x], **bounds)
 
+    @lowering(aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor, aten.maximum.default)
+    def clamp_tensor(ctx, n):
+        """A clamp to tensor bounds (phimoe's router), a maximum: max(x, lo) as −minimum(−x, −lo),
+        then minimum with hi; NaN where either operand is NaN, as torch's."""
+        x = n.args[0]
+        if n.target == aten.clamp_max.Tensor:
+            lo, hi = None, _arg(n, 1, "max")
+        elif n.target == aten.clamp.Tensor:
+            lo, hi = _arg(n, 1, "min"), _arg(n, 2, "max")
+        else:
+            lo, hi = n.args[1], None
+        if not all(b is None or ctx.is_tensor(b) for b in (lo, hi)):
+            ctx.unsupported(n, "a clamp to a tensor and a number (imported: tensors or numbers, not both)")
+        if lo is None and hi is None:
+            return ctx.alias(n, x)
+        v = x
+        if lo is not None:
+            wide = tuple(np.broadcast_shapes(ctx.shape(x), ctx.shape(lo)))
+            minus = [ctx.part(n, f"neg{i}", "neg", [t], ctx.shape(t)) for i, t in enumerate((x, lo))]
+            v = ctx.part(n, "lower", "minimum", minus, wide)
+            if hi is None:
+                return ctx.emit(n, "neg", [v])
+            v = ctx.part(n, "low", "neg", [v], wide)
+        ctx.emit(n, "minimum", [v, hi])
+
     @lowering(aten.amax.default)
     def amax(ctx, n):
         _over_axes(ctx, n, n.args[0], _arg(n, 1, "dim", []), _arg(n, 2, "keepdim", False), "amax")
@@ -404,7 +434,12 @@ def _more(aten):
 
     @lowering(aten.max.dim)
     def max_dim(ctx, n):
-        pass  # no statement: its values are an amax where a getitem reads them
+        pass  # no statement: its values are an amax, its indices an argmax, where a getitem reads them
+
+    @lowering(aten.argmax.default)
+    def argmax(ctx, n):
+        dim = _arg(n, 1, "dim")
+        _over_axes(ctx, n, n.args[0], None if dim is None else [dim], _arg(n, 2, "keepdim", False), "argmax")
 
     @lowering(aten.linalg_vector_norm.default)
     def vector_norm(ctx, n):
@@ -452,6 +487,7 @@ def _more(aten):
         ctx.alias(n, v)
 
     OPS[aten.convolution.default] = _convolution
+    OPS.update(aten_indexed.table(aten))
     _complex(aten)
 
     @lowering(aten.cumsum.default)

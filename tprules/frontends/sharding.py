@@ -259,6 +259,21 @@ def take_rows(attrs, ins, shapes, out, tp, **_) -> Placement:
     return Shard(tuple(s.moved(s.axis - 1 + lead) for s in table.splits))
 
 
+def along(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """take_along, put_along: x, the index (and put_along's source) placed alike, on axes
+    where they are the same size, none split on the axis the index picks along; the result
+    placed so too."""
+    axis = int(attrs["axis"]) % len(shapes[0])
+    if all(isinstance(p, Replicate) for p in ins):
+        return REPLICATE
+    x = ins[0]
+    if isinstance(x, Shard) and all(p == x for p in ins) and axis not in x.axes() \
+            and all(len({s[a] for s in shapes}) == 1 for a in x.axes()):
+        return x
+    raise NotShardable(f"x, its index (and source) placed {', '.join(map(str, ins))} along axis {axis} (they must "
+                       "be placed alike, none split on that axis)")
+
+
 def embedding(attrs, ins, shapes, out, tp, **_) -> Placement:
     table, ids = ins
     if not isinstance(table, Replicate):
@@ -287,7 +302,7 @@ def conv1d(attrs, ins, shapes, out, tp, **_) -> Placement:
 
 RULES = {Ops.MATMUL: matmul, Ops.CONV1D: conv1d, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
          Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, Ops.TAKE_ROWS: take_rows,
-         **{c: row for c in ops.ROW}}
+         Ops.TAKE_ALONG: along, Ops.PUT_ALONG: along, **{c: row for c in ops.ROW}}
 # Linear in a partial operand (the others replicated): a sum of partials, so taken through
 # where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
 LINEAR = {Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",
@@ -310,6 +325,17 @@ def partial_through(cls: str, ins) -> bool:
 
 def rule(cls: str):
     return RULES.get(cls, elementwise)
+
+
+# Besides the elementwise classes, those whose operands are cut alike on every axis but one
+# (a cat's, a gather's or scatter's along its axis): a replicated operand as wide as a split
+# one there may be each chip's own block of it (tp.py's local slices, no communication).
+BLOCKWISE = (Ops.CAT, Ops.TAKE_ALONG, Ops.PUT_ALONG)
+
+
+def reads_local_blocks(cls: str) -> bool:
+    """Whether a statement of `cls` may read each chip's block of a replicated operand."""
+    return rule(cls) is elementwise or cls in BLOCKWISE
 
 
 __all__ = ["NotShardable", "PARTIAL_THROUGH", "Partial", "RULES", "rule"]

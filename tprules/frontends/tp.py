@@ -24,7 +24,15 @@ from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Stmt, Value
 from .hf import plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
-from .sharding import PARTIAL_THROUGH, NotShardable, _rank_aligned, elementwise, local_attrs, partial_through, rule
+from .sharding import (
+    PARTIAL_THROUGH,
+    NotShardable,
+    _rank_aligned,
+    local_attrs,
+    partial_through,
+    reads_local_blocks,
+    rule,
+)
 from .styles import SPLIT_FACTOR, Style, style
 
 
@@ -286,9 +294,10 @@ class Sharder:
         return key
 
     def _localize(self, reads: list[str], out, module: str) -> list[str]:
-        """An elementwise statement's replicated operands that are as wide as a split one on its
-        split axes: each chip's own block of them (a slice per chip and axis, no communication:
-        DTensor's Replicate → Shard; attention sinks beside split heads)."""
+        """A statement's replicated operands that are as wide as a split one on its split axes
+        (an elementwise one's, a cat's, a gather's: sharding.BLOCKWISE): each chip's own block of
+        them (a slice per chip and axis, no communication: DTensor's Replicate → Shard; attention
+        sinks beside split heads; MLA's shared rotary key written beside the heads' own keys)."""
         shard = next((_rank_aligned(self.place[r], len(out), len(self.g.values[r].shape)) for r in reads
                       if isinstance(self.place[r], Shard)), None)
         if shard is None:
@@ -348,7 +357,7 @@ class Sharder:
             if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
         out = self.g.values[st.writes]
-        if rule(st.cls) is elementwise and not keep:
+        if reads_local_blocks(st.cls) and not keep:
             reads = self._localize(reads, out.shape, module)
         ins = [self.place[r] for r in reads]
         shapes = [self.g.values[r].shape for r in reads]

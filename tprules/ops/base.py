@@ -60,6 +60,9 @@ class Ops(enum.StrEnum):
     AMAX = "amax"
     CONV1D = "conv1d"
     LOG = "log"
+    # MoE routing's gather and scatter (issues 21 and 22)
+    TAKE_ALONG = "take_along"
+    PUT_ALONG = "put_along"
 
 
 KINDS = ("matmul", "elementwise", "row", "layout", "window")
@@ -104,6 +107,9 @@ class OpClass:
     # operands read as integer indices (an embedding's ids): integers from their buffer to
     # the subscript, in the reference and in the kernels (codegen/emit.py `Scope.index`)
     ids: tuple[int, ...] = ()
+    # the ids' range: `bound(attrs, shapes)` is how many positions they index (an id lies in
+    # 0..bound − 1; runtime/semantics.py refuses one outside), None where any id is an answer
+    bound: Callable | None = None
     transcendental: bool = False  # a libm call, not a few instructions (codegen/cost.py)
     spec: bool = False  # one of SPEC §4's seventeen
 

@@ -88,6 +88,41 @@ def _take_rows(attrs, shapes, out):
     return ids + table[1:]
 
 
+def along(attrs, shapes, cls: str) -> int:
+    """The axis of a class that reads x[..] at an index of x's rank along attr `axis` (the
+    index's other axes no longer than x's: torch's gather and scatter); ValueError else."""
+    x, index = shapes
+    if len(x) != len(index) or not x:
+        raise ValueError(f"{cls} reads x and an index of the same rank; got {fmt_shape(x)} and {fmt_shape(index)}")
+    axis = _axis(int(attrs["axis"]), len(x))
+    for d, (a, b) in enumerate(zip(x, index)):
+        if d != axis and b > a:
+            raise ValueError(f"the index {fmt_shape(index)} is longer than x {fmt_shape(x)} on axis {d}")
+    return axis
+
+
+def region(index_shape, axis: int) -> tuple[slice, ...]:
+    """The part of x an index of `index_shape` along `axis` covers: all of the axis, the
+    index's extent on the others."""
+    return tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index_shape))
+
+
+def along_bound(attrs, shapes) -> int:
+    """How many positions an index along attr `axis` picks from: x's size there."""
+    return shapes[0][int(attrs["axis"]) % len(shapes[0])]
+
+
+def _take_along_shape(attrs, shapes, out):
+    along(attrs, shapes, Ops.TAKE_ALONG)
+    return tuple(shapes[1])
+
+
+def _take_along(attrs, x, index):
+    index = np.asarray(index).astype(np.int64)
+    axis = int(attrs["axis"]) % x.ndim
+    return np.take_along_axis(x[region(index.shape, axis)], index, axis)
+
+
 def _embedding_ref(attrs, table, ids):
     ids = np.asarray(ids).astype(np.int64)
     if "offset" not in attrs:
@@ -128,8 +163,14 @@ CLASSES = (
     OpClass(Ops.EMBEDDING, "layout", 2, "0: table[V, H], 1: ids[..] (integers)",
             "table[ids]: rows of the table, [.., H]; with attr `offset` the table is rows offset.. of a larger "
             "one (vocabulary-parallel): row ids − offset, zero where that lies outside it",
-            _embedding_ref, _embedding, int_attrs=("offset",), optional_attrs=("offset",), ids=(1,)),
+            _embedding_ref, _embedding, int_attrs=("offset",), optional_attrs=("offset",), ids=(1,),
+            bound=lambda attrs, shapes: None if "offset" in attrs else shapes[0][0]),
     OpClass(Ops.TAKE_ROWS, "layout", 2, "0: table[R, ..], 1: ids[..] (integers)",
             "table[ids]: rows of a table of any rank (an expert's weights by expert id), [ids.., table's other axes]",
-            lambda attrs, table, ids: table[np.asarray(ids).astype(np.int64)], _take_rows, ids=(1,)),
+            lambda attrs, table, ids: table[np.asarray(ids).astype(np.int64)], _take_rows, ids=(1,),
+            bound=lambda attrs, shapes: shapes[0][0]),
+    OpClass(Ops.TAKE_ALONG, "layout", 2, "0: x[..], 1: index[..] (integers, x's rank)",
+            "out[i] = x[i with its attr `axis` index replaced by index[i]] (torch's gather, NumPy's "
+            "take_along_axis): the index's shape, its other axes no longer than x's",
+            _take_along, _take_along_shape, int_attrs=("axis",), ids=(1,), bound=along_bound),
 )

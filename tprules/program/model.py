@@ -83,6 +83,7 @@ class RunProgram:
     writer: dict[str, str] = field(default_factory=dict)
     readers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shim_source: str = "library"  # where the shim is described: program | library (program/shimsource.py)
+    where: dict = field(default_factory=dict)  # statement → its op.facts line (a Pos), for errors at run time
 
     def __post_init__(self):
         self.by_name = {s.name: s for s in self.statements}
@@ -184,7 +185,7 @@ def statement_shape(s: Statement, shapes: list[tuple[int, ...]], out: tuple[int,
 
 def check_shapes(prog: RunProgram, facts) -> None:
     for s in prog.statements:
-        where = facts.where("op", (s.name, s.cls))
+        where = prog.where[s.name] = facts.where("op", (s.name, s.cls))
         want = prog.tensors[s.writes].shape
         try:
             ops.check_attrs(s.cls, dict(s.attrs))

@@ -3,7 +3,8 @@ values generated from a fixed seed per tensor name, so a run is reproducible any
 
 Generated values suit how the tensor is read: a matmul's right operand is scaled by
 1/sqrt(K) so activations keep unit size through a layer; what rsqrt or a divisor reads
-is kept in [0.5, 1.5]; integers lie in [-8, 8].
+is kept in [0.5, 1.5]; ids lie in the range they index (a table's rows, a gather's axis),
+other integers in [-8, 8].
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import zlib
 
 import numpy as np
 
+from .. import ops
 from ..errors import IllFormed
 from ..lang.ast import Pos
 from ..ops import Ops
@@ -68,8 +70,11 @@ def _roles(prog: RunProgram) -> dict[str, str]:
             roles.setdefault(s.reads[-1], "positive")
         elif s.cls == Ops.RMSNORM and len(s.reads) > 1:
             roles.setdefault(s.reads[1], "positive")
-        elif s.cls == Ops.EMBEDDING:
-            roles.setdefault(s.reads[1], f"index:{prog.tensors[s.reads[0]].shape[0]}")
+        elif ops.CLASSES[s.cls].ids:  # ids: the positions they index (an embedding's rows, a gather's axis)
+            bound = ops.CLASSES[s.cls].bound
+            size = bound(dict(s.attrs), [prog.tensors[t].shape for t in s.reads]) if bound is not None else None
+            for i in ops.CLASSES[s.cls].ids:
+                roles.setdefault(s.reads[i], f"index:{size if size is not None else prog.tensors[s.reads[0]].shape[0]}")
     return roles
 
 

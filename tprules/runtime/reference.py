@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..program.model import RunProgram
-from .semantics import apply
+from ..errors import IllFormed
+from ..program.model import RunProgram, Statement
+from .semantics import OutOfRange, apply
 
 
 @dataclass
@@ -48,6 +49,15 @@ def reference(prog: RunProgram, inputs: dict[str, np.ndarray]) -> Values:
     for s in prog.statements:
         operands = [values.get(t, prog.tensors[t].home) for t in s.reads]
         out = prog.tensors[s.writes]
-        result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype, out.shape)
+        result = statement_value(prog, s, operands)
         values.put(s.writes, out.home, result.reshape(out.shape).copy())
     return values
+
+
+def statement_value(prog: RunProgram, s: Statement, operands: list[np.ndarray]) -> np.ndarray:
+    """What statement `s` computes from its operands; an id out of range is ill-formed at its line."""
+    out = prog.tensors[s.writes]
+    try:
+        return apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype, out.shape)
+    except OutOfRange as err:
+        raise IllFormed(f"{s.name} ({s.cls}) reads ids {s.reads[err.operand]}: {err}", prog.where.get(s.name)) from None

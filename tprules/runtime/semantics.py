@@ -62,10 +62,36 @@ MOVES = ops.LAYOUT - {ops.Ops.TRANSPOSE}  # a transpose is computed (a stage's f
 INTEGERS = {"i8": np.int8, "i32": np.int32, "i64": np.int64}
 
 
+class OutOfRange(ValueError):
+    """An id outside the positions its class's operand indexes (bad input: an ids file, or
+    ids computed to lie outside); `operand` is the ids' position among the operands."""
+
+    def __init__(self, operand: int, message: str):
+        super().__init__(message)
+        self.operand = operand
+
+
+def check_ids(cls: str, attrs: dict[str, str], operands: list[np.ndarray]) -> None:
+    """OutOfRange naming the first id of a class's ids operand outside 0..bound − 1."""
+    entry = ops.CLASSES[cls]
+    bound = entry.bound(attrs, [np.shape(x) for x in operands]) if entry.bound is not None else None
+    if bound is None:
+        return
+    for i in entry.ids:
+        ids = np.asarray(operands[i])
+        bad = (ids < 0) | (ids >= bound)
+        if bad.any():
+            at = tuple(int(a) for a in np.argwhere(bad)[0])
+            raise OutOfRange(i, f"id {ids[at]} at {list(at)} lies outside 0..{bound - 1} (the {bound} positions "
+                                "it indexes)")
+
+
 def apply(cls: str, attrs: dict[str, str], operands: list[np.ndarray], quantized: dict[int, str], dtype: str,
           shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """One statement: operands (as stored) in, its destination's value (of `shape`) out."""
-    if cls in MOVES and not quantized:
+    """One statement: operands (as stored) in, its destination's value (of `shape`) out;
+    OutOfRange where an id lies outside what it indexes."""
+    check_ids(cls, attrs, operands)
+    if (cls in MOVES or ops.CLASSES[cls].ids) and not quantized:
         moved = _move(cls, attrs, operands, dtype, shape)
         if moved is not None:
             return moved
@@ -79,7 +105,8 @@ def apply(cls: str, attrs: dict[str, str], operands: list[np.ndarray], quantized
 
 def _move(cls, attrs, operands, dtype, shape):
     """A layout class over integers, exactly; a class's float32 values read at its integer
-    ids (its entry's `ids` operands). None where float32 values are moved as computed."""
+    ids (its entry's `ids` operands: an embedding, put_along). None where float32 values are
+    moved as computed."""
     entry = ops.CLASSES[cls]
     xs = [np.asarray(x) for x in operands]
     integer = [x.dtype.kind in "iu" for x in xs]

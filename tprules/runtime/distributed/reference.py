@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...program.model import RunProgram
-from ..semantics import apply
+from ..reference import statement_value
 from .world import RankWorld
 
 
@@ -45,8 +45,7 @@ def rank_reference(prog: RunProgram, inputs: dict[str, np.ndarray], world: RankW
             have[t] |= runs
         if world.rank in runs:
             out = prog.tensors[s.writes]
-            operands = [values[t] for t in s.reads]
-            result = apply(s.cls, dict(s.attrs), operands, dict(s.quantized), out.dtype, out.shape)
+            result = statement_value(prog, s, [values[t] for t in s.reads])
             values[s.writes] = result.reshape(out.shape).copy()
         have[s.writes] = runs
     return values
