@@ -203,7 +203,7 @@ class CudaDevice(Device):
             names.append(name.decode() if isinstance(name, bytes) else str(name))
         return f"cuda ({len(names)} GPU: {', '.join(dict.fromkeys(names))}; matmul: {self.core.library})"
 
-    def compile(self, kernel) -> Compiled:
+    def compile(self, kernel, shared: bool = False) -> Compiled:  # chips never share a kernel here
         if self.core.kind == "library":
             from ...codegen.extern import split_matmuls
 
