@@ -7,7 +7,7 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
-from . import batched, cpu_gemm
+from . import attention, batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
 from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
 
@@ -44,9 +44,17 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     parallel = threads > 1 and kernel.work >= PARALLEL_WORK
     src.line(f"@njit(parallel={parallel}, nogil=True, cache=True, error_model='numpy')")
     args = ", ".join(p.name for p in kernel.params)
+    chains = {c.first: c for c in attention.chains(kernel)} if gemm else {}
     with src.block(f"def kernel({args}):"):
-        for n, stage in enumerate(kernel.stages):
+        n = 0
+        while n < len(kernel.stages):
+            stage = kernel.stages[n]
+            if n in chains:  # attention's products and what lies between them, tile by tile
+                attention.render_cpu(src, chains[n], kernel, parallel, one_row)
+                n = chains[n].last + 1
+                continue
             src.line(f"# stage {n}: {type(stage).__name__}")
+            n += 1
             if gemm and isinstance(stage, MatmulStage):
                 cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
             elif gemm and isinstance(stage, BatchedMatmulStage):
@@ -110,67 +118,72 @@ def matmul_loops(src: Source, stage: MatmulStage, kernel: Kernel) -> None:
 
 
 def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
-    lead_shape, h = stage.shape[:-1], stage.shape[-1]
-    values = RowValues(stage)
     r = src.fresh("r")
     with src.block(f"for {r} in prange({stage.row_count}):"):
-        lead = unflatten(src, r, lead_shape)
-        for n, op in enumerate(stage.rows):
-            how = reduction(op.cls)
-            if how == "select":
-                continue  # no statistics: each stored element selects again (emit.RowValues.select)
-            if how in ("average", "moments"):
-                values.stats[n] = mean_row(src, values, op, lead)
-            elif how == "rms":
-                ss = src.fresh("ss")
-                src.line(f"{ss} = f32(0)")
-                x = reduction_loop(src, values, op, lead, h)
-                src.line(f"{ss} += {x} * {x}")
-                src.depth -= 1
-                d = src.fresh("d")
-                src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
-                values.stats[n] = {"d": d}
-            elif how == "max_exp":
-                mx, se = src.fresh("mx"), src.fresh("se")
-                src.line(f"{mx} = -INF")
-                x = reduction_loop(src, values, op, lead, h)
-                with src.block(f"if {x} > {mx}:"):
-                    src.line(f"{mx} = {x}")
-                src.depth -= 1
-                src.line(f"{se} = f32(0)")
-                x = reduction_loop(src, values, op, lead, h)
-                src.line(f"{se} += fexp({x} - {mx})")
-                src.depth -= 1
-                values.stats[n] = {"mx": mx, "se": se}
-            elif how == "max":  # the row's maximum, NaN once the row holds one
-                mx = src.fresh("mx")
-                src.line(f"{mx} = -INF")
-                x = reduction_loop(src, values, op, lead, op.x.shape[-1])  # the result row has one element
-                with src.block(f"if not ({x} == {x}) or {x} > {mx}:"):
-                    src.line(f"{mx} = {x}")
-                src.depth -= 1
-                values.stats[n] = {"mx": mx}
-            else:
-                raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cpu pass for it")
-        j = src.fresh("j")
-        with src.block(f"for {j} in range({h}):"):
-            store(src, Scope(src, row=values.value), stage, lead + (j,), kernel)
+        one_row(src, stage, kernel, unflatten(src, r, stage.shape[:-1]), Scope(src))
 
 
-def reduction_loop(src: Source, values: RowValues, op, lead, h) -> str:
+def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...], scope: Scope) -> None:
+    """The row at index `lead` of a row stage: its reductions, then the pass that stores;
+    `scope` says where buffers are read and written (`Scope.again` gives each pass its own)."""
+    h = stage.shape[-1]
+    values = RowValues(stage)
+    for n, op in enumerate(stage.rows):
+        how = reduction(op.cls)
+        if how == "select":
+            continue  # no statistics: each stored element selects again (emit.RowValues.select)
+        if how in ("average", "moments"):
+            values.stats[n] = mean_row(src, values, op, lead, scope)
+        elif how == "rms":
+            ss = src.fresh("ss")
+            src.line(f"{ss} = f32(0)")
+            x = reduction_loop(src, values, op, lead, h, scope)
+            src.line(f"{ss} += {x} * {x}")
+            src.depth -= 1
+            d = src.fresh("d")
+            src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
+            values.stats[n] = {"d": d}
+        elif how == "max_exp":
+            mx, se = src.fresh("mx"), src.fresh("se")
+            src.line(f"{mx} = -INF")
+            x = reduction_loop(src, values, op, lead, h, scope)
+            with src.block(f"if {x} > {mx}:"):
+                src.line(f"{mx} = {x}")
+            src.depth -= 1
+            src.line(f"{se} = f32(0)")
+            x = reduction_loop(src, values, op, lead, h, scope)
+            src.line(f"{se} += fexp({x} - {mx})")
+            src.depth -= 1
+            values.stats[n] = {"mx": mx, "se": se}
+        elif how == "max":  # the row's maximum, NaN once the row holds one
+            mx = src.fresh("mx")
+            src.line(f"{mx} = -INF")
+            x = reduction_loop(src, values, op, lead, op.x.shape[-1], scope)  # the result row has one element
+            with src.block(f"if not ({x} == {x}) or {x} > {mx}:"):
+                src.line(f"{mx} = {x}")
+            src.depth -= 1
+            values.stats[n] = {"mx": mx}
+        else:
+            raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cpu pass for it")
+    j = src.fresh("j")
+    with src.block(f"for {j} in range({h}):"):
+        store(src, scope.again(row=values.value), stage, lead + (j,), kernel)
+
+
+def reduction_loop(src: Source, values: RowValues, op, lead, h, scope: Scope) -> str:
     """Open a loop over the row; returns the variable holding the row op's input there."""
     j = src.fresh("j")
     src.line(f"for {j} in range({h}):")
     src.depth += 1
-    return Scope(src, row=values.value).at(op.x, lead + (j,))
+    return scope.again(row=values.value).at(op.x, lead + (j,))
 
 
-def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
+def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str, str]:
     """mean: the row's mean; layernorm: its mean and d = sqrt(mean((x - mean)²) + eps)."""
     h = op.x.shape[-1]  # a mean's result row has one element
     total, m = src.fresh("sx"), src.fresh("m")
     src.line(f"{total} = f32(0)")
-    x = reduction_loop(src, values, op, lead, h)
+    x = reduction_loop(src, values, op, lead, h, scope)
     src.line(f"{total} += {x}")
     src.depth -= 1
     src.line(f"{m} = {total} / f32({h})")
@@ -178,7 +191,7 @@ def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
         return {"m": m}
     var, d = src.fresh("sv"), src.fresh("d")
     src.line(f"{var} = f32(0)")
-    x = reduction_loop(src, values, op, lead, h)
+    x = reduction_loop(src, values, op, lead, h, scope)
     src.line(f"{var} += ({x} - {m}) * ({x} - {m})")
     src.depth -= 1
     src.line(f"{d} = fsqrt({var} / f32({h}) + {constant(op.eps)})")

@@ -129,6 +129,37 @@ class Window:
 Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window]
 
 
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The expressions `e` reads directly."""
+    if isinstance(e, Op):
+        return e.args
+    if isinstance(e, (Transpose, Quant, Remap)):
+        return (e.arg,)
+    if isinstance(e, Concat):
+        return e.args
+    if isinstance(e, Gather):
+        return (e.table, e.ids)
+    if isinstance(e, Window):
+        return (e.x, e.w) + ((e.bias,) if e.bias is not None else ())
+    return ()  # Load, Acc, RowOut
+
+
+def params_read(e: Expr) -> set[str]:
+    """The buffer parameters `e` loads from."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Load):
+            found.add(x.param)
+        todo.extend(children(x))
+    return found
+
+
 # -- stages ------------------------------------------------------------------------------
 
 

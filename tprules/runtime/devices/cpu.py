@@ -34,7 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ...codegen import cache, cpu
+from ...codegen import attention, cache, cpu
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
 
@@ -236,7 +236,10 @@ class CpuDevice(Device):
 
     def compile(self, kernel, shared: bool = False) -> Compiled:
         threads = max(self.threads, self.cores) if shared and not self.fixed else self.threads
-        source = cpu.render(kernel, gemm=self.core.kind == "blas", threads=threads)
+        blas = self.core.kind == "blas"
+        source = cpu.render(kernel, gemm=blas, threads=threads)
+        if blas:  # attention's chains run tile by tile: their scratch buffers are never made
+            kernel = attention.without_tiled_buffers(kernel)
         fn = self._compiled.get(source)
         if fn is None:
             fn = cache.load(source, "cpu").kernel

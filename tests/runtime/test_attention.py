@@ -1,0 +1,94 @@
+"""Attention's chain (codegen/attention.py): QKᵀ → scale → mask → softmax → ·V in one group
+runs per head and tile of rows on the CPU, the scores and probabilities in arrays of the
+tile's own, never in their [heads, seq, seq] buffers; where a stage between the products
+reads the scores elsewhere than at its own index, the stages stay apart."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+from plans import spine_statement as _s
+from plans import write_programs
+
+from tprules.codegen import attention, cpu, lower
+from tprules.codegen.cost import CPU, estimate
+from tprules.planner.plan import Group, Plan
+from tprules.runtime import Prepared, RunProgram, execute
+from tprules.workspace import Workspace
+
+
+def _attention(b, heads, seq, dim, kv_heads, cross=False):
+    """Heads of `dim` over `seq` rows, GQA's repeated key/value heads, a broadcast mask; with
+    `cross` the softmax reads the scores transposed (not the index it computes)."""
+    q = b.tensor("q", [heads, seq, dim], spine=True)
+
+    def repeated(name):
+        x = _s(b, f"{name}1", "reshape", [b.tensor(name, [kv_heads, seq, dim], spine=True)],
+               [kv_heads, 1, seq, dim])
+        x = _s(b, f"{name}2", "expand", [x], [kv_heads, heads // kv_heads, seq, dim])
+        return _s(b, f"{name}3", "reshape", [x], [heads, seq, dim])
+
+    kt = _s(b, "kt", "permute", [repeated("k")], [heads, dim, seq], dims="0,2,1")
+    s = _s(b, "s", "scale", [_s(b, "sc", "bmm", [q, kt], [heads, seq, seq])], [heads, seq, seq], factor="0.3")
+    if cross:
+        s = _s(b, "st", "permute", [s], [heads, seq, seq], dims="0,2,1")
+    m = _s(b, "m", "add", [_s(b, "s4", "reshape", [s], [1, heads, seq, seq]),
+                           b.tensor("mask", [1, 1, seq, seq], spine=True)], [1, heads, seq, seq])
+    p = _s(b, "p", "reshape", [_s(b, "sm", "softmax", [m], [1, heads, seq, seq])], [heads, seq, seq])
+    _s(b, "out", "bmm", [p, repeated("v")], [heads, seq, dim])
+
+
+CASES = {
+    "gqa": lambda b: _attention(b, 4, 12, 8, 2),
+    "rows_beyond_a_tile": lambda b: _attention(b, 3, 300, 4, 1),  # 300 rows: a tile of 256 and one of 44
+    "softmax_of_the_transpose": lambda b: _attention(b, 2, 6, 4, 1, cross=True),
+}
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    return write_programs(CASES, tmp_path_factory)
+
+
+def _one_group(folder):
+    ws = Workspace(folder)
+    prog = RunProgram.from_workspace(ws)
+    plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
+    return ws, prog, plan, lower(plan.groups[0], prog)
+
+
+@pytest.mark.parametrize("name", ["gqa", "rows_beyond_a_tile"])
+def test_the_chain_runs_per_tile_and_matches_the_reference(programs, name):
+    ws, prog, plan, kernel = _one_group(programs[name])
+    (chain,) = attention.chains(kernel)
+    assert [type(s).__name__ for s in kernel.stages[chain.first:chain.last + 1]] == [
+        "BatchedMatmulStage", "RowStage", "BatchedMatmulStage"]
+    source = cpu.render(kernel, gemm=True, threads=2)
+    for p in chain.local:  # the scores and probabilities: never a subscript of their buffers
+        assert not re.search(rf"\b{p}\[", source), (p, source)
+    assert source.count("gemm(") == 2
+    ready = Prepared(prog, plan, "cpu")
+    run = ready.compiled[0].kernel  # as the device runs it: the chain's buffers are never allocated
+    assert {run.param(p).buffer_shape for p in chain.local} == {(1,)}
+    report = ready.report(ready.run())
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_a_softmax_of_the_transposed_scores_is_no_chain(programs):
+    ws, prog, plan, kernel = _one_group(programs["softmax_of_the_transpose"])
+    assert attention.chains(kernel) == []
+    assert execute(ws, plan, device="cpu", prog=prog).ok
+
+
+def test_the_cost_of_a_chain_moves_no_scores(programs):
+    """On the CPU the chain's buffers are tiles in cache; a machine that does not tile them
+    pays each store and every pass that reads them back."""
+    _, _, _, kernel = _one_group(programs["gqa"])
+    (chain,) = attention.chains(kernel)
+    scores = 4 * 12 * 12 * 4  # bytes of one [heads, seq, seq] float32 buffer
+    tiled, whole = estimate(kernel, CPU), estimate(kernel, replace(CPU, chains=False))
+    # the scores: stored, read by the softmax's three passes; the probabilities: stored, read by ·V
+    assert whole.bytes - tiled.bytes == (1 + 3 + 1 + 1) * scores
+    assert CPU.seconds(tiled) < CPU.seconds(whole)
