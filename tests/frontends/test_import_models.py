@@ -166,3 +166,24 @@ def test_candidates_are_producer_consumer_pairs_and_siblings(imported):
     q, k = "mm@0", "mm_1@0"  # q_proj and k_proj read the same normed hidden state (one view of it)
     assert frozenset((q, k)) in pairs
     assert json.loads((folder / "source.json").read_text())["candidates"] == len(members)
+
+
+@pytest.mark.parametrize("machine", ["cpu", "gpu"])
+@pytest.mark.parametrize("model_type", MUST_WORK)
+def test_each_chips_attention_is_one_group(imported, model_type, machine):
+    """QKᵀ → scale → mask → softmax → ·V of one chip's heads is one group: the imported layout
+    statements that are views (the head splits, GQA's repeats) leave the shim's member budget
+    (facts/shims/views.facts), and the planner merges along attention's chain first; its
+    kernel holds the chain that runs per head and tile of rows (codegen/attention.py)."""
+    from tprules.codegen import attention, lower
+    from tprules.planner import plan as make_plan
+
+    ws = Workspace(imported(model_type, 2))
+    prog = RunProgram.from_workspace(ws)
+    plan = make_plan(ws, machine=machine)
+    softmaxes = [s.name for s in prog.statements if s.cls == "softmax"]
+    assert len(softmaxes) == 2 * 2  # two layers, two chips
+    for name in softmaxes:
+        (group,) = [g for g in plan.groups if name in g.members]
+        assert sum(prog.statement(o).cls == "bmm" for o in group.members) == 2, group
+        assert len(attention.chains(lower(group, prog))) == 1
