@@ -248,8 +248,9 @@ def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, 
 
 
 def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
-    """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of three stages, both
-    products BLAS calls reading the repeated key/value heads in place."""
+    """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of one attention
+    stage (codegen/attention.py), both products BLAS calls reading the repeated key/value
+    heads in place."""
     from tprules.runtime import Prepared
     from tprules.runtime.devices import get_device
 
@@ -259,7 +260,7 @@ def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
     from tprules.planner import plan
 
     ready = Prepared(prog, plan(ws, machine=device.machine), device)
-    assert [k.kind for k in ready.kernels] == ["bmm+row+bmm"]
+    assert [k.kind for k in ready.kernels] == ["attention"]
     source = ready.compiled[0].source
     assert source.count("gemm(") == 2 and "opnd" not in source
     assert ready.report(ready.run()).ok

@@ -1,12 +1,12 @@
-"""Attention as one pass per head: a bmm, the work over its result, and the bmm that reads
-it, tiled per batch index and tile of rows.
+"""Attention's chain: a bmm, the work over its result, and the bmm that reads it, run as
+one stage per batch index and tile of rows.
 
 Scheduled stage by stage (schedule.py), attention's QKᵀ → scale → mask → softmax → ·V is a
 bmm stage, a row stage and a bmm stage, with the [heads, seq, seq] scores and
 probabilities in scratch buffers between them. The stages between the two products read
 those buffers only at the index they compute when their work is elementwise and reshapes
-that keep the last two axes (the same head, row and column): then one tile at a time is
-enough. A *chain* is such a run of stages:
+that keep the last two axes (the same head, row and column): then one tile of rows at a
+time is enough. A *chain* is such a run of stages:
 
 - a bmm stage [B, M, N] whose stores are all scratch buffers of B·M·N elements, [.., M, N];
 - row and pointwise stages over [.., M, N] (B·M·N elements) that read the chain's buffers
@@ -14,14 +14,13 @@ enough. A *chain* is such a run of stages:
 - a bmm stage [B, M, N2] with K = N whose left operands read the chain's buffers that way
   and whose right operands and stores do not read them; nothing after it reads them.
 
-Per batch index and tile of rows (the heads and tiles shared out over the chip's threads),
-BLAS writes the tile's scores, the epilogue, row ops and pointwise work run over the tile
-while it is in cache, and BLAS multiplies the tile's probabilities by the head's values: the
-chain's buffers are arrays of the tile's own ([rows, N]), never whole. A store of the first
-product as it is (the scores before the scale) is the BLAS accumulator itself.
-
-The CPU renders chains with BLAS (cpu.py); the cost model (cost.py) counts no memory traffic
-for the chain's buffers on a machine that tiles them (`Machine.chains`).
+`lower` folds each chain into one `AttentionStage` (`fold`). The CPU runs it per head and
+tile of rows with BLAS (attention_cpu.py): the chain's buffers are arrays of the tile's own,
+never whole. A GPU runs the common form (one QKᵀ, pointwise work, a softmax whose result ·V
+reads as it is: `online`) as one stage with an online softmax over tiles of keys
+(attention_cuda.py), the scores never leaving the multiprocessor; any other chain is
+unfolded into its stages there (`unfold`). The cost model (cost.py) counts no memory
+traffic for the chain's buffers where the machine runs the chain as one stage.
 """
 
 from __future__ import annotations
@@ -30,11 +29,9 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from ..ops import Ops
-from . import batched
-from .emit import Scope, Source, store, subscript, unflatten
 from .ir import (
     AbsMax,
-    Acc,
+    AttentionStage,
     BatchedMatmulStage,
     Expr,
     Gemm,
@@ -43,6 +40,7 @@ from .ir import (
     Op,
     Pointwise,
     Remap,
+    RowOut,
     RowStage,
     children,
     params_read,
@@ -143,104 +141,64 @@ def _reads(stage) -> set[str]:
     return set().union(set(), *(params_read(e) for e in exprs))
 
 
-def _tile_of(e: Expr, local: tuple[str, ...]) -> str | None:
+def tile_of(e: Expr, local: tuple[str, ...]) -> str | None:
     """The chain buffer `e` is as it lies (a load, or reshapes of one), else None."""
     while isinstance(e, Remap) and e.kind == Ops.RESHAPE:
         e = e.arg
     return e.param if isinstance(e, Load) and e.param in local else None
 
 
-class TileScope(Scope):
-    """A scope whose reads and writes of the chain's buffers go to the tile's arrays: element
-    [.., row, column] of a chain buffer is element [row - i0, column] of its tile."""
-
-    def __init__(self, src: Source, tiles: dict[str, str], i0: str, acc=None, row=None):
-        super().__init__(src, acc, row)
-        self.tiles = tiles
-        self.i0 = i0
-
-    def again(self, acc=None, row=None) -> "TileScope":
-        return TileScope(self.src, self.tiles, self.i0, acc, row)
-
-    def element(self, param: str, idx: tuple[str, ...]) -> str:
-        if param in self.tiles:
-            return f"{self.tiles[param]}[{idx[-2]} - {self.i0}, {idx[-1]}]"
-        return subscript(param, idx)
+def fold(kernel: Kernel) -> Kernel:
+    """The kernel with each chain one `AttentionStage`."""
+    found = chains(kernel)
+    if not found:
+        return kernel
+    stages, n = [], 0
+    for c in found:
+        stages.extend(kernel.stages[n:c.first])
+        stages.append(AttentionStage(tuple(kernel.stages[c.first:c.last + 1]), c.local))
+        n = c.last + 1
+    stages.extend(kernel.stages[n:])
+    return replace(kernel, stages=tuple(stages))
 
 
-def render_cpu(src: Source, chain: Chain, kernel: Kernel, parallel: bool, one_row) -> None:
-    """The chain's stages tile by tile with BLAS (see the module); `one_row(src, stage,
-    kernel, lead, scope)` renders a row of a row stage (cpu.py)."""
-    stages = kernel.stages[chain.first:chain.last + 1]
-    head, middle, last = stages[0], stages[1:-1], stages[-1]
-    _, m, n = head.batch, head.m, head.n
-    src.line(f"# stages {chain.first} to {chain.last} per head and tile of rows: {', '.join(chain.local)} "
-             "live in the tile")
-    first_operands = [(batched.operand(src, mm.a, kernel, parallel), batched.operand(src, mm.b, kernel, parallel))
-                      for mm in head.matmuls]
-    right = [batched.operand(src, mm.b, kernel, parallel) for mm in last.matmuls]
-    with batched.row_tiles(src, head.batch, m, parallel) as (b, i0, mb, tm):
-        accs = batched.products(src, head, first_operands, b, i0, mb, tm)
-        tiles: dict[str, str] = {}
-        scope = TileScope(src, tiles, i0)
-        rest = []
-        for st in head.stores:
-            if isinstance(st.value, Acc) and st.value.dtype == "f32" and kernel.param(st.param).dtype == "f32":
-                tiles[st.param] = accs[st.value.index]  # stored as it is: BLAS's accumulator is the tile
-            else:
-                rest.append(st)
-                tiles[st.param] = _tile(src, tm, n)
-        if rest:
-            batched.epilogue(src, replace(head, stores=tuple(rest)), kernel, accs, (b, i0, mb), scope)
-        for stage in middle:
-            for st in stage.stores:
-                tiles[st.param] = _tile(src, tm, n)
-            i, ii = src.fresh("i"), src.fresh("ii")
-            with src.block(f"for {i} in range({mb}):"):
-                src.line(f"{ii} = {i0} + {i}")
-                lead = unflatten(src, b, stage.shape[:-2]) + (ii,)
-                if isinstance(stage, RowStage):
-                    one_row(src, stage, kernel, lead, scope)
-                else:
-                    j = src.fresh("j")
-                    with src.block(f"for {j} in range({n}):"):
-                        store(src, scope.again(), stage, lead + (j,), kernel)
-        operands = []
-        for mm, b_operand in zip(last.matmuls, right):
-            a = _tile_of(mm.a, chain.local)
-            left = tiles[a] if a else _left(src, mm.a, tm, n, (b, i0, mb), scope)
-            operands.append(((left, None, False, n), b_operand))  # a tile: rows from i0, at offset 0
-        accs = batched.products(src, last, operands, b, i0, mb, tm)
-        batched.epilogue(src, last, kernel, accs, (b, i0, mb), scope)
+def unfold(kernel: Kernel, keep=lambda stage: False) -> Kernel:
+    """The kernel with each `AttentionStage` that `keep` does not keep back in its stages."""
+    if not any(isinstance(s, AttentionStage) and not keep(s) for s in kernel.stages):
+        return kernel
+    stages = []
+    for s in kernel.stages:
+        stages.extend(s.stages if isinstance(s, AttentionStage) and not keep(s) else (s,))
+    return replace(kernel, stages=tuple(stages))
+
+
+def online(stage: AttentionStage) -> bool:
+    """Whether a GPU runs the chain as one stage with an online softmax (attention_cuda.py):
+    one QKᵀ, pointwise stages, then a softmax whose only store is its float32 result, which
+    the one ·V reads as it lies. (Scaled by the row's running maximum and sum as keys come,
+    the result is only right for a product that is linear in the probabilities.)"""
+    head, *between, last = stage.stages
+    if not between or len(head.matmuls) != 1 or len(last.matmuls) != 1:
+        return False
+    *pointwise, softmax = between
+    if not all(isinstance(s, Pointwise) for s in pointwise) or not isinstance(softmax, RowStage):
+        return False
+    if len(softmax.rows) != 1 or softmax.rows[0].cls != Ops.SOFTMAX or len(softmax.stores) != 1:
+        return False
+    (st,) = softmax.stores
+    return (isinstance(st.value, RowOut) and st.value.dtype == "f32"
+            and tile_of(last.matmuls[0].a, stage.local) == st.param)
 
 
 def without_tiled_buffers(kernel: Kernel) -> Kernel:
-    """The kernel as a device that renders its chains tile by tile runs it: the chains'
+    """The kernel as a device that runs its attention stages as one stage runs it: their
     scratch parameters are one element each (the kernel never touches them), so their
     [heads, seq, seq] buffers are never allocated."""
-    local = {p for c in chains(kernel) for p in c.local}
+    local = {p for s in kernel.stages if isinstance(s, AttentionStage) for p in s.local}
     if not local:
         return kernel
     params = tuple(replace(p, shape=()) if p.name in local else p for p in kernel.params)
     return replace(kernel, params=params)
 
 
-def _tile(src: Source, rows: int, cols: int) -> str:
-    name = src.fresh("tile")
-    src.line(f"{name} = np.empty(({rows}, {cols}), np.float32)")
-    return name
-
-
-def _left(src: Source, e: Expr, rows: int, cols: int, at: tuple[str, str, str], scope: TileScope) -> str:
-    """The last product's left operand computed over the tile into an array of its own."""
-    b, i0, mb = at
-    name = _tile(src, rows, cols)
-    i, ii, j = src.fresh("i"), src.fresh("ii"), src.fresh("j")
-    with src.block(f"for {i} in range({mb}):"):
-        src.line(f"{ii} = {i0} + {i}")
-        with src.block(f"for {j} in range({cols}):"):
-            src.line(f"{name}[{i}, {j}] = {scope.again().at(e, (b, ii, j))}")
-    return name
-
-
-__all__ = ["Chain", "TileScope", "chains", "render_cpu", "without_tiled_buffers"]
+__all__ = ["Chain", "chains", "fold", "online", "tile_of", "unfold", "without_tiled_buffers"]

@@ -10,7 +10,7 @@ arithmetic of its reader, and a matmul operand that is a view of a buffer goes t
 lies, costing its bytes once; a layout that must be computed into a buffer first (not a view,
 or read by a core that takes only whole buffers) costs that buffer's bytes, stored and read
 back. The estimate counts both (`views`, `copied`) so that `plan --show cost` can say why.
-On a machine that runs attention's chain tile by tile (`Machine.chains`, attention.py) the
+Where the machine runs attention's chain as one stage (`Machine.attention`, attention.py) the
 chain's buffers are tiles in cache: reading and writing them moves no memory.
 Planning compares the estimate of a fusion with the estimates of its
 parts (planner/cost.py), so only the differences need to be right: launches saved, bytes
@@ -26,10 +26,11 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from .. import ops
-from .attention import chains
+from . import attention
 from .ir import (
     AbsMax,
     Acc,
+    AttentionStage,
     BatchedMatmulStage,
     Concat,
     Expr,
@@ -90,9 +91,10 @@ class Machine:
     # BLAS tiles do (an offset, a leading dimension, a flag); the GPU's library split
     # (extern.py) takes only whole buffers and their transposes.
     views: bool = False
-    # Whether a chain of a bmm, the work on its result and the bmm that reads it runs per head
-    # and tile of rows, its buffers tiles that stay in cache (attention.py): the CPU with BLAS.
-    chains: bool = False
+    # Which of attention's chains (a bmm, the work on its result, the bmm that reads it) run as
+    # one stage per head and tile of rows, their buffers tiles that stay in cache (attention.py):
+    # `tiles` every one (the CPU with BLAS), `online` those of a softmax (a GPU), "" none.
+    attention: str = ""
 
     def seconds(self, e: Estimate) -> float:
         return (e.flops / self.matmul_flops + e.bytes / self.bandwidth + e.ops * self.op_s
@@ -104,16 +106,16 @@ class Machine:
 # 20; pointwise code about 40 GB/s (its buffers mostly in cache) and 0.1 ns an operation;
 # an exp 5 ns. Launching a kernel on a chip's queue: about 20 µs.
 CPU = Machine("cpu", matmul_flops=70e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9, launch_s=20e-6,
-              views=True, chains=True)
+              views=True, attention="tiles")
 CPU_OWN = Machine("cpu (own matmul loops)", matmul_flops=20e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9,
                   launch_s=20e-6, operands="loops")
 # A data-centre GPU (H100/H200 class), float32 in and out: cuBLAS with TF32 tensor cores
 # about 200 TFLOP/s; our shared-memory tiles without tensor cores about 10. Memory about
 # 3 TB/s; a launch about 5 µs, one per stage.
 GPU = Machine("gpu", matmul_flops=200e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13, launch_s=5e-6,
-              per_stage_launch=True)
+              per_stage_launch=True, attention="online")
 GPU_OWN = Machine("gpu (own tiles)", matmul_flops=10e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13,
-                  launch_s=5e-6, per_stage_launch=True, operands="tiles")
+                  launch_s=5e-6, per_stage_launch=True, operands="tiles", attention="online")
 TILE = 16  # the GPU tiles' size (codegen/cuda.py)
 MACHINES = {m.name: m for m in (CPU, CPU_OWN, GPU, GPU_OWN)}
 
@@ -124,15 +126,27 @@ def estimate(kernel: Kernel, machine: Machine = CPU) -> Estimate:
     """The work of one run of `kernel` on one chip."""
     total = ZERO
     dtypes = {p.name: p.dtype for p in kernel.params}
-    tiled = frozenset(p for c in chains(kernel) for p in c.local) if machine.chains else frozenset()
+    kernel = as_run(kernel, machine)
     for stage in kernel.stages:
-        total = total + _stage(stage, machine, dtypes, tiled)
+        total = total + _stage(stage, machine, dtypes)
     launches = len(kernel.stages) if machine.per_stage_launch else 1
     return replace(total, launches=launches)
 
 
+def as_run(kernel: Kernel, machine: Machine) -> Kernel:
+    """The kernel with the attention stages `machine` does not run as one stage unfolded."""
+    if machine.attention == "tiles":
+        return kernel
+    return attention.unfold(kernel, attention.online if machine.attention == "online" else lambda s: False)
+
+
 def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str] = frozenset()) -> Estimate:
     """`tiled`: buffers that are tiles in cache (attention.py), whose reads and writes move no memory."""
+    if isinstance(stage, AttentionStage):
+        total = ZERO
+        for inner in stage.stages:
+            total = total + _stage(inner, machine, dtypes, frozenset(stage.local))
+        return total
     stores = sum(st.param not in tiled for st in getattr(stage, "stores", ()))
     if isinstance(stage, Pointwise):
         n = prod(stage.shape)

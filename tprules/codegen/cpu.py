@@ -7,9 +7,9 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
-from . import attention, batched, cpu_gemm
+from . import attention, attention_cpu, batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
-from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
+from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
 
@@ -35,7 +35,9 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     `threads`: the threads of the chip that runs it (a parallel kernel when more than one
     and the kernel is big enough to gain)."""
     src = Source(kernel.params)
-    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage)) for s in kernel.stages)
+    if not gemm:  # our own loops run attention's chain stage by stage
+        kernel = attention.unfold(kernel)
+    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage, AttentionStage)) for s in kernel.stages)
     for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
         src.line(line)
     for line in HELPERS.splitlines():
@@ -44,18 +46,12 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     parallel = threads > 1 and kernel.work >= PARALLEL_WORK
     src.line(f"@njit(parallel={parallel}, nogil=True, cache=True, error_model='numpy')")
     args = ", ".join(p.name for p in kernel.params)
-    chains = {c.first: c for c in attention.chains(kernel)} if gemm else {}
     with src.block(f"def kernel({args}):"):
-        n = 0
-        while n < len(kernel.stages):
-            stage = kernel.stages[n]
-            if n in chains:  # attention's products and what lies between them, tile by tile
-                attention.render_cpu(src, chains[n], kernel, parallel, one_row)
-                n = chains[n].last + 1
-                continue
+        for n, stage in enumerate(kernel.stages):
             src.line(f"# stage {n}: {type(stage).__name__}")
-            n += 1
-            if gemm and isinstance(stage, MatmulStage):
+            if isinstance(stage, AttentionStage):  # attention's chain, tile by tile
+                attention_cpu.render(src, stage, kernel, parallel, one_row)
+            elif gemm and isinstance(stage, MatmulStage):
                 cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
             elif gemm and isinstance(stage, BatchedMatmulStage):
                 batched.render_cpu_gemm(src, stage, kernel, parallel)

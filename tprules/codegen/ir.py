@@ -258,7 +258,17 @@ class BatchedMatmulStage:
     stores: tuple[Store, ...]
 
 
-Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage]
+@dataclass(frozen=True)
+class AttentionStage:
+    """Attention's chain (codegen/attention.py): a bmm stage, the row and pointwise stages
+    over its result, and the bmm stage that reads them, run per batch index and tile of rows
+    as one stage; `local` are the scratch parameters between them, which live in the tile."""
+
+    stages: tuple  # (BatchedMatmulStage, RowStage | Pointwise, ..., BatchedMatmulStage)
+    local: tuple[str, ...]
+
+
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage, AttentionStage]
 
 
 # -- the kernel --------------------------------------------------------------------------
@@ -297,7 +307,7 @@ class Kernel:
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
         names = {Pointwise: "pointwise", MatmulStage: Ops.MATMUL.value, RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
-                 BatchedMatmulStage: Ops.BMM.value}
+                 BatchedMatmulStage: Ops.BMM.value, AttentionStage: "attention"}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:
@@ -307,7 +317,7 @@ class Kernel:
     def work(self) -> int:
         """Rough element operations, to decide whether threads pay off."""
         total = 0
-        for s in self.stages:
+        for s in [x for st in self.stages for x in (st.stages if isinstance(st, AttentionStage) else (st,))]:
             if isinstance(s, MatmulStage):
                 total += s.m * s.n * s.k * len(s.matmuls)
             elif isinstance(s, Gemm):

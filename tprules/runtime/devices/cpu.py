@@ -238,8 +238,10 @@ class CpuDevice(Device):
         threads = max(self.threads, self.cores) if shared and not self.fixed else self.threads
         blas = self.core.kind == "blas"
         source = cpu.render(kernel, gemm=blas, threads=threads)
-        if blas:  # attention's chains run tile by tile: their scratch buffers are never made
+        if blas:  # attention's stages run tile by tile: their scratch buffers are never made
             kernel = attention.without_tiled_buffers(kernel)
+        else:
+            kernel = attention.unfold(kernel)  # (as cpu.render runs it)
         fn = self._compiled.get(source)
         if fn is None:
             fn = cache.load(source, "cpu").kernel

@@ -204,10 +204,7 @@ class CudaDevice(Device):
         return f"cuda ({len(names)} GPU: {', '.join(dict.fromkeys(names))}; matmul: {self.core.library})"
 
     def compile(self, kernel, shared: bool = False) -> Compiled:  # chips never share a kernel here
-        if self.core.kind == "library":
-            from ...codegen.extern import split_matmuls
-
-            kernel = split_matmuls(kernel)  # our stages around the library's gemm
+        kernel = render_cuda.prepare(kernel, library=self.core.kind == "library")  # the library's gemm between our stages
         source, grids = render_cuda.render(kernel, self.target)
         fn = self._compiled.get(source)
         if fn is None:
