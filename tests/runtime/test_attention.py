@@ -14,8 +14,8 @@ from plans import spine_statement as _s
 from plans import write_programs
 
 from tprules.codegen import attention, cpu, lower
-from tprules.codegen.ir import AttentionStage
 from tprules.codegen.cost import CPU, estimate
+from tprules.codegen.ir import AttentionStage
 from tprules.planner.plan import Group, Plan
 from tprules.runtime import Prepared, RunProgram, execute
 from tprules.workspace import Workspace
