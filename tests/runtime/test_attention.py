@@ -121,3 +121,11 @@ def test_the_chain_on_the_cpu_and_in_the_simulator(programs, name):
         assert {launched.kernel.param(p).buffer_shape for p in chain.local} == {(1,)}
     else:
         assert launched.kernel.kind == "bmm+row+bmm" and launched.launches == 3
+
+
+def test_a_softmax_takes_one_exp_an_element_on_the_cpu(programs):
+    """Its sum's pass keeps exp(x - max) where the result goes, and the store pass divides
+    it: one exp an element, where the formula alone would take two."""
+    _, _, _, kernel = _one_group(programs["gqa"])
+    body = cpu.render(kernel, gemm=True, threads=1).split("def kernel(")[1]
+    assert body.count("fexp(") == 1, body

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import attention, attention_cpu, batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
-from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
+from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowOut, RowStage, children
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
 
@@ -133,28 +133,33 @@ def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...],
         elif how == "rms":
             ss = src.fresh("ss")
             src.line(f"{ss} = f32(0)")
-            x = reduction_loop(src, values, op, lead, h, scope)
+            x, _ = reduction_loop(src, values, op, lead, h, scope)
             src.line(f"{ss} += {x} * {x}")
             src.depth -= 1
             d = src.fresh("d")
             src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
             values.stats[n] = {"d": d}
         elif how == "max_exp":
-            mx, se = src.fresh("mx"), src.fresh("se")
+            mx, se, e = src.fresh("mx"), src.fresh("se"), src.fresh("e")
             src.line(f"{mx} = -INF")
-            x = reduction_loop(src, values, op, lead, h, scope)
+            x, _ = reduction_loop(src, values, op, lead, h, scope)
             with src.block(f"if {x} > {mx}:"):
                 src.line(f"{mx} = {x}")
             src.depth -= 1
             src.line(f"{se} = f32(0)")
-            x = reduction_loop(src, values, op, lead, h, scope)
-            src.line(f"{se} += fexp({x} - {mx})")
-            src.depth -= 1
+            x, j = reduction_loop(src, values, op, lead, h, scope)
+            src.line(f"{e} = fexp({x} - {mx})")
+            src.line(f"{se} += {e}")
             values.stats[n] = {"mx": mx, "se": se}
+            kept = kept_exp(stage, n, kernel)
+            if kept is not None:  # its exp kept where the result goes: the store pass divides it
+                src.line(f"{scope.element(kept, lead + (j,))} = {e}")
+                values.stats[n]["kept"] = kept
+            src.depth -= 1
         elif how == "max":  # the row's maximum, NaN once the row holds one
             mx = src.fresh("mx")
             src.line(f"{mx} = -INF")
-            x = reduction_loop(src, values, op, lead, op.x.shape[-1], scope)  # the result row has one element
+            x, _ = reduction_loop(src, values, op, lead, op.x.shape[-1], scope)  # the result row has one element
             with src.block(f"if not ({x} == {x}) or {x} > {mx}:"):
                 src.line(f"{mx} = {x}")
             src.depth -= 1
@@ -166,12 +171,30 @@ def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...],
         store(src, scope.again(row=values.value), stage, lead + (j,), kernel)
 
 
-def reduction_loop(src: Source, values: RowValues, op, lead, h, scope: Scope) -> str:
-    """Open a loop over the row; returns the variable holding the row op's input there."""
+def kept_exp(stage: RowStage, n: int, kernel: Kernel) -> str | None:
+    """The parameter that holds softmax number n's exp(x - max) between its sum and its
+    store pass (one exp an element, not two): the one store that reads its result, when it
+    stores the float32 result as it is."""
+    readers = [st for st in stage.stores if _reads_row(st.value, n)]
+    if len(readers) != 1:
+        return None
+    (st,) = readers
+    plain = isinstance(st.value, RowOut) and st.value.dtype == "f32" and not st.flip
+    return st.param if plain and kernel.param(st.param).dtype == "f32" else None
+
+
+def _reads_row(e, n: int) -> bool:
+    if isinstance(e, RowOut):
+        return e.index == n
+    return any(_reads_row(c, n) for c in children(e))
+
+
+def reduction_loop(src: Source, values: RowValues, op, lead, h, scope: Scope) -> tuple[str, str]:
+    """Open a loop over the row; returns the variables of the row op's input there and of the index."""
     j = src.fresh("j")
     src.line(f"for {j} in range({h}):")
     src.depth += 1
-    return scope.again(row=values.value).at(op.x, lead + (j,))
+    return scope.again(row=values.value).at(op.x, lead + (j,)), j
 
 
 def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str, str]:
@@ -179,7 +202,7 @@ def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str
     h = op.x.shape[-1]  # a mean's result row has one element
     total, m = src.fresh("sx"), src.fresh("m")
     src.line(f"{total} = f32(0)")
-    x = reduction_loop(src, values, op, lead, h, scope)
+    x, _ = reduction_loop(src, values, op, lead, h, scope)
     src.line(f"{total} += {x}")
     src.depth -= 1
     src.line(f"{m} = {total} / f32({h})")
@@ -187,7 +210,7 @@ def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str
         return {"m": m}
     var, d = src.fresh("sv"), src.fresh("d")
     src.line(f"{var} = f32(0)")
-    x = reduction_loop(src, values, op, lead, h, scope)
+    x, _ = reduction_loop(src, values, op, lead, h, scope)
     src.line(f"{var} += ({x} - {m}) * ({x} - {m})")
     src.depth -= 1
     src.line(f"{d} = fsqrt({var} / f32({h}) + {constant(op.eps)})")

@@ -313,6 +313,8 @@ class RowValues:
             if op.w is not None:
                 text = f"{text} * {scope.at(op.w, idx[-1:])}"
             return f"{text} + {scope.at(op.b, idx[-1:])}" if op.b is not None else text
+        if how == "max_exp" and "kept" in stats:  # the sum's pass left exp(x - max) there (cpu.kept_exp)
+            return f"{scope.element(stats['kept'], idx)} / {stats['se']}"
         x = scope.at(op.x, idx)
         if how == "rms":
             text = f"{x} / {stats['d']}"
