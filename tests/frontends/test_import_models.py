@@ -188,3 +188,20 @@ def test_each_chips_attention_is_one_group(imported, model_type, machine):
         (group,) = [g for g in plan.groups if name in g.members]
         assert sum(prog.statement(o).cls == "bmm" for o in group.members) == 2, group
         assert sum(isinstance(s, AttentionStage) for s in lower(group, prog).stages) == 1
+
+
+@pytest.mark.parametrize("model_type", MUST_WORK)
+def test_the_gate_and_up_projections_share_a_kernel(imported, model_type):
+    """Their activation reads each through a reshape (a view): still the matmul's epilogue, so
+    the planner fuses it first and the two projections become siblings of one matmul stage,
+    before the up projection's product could join the down projection instead."""
+    from tprules.planner import plan as make_plan
+
+    ws = Workspace(imported(model_type, 2))
+    prog = RunProgram.from_workspace(ws)
+    module = {s.name: dict(s.attrs).get("module", "") for s in prog.statements if s.cls == "matmul"}
+    groups = make_plan(ws, machine="cpu").groups
+    gated = [g for g in groups if any(module.get(o, "").endswith("mlp.gate_proj") for o in g.members)]
+    assert len(gated) == 2 * 2  # two layers, two chips
+    for g in gated:
+        assert [o for o in g.members if module.get(o, "").endswith("mlp.up_proj")], g
