@@ -55,9 +55,9 @@ def test_a_shared_spine_kernel_is_rendered_for_every_core():
     device = CpuDevice()
     ready = Prepared(prog, unfused(prog), device)
     threads = {c.kernel.place: c.threads for c in ready.compiled}
-    assert threads["spine"] == device.cores and threads["chip:0"] == device.threads
+    assert threads["spine"] == device.cores and threads["chip:0"] is None  # None: the chip's own share
     each = Prepared(prog, unfused(prog), CpuDevice(), share=False)
-    assert {c.threads for c in each.compiled} == {device.threads}
+    assert {c.threads for c in each.compiled} == {None}
 
 
 def test_the_simulator_keeps_a_spine_kernel_on_every_chip():

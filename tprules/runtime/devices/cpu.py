@@ -199,7 +199,7 @@ def chip_thread(chip: int, threads: int) -> ThreadPoolExecutor:
 
 class CpuCompiled(Compiled):
     def __init__(self, kernel, source: str, fn, threads: int | None = None):
-        """`threads`: what the kernel was rendered for, when not its chip's share (a shared spine kernel)."""
+        """`threads`: a shared spine kernel's (every core); None: the chip's own share."""
         super().__init__(kernel, source, launches=1)
         self.fn = fn
         self.threads = threads
@@ -247,7 +247,7 @@ class CpuDevice(Device):
             fn = cache.load(source, "cpu").kernel
             fn.compile(signature(kernel))  # now, not at the first launch (or load Numba's cache)
             self._compiled[source] = fn
-        return CpuCompiled(kernel, source, fn, threads)
+        return CpuCompiled(kernel, source, fn, threads if shared else None)
 
     def queues(self, chips: int) -> list[Queue]:
         shares = [self.fixed] * chips if self.fixed else thread_shares(self.cores, chips)
