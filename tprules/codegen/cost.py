@@ -88,8 +88,8 @@ class Machine:
     # of the result; our GPU `tiles` compute each once per tile that reads it.
     operands: str = "library"
     # Whether the matmul core reads a view of a buffer (views.py) as it lies: the CPU's
-    # BLAS tiles do (an offset, a leading dimension, a flag); the GPU's library split
-    # (extern.py) takes only whole buffers and their transposes.
+    # BLAS tiles do (an offset, a leading dimension, a flag), and so does the GPU's library
+    # split (extern.py: a strided block handed to cuBLAS) for a 2-D matmul's operands.
     views: bool = False
     # Which of attention's chains (a bmm, the work on its result, the bmm that reads it) run as
     # one stage per head and tile of rows, their buffers tiles that stay in cache (attention.py):
@@ -113,7 +113,7 @@ CPU_OWN = Machine("cpu (own matmul loops)", matmul_flops=20e9, bandwidth=40e9, o
 # about 200 TFLOP/s; our shared-memory tiles without tensor cores about 10. Memory about
 # 3 TB/s; a launch about 5 µs, one per stage.
 GPU = Machine("gpu", matmul_flops=200e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13, launch_s=5e-6,
-              per_stage_launch=True, attention="online")
+              per_stage_launch=True, attention="online", views=True)
 GPU_OWN = Machine("gpu (own tiles)", matmul_flops=10e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13,
                   launch_s=5e-6, per_stage_launch=True, operands="tiles", attention="online")
 TILE = 16  # the GPU tiles' size (codegen/cuda.py)

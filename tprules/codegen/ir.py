@@ -233,7 +233,9 @@ class AbsMax:
 @dataclass(frozen=True)
 class Gemm:
     """A library's matmul (codegen/extern.py): parameter `c` [m, n] = op(`a`) @ op(`b`), where
-    `a` holds [m, k] (or [k, m] when `ta`) and `b` holds [k, n] (or [n, k] when `tb`)."""
+    `a` holds [m, k] (or [k, m] when `ta`) and `b` holds [k, n] (or [n, k] when `tb`); with
+    `a_at` (offset, leading dimension) the block of `a`'s buffer that element (r, s) of what
+    it holds is at offset + r * ld + s (a view, views.py), else the whole buffer; `b_at` alike."""
 
     a: str
     ta: bool
@@ -243,6 +245,8 @@ class Gemm:
     m: int
     n: int
     k: int
+    a_at: tuple[int, int] | None = None
+    b_at: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ class CudaQueue(Queue):
             if launch is None:
                 g = compiled.kernel.stages[n]
                 at = compiled.index
-                compiled.provider.gemm(self, buffers[at[g.a]], g.ta, buffers[at[g.b]], g.tb, buffers[at[g.c]])
+                compiled.provider.gemm(self, g, buffers[at[g.a]], buffers[at[g.b]], buffers[at[g.c]])
             else:
                 grid, block = launch
                 compiled.fn[grid, block, self.stream](n, *buffers)
