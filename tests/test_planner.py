@@ -310,3 +310,22 @@ def test_merges_across_places_follow_the_rules(rules_copy):
     mixed = [g for g in plan(ws).groups if len({places[o] for o in g.members}) > 1]
     assert mixed and all(g.place.startswith("chip:") for g in mixed)
     assert not [g for g in plan(ws, across_places=False).groups if len({places[o] for o in g.members}) > 1]
+
+
+def test_an_epilogue_and_attentions_chain_are_found_through_views():
+    """A matmul's activation behind a reshape (as imported) is still its epilogue, with the
+    reshape on the way; attention's chain runs from one bmm to the next through elementwise,
+    layout and row statements, and not into the projection after it."""
+    from tprules.planner.greedy import attention_chain_edges, epilogue_of
+
+    flows = {"mm": ["r"], "r": ["act"], "act": ["mul"], "up": ["mul"], "mul": ["mm2"], "mm2": [],
+             "qk": ["s"], "s": ["sm"], "sm": ["p"], "p": ["pv"], "pv": ["o"], "o": ["wo"], "wo": []}
+    cls = {"mm": "matmul", "r": "reshape", "act": "gelu", "up": "matmul", "mul": "mul", "mm2": "matmul",
+           "qk": "bmm", "s": "scale", "sm": "softmax", "p": "reshape", "pv": "bmm", "o": "permute", "wo": "matmul"}
+    kind = {o: {"matmul": "matmul", "bmm": "matmul", "softmax": "row", "reshape": "layout",
+                "permute": "layout"}.get(c, "elementwise") for o, c in cls.items()}
+    assert epilogue_of("mm", flows, kind, cls) == ["r", "act"]
+    assert epilogue_of("up", flows, kind, cls) == ["mul"]
+    assert epilogue_of("mm2", flows, kind, cls) == []
+    edges = attention_chain_edges(list(flows), flows, kind, cls)
+    assert edges == {"qk": ["s"], "s": ["sm"], "sm": ["p"], "p": ["pv"], "pv": []}

@@ -78,3 +78,15 @@ def test_the_fused_groups_cover_every_stage_kind(compiled, arch):
     fused = [k for ks in compiled(arch).values() for k in ks if k["job"] == "fused groups"]
     kinds = {part for k in fused for part in k["kinds"].split("+")}
     assert {"matmul", "row", "pointwise", "absmax"} <= kinds, kinds
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_each_chips_attention_builds_as_one_stage(compiled, models, arch):
+    """In the imported models' plans each chip's attention is one online-softmax stage
+    (codegen/attention_cuda.py), with our tiles and split around a library's gemm."""
+    if not models:
+        pytest.skip("the import extra (torch, transformers) is not installed")
+    for m in MUST_WORK:
+        kernels = [k for k in compiled(arch)[f"hf-{m}-tp4"] if "attention" in k["kinds"].split("+")]
+        assert kernels and all(k["ok"] for k in kernels), m
+        assert {k["job"] for k in kernels} >= {"plan"}, m

@@ -234,10 +234,11 @@ def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
     assert execute(ws, plan, device=device, prog=prog).ok
 
 
-@pytest.mark.parametrize("machine, views, copied", [("cpu", True, False), ("gpu", False, True)])
+@pytest.mark.parametrize("machine, views, copied", [("cpu", True, False), ("gpu", True, False)])
 def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, views, copied):
-    """On the CPU the BLAS core reads GQA's repeated heads as views (they cost nothing); the
-    GPU's library split takes whole buffers, so there they are copied, and the cost says so."""
+    """The CPU's BLAS core and the GPU (the library split, and the tiles that evaluate an
+    operand's layout in their loads) read GQA's repeated heads as views: they cost nothing,
+    nothing is copied, and the cost says so."""
     from tprules.cli import main
 
     assert main(["plan", str(programs["gqa_attention"]), "--machine", machine, "--show", "cost"]) == 0
@@ -248,8 +249,9 @@ def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, 
 
 
 def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
-    """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of three stages, both
-    products BLAS calls reading the repeated key/value heads in place."""
+    """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of one attention
+    stage (codegen/attention.py), both products BLAS calls reading the repeated key/value
+    heads in place."""
     from tprules.runtime import Prepared
     from tprules.runtime.devices import get_device
 
@@ -259,7 +261,7 @@ def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
     from tprules.planner import plan
 
     ready = Prepared(prog, plan(ws, machine=device.machine), device)
-    assert [k.kind for k in ready.kernels] == ["bmm+row+bmm"]
+    assert [k.kind for k in ready.kernels] == ["attention"]
     source = ready.compiled[0].source
     assert source.count("gemm(") == 2 and "opnd" not in source
     assert ready.report(ready.run()).ok

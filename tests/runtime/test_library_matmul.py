@@ -129,3 +129,38 @@ def test_the_simulator_runs_our_own_tiles_unless_asked():
 def test_an_unknown_choice_is_a_clean_error():
     with pytest.raises(DeviceUnavailable, match="unknown matmul core fast"):
         cpu_core("fast")
+
+
+def _views_program(b):
+    """Matmul operands that are views of buffers: a reshape, a slice of columns (a leading
+    dimension wider than the block), a permute (a transposed block)."""
+    from plans import spine_statement as _s
+
+    x = _s(b, "x2", "reshape", [b.tensor("x", [2, 3, 8], spine=True)], [6, 8])
+    cols = _s(b, "cols", "slice", [b.tensor("wide", [8, 16], spine=True)], [8, 5], axis=1, start=4, end=9)
+    _s(b, "mm", "matmul", [x, cols], [6, 5])
+    at = _s(b, "at", "permute", [b.tensor("xt", [8, 6], spine=True)], [6, 8], dims="1,0")
+    _s(b, "mm2", "matmul", [at, b.tensor("w", [8, 5], spine=True)], [6, 5])
+
+
+def test_the_library_reads_views_as_they_lie(tmp_path_factory):
+    """On the GPU's library split an operand that is a view of a buffer goes to the library as
+    an offset and a leading dimension (a strided block), with no prologue copying it."""
+    from plans import write_programs
+
+    from tprules.planner.plan import Group, Plan
+    from tprules.runtime import RunProgram
+    from tprules.workspace import Workspace
+
+    folder = write_programs({"views": _views_program}, tmp_path_factory)["views"]
+    ws = Workspace(folder)
+    prog = RunProgram.from_workspace(ws)
+    groups = (Group("g0", ("x2", "cols", "mm"), "spine"), Group("g1", ("at", "mm2"), "spine"))
+    plan = Plan(prog.shim, groups)
+    first, second = (split_matmuls(lower(g, prog)) for g in groups)
+    assert [type(s) for s in first.stages] == [Gemm] and [type(s) for s in second.stages] == [Gemm]
+    (g0,), (g1,) = first.stages, second.stages
+    assert g0.a_at == (0, 8) and g0.b_at == (4, 16) and not g0.ta and not g0.tb
+    assert g1.a_at == (0, 6) and g1.ta and g1.b_at is None
+    report = execute(ws, plan, device="sim", prog=prog, matmul="library")
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]

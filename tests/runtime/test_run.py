@@ -74,7 +74,10 @@ def test_the_all_reduce_moves_every_partial_to_every_chip():
     assert report.ok
     assert report.transfers == 4 * 3  # the fold's kernel runs on each chip with the 3 others' partials
     assert report.moved_bytes == 12 * 8 * 16 * 4
-    assert [c.kernels for c in report.chips] == [3 + 1 + 2] * 4  # own statements, the fold, bias and residual
+    # own statements and the fold on each chip; the spine's bias and residual once, on chip 0, for all four
+    assert [c.kernels for c in report.chips] == [3 + 1 + 2] + [3 + 1] * 3
+    each = execute(ws, unfused(prog), device="cpu", prog=prog, share=False)
+    assert [c.kernels for c in each.chips] == [3 + 1 + 2] * 4 and each.transfers == report.transfers
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -104,7 +107,7 @@ def test_devices_agree():
 
 def test_a_relocated_section_runs_on_its_chip():
     ws, prog = example("relocated-head-tp2")
-    report = execute(ws, unfused(prog), device="cpu", prog=prog)
+    report = execute(ws, unfused(prog), device="cpu", prog=prog, share=False)
     assert report.ok
     # chip 0 runs the relocated head (matmul, softmax) and pick; chip 1 does not
     assert report.chips[0].kernels == report.chips[1].kernels + 3

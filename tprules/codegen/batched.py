@@ -18,6 +18,8 @@ epilogue at [batch, row, column].
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from .emit import Scope, Source, store
 from .ir import BatchedMatmulStage, Expr, Kernel
 from .tiles import tile_products
@@ -28,38 +30,65 @@ TILE_ROWS = 256  # rows of one BLAS call at most (cpu_gemm.py's tiles)
 
 def render_cpu_gemm(src: Source, stage: BatchedMatmulStage, kernel: Kernel, parallel: bool) -> None:
     """Each batch index's products as BLAS calls on tiles of rows, the epilogue on each tile."""
-    b_, m, n, k = stage.batch, stage.m, stage.n, stage.k
-    operands = [(_operand(src, mm.a, kernel, parallel), _operand(src, mm.b, kernel, parallel))
+    operands = [(operand(src, mm.a, kernel, parallel), operand(src, mm.b, kernel, parallel))
                 for mm in stage.matmuls]
+    with row_tiles(src, stage.batch, stage.m, parallel) as (b, i0, mb, tm):
+        accs = products(src, stage, operands, b, i0, mb, tm)
+        epilogue(src, stage, kernel, accs, (b, i0, mb), Scope(src))
+
+
+@contextmanager
+def row_tiles(src: Source, batch: int, m: int, parallel: bool):
+    """A loop over every batch index and tile of up to TILE_ROWS rows; yields the names of
+    the batch index, the tile's first row and its rows, and the tile's most rows."""
     tm = min(m, TILE_ROWS)
     tiles = -(-m // tm)
-    t, b, i0, mb, i, j, ii = (src.fresh(s) for s in ("t", "b", "i0", "mb", "i", "j", "ii"))
-    src.line(f"# {b_} x {tiles} BLAS calls of {tm} x {n} x {k} per product")
-    with src.block(f"for {t} in {'prange' if parallel else 'range'}({b_ * tiles}):"):
+    t, b, i0, mb = (src.fresh(s) for s in ("t", "b", "i0", "mb"))
+    src.line(f"# {batch} x {tiles} tiles of up to {tm} rows")
+    with src.block(f"for {t} in {'prange' if parallel else 'range'}({batch * tiles}):"):
         src.line(f"{b} = {t} // {tiles}")
         src.line(f"{i0} = ({t} % {tiles}) * {tm}")
         src.line(f"{mb} = min({tm}, {m} - {i0})")
-        accs = []
-        for (a, va, ta, lda), (bb, vb, tb, ldb) in operands:
-            acc = src.fresh("acc")
-            accs.append(acc)
-            a_off = " + ".join(x for x in (str(va.offset) if va.offset else "", _batch(va, b),
-                                           f"{i0} * {lda}" if not ta else i0) if x and x != "0")
-            b_off = " + ".join(x for x in (str(vb.offset) if vb.offset else "", _batch(vb, b)) if x and x != "0")
-            src.line(f"{acc} = np.empty(({tm}, {n}), np.float32)")
-            src.line(f"gemm({int(ta)}, {int(tb)}, {mb}, {n}, {k}, {a}, {a_off or 0}, {lda}, {bb}, {b_off or 0}, {ldb}, "
-                     f"{acc}, 0, {n})")
-        with src.block(f"for {i} in range({mb}):"):
-            src.line(f"{ii} = {i0} + {i}")
-            with src.block(f"for {j} in range({n}):"):
-                store(src, Scope(src, acc=lambda x: f"{accs[x]}[{i}, {j}]"), stage, (b, ii, j), kernel)
+        yield b, i0, mb, tm
+
+
+def products(src: Source, stage: BatchedMatmulStage, operands: list, b: str, i0: str, mb: str, tm: int) -> list[str]:
+    """One BLAS call per bmm of the stage for batch `b`, rows i0 .. i0 + mb; `operands` are
+    (buffer, view, transposed, leading dimension) pairs (`operand`, or a tile of the kernel's
+    own: its view None, the tile's rows from offset 0). Returns the [tm, n] accumulators."""
+    n, k = stage.n, stage.k
+    accs = []
+    for (a, va, ta, lda), (bb, vb, tb, ldb) in operands:
+        acc = src.fresh("acc")
+        accs.append(acc)
+        a_off = "0" if va is None else _plus(str(va.offset) if va.offset else "", _batch(va, b),
+                                             f"{i0} * {lda}" if not ta else i0)
+        b_off = _plus(str(vb.offset) if vb.offset else "", _batch(vb, b))
+        src.line(f"{acc} = np.empty(({tm}, {n}), np.float32)")
+        src.line(f"gemm({int(ta)}, {int(tb)}, {mb}, {n}, {k}, {a}, {a_off}, {lda}, {bb}, {b_off}, {ldb}, {acc}, 0, {n})")
+    return accs
+
+
+def epilogue(src: Source, stage: BatchedMatmulStage, kernel: Kernel, accs: list[str], tile: tuple[str, str, str],
+             scope: Scope) -> None:
+    """The stage's stores over a tile (batch b, rows i0 .. i0 + mb), reading the accumulators."""
+    b, i0, mb = tile
+    i, j, ii = src.fresh("i"), src.fresh("j"), src.fresh("ii")
+    with src.block(f"for {i} in range({mb}):"):
+        src.line(f"{ii} = {i0} + {i}")
+        with src.block(f"for {j} in range({stage.n}):"):
+            store(src, scope.again(acc=lambda x: f"{accs[x]}[{i}, {j}]"), stage, (b, ii, j), kernel)
+
+
+def _plus(*terms: str) -> str:
+    return " + ".join(x for x in terms if x and x != "0") or "0"
 
 
 def _batch(v: View, b: str) -> str:
     return v.offset_of(0, b)
 
 
-def _operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, View, bool, int]:
+def operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, View, bool, int]:
     """(buffer, its view, transposed, leading dimension) of a [B, R, C] operand: a view where
     `e` is one, else `e` computed once into a buffer of the kernel's own."""
     v = view_of(e, {p.name: p.dtype for p in kernel.params})

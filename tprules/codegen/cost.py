@@ -10,6 +10,8 @@ arithmetic of its reader, and a matmul operand that is a view of a buffer goes t
 lies, costing its bytes once; a layout that must be computed into a buffer first (not a view,
 or read by a core that takes only whole buffers) costs that buffer's bytes, stored and read
 back. The estimate counts both (`views`, `copied`) so that `plan --show cost` can say why.
+Where the machine runs attention's chain as one stage (`Machine.attention`, attention.py) the
+chain's buffers are tiles in cache: reading and writing them moves no memory.
 Planning compares the estimate of a fusion with the estimates of its
 parts (planner/cost.py), so only the differences need to be right: launches saved, bytes
 not stored and loaded again, work done twice.
@@ -24,9 +26,11 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from .. import ops
+from . import attention
 from .ir import (
     AbsMax,
     Acc,
+    AttentionStage,
     BatchedMatmulStage,
     Concat,
     Expr,
@@ -43,6 +47,7 @@ from .ir import (
     RowStage,
     Transpose,
     Window,
+    params_read,
 )
 from .views import block, view_of
 
@@ -123,10 +128,14 @@ class Machine:
     # of the result; our GPU `tiles` compute each once per tile that reads it.
     operands: str = "library"
     # Whether the matmul core reads a view of a buffer (views.py) as it lies: the CPU's
-    # BLAS tiles do (an offset, a leading dimension, a flag); the GPU's library split
-    # (extern.py) takes only whole buffers and their transposes.
+    # BLAS tiles do (an offset, a leading dimension, a flag), and so does the GPU's library
+    # split (extern.py: a strided block handed to cuBLAS) for a 2-D matmul's operands.
     views: bool = False
     link: Link = HOST  # between its chips: a collective's transfers (plan --show cost)
+    # Which of attention's chains (a bmm, the work on its result, the bmm that reads it) run as
+    # one stage per head and tile of rows, their buffers tiles that stay in cache (attention.py):
+    # `tiles` every one (the CPU with BLAS), `online` those of a softmax (a GPU), "" none.
+    attention: str = ""
 
     def seconds(self, e: Estimate) -> float:
         return (e.flops / self.matmul_flops + e.bytes / self.bandwidth + e.ops * self.op_s
@@ -138,16 +147,16 @@ class Machine:
 # 20; pointwise code about 40 GB/s (its buffers mostly in cache) and 0.1 ns an operation;
 # an exp 5 ns. Launching a kernel on a chip's queue: about 20 µs.
 CPU = Machine("cpu", matmul_flops=70e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9, launch_s=20e-6,
-              views=True)
+              views=True, attention="tiles")
 CPU_OWN = Machine("cpu (own matmul loops)", matmul_flops=20e9, bandwidth=40e9, op_s=0.1e-9, transcendental_s=5e-9,
                   launch_s=20e-6, operands="loops")
 # A data-centre GPU (H100/H200 class), float32 in and out: cuBLAS with TF32 tensor cores
 # about 200 TFLOP/s; our shared-memory tiles without tensor cores about 10. Memory about
 # 3 TB/s; a launch about 5 µs, one per stage.
 GPU = Machine("gpu", matmul_flops=200e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13, launch_s=5e-6,
-              per_stage_launch=True, link=NVLINK)
+              per_stage_launch=True, attention="online", views=True, link=NVLINK)
 GPU_OWN = Machine("gpu (own tiles)", matmul_flops=10e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13,
-                  launch_s=5e-6, per_stage_launch=True, operands="tiles", link=NVLINK)
+                  launch_s=5e-6, per_stage_launch=True, operands="tiles", attention="online", link=NVLINK)
 TILE = 16  # the GPU tiles' size (codegen/cuda.py)
 MACHINES = {m.name: m for m in (CPU, CPU_OWN, GPU, GPU_OWN)}
 
@@ -158,45 +167,59 @@ def estimate(kernel: Kernel, machine: Machine = CPU) -> Estimate:
     """The work of one run of `kernel` on one chip."""
     total = ZERO
     dtypes = {p.name: p.dtype for p in kernel.params}
+    kernel = as_run(kernel, machine)
     for stage in kernel.stages:
         total = total + _stage(stage, machine, dtypes)
     launches = len(kernel.stages) if machine.per_stage_launch else 1
     return replace(total, launches=launches)
 
 
-def _stage(stage, machine: Machine, dtypes: dict[str, str]) -> Estimate:
+def as_run(kernel: Kernel, machine: Machine) -> Kernel:
+    """The kernel with the attention stages `machine` does not run as one stage unfolded."""
+    if machine.attention == "tiles":
+        return kernel
+    return attention.unfold(kernel, attention.online if machine.attention == "online" else lambda s: False)
+
+
+def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str] = frozenset()) -> Estimate:
+    """`tiled`: buffers that are tiles in cache (attention.py), whose reads and writes move no memory."""
+    if isinstance(stage, AttentionStage):
+        total = ZERO
+        for inner in stage.stages:
+            total = total + _stage(inner, machine, dtypes, frozenset(stage.local))
+        return total
+    stores = sum(st.param not in tiled for st in getattr(stage, "stores", ()))
     if isinstance(stage, Pointwise):
         n = prod(stage.shape)
-        return _evaluate([st.value for st in stage.stores], n, stores=len(stage.stores))
+        return _evaluate([st.value for st in stage.stores], n, stores, tiled)
     if isinstance(stage, MatmulStage):
         mn = stage.m * stage.n
         flops = 2.0 * mn * stage.k * len(stage.matmuls)
         operands = ZERO
         for mm in stage.matmuls:
             for e, side in ((mm.a, "a"), (mm.b, "b")):
-                operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes)
-        epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
+                operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes, tiled)
+        epilogue = _evaluate([st.value for st in stage.stores], mn, stores, tiled)
         return operands + epilogue + Estimate(flops, 0.0, 0.0, 0.0, 0)
     if isinstance(stage, BatchedMatmulStage):  # BLAS per batch on the CPU, else our own loops (batched.py)
         mn = stage.batch * stage.m * stage.n
         operands = ZERO
         for mm in stage.matmuls:
             for e, side in ((mm.a, "a"), (mm.b, "b")):
-                operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes)
-        epilogue = _evaluate([st.value for st in stage.stores], mn, stores=len(stage.stores))
+                operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes, tiled)
+        epilogue = _evaluate([st.value for st in stage.stores], mn, stores, tiled)
         return operands + epilogue + Estimate(2.0 * mn * stage.k * len(stage.matmuls), 0.0, 0.0, 0.0, 0)
     if isinstance(stage, RowStage):
         n = prod(stage.shape)
         # the pass that stores evaluates every row op's input once, with the stores
-        total = _evaluate([st.value for st in stage.stores] + [op.x for op in stage.rows], n,
-                          stores=len(stage.stores))
+        total = _evaluate([st.value for st in stage.stores] + [op.x for op in stage.rows], n, stores, tiled)
         for op in stage.rows:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
             passes = ops.CLASSES[op.cls].passes
             if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
                 passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
-            reads = _evaluate([op.x], n)
+            reads = _evaluate([op.x], n, 0, tiled)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
                                      reads.transcendental * passes + exps, 0)
@@ -215,17 +238,18 @@ def _repeats(machine: Machine, stage: MatmulStage | BatchedMatmulStage, side: st
     return 1
 
 
-def _operand(e: Expr, repeats: int, machine: Machine, dtypes: dict[str, str]) -> Estimate:
+def _operand(e: Expr, repeats: int, machine: Machine, dtypes: dict[str, str],
+             tiled: frozenset[str] = frozenset()) -> Estimate:
     """A matmul operand: read where it lies (a buffer, or on a core that reads views a view
-    of one), or (a prologue) computed `repeats` times per element."""
+    of one; a tile in cache costs nothing), or (a prologue) computed `repeats` times per element."""
     n = prod(e.shape)
     if isinstance(e, Load) or (isinstance(e, Transpose) and isinstance(e.arg, Load)):
-        return Estimate(0.0, n * WORD, 0.0, 0.0, 0)
+        return Estimate(0.0, 0.0 if params_read(e) <= tiled else n * WORD, 0.0, 0.0, 0)
     if machine.views and machine.operands == "library":
         v = view_of(e, dtypes)
         if v is not None and block(v, *e.shape[-2:]) is not None:
-            return Estimate(0.0, n * WORD, 0.0, 0.0, 0, views=1)
-    work = _evaluate([e], n * repeats, stores=0)
+            return Estimate(0.0, 0.0 if v.param in tiled else n * WORD, 0.0, 0.0, 0, views=1)
+    work = _evaluate([e], n * repeats, 0, tiled)
     # a library's buffer: stored, read back
     return work + Estimate(0.0, 2 * n * WORD, 0.0, 0.0, 0, copied=2 * n * WORD if _layout(e) else 0.0)
 
@@ -237,11 +261,12 @@ def _layout(e: Expr) -> bool:
     return isinstance(e, Load)
 
 
-def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
+def _evaluate(values: list[Expr], n: int, stores: int = 0, tiled: frozenset[str] = frozenset()) -> Estimate:
     """Evaluating `values` at each of `n` indices (shared subexpressions once), and storing
-    `stores` values there."""
+    `stores` values there; loads of `tiled` buffers (tiles in cache) move no memory, and a
+    buffer smaller than the pass (a broadcast mask, a norm's weight) is read from memory once."""
     seen: set[Expr] = set()
-    loads: set[str] = set()
+    loads: dict[str, int] = {}  # buffer → its elements
     ops = transcendental = 0
 
     def walk(e: Expr) -> None:
@@ -250,7 +275,7 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
             return
         seen.add(e)
         if isinstance(e, Load):
-            loads.add(e.param)
+            loads[e.param] = prod(e.shape)
         elif isinstance(e, Op):
             ops += 1
             transcendental += e.cls in TRANSCENDENTAL
@@ -280,4 +305,5 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0) -> Estimate:
 
     for v in values:
         walk(v)
-    return Estimate(0.0, float(n * WORD * (len(loads) + stores)), float(n * ops), float(n * transcendental), 0)
+    read = sum(min(n, size) for p, size in loads.items() if p not in tiled)
+    return Estimate(0.0, float(WORD * (read + n * stores)), float(n * ops), float(n * transcendental), 0)

@@ -7,9 +7,9 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
-from . import batched, cpu_gemm
+from . import attention, attention_cpu, batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
-from .ir import AbsMax, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowStage
+from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowOut, RowStage, children
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
 
@@ -35,7 +35,9 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     `threads`: the threads of the chip that runs it (a parallel kernel when more than one
     and the kernel is big enough to gain)."""
     src = Source(kernel.params)
-    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage)) for s in kernel.stages)
+    if not gemm:  # our own loops run attention's chain stage by stage
+        kernel = attention.unfold(kernel)
+    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage, AttentionStage)) for s in kernel.stages)
     for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
         src.line(line)
     for line in HELPERS.splitlines():
@@ -47,7 +49,9 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     with src.block(f"def kernel({args}):"):
         for n, stage in enumerate(kernel.stages):
             src.line(f"# stage {n}: {type(stage).__name__}")
-            if gemm and isinstance(stage, MatmulStage):
+            if isinstance(stage, AttentionStage):  # attention's chain, tile by tile
+                attention_cpu.render(src, stage, kernel, parallel, one_row)
+            elif gemm and isinstance(stage, MatmulStage):
                 cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
             elif gemm and isinstance(stage, BatchedMatmulStage):
                 batched.render_cpu_gemm(src, stage, kernel, parallel)
@@ -110,67 +114,95 @@ def matmul_loops(src: Source, stage: MatmulStage, kernel: Kernel) -> None:
 
 
 def row(src: Source, stage: RowStage, kernel: Kernel) -> None:
-    lead_shape, h = stage.shape[:-1], stage.shape[-1]
-    values = RowValues(stage)
     r = src.fresh("r")
     with src.block(f"for {r} in prange({stage.row_count}):"):
-        lead = unflatten(src, r, lead_shape)
-        for n, op in enumerate(stage.rows):
-            how = reduction(op.cls)
-            if how == "select":
-                continue  # no statistics: each stored element selects again (emit.RowValues.select)
-            if how in ("average", "moments"):
-                values.stats[n] = mean_row(src, values, op, lead)
-            elif how == "rms":
-                ss = src.fresh("ss")
-                src.line(f"{ss} = f32(0)")
-                x = reduction_loop(src, values, op, lead, h)
-                src.line(f"{ss} += {x} * {x}")
-                src.depth -= 1
-                d = src.fresh("d")
-                src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
-                values.stats[n] = {"d": d}
-            elif how == "max_exp":
-                mx, se = src.fresh("mx"), src.fresh("se")
-                src.line(f"{mx} = -INF")
-                x = reduction_loop(src, values, op, lead, h)
-                with src.block(f"if {x} > {mx}:"):
-                    src.line(f"{mx} = {x}")
-                src.depth -= 1
-                src.line(f"{se} = f32(0)")
-                x = reduction_loop(src, values, op, lead, h)
-                src.line(f"{se} += fexp({x} - {mx})")
-                src.depth -= 1
-                values.stats[n] = {"mx": mx, "se": se}
-            elif how == "max":  # the row's maximum, NaN once the row holds one
-                mx = src.fresh("mx")
-                src.line(f"{mx} = -INF")
-                x = reduction_loop(src, values, op, lead, op.x.shape[-1])  # the result row has one element
-                with src.block(f"if not ({x} == {x}) or {x} > {mx}:"):
-                    src.line(f"{mx} = {x}")
-                src.depth -= 1
-                values.stats[n] = {"mx": mx}
-            else:
-                raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cpu pass for it")
-        j = src.fresh("j")
-        with src.block(f"for {j} in range({h}):"):
-            store(src, Scope(src, row=values.value), stage, lead + (j,), kernel)
+        one_row(src, stage, kernel, unflatten(src, r, stage.shape[:-1]), Scope(src))
 
 
-def reduction_loop(src: Source, values: RowValues, op, lead, h) -> str:
-    """Open a loop over the row; returns the variable holding the row op's input there."""
+def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...], scope: Scope) -> None:
+    """The row at index `lead` of a row stage: its reductions, then the pass that stores;
+    `scope` says where buffers are read and written (`Scope.again` gives each pass its own)."""
+    h = stage.shape[-1]
+    values = RowValues(stage)
+    for n, op in enumerate(stage.rows):
+        how = reduction(op.cls)
+        if how == "select":
+            continue  # no statistics: each stored element selects again (emit.RowValues.select)
+        if how in ("average", "moments"):
+            values.stats[n] = mean_row(src, values, op, lead, scope)
+        elif how == "rms":
+            ss = src.fresh("ss")
+            src.line(f"{ss} = f32(0)")
+            x, _ = reduction_loop(src, values, op, lead, h, scope)
+            src.line(f"{ss} += {x} * {x}")
+            src.depth -= 1
+            d = src.fresh("d")
+            src.line(f"{d} = fsqrt({ss} / f32({h}) + {constant(op.eps)})")
+            values.stats[n] = {"d": d}
+        elif how == "max_exp":
+            mx, se, e = src.fresh("mx"), src.fresh("se"), src.fresh("e")
+            src.line(f"{mx} = -INF")
+            x, _ = reduction_loop(src, values, op, lead, h, scope)
+            with src.block(f"if {x} > {mx}:"):
+                src.line(f"{mx} = {x}")
+            src.depth -= 1
+            src.line(f"{se} = f32(0)")
+            x, j = reduction_loop(src, values, op, lead, h, scope)
+            src.line(f"{e} = fexp({x} - {mx})")
+            src.line(f"{se} += {e}")
+            values.stats[n] = {"mx": mx, "se": se}
+            kept = kept_exp(stage, n, kernel)
+            if kept is not None:  # its exp kept where the result goes: the store pass divides it
+                src.line(f"{scope.element(kept, lead + (j,))} = {e}")
+                values.stats[n]["kept"] = kept
+            src.depth -= 1
+        elif how == "max":  # the row's maximum, NaN once the row holds one
+            mx = src.fresh("mx")
+            src.line(f"{mx} = -INF")
+            x, _ = reduction_loop(src, values, op, lead, op.x.shape[-1], scope)  # the result row has one element
+            with src.block(f"if not ({x} == {x}) or {x} > {mx}:"):
+                src.line(f"{mx} = {x}")
+            src.depth -= 1
+            values.stats[n] = {"mx": mx}
+        else:
+            raise AssertionError(f"row class {op.cls} reduces by {how!r}: no cpu pass for it")
+    j = src.fresh("j")
+    with src.block(f"for {j} in range({h}):"):
+        store(src, scope.again(row=values.value), stage, lead + (j,), kernel)
+
+
+def kept_exp(stage: RowStage, n: int, kernel: Kernel) -> str | None:
+    """The parameter that holds softmax number n's exp(x - max) between its sum and its
+    store pass (one exp an element, not two): the one store that reads its result, when it
+    stores the float32 result as it is."""
+    readers = [st for st in stage.stores if _reads_row(st.value, n)]
+    if len(readers) != 1:
+        return None
+    (st,) = readers
+    plain = isinstance(st.value, RowOut) and st.value.dtype == "f32" and not st.flip
+    return st.param if plain and kernel.param(st.param).dtype == "f32" else None
+
+
+def _reads_row(e, n: int) -> bool:
+    if isinstance(e, RowOut):
+        return e.index == n
+    return any(_reads_row(c, n) for c in children(e))
+
+
+def reduction_loop(src: Source, values: RowValues, op, lead, h, scope: Scope) -> tuple[str, str]:
+    """Open a loop over the row; returns the variables of the row op's input there and of the index."""
     j = src.fresh("j")
     src.line(f"for {j} in range({h}):")
     src.depth += 1
-    return Scope(src, row=values.value).at(op.x, lead + (j,))
+    return scope.again(row=values.value).at(op.x, lead + (j,)), j
 
 
-def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
+def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str, str]:
     """mean: the row's mean; layernorm: its mean and d = sqrt(mean((x - mean)²) + eps)."""
     h = op.x.shape[-1]  # a mean's result row has one element
     total, m = src.fresh("sx"), src.fresh("m")
     src.line(f"{total} = f32(0)")
-    x = reduction_loop(src, values, op, lead, h)
+    x, _ = reduction_loop(src, values, op, lead, h, scope)
     src.line(f"{total} += {x}")
     src.depth -= 1
     src.line(f"{m} = {total} / f32({h})")
@@ -178,7 +210,7 @@ def mean_row(src: Source, values: RowValues, op, lead) -> dict[str, str]:
         return {"m": m}
     var, d = src.fresh("sv"), src.fresh("d")
     src.line(f"{var} = f32(0)")
-    x = reduction_loop(src, values, op, lead, h)
+    x, _ = reduction_loop(src, values, op, lead, h, scope)
     src.line(f"{var} += ({x} - {m}) * ({x} - {m})")
     src.depth -= 1
     src.line(f"{d} = fsqrt({var} / f32({h}) + {constant(op.eps)})")

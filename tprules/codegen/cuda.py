@@ -13,19 +13,25 @@ stage, in stream order: stage n of the kernel is `kernel(n, ...)`. Stages:
   tree reductions in shared memory, then one pass stores;
 - absmax: the first pass of a quantized read, an atomic max into a one-element scale;
 - gemm (a kernel split for a library matmul, extern.py): no code here; the device calls
-  the library between the kernel's launches (its launch is None).
+  the library between the kernel's launches (its launch is None);
+- attention (attention.py's online form): a block per head and tile of rows, keys a tile
+  at a time with an online softmax (attention_cuda.py).
+
+`prepare` makes a kernel what a GPU runs: its other attention stages unfolded, matmul
+stages split around a library's gemm where there is one.
 """
 
 from __future__ import annotations
 
 from math import prod
 
-from . import batched, typed
+from . import attention, attention_cuda, batched, typed
 from .emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
-from .ir import AbsMax, BatchedMatmulStage, Gemm, Kernel, MatmulStage, Pointwise, RowStage
+from .extern import split_matmuls
+from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Gemm, Kernel, MatmulStage, Pointwise, RowStage
 from .tiles import tile_products
 
-TILED = (MatmulStage, BatchedMatmulStage)  # stages of T x T threads with shared tiles
+TILED = (MatmulStage, BatchedMatmulStage, AttentionStage)  # stages of T x T threads with shared tiles
 
 MAX_GRID = 65535
 
@@ -50,6 +56,16 @@ class Target:
         # barrier costs each thread a Python thread switch
         self.small_block = 8 if simulator else self.block
         self.simulator = simulator
+
+
+def prepare(kernel: Kernel, library: bool = False) -> Kernel:
+    """The kernel as a GPU runs it: its attention stages of the online form one stage each
+    (their scratch buffers one element, never touched), any other unfolded into its stages;
+    with `library`, its matmul stages split around the library's gemm (extern.py)."""
+    kernel = attention.unfold(kernel, attention.online)
+    if library:
+        kernel = split_matmuls(kernel)
+    return attention.without_tiled_buffers(kernel)
 
 
 def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int] | None, ...]]:
@@ -83,10 +99,13 @@ def render_marked(kernel: Kernel, target: Target):
         shared = []
         if any(isinstance(s, RowStage) for s in kernel.stages):
             shared.append("red = cuda.shared.array(BLOCK, f32)")
-        tiles = max([len(s.matmuls) for s in kernel.stages if isinstance(s, TILED)], default=0)
+        tiles = max([1 if isinstance(s, AttentionStage) else len(s.matmuls)
+                     for s in kernel.stages if isinstance(s, TILED)], default=0)
         for n in range(tiles):
             shared.append(f"sa{n} = cuda.shared.array((T, T), f32)")
             shared.append(f"sb{n} = cuda.shared.array((T, T), f32)")
+        if any(isinstance(s, AttentionStage) for s in kernel.stages):
+            shared.append("sp = cuda.shared.array((T, T), f32)")  # a key tile's scores, then exp(x - max)
         if shared and target.simulator:
             # The simulator finds a block's shared array by source line, and two of its
             # threads can each make one on a first call: make them one at a time.
@@ -121,6 +140,8 @@ def grid(stage, target: Target) -> int:
         work = -(-stage.m // target.tile) * -(-stage.n // target.tile)
     elif isinstance(stage, BatchedMatmulStage):
         work = stage.batch * -(-stage.m // target.tile) * -(-stage.n // target.tile)
+    elif isinstance(stage, AttentionStage):
+        work = stage.stages[0].batch * -(-stage.stages[0].m // target.tile)
     elif isinstance(stage, RowStage):
         work = stage.row_count
     else:
@@ -266,5 +287,12 @@ def mean_row(src: Source, values: RowValues, op, lead, part: str) -> dict[str, s
     return {"m": m, "d": d}
 
 
+def attention_stage(src: Source, stage: AttentionStage, kernel: Kernel, target: Target) -> None:
+    if not attention.online(stage):
+        raise AssertionError(f"group {kernel.group}: an attention stage not of the online form reached the GPU "
+                             "renderer unfolded (call cuda.prepare first)")
+    attention_cuda.render(src, stage, kernel, target)
+
+
 RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row,
-          BatchedMatmulStage: batched.render_cuda}
+          BatchedMatmulStage: batched.render_cuda, AttentionStage: attention_stage}

@@ -222,12 +222,20 @@ class Scope:
         self.row = row
         self.memo: dict[tuple, str] = {}
 
+    def again(self, acc=None, row=None) -> "Scope":
+        """A fresh scope of the same kind, reading and writing the same places."""
+        return Scope(self.src, acc, row)
+
+    def element(self, param: str, idx: tuple[str, ...]) -> str:
+        """The subscript of parameter `param`'s element `idx`, read or written."""
+        return subscript(param, idx)
+
     def at(self, e: Expr, idx: tuple[str, ...]) -> str:
         key = (e, idx)
         if key in self.memo:
             return self.memo[key]
         if isinstance(e, Load):
-            text = f"f32({subscript(e.param, idx)})"
+            text = f"f32({self.element(e.param, idx)})"
         elif isinstance(e, Op):
             args = [self.at(a, child_index(idx, e.shape, a.shape)) for a in e.args]
             text = FORMULAS[e.cls](args, dict(e.attrs))
@@ -305,6 +313,8 @@ class RowValues:
             if op.w is not None:
                 text = f"{text} * {scope.at(op.w, idx[-1:])}"
             return f"{text} + {scope.at(op.b, idx[-1:])}" if op.b is not None else text
+        if how == "max_exp" and "kept" in stats:  # the sum's pass left exp(x - max) there (cpu.kept_exp)
+            return f"{scope.element(stats['kept'], idx)} / {stats['se']}"
         x = scope.at(op.x, idx)
         if how == "rms":
             text = f"{x} / {stats['d']}"
@@ -327,7 +337,7 @@ class RowValues:
             src.line(f"{bv} = -INF")
             src.line(f"{bi} = -1")
             with src.block(f"for {q} in range({h}):"):
-                x = Scope(src, row=self.value).at(op.x, idx[:-1] + (q,))
+                x = scope.again(row=self.value).at(op.x, idx[:-1] + (q,))
                 below = f"({x} < {pv} or ({x} == {pv} and {q} > {pi}))"
                 with src.block(f"if {below} and ({bi} < 0 or {x} > {bv}):"):
                     src.line(f"{bv} = {x}")
@@ -372,5 +382,5 @@ def store(src: Source, scope: Scope, stage, idx: tuple[str, ...], kernel) -> Non
         # integers moved by layout classes stay integers (an id above 2**24 is itself)
         v = scope.index(st.value, idx) if dtype in INTEGER and scope.moves_integers(st.value) else scope.at(st.value, idx)
         where = (idx[1], idx[0]) if st.flip else idx
-        src.line(f"{subscript(st.param, where)} = {store_cast(v, dtype)}")
+        src.line(f"{scope.element(st.param, where)} = {store_cast(v, dtype)}")
         src.mark(st.param)

@@ -3,8 +3,10 @@
 On a GPU with cuBLAS at hand (runtime/devices/matmul.py), each matmul of a matmul stage
 becomes a `Gemm` stage the device hands to the library, between stages our kernel runs:
 
-1. a pointwise stage that computes every operand that is not a buffer as it lies (a fused
-   prologue, a quantized read) into a scratch buffer;
+1. a pointwise stage that computes every operand that is not a buffer as it lies, or a view
+   of one (views.py: a reshape, permute, slice or expand keeping one stride on each of the
+   block's two axes, handed to the library as an offset and a leading dimension), into a
+   scratch buffer (a fused prologue, a quantized read, heads merged back across strides);
 2. one `Gemm` per matmul, into a scratch buffer for its result, or straight into the
    output buffer when a store keeps the result as it is (float32, not transposed);
 3. a pointwise stage for the other stores (the fused epilogue), reading the results.
@@ -22,6 +24,7 @@ from dataclasses import fields, is_dataclass, replace
 
 from ..ops import Ops
 from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Store, Transpose
+from .views import block, view_of
 
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
 
@@ -70,25 +73,36 @@ def _scratch(params: list[Param], shape) -> str:
     return p.name
 
 
+def view_block(e: Expr, kernel: Kernel) -> tuple[str, bool, tuple[int, int]] | None:
+    """(parameter, transposed, (offset, leading dimension)) when the 2-D operand `e` is a view
+    of a float32 buffer whose block a library reads as it lies (views.py), else None."""
+    v = view_of(e, {p.name: p.dtype for p in kernel.params})
+    how = block(v, *e.shape) if v is not None and len(e.shape) == 2 else None
+    return None if how is None else (v.param, how[0], (v.offset, how[1]))
+
+
 def _split(stage: MatmulStage, kernel: Kernel, params: list[Param]) -> list:
     prologue: dict[tuple, list[Store]] = {}  # shape → stores of computed operands
 
-    def operand(e: Expr) -> tuple[str, bool]:
+    def operand(e: Expr) -> tuple[str, bool, tuple[int, int] | None]:
         found = buffer_of(e, kernel)
         if found is not None:
-            return found
+            return (*found, None)
+        view = view_block(e, kernel)
+        if view is not None:
+            return view
         name = _scratch(params, e.shape)
         prologue.setdefault(e.shape, []).append(Store(name, e))
-        return name, False
+        return name, False, None
 
     direct = direct_stores(stage, kernel)
     gemms, results = [], {}
     for index, mm in enumerate(stage.matmuls):
-        a, ta = operand(mm.a)
-        b, flipped = operand(mm.b)
+        a, ta, a_at = operand(mm.a)
+        b, flipped, b_at = operand(mm.b)
         c = direct.get(index) or _scratch(params, (stage.m, stage.n))
         results[index] = c
-        gemms.append(Gemm(a, ta, b, flipped != mm.transpose_b, c, stage.m, stage.n, stage.k))
+        gemms.append(Gemm(a, ta, b, flipped != mm.transpose_b, c, stage.m, stage.n, stage.k, a_at, b_at))
     out = [Pointwise(shape, tuple(stores)) for shape, stores in prologue.items()]
     out.extend(gemms)
     epilogue = tuple(Store(st.param, _read_results(st.value, results), st.flip) for st in stage.stores

@@ -167,6 +167,37 @@ class PutAlong:
 Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window, PutAlong]
 
 
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The expressions `e` reads directly."""
+    if isinstance(e, Op):
+        return e.args
+    if isinstance(e, (Transpose, Quant, Remap)):
+        return (e.arg,)
+    if isinstance(e, Concat):
+        return e.args
+    if isinstance(e, Gather):
+        return (e.table, e.ids)
+    if isinstance(e, Window):
+        return (e.x, e.w) + ((e.bias,) if e.bias is not None else ())
+    return ()  # Load, Acc, RowOut
+
+
+def params_read(e: Expr) -> set[str]:
+    """The buffer parameters `e` loads from."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Load):
+            found.add(x.param)
+        todo.extend(children(x))
+    return found
+
+
 # -- stages ------------------------------------------------------------------------------
 
 
@@ -240,7 +271,9 @@ class AbsMax:
 @dataclass(frozen=True)
 class Gemm:
     """A library's matmul (codegen/extern.py): parameter `c` [m, n] = op(`a`) @ op(`b`), where
-    `a` holds [m, k] (or [k, m] when `ta`) and `b` holds [k, n] (or [n, k] when `tb`)."""
+    `a` holds [m, k] (or [k, m] when `ta`) and `b` holds [k, n] (or [n, k] when `tb`); with
+    `a_at` (offset, leading dimension) the block of `a`'s buffer that element (r, s) of what
+    it holds is at offset + r * ld + s (a view, views.py), else the whole buffer; `b_at` alike."""
 
     a: str
     ta: bool
@@ -250,6 +283,8 @@ class Gemm:
     m: int
     n: int
     k: int
+    a_at: tuple[int, int] | None = None
+    b_at: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -265,7 +300,17 @@ class BatchedMatmulStage:
     stores: tuple[Store, ...]
 
 
-Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage]
+@dataclass(frozen=True)
+class AttentionStage:
+    """Attention's chain (codegen/attention.py): a bmm stage, the row and pointwise stages
+    over its result, and the bmm stage that reads them, run per batch index and tile of rows
+    as one stage; `local` are the scratch parameters between them, which live in the tile."""
+
+    stages: tuple  # (BatchedMatmulStage, RowStage | Pointwise, ..., BatchedMatmulStage)
+    local: tuple[str, ...]
+
+
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage, AttentionStage]
 
 
 # -- the kernel --------------------------------------------------------------------------
@@ -304,7 +349,7 @@ class Kernel:
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
         names = {Pointwise: "pointwise", MatmulStage: Ops.MATMUL.value, RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
-                 BatchedMatmulStage: Ops.BMM.value}
+                 BatchedMatmulStage: Ops.BMM.value, AttentionStage: "attention"}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:
@@ -314,7 +359,7 @@ class Kernel:
     def work(self) -> int:
         """Rough element operations, to decide whether threads pay off."""
         total = 0
-        for s in self.stages:
+        for s in [x for st in self.stages for x in (st.stages if isinstance(st, AttentionStage) else (st,))]:
             if isinstance(s, MatmulStage):
                 total += s.m * s.n * s.k * len(s.matmuls)
             elif isinstance(s, Gemm):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import ops
 from ..ops import Ops
 from ..program.model import BMM, LAYOUT, MATMUL, ROW, WINDOW, RunProgram, Statement
-from . import layout, window
+from . import attention, layout, window
 from .ir import (
     AbsMax,
     Acc,
@@ -163,5 +163,6 @@ class Lowering:
 
 
 def lower(group, prog: RunProgram) -> Kernel:
-    """The kernel of one planned group (see ir.py for what a kernel holds)."""
-    return Lowering(group, prog).kernel()
+    """The kernel of one planned group (see ir.py for what a kernel holds), attention's
+    chains each one stage (attention.py)."""
+    return attention.fold(Lowering(group, prog).kernel())

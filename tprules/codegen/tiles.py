@@ -11,6 +11,14 @@ def tile_products(src: Source, stage, kernel: Kernel, lead: tuple, i: str, j: st
     """One T x T output tile at rows i, columns j (thread ty, tx) of each matmul of a
     (batched, when `lead` holds the batch index) matmul stage: operand tiles staged in
     shared memory over k, then the stores of the epilogue."""
+    accs = tile_sums(src, stage, lead, i, j, ty, tx)
+    with src.block(f"if {i} < {stage.m} and {j} < {stage.n}:"):
+        store(src, Scope(src, acc=lambda n: accs[n]), stage, (*lead, i, j), kernel)
+
+
+def tile_sums(src: Source, stage, lead: tuple, i: str, j: str, ty: str, tx: str) -> list[str]:
+    """Each matmul's element (i, j) for thread (ty, tx), its operand tiles staged in shared
+    memory `sa{n}`, `sb{n}` over k (zero outside the operands); returns the accumulators."""
     k0, ka, kb, kk = (src.fresh(s) for s in ("k", "ka", "kb", "kk"))
     accs = [src.fresh("acc") for _ in stage.matmuls]
     for acc in accs:
@@ -33,5 +41,4 @@ def tile_products(src: Source, stage, kernel: Kernel, lead: tuple, i: str, j: st
             for n, acc in enumerate(accs):
                 src.line(f"{acc} += sa{n}[{ty}, {kk}] * sb{n}[{kk}, {tx}]")
         src.line("cuda.syncthreads()")
-    with src.block(f"if {i} < {stage.m} and {j} < {stage.n}:"):
-        store(src, Scope(src, acc=lambda n: accs[n]), stage, (*lead, i, j), kernel)
+    return accs

@@ -59,8 +59,7 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
                   compiler=None) -> CompileReport:
     """Build every kernel of the workspace's plan (or `unfused`; or only the groups of the
     member lists `fused`, each named by its members joined with +)."""
-    from ..codegen import lower, nvvm
-    from ..codegen.extern import split_matmuls
+    from ..codegen import cuda, lower, nvvm
     from ..planner.plan import Group
     from ..runtime import RunProgram
     from ..runtime.groups import ordered_groups
@@ -81,8 +80,7 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
     started = time.perf_counter()
     builds = []
     def build(g):
-        kernel = lower(g, prog)
-        return compiler.build(split_matmuls(kernel) if matmul == "library" else kernel)
+        return compiler.build(cuda.prepare(lower(g, prog), library=matmul == "library"))
 
     for g in groups:
         b = build(g)

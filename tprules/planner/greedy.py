@@ -6,7 +6,9 @@ proposals in priority order, each group in at most one of them, asks the shim ab
 of them in one batch (`fits_all`), and applies those the shim allows while the graph of
 groups stays acyclic. Passes run until a round proposes nothing:
 
-1. vertical, producer and consumer in the same place; a matmul's elementwise epilogue first;
+1. vertical, producer and consumer in the same place; a matmul's elementwise epilogue (also
+   through views of its result) and attention's chain (a bmm, the work on its result, the
+   bmm that reads it) first;
 2. horizontal, siblings in the same place;
 3. vertical across places, asked all at once (under the project's rules they are all
    refused; the rules decide that, not the planner, so a rule edit can change it).
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .. import ops
 from ..ops import Ops
 from ..shim.graph import FusedOp, TensorGraph
 from ..shim.protocol import fits_all
@@ -65,9 +68,10 @@ class Greedy:
         self.flows = g.flows()
         self.groups = GroupGraph(self.order, self.flows)
         kind = {o: kinds.get(g.op(o).cls) for o in self.order}
-        # matmul → its elementwise consumers: the epilogues the planner fuses first
-        self.epilogues = {o: [c for c in self.flows[o] if kind[c] == "elementwise"]
-                          for o in self.order if kind[o] == Ops.MATMUL}
+        # matmul → its elementwise consumers, through views: the epilogues the planner fuses first
+        cls = {o: g.op(o).cls for o in self.order}
+        self.epilogues = {o: epilogue_of(o, self.flows, kind, cls) for o in self.order if kind[o] == Ops.MATMUL}
+        self.chain_edges = attention_chain_edges(self.order, self.flows, kind, cls)
         self.legal: dict[frozenset, bool] = {}  # every answer, by member set
         # Pairs never to propose again: refused (answers are by member set, and a group's
         # members never change) or cyclic (merging only adds paths between other groups).
@@ -156,14 +160,19 @@ class Greedy:
         then in topological order of the consumer."""
         priority = self._vertical_priority.get((a, b))
         if priority is None:
-            priority = (0 if self._epilogue(a, b) else 1, self.first[b], self.first[a])
+            priority = (0 if self._epilogue(a, b) or self._chain(a, b) else 1, self.first[b], self.first[a])
             self._vertical_priority[(a, b)] = priority
         return Proposal(priority, a, b)
 
     def _epilogue(self, a: int, b: int) -> bool:
-        """Whether group b holds an elementwise consumer of a matmul of group a."""
+        """Whether group b holds an elementwise consumer of a matmul of group a (or a view on the way to one)."""
         group_of, epilogues = self.groups.group_of, self.epilogues
         return any(group_of[c] == b for o in self.groups.members[a] for c in epilogues.get(o, ()))
+
+    def _chain(self, a: int, b: int) -> bool:
+        """Whether group b holds the next statement of attention's chain after one of group a."""
+        group_of, edges = self.groups.group_of, self.chain_edges
+        return any(group_of[c] == b for o in self.groups.members[a] for c in edges.get(o, ()))
 
     def horizontal(self) -> list[Proposal]:
         """Groups that read the same tensor and share a place, neither feeding the other."""
@@ -243,3 +252,42 @@ def merged_place(a: str, b: str) -> str:
         if place.startswith("chip:"):
             return place
     return a
+
+
+def epilogue_of(o: str, flows: dict[str, list[str]], kind: dict[str, str | None], cls: dict[str, str]) -> list[str]:
+    """The elementwise consumers of matmul `o`, and those of the views (reshapes, permutes,
+    ...) of its result with the views on the way: an imported model reshapes a projection's
+    result before its activation."""
+
+    def reach(c: str) -> list[str]:
+        if kind[c] == "elementwise":
+            return [c]
+        if cls[c] not in ops.VIEWS:
+            return []
+        after = [x for d in flows.get(c, ()) for x in reach(d)]
+        return [c, *after] if after else []
+
+    return list(dict.fromkeys(x for c in flows.get(o, ()) for x in reach(c)))
+
+
+PASSES = ("elementwise", "layout", "row")  # kinds between attention's two products
+
+
+def attention_chain_edges(order: list[str], flows: dict[str, list[str]], kind: dict[str, str | None],
+                          cls: dict[str, str]) -> dict[str, list[str]]:
+    """Attention's chain: each statement on a data path from a bmm to a bmm through
+    elementwise, layout and row statements only (QKᵀ → scale → mask → softmax → ·V), with the
+    next statements of such paths. A group holding the whole chain runs it per head and tile
+    (codegen/attention.py), so the planner merges along it before it merges elsewhere."""
+    bmm = {o for o in order if cls[o] == Ops.BMM}
+    after = set()  # reached from a bmm through the passable kinds
+    for o in order:
+        if o in bmm or o in after:
+            after.update(c for c in flows.get(o, ()) if kind[c] in PASSES)
+    before = set()  # reaching a bmm through them
+    for o in reversed(order):
+        if kind[o] in PASSES and any(c in bmm or c in before for c in flows.get(o, ())):
+            before.add(o)
+    inner = after & before
+    return {o: [c for c in flows.get(o, ()) if c in inner or (c in bmm and o in inner)]
+            for o in order if o in bmm or o in inner}

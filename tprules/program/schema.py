@@ -53,6 +53,9 @@ SHIM = {r.name: r for r in [
     _rel("supports", "s:symbol,class:symbol,level:symbol", "fused, alone or none"),
     _rel("limit", "s:symbol,key:symbol,value:number", "max_members, max_inputs, max_matmuls"),
     _rel("quantized", "s:symbol,class:symbol,i:number,format:symbol", "operand i of class is read quantized"),
+    # the project's extension of SPEC §2 (docs/reasons.md#too_many_members): members that
+    # lower to views are index arithmetic in their reader, and a member budget counts code
+    _rel("views", "s:symbol,class:symbol", "base chip s lowers a member of class as a view of its operand"),
     _rel("registry", "class:symbol,kind:symbol,operands:number", "the class registry (SPEC §4); operands 0 = any"),
 ]}
 

@@ -249,6 +249,12 @@ def check_shims(facts: FactBase, shadowed: frozenset[str] = frozenset()) -> None
     for tup in facts.ordered("quantized"):
         if tup[0] not in shims:
             _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")
+    for tup in facts.ordered("views"):
+        if tup[0] not in shims:
+            _fail(facts, "views", tup, f"views names shim {tup[0]}, which shim.facts does not declare")
+        if tup[1] not in classes:
+            _fail(facts, "views", tup, f"shim {tup[0]} lowers class {tup[1]} as a view, which the class registry "
+                                       "does not know")
     check_shims_total(facts, shims, classes, answers, shadowed)
 
 
@@ -262,7 +268,7 @@ def check_shims_total(facts: FactBase, shims: list[str], classes: list[str], ans
         if not missing:
             continue
         if s in shadowed:  # the program's description stands alone: name its first line
-            rel, tup = next((rel, t) for rel in ("supports", "limit", "quantized") for t in facts.ordered(rel)
+            rel, tup = next((rel, t) for rel in ("supports", "limit", "quantized", "views") for t in facts.ordered(rel)
                             if t[0] == s)
             problems += [_problem(facts, rel, tup, f"shim {s} does not answer class {c} of the class registry: add a "
                                   f"line {_line(s, c)} to this folder's supports.facts (its description of the shim "

@@ -86,12 +86,13 @@ class Prepared:
     as often as wanted (`run`), then report on a run (`report`)."""
 
     def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto",
-                 trace=None):
+                 trace=None, share: bool = True):
         """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`;
-        `trace` (runtime/trace.py) gets a slice per compile phase."""
+        `trace` (runtime/trace.py) gets a slice per compile phase; `share` False: every
+        chip runs each spine kernel, even where the device's chips could share it (executor.py)."""
         from ..codegen import lower
         from .devices import get_device
-        from .executor import Executor
+        from .executor import Executor, shares_spine
         from .inputs import program_inputs
         from .reference import reference
 
@@ -104,12 +105,13 @@ class Prepared:
         with phase("lower", groups=len(groups)):
             self.kernels = [lower(g, prog) for g in groups]
         self.device.for_chips(prog.chips)
+        share = shares_spine(self.device, prog, share)
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled = []
         for k in self.kernels:
             with phase(f"compile {k.group}", group=k.group, kind=k.kind):
-                self.compiled.append(self.device.compile(k))
+                self.compiled.append(self.device.compile(k, shared=share and k.place == "spine"))
             if show_kernels:
                 show_kernels(k, self.compiled[-1].source)
             if tick:
@@ -119,7 +121,7 @@ class Prepared:
             inputs = program_inputs(prog)
         with phase("reference"):
             self.expected = reference(prog, inputs)
-        self.executor = Executor(prog, self.device, self.compiled, inputs)
+        self.executor = Executor(prog, self.device, self.compiled, inputs, share)
 
     def run(self, progress=None):
         """One run of the whole program (an `executor.Execution`)."""
@@ -158,7 +160,7 @@ def _core(device) -> dict[str, str]:
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
             progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto",
-            trace=None) -> RunReport:
+            trace=None, share: bool = True) -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
 
     `baseline` runs one kernel per statement instead of the plan; `repeat` runs the
@@ -166,7 +168,8 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     callback to call once per step of that phase; `show_kernels(kernel, source)` sees
     each kernel's generated source; `matmul` (auto | library | own) picks the device's matmul
     core (runtime/devices/matmul.py); `trace` (runtime/trace.py) records the compile phases and
-    every launch, copy and collective of every run.
+    every launch, copy and collective of every run; `share` False keeps a spine kernel on every
+    chip where the device's chips could share one run of it (executor.py).
     """
     from .devices import get_device
 
@@ -179,7 +182,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
 
         with phases(trace)("plan"):
             plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
-    prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace)
+    prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace, share=share)
     best = done = None
     for _ in range(max(1, repeat)):
         done = prepared.run(progress)

@@ -7,6 +7,13 @@ that does. A fold alone is therefore a real all-reduce: each chip receives every
 chip's partial into its own buffer and sums them there with the fold's kernel. A fold
 fused into a bigger group reads only its own chip's partial (a `local` parameter): the
 local sum that the collective_fold rule exists to refuse.
+
+On a device whose chips share the process's memory (`Device.shares_spine`, the CPU) a spine
+kernel runs once, on chip 0, and every other chip that reads what it wrote reads chip 0's
+buffer where it lies (`Queue.share_from`: no copy, only a wait for the kernel), instead of
+each chip computing the same value again. Nothing ever writes into a buffer a kernel reads,
+so sharing it is safe. The ranks of `--ranks`/`--mpi` keep a copy on each chip
+(distributed/executor.py).
 """
 
 from __future__ import annotations
@@ -46,12 +53,21 @@ def chips_of(kernel: Kernel, chips: int) -> list[int]:
     return list(range(chips))  # spine, or a fold's all-reduce
 
 
+def shares_spine(device, prog: RunProgram, share: bool = True) -> bool:
+    """Whether spine kernels run once for all chips (see the module's docstring); `share`
+    False keeps one on each chip wherever they run."""
+    return share and device.shares_spine and prog.chips > 1
+
+
 class Executor:
-    def __init__(self, prog: RunProgram, device, compiled: list[Compiled], inputs: dict[str, np.ndarray]):
+    def __init__(self, prog: RunProgram, device, compiled: list[Compiled], inputs: dict[str, np.ndarray],
+                 share: bool = True):
+        """`share` False: every chip runs each spine kernel, even where they could share it."""
         self.prog = prog
         self.device = device
         self.compiled = compiled  # in an order where producers come first
         self.inputs = inputs
+        self.share = shares_spine(device, prog, share)
 
     def run(self, progress=None, trace=None) -> Execution:
         """One run; `trace` (a runtime/trace.py `Trace`) gets every launch and copy of it."""
@@ -67,7 +83,7 @@ class Executor:
                 q.synchronize()
                 if trace is not None:
                     q.start_trace()
-            run = _Run(prog, queues, held)
+            run = _Run(prog, queues, held, self.share)
             started, cpu = time.perf_counter(), time.process_time()
             for compiled in self.compiled:
                 run.launch(compiled)
@@ -92,10 +108,12 @@ class Executor:
 
 
 class _Run:
-    def __init__(self, prog: RunProgram, queues: list[Queue], held: dict):
+    def __init__(self, prog: RunProgram, queues: list[Queue], held: dict, share: bool = False):
         self.prog = prog
         self.queues = queues
         self.held = held
+        self.share = share
+        self.shared: set[str] = set()  # tensors written by a spine kernel that ran once for all chips
         self.kernels = {q.chip: 0 for q in queues}
         self.launches = {q.chip: 0 for q in queues}
         self.transfers = 0
@@ -108,6 +126,9 @@ class _Run:
             return where[chip]
         home = self.prog.tensors[tensor].home
         source = home if home in where else min(where)
+        if tensor in self.shared:
+            where[chip] = self.queues[chip].share_from(self.queues[source], where[source])
+            return where[chip]
         buf = self.queues[chip].copy_from(self.queues[source], where[source])
         where[chip] = buf
         self.transfers += 1
@@ -116,7 +137,11 @@ class _Run:
 
     def launch(self, compiled: Compiled) -> None:
         kernel = compiled.kernel
-        for chip in chips_of(kernel, self.prog.chips):
+        chips = chips_of(kernel, self.prog.chips)
+        if self.share and kernel.place == "spine":
+            chips = chips[:1]
+            self.shared.update(p.tensor for p in kernel.params if p.role == "out")
+        for chip in chips:
             q = self.queues[chip]
             q.launch(compiled, buffers(kernel, chip, q, self.on, self.held))
             self.kernels[chip] += 1

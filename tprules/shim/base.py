@@ -1,4 +1,4 @@
-"""A base chip described by shim facts (SPEC §2 `shim`, `supports`, `limit`, `quantized`).
+"""A base chip described by shim facts (SPEC §2 `shim`, `supports`, `limit`, `quantized`; and `views`).
 
 Its `fits` is answered by the base rules (`rules/base.dl`, `base_refused`) over the graph,
 as one device: every tensor on the spine of a one-chip program.
@@ -30,12 +30,10 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..program.facts import FactBase
-from ..program.shimsource import LIBRARY
+from ..program.shimsource import LIBRARY, SHIM_RELATIONS
 from .graph import AnyOp, Op, TensorGraph
 from .protocol import Fit, QuantFormat, Refusal, Support
 from .session import SessionCache, open_session, rule_sources
-
-SHIM_RELATIONS = ("shim", "supports", "limit", "quantized")
 
 
 class FactShim:

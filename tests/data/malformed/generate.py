@@ -93,6 +93,8 @@ CASES = {
     "shim_unknown_limit_key": add("limit", ("cuda-lane:h100:Bf16", "max_matmul", "1")),
     "shim_undeclared_in_supports": add("supports", ("cuda-lane:b200:Fp8", "matmul", "fused")),
     "shim_answers_unknown_class": add("supports", ("cuda-lane:h100:Bf16", "conv2d", "fused")),
+    "shim_views_unknown_class": add("views", ("cuda-lane:h100:Bf16", "conv2d")),
+    "shim_undeclared_in_views": add("views", ("cuda-lane:b200:Fp8", "reshape")),
     "statement_two_classes": add("op", ("act", "gelu")),
     "statement_operands_misnumbered": replace("reads", ("mm1", "1", "w1"), ("mm1", "2", "w1")),
     "chips_given_twice": add("chips", ("4",)),

@@ -47,13 +47,15 @@ def tp_program(shim: str = H100, pre2: str = "neg", section=None, relocated_to=N
     return b
 
 
-def chain_program(shim: str, length: int) -> ProgramBuilder:
-    """A chain of unary spine statements c0 .. c{length-1}."""
+def chain_program(shim: str, length: int, views: tuple[int, ...] = ()) -> ProgramBuilder:
+    """A chain of unary spine statements c0 .. c{length-1}; those in `views` are reshapes (a
+    class the shims lower as a view, facts/shims/views.facts)."""
     b = ProgramBuilder(chips=2)
     b.add_facts("shim", [(shim,)])
     prev = b.tensor("x", [2, 4], spine=True)
     for i in range(length):
-        prev = b.stmt(f"c{i}", ("neg", "exp")[i % 2], [prev], b.tensor(f"t{i}", [2, 4], spine=True))
+        cls = "reshape" if i in views else ("neg", "exp")[i % 2]
+        prev = b.stmt(f"c{i}", cls, [prev], b.tensor(f"t{i}", [2, 4], spine=True))
     return b
 
 
@@ -131,9 +133,11 @@ CASES = {
         "holds": (tp_program(INT8, pre2="softmax"), ["pre", "pre2"], ["not_fusible"]),
         "not": (tp_program(INT8, pre2="exp"), ["pre", "pre2"], LEGAL),
     },
-    "too_many_members": {  # INT8: max_members 8
+    "too_many_members": {  # INT8: max_members 8; a reshape is a view there and not counted
         "holds": (chain_program(INT8, 9), [f"c{i}" for i in range(9)], ["too_many_members"]),
         "not": (chain_program(INT8, 9), [f"c{i}" for i in range(8)], LEGAL),
+        "not-views": (chain_program(INT8, 9, views=(4,)), [f"c{i}" for i in range(9)], LEGAL),
+        "holds-views": (chain_program(INT8, 10, views=(4,)), [f"c{i}" for i in range(10)], ["too_many_members"]),
     },
     "too_many_inputs": {  # INT8: max_inputs 4; CPU has no max_inputs
         "holds": (adds_program(INT8, ["k0", "k1", "k2", "k3"]), ["b0", "b1", "b2", "b3"], ["too_many_inputs"]),

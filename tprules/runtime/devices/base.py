@@ -61,6 +61,11 @@ class Queue:
         once everything `source` had enqueued so far is done."""
         raise NotImplementedError
 
+    def share_from(self, source: "Queue", buffer):
+        """`buffer` itself, held by `source`'s chip, for this chip to read once everything
+        `source` had enqueued so far is done (devices whose chips share memory: `Device.shares_spine`)."""
+        raise NotImplementedError
+
     def download(self, buffer) -> np.ndarray:
         raise NotImplementedError
 
@@ -88,6 +93,9 @@ class Queue:
 class Device:
     name: str = "?"
     machine: str = "cpu"  # the planner's cost model for this device (codegen/cost.py MACHINES)
+    # whether the chips of one process share memory, so that a spine kernel (the same value on
+    # every chip) may run once for all of them and leave its buffers for them to read
+    shares_spine: bool = False
 
     def describe(self) -> str:
         return self.name
@@ -95,7 +103,9 @@ class Device:
     def for_chips(self, chips: int) -> None:
         """Called once before compiling the kernels of a program on `chips` chips."""
 
-    def compile(self, kernel) -> Compiled:
+    def compile(self, kernel, shared: bool = False) -> Compiled:
+        """`shared`: the kernel runs once for every chip of the process (a spine kernel on a
+        device that `shares_spine`), not once on each."""
         raise NotImplementedError
 
     def queues(self, chips: int) -> list[Queue]:

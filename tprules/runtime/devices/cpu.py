@@ -2,11 +2,15 @@
 
 The functions release the GIL (`nogil`), so chips run concurrently; a big kernel also
 runs its outer loop on Numba's threads (`prange`). With fewer chips than cores each chip
-gets cores // chips threads. With more chips than cores each chip gets one, and a chip
-holds one of `cores` slots while a kernel of its runs, so that no more kernels run at
-once than there are cores (Numba's pool is never asked for more threads than it has). A
-chip's buffers are numpy arrays, and moving a partial to another chip is a copy made by
-that chip's thread once the source chip has finished what it had queued.
+gets cores // chips threads. With more chips than cores each chip gets one. A kernel
+holds one of the `cores` for each of its threads while it runs, so that no more kernels
+run at once than there are cores (Numba's pool is never asked for more threads than it
+has). A chip's buffers are numpy arrays, and moving a partial to another chip is a copy
+made by that chip's thread once the source chip has finished what it had queued.
+
+The chips share the process's memory (`shares_spine`): a spine kernel, whose result is the
+same on every chip, runs once, on chip 0's thread with every core, and the other chips
+read its buffers where they lie once it is done (runtime/executor.py).
 
 Matmul stages call SciPy's BLAS on tiles where it is present (see matmul.py).
 
@@ -14,17 +18,23 @@ Every launch allocates the buffers its kernel writes, and a kernel its tiles of
 accumulators; glibc would map each large one afresh and fault its pages in again on every
 run. The device asks glibc once to keep freed memory for reuse instead (`mallopt`), which
 saves those page faults (5 to 10% of the SwiGLU group's time at the benchmark's size).
+
+Kernels of one thread run beside kernels on every core (a shared spine kernel), so an
+OpenMP team that keeps spinning after its loop would take a core from the next chip's
+kernel: the device asks OpenMP to wait passively (`OMP_WAIT_POLICY`, unless set already,
+before Numba's OpenMP pool loads).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ...codegen import cache, cpu
+from ...codegen import attention, cache, cpu
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
 
@@ -49,25 +59,43 @@ def reuse_freed_memory() -> bool:
     return _MALLOC_TUNED[0]
 
 
-def thread_shares(cores: int, chips: int) -> tuple[list[int], int | None]:
-    """Threads for each chip, and how many kernels may run at once (None: no limit needed).
+def thread_shares(cores: int, chips: int) -> list[int]:
+    """Threads for each chip.
 
     >>> thread_shares(2, 1), thread_shares(8, 4), thread_shares(2, 4)
-    (([2], None), ([2, 2, 2, 2], None), ([1, 1, 1, 1], 2))
+    ([2], [2, 2, 2, 2], [1, 1, 1, 1])
     """
-    cores = max(1, cores)
-    if chips <= cores:
-        return [cores // chips] * chips, None
-    return [1] * chips, cores
+    return [max(1, max(1, cores) // chips)] * chips
+
+
+class Cores:
+    """The machine's cores, as a count: a kernel takes one for each of its threads, all at
+    once (so a kernel wanting every core cannot hold some while others hold the rest)."""
+
+    def __init__(self, cores: int):
+        self.cores = self.free = max(1, cores)
+        self.changed = threading.Condition()
+
+    def take(self, n: int) -> None:
+        n = min(n, self.cores)  # threads fixed above the cores (tests) take them all
+        with self.changed:
+            self.changed.wait_for(lambda: self.free >= n)
+            self.free -= n
+
+    def give(self, n: int) -> None:
+        with self.changed:
+            self.free += min(n, self.cores)
+            self.changed.notify_all()
 
 
 class CpuQueue(Queue):
-    def __init__(self, chip: int, threads: int = 1, slots: threading.Semaphore | None = None,
+    def __init__(self, chip: int, threads: int = 1, cores: Cores | None = None,
                  pool: ThreadPoolExecutor | None = None):
-        """`pool`: the chip's worker thread, kept by the device from run to run (its Numba
-        thread team with it), else one of the queue's own."""
+        """`cores`: shared by the chips of a run (None: no count kept); `pool`: the chip's
+        worker thread, kept by the device from run to run (its Numba thread team with it),
+        else one of the queue's own."""
         self.chip = chip
-        self.slots = slots  # one held while a kernel runs, when chips outnumber cores
+        self.cores = cores  # one held for each thread of a running kernel
         self.own_pool = pool is None
         self.pool = pool or chip_thread(chip, threads)
         self.last: Future | None = None
@@ -77,15 +105,16 @@ class CpuQueue(Queue):
         self.error: BaseException | None = None
         self.timed: list[tuple[str, float]] = []  # (kernel kind, seconds) per launch
 
-    def _submit(self, work, wait: Future | None = None, slot: bool = False, what: tuple | None = None) -> None:
+    def _submit(self, work, wait: Future | None = None, threads: int = 0, what: tuple | None = None) -> None:
+        """`threads`: the cores the work holds while it runs (0: none counted)."""
         def step():
             if self.error is not None:
                 return
             try:
                 if wait is not None:
                     wait.result()  # another chip's work this one needs
-                if slot and self.slots is not None:
-                    self.slots.acquire()  # a core, when chips outnumber cores (not counted as busy)
+                if threads and self.cores is not None:
+                    self.cores.take(threads)  # (waiting for cores is not counted as busy)
                 try:
                     started, cpu = time.perf_counter(), time.thread_time()
                     work()
@@ -94,11 +123,11 @@ class CpuQueue(Queue):
                     if what is not None and what[0] == "kernel":
                         self.timed.append((what[1].kernel.kind, ended - started))
                     self.cpu += time.thread_time() - cpu
-                    if self.trace is not None:
+                    if self.trace is not None and what is not None:
                         self.trace.append((what, started, ended))
                 finally:
-                    if slot and self.slots is not None:
-                        self.slots.release()
+                    if threads and self.cores is not None:
+                        self.cores.give(threads)
             except BaseException as err:  # noqa: BLE001 - kept, and raised by synchronize()
                 self.error = err
 
@@ -114,13 +143,28 @@ class CpuQueue(Queue):
         return np.zeros(shape, dtype)
 
     def launch(self, compiled: Compiled, buffers: list) -> None:
-        fn = compiled.fn
-        self._submit(lambda: fn(*buffers), slot=True, what=("kernel", compiled))
+        fn, threads = compiled.fn, compiled.threads or self.threads
+        if threads == self.threads:
+            work = lambda: fn(*buffers)  # noqa: E731
+        else:  # a shared spine kernel: every core, from this chip's thread
+
+            def work():
+                _threads(threads)
+                try:
+                    fn(*buffers)
+                finally:
+                    _threads(self.threads)
+
+        self._submit(work, threads=threads, what=("kernel", compiled))
 
     def copy_from(self, source: "CpuQueue", buffer):
         out = np.empty_like(buffer)
         self._submit(lambda: np.copyto(out, buffer), wait=source.last, what=("transfer", source.chip, out.nbytes))
         return out
+
+    def share_from(self, source: "CpuQueue", buffer):
+        self._submit(lambda: None, wait=source.last)  # this chip's next work waits for the buffer
+        return buffer
 
     def download(self, buffer) -> np.ndarray:
         self.synchronize()
@@ -154,18 +198,22 @@ def chip_thread(chip: int, threads: int) -> ThreadPoolExecutor:
 
 
 class CpuCompiled(Compiled):
-    def __init__(self, kernel, source: str, fn):
+    def __init__(self, kernel, source: str, fn, threads: int | None = None):
+        """`threads`: a shared spine kernel's (every core); None: the chip's own share."""
         super().__init__(kernel, source, launches=1)
         self.fn = fn
+        self.threads = threads
 
 
 class CpuDevice(Device):
     name = "cpu"
+    shares_spine = True
 
     def __init__(self, matmul: str = "auto", threads: int | None = None):
         """`threads`: a fixed thread count for every chip (tests), instead of the cores' share."""
         import numba
 
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when OpenMP loads (the module's docstring)
         self._compiled: dict[str, object] = {}
         self.fixed = threads
         reuse_freed_memory()
@@ -178,7 +226,7 @@ class CpuDevice(Device):
         self._pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
     def for_chips(self, chips: int) -> None:
-        self.threads = self.fixed or thread_shares(self.cores, chips)[0][0]  # every chip gets the same share
+        self.threads = self.fixed or thread_shares(self.cores, chips)[0]  # every chip gets the same share
 
     def describe(self) -> str:
         import numba
@@ -186,21 +234,25 @@ class CpuDevice(Device):
         n = numba.config.NUMBA_NUM_THREADS
         return f"cpu (numba {numba.__version__}, {n} thread{'' if n == 1 else 's'}; matmul: {self.core.library})"
 
-    def compile(self, kernel) -> Compiled:
-        source = cpu.render(kernel, gemm=self.core.kind == "blas", threads=self.threads)
+    def compile(self, kernel, shared: bool = False) -> Compiled:
+        threads = max(self.threads, self.cores) if shared and not self.fixed else self.threads
+        blas = self.core.kind == "blas"
+        source = cpu.render(kernel, gemm=blas, threads=threads)
+        if blas:  # attention's stages run tile by tile: their scratch buffers are never made
+            kernel = attention.without_tiled_buffers(kernel)
+        else:
+            kernel = attention.unfold(kernel)  # (as cpu.render runs it)
         fn = self._compiled.get(source)
         if fn is None:
             fn = cache.load(source, "cpu").kernel
             fn.compile(signature(kernel))  # now, not at the first launch (or load Numba's cache)
             self._compiled[source] = fn
-        return CpuCompiled(kernel, source, fn)
+        return CpuCompiled(kernel, source, fn, threads if shared else None)
 
     def queues(self, chips: int) -> list[Queue]:
-        shares, at_once = thread_shares(self.cores, chips)
-        if self.fixed:
-            shares = [self.fixed] * chips
-        slots = threading.BoundedSemaphore(at_once) if at_once is not None else None
-        return [CpuQueue(c, n, slots, self._pool(c, n)) for c, n in enumerate(shares)]
+        shares = [self.fixed] * chips if self.fixed else thread_shares(self.cores, chips)
+        cores = Cores(self.cores)
+        return [CpuQueue(c, n, cores, self._pool(c, n)) for c, n in enumerate(shares)]
 
     def _pool(self, chip: int, threads: int) -> ThreadPoolExecutor:
         pool = self._pools.get((chip, threads))

@@ -93,7 +93,7 @@ class CudaQueue(Queue):
             if launch is None:
                 g = compiled.kernel.stages[n]
                 at = compiled.index
-                compiled.provider.gemm(self, buffers[at[g.a]], g.ta, buffers[at[g.b]], g.tb, buffers[at[g.c]])
+                compiled.provider.gemm(self, g, buffers[at[g.a]], buffers[at[g.b]], buffers[at[g.c]])
             else:
                 grid, block = launch
                 compiled.fn[grid, block, self.stream](n, *buffers)
@@ -203,11 +203,8 @@ class CudaDevice(Device):
             names.append(name.decode() if isinstance(name, bytes) else str(name))
         return f"cuda ({len(names)} GPU: {', '.join(dict.fromkeys(names))}; matmul: {self.core.library})"
 
-    def compile(self, kernel) -> Compiled:
-        if self.core.kind == "library":
-            from ...codegen.extern import split_matmuls
-
-            kernel = split_matmuls(kernel)  # our stages around the library's gemm
+    def compile(self, kernel, shared: bool = False) -> Compiled:  # chips never share a kernel here
+        kernel = render_cuda.prepare(kernel, library=self.core.kind == "library")  # the library's gemm between our stages
         source, grids = render_cuda.render(kernel, self.target)
         fn = self._compiled.get(source)
         if fn is None:

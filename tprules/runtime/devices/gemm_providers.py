@@ -1,8 +1,10 @@
 """The libraries a GPU matmul stage can hand its gemm to (codegen/extern.py splits the stage).
 
-Each provider computes `c = op(a) @ op(b)` on device buffers (Numba-CUDA arrays, shared
-without a copy through `__cuda_array_interface__`), enqueued on the chip's stream, so it
-is ordered with our kernels' stages like any launch:
+Each provider computes a `Gemm` stage's `c = op(a) @ op(b)` on device buffers (Numba-CUDA
+arrays, shared without a copy through `__cuda_array_interface__`), enqueued on the chip's
+stream, so it is ordered with our kernels' stages like any launch. An operand that is a
+view (the stage's `a_at`, `b_at`: an offset and a leading dimension into the buffer) is
+read as a strided array over the buffer's memory, not copied (`operands`):
 
 - `CupyGemm`: cuBLAS through CuPy (`cupy.matmul` on the chip's stream);
 - `TorchGemm`: cuBLAS through PyTorch (`torch.matmul` on the chip's stream);
@@ -35,6 +37,23 @@ def stream_pointer(stream) -> int:
     raise TypeError(f"cannot read the handle of stream {stream!r}")
 
 
+def held(g) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The shapes of the blocks the gemm's operands hold: [m, k] or [k, m]; [k, n] or [n, k]."""
+    return ((g.k, g.m) if g.ta else (g.m, g.k)), ((g.n, g.k) if g.tb else (g.k, g.n))
+
+
+def operands(g, x, y, strided):
+    """op(a), op(b) of gemm `g` over arrays x, y: each the whole array, or with `a_at`/`b_at`
+    the block `strided(array, offset, shape, (ld, 1))` of its memory; transposed where held so."""
+    shapes = held(g)
+    blocks = []
+    for v, at, shape, flip in ((x, g.a_at, shapes[0], g.ta), (y, g.b_at, shapes[1], g.tb)):
+        if at is not None:
+            v = strided(v, at[0], shape, (at[1], 1))
+        blocks.append(v.T if flip else v)
+    return blocks
+
+
 class CupyGemm:
     name = "cupy"
 
@@ -43,11 +62,16 @@ class CupyGemm:
 
         self.cupy = cupy
 
-    def gemm(self, queue, a, ta: bool, b, tb: bool, c) -> None:
+    def gemm(self, queue, g, a, b, c) -> None:
         cp = self.cupy
+
+        def strided(v, offset, shape, steps):
+            flat = v.reshape(-1)[offset:]
+            return cp.lib.stride_tricks.as_strided(flat, shape, tuple(s * flat.itemsize for s in steps))
+
         with cp.cuda.Device(queue.gpu.id), cp.cuda.ExternalStream(stream_pointer(queue.stream)):
-            x, y, out = cp.asarray(a), cp.asarray(b), cp.asarray(c)
-            cp.matmul(x.T if ta else x, y.T if tb else y, out=out)
+            x, y = operands(g, cp.asarray(a), cp.asarray(b), strided)
+            cp.matmul(x, y, out=cp.asarray(c))
 
 
 class TorchGemm:
@@ -58,20 +82,28 @@ class TorchGemm:
 
         self.torch = torch
 
-    def gemm(self, queue, a, ta: bool, b, tb: bool, c) -> None:
+    def gemm(self, queue, g, a, b, c) -> None:
         torch = self.torch
         device = torch.device("cuda", queue.gpu.id)
+
+        def strided(v, offset, shape, steps):
+            return torch.as_strided(v.reshape(-1), shape, steps, offset)
+
         with torch.cuda.stream(torch.cuda.ExternalStream(stream_pointer(queue.stream), device=device)):
             x, y, out = (torch.as_tensor(v, device=device) for v in (a, b, c))
-            torch.matmul(x.T if ta else x, y.T if tb else y, out=out)
+            torch.matmul(*operands(g, x, y, strided), out=out)
 
 
 class NumpyOnSimulator:
     name = "numpy"
 
-    def gemm(self, queue, a, ta: bool, b, tb: bool, c) -> None:
-        x, y = a._ary, b._ary  # the simulator's device arrays wrap numpy arrays
-        np.matmul(x.T if ta else x, y.T if tb else y, out=c._ary)
+    def gemm(self, queue, g, a, b, c) -> None:
+        def strided(v, offset, shape, steps):
+            flat = v.reshape(-1)[offset:]
+            return np.lib.stride_tricks.as_strided(flat, shape, tuple(s * flat.itemsize for s in steps))
+
+        # the simulator's device arrays wrap numpy arrays
+        np.matmul(*operands(g, a._ary, b._ary, strided), out=c._ary)
 
 
 def probe_cupy() -> tuple[bool, str]:
