@@ -35,7 +35,7 @@ def run(args) -> int:
     result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine, progress=Progress())
     from ..planner.render import fold_labels, render_dot, render_text
 
-    modules = {o: v for o, k, v in ws.program.facts.tuples("attr") if k == "module"}  # an imported model's
+    modules = {o: v for o, _, v in ws.program.facts.matching("attr", 1, "module")}  # an imported model's
     if args.module is not None:
         common.known_module(modules, args.module)
         result = replace(result, groups=tuple(g for g in result.groups
