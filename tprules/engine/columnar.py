@@ -329,6 +329,7 @@ class ColumnarEngine:
                 self.symbols.one(value)
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
         self._tuples = None  # the compiled engine, for recursive strata whose rounds are small
+        self._narrowable: dict[str, bool] = {}
 
     def encode(self, rel: str, tuples) -> np.ndarray:
         types = self.checked.decls[rel].types
@@ -387,7 +388,7 @@ class ColumnarEngine:
                 head = rule.head.rel
                 if self.checked.decls[head].choice:
                     fired = self._chosen(head, fired, arrays[head])
-                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+                arrays[head] = self.narrow(head, dedupe(np.concatenate([arrays[head], fired])))
             return
         rels = frozenset(stratum.relations)
         rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
@@ -420,7 +421,8 @@ class ColumnarEngine:
                     if isinstance(lit, ast.Atom) and lit.rel in rels and len(delta[lit.rel]):
                         produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
         for rel in rels:
-            model.round_arrays[rel] = np.concatenate(rounds[rel])
+            model.round_arrays[rel] = narrowest(np.concatenate(rounds[rel]))
+            arrays[rel] = self.narrow(rel, arrays[rel])
 
     def _run_subsumptive(self, model: ColumnarModel, stratum: Stratum, rules: list[ast.Rule]) -> None:
         """A stratum with subsumption: each round fires every rule on the whole relations,
@@ -443,13 +445,22 @@ class ColumnarEngine:
                     gone = set(dominated[rel])
                     keep = [t not in gone for t in map(tuple, arrays[rel].tolist())]
                     arrays[rel] = arrays[rel][np.asarray(keep, dtype=bool)]
-                arrays[rel] = dedupe(arrays[rel])
+                arrays[rel] = self.narrow(rel, dedupe(arrays[rel]))
             if not stratum.recursive or all(np.array_equal(arrays[rel], before[rel]) for rel in rels):
                 break
         for rel in rels:
             model.relations.decoded.pop(rel, None)
             if stratum.recursive:
                 model.round_arrays[rel] = np.zeros(len(arrays[rel]), dtype=I64)
+
+    def narrow(self, rel: str, rows: np.ndarray) -> np.ndarray:
+        """A derived relation's rows in the narrowest integer type that holds them (symbol ids
+        and numbers; an unsigned or a float column keeps its 64 bits). Values are computed
+        in int64 (column_values.load widens a column), only stored narrower."""
+        if rows.dtype != I64 or not self._narrowable.setdefault(rel, all(
+                t in ("symbol", "number") for t in self.checked.decls[rel].types)):
+            return rows
+        return narrowest(rows)
 
     def _chosen(self, rel: str, fired: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""
@@ -556,6 +567,18 @@ def _all_atoms(body) -> list[ast.Atom]:
         for agg in ast.literal_aggregates(lit):
             found.extend(_all_atoms(agg.body))
     return found
+
+
+def narrowest(values: np.ndarray) -> np.ndarray:
+    """int64 values as int32 (or int16) when they all fit: half the memory or less."""
+    if values.dtype != I64 or values.size == 0:
+        return values
+    low, high = int(values.min()), int(values.max())
+    for narrow in (np.int16, np.int32):
+        info = np.iinfo(narrow)
+        if info.min <= low and high <= info.max:
+            return values.astype(narrow)
+    return values
 
 
 def dedupe(rows: np.ndarray) -> np.ndarray:
