@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.keys import unique_sorted
 from .groups import GroupGraph
 from .index import PlanIndex
 
@@ -109,11 +110,19 @@ class Greedy:
             self.stats.rounds += 1
             self.ask(chosen)
             used: set[int] = set()
-            legal, dead, wide = self.legal, self.dead, self.wide
+            legal, dead, wide, members = self.legal, self.dead, self.wide, self.members
+            pays = self.cost.pays_members if self.cost is not None else None
             for a, b, key in chosen:
                 if a in used or b in used:
                     continue
-                if not legal[key] or not self.pays(a, b, key) or not self.apply(a, b, key):
+                if not legal[key]:
+                    dead.add(a * wide + b)
+                    continue
+                if pays is not None and not pays(members[a], members[b], key):
+                    self.stats.costly += 1
+                    dead.add(a * wide + b)
+                    continue
+                if not self.apply(a, b, key):
                     dead.add(a * wide + b)
                     continue
                 used.add(a)
@@ -158,7 +167,7 @@ class Greedy:
         group = np.asarray(self.groups.group_of, dtype=I64)
         a, b = group[self.index.src], group[self.index.dst]
         between = a != b
-        pairs, inverse = np.unique(a[between] * self.wide + b[between], return_inverse=True)
+        pairs, _, inverse = unique_sorted(a[between] * self.wide + b[between])
         epilogue = np.zeros(len(pairs), dtype=bool)
         epilogue[inverse.reshape(-1)[self.epilogue[between]]] = True
         a, b = np.divmod(pairs, self.wide)
@@ -221,13 +230,6 @@ class Greedy:
         self.stats.asked += len(keys)
         legal.update(zip(keys, answers))
         self.stats.refused += len(keys) - sum(answers)
-
-    def pays(self, a: int, b: int, key: frozenset) -> bool:
-        """Whether the cost model lets an allowed merge be made (always, without one)."""
-        if self.cost is None or self.cost.pays_members(self.members[a], self.members[b], key):
-            return True
-        self.stats.costly += 1
-        return False
 
     def apply(self, a: int, b: int, key: frozenset) -> bool:
         """Merge the proposal's groups unless that would make the graph of groups cyclic."""

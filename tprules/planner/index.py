@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops import Ops
+from ..program.columns import distinct
 
 I64 = np.int64
 
@@ -81,14 +82,14 @@ class PlanIndex:
     def _build(cls, names, cls_of, class_names, kinds, producer, reader, tensor, ids=None) -> "PlanIndex":
         """`cls_of`: each statement's class, as an index into `class_names`; one row per read:
         the statement reading, the tensor read and its producer (-1: a program input)."""
-        used = np.unique(cls_of)
+        used = distinct(cls_of)
         kind = {c: kinds.get(class_names[c]) for c in used.tolist()}
         matmul = np.isin(cls_of, [c for c, k in kind.items() if k == Ops.MATMUL])
         elementwise = np.isin(cls_of, [c for c, k in kind.items() if k == "elementwise"])
         made = producer >= 0
         n = max(len(names), 1)
-        flow = np.unique(producer[made] * n + reader[made])
-        pairs = np.unique(tensor * n + reader)  # each (tensor, reader) once
+        flow = distinct(producer[made] * n + reader[made])
+        pairs = distinct(tensor * n + reader)  # each (tensor, reader) once
         t, r = pairs // n, pairs % n
         starts = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1])))
         ends = np.append(starts[1:], len(t))

@@ -36,6 +36,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .columns import distinct
 from .model import DTYPES, Statement, Tensor, shape_problem
 
 I64 = np.int64
@@ -86,7 +87,7 @@ def first_reads(reader: np.ndarray, read: np.ndarray) -> np.ndarray:
     starts = np.concatenate(([True], (r[1:] != r[:-1]) | (t[1:] != t[:-1])))
     first = np.empty(n, dtype=I64)
     first[order] = entry[order][np.maximum.accumulate(np.where(starts, np.arange(n), 0))]
-    heads = np.unique(first)  # the first read of each distinct operand, in entry order (so by reader)
+    heads = distinct(first)  # the first read of each distinct operand, in entry order (so by reader)
     head_reader = reader[heads]
     rank = np.arange(len(heads)) - np.searchsorted(head_reader, head_reader)
     return rank[np.searchsorted(heads, first)]
