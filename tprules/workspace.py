@@ -17,6 +17,7 @@ from .analysis.program import CheckedProgram, load_rules
 from .config import default_rules_dir
 from .engine.options import ENGINE_TABLE
 from .errors import RuleError
+from .program.columns import isin
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .verdicts import Verdict, VerdictTable, judge, places
 
@@ -137,8 +138,8 @@ class Workspace:
         given = _Encoded(self.program.facts.symbols, {"member": members})
         model = self.engine.evaluate(given, targets=("refused", "legal"), base=self._base_model,
                                      only=self._dependent(seeds))
-        refused = np.isin(fusions, model.arrays["refused"][:, 0])
-        wrong = np.flatnonzero(refused == np.isin(fusions, model.arrays["legal"][:, 0]))
+        refused = isin(fusions, model.arrays["refused"][:, 0])
+        wrong = np.flatnonzero(refused == isin(fusions, model.arrays["legal"][:, 0]))
         if len(wrong):
             k = int(wrong[0])
             raise RuleError(_both_or_neither(self.program.facts.symbols.names[int(fusions[k])], bool(refused[k])))

@@ -65,7 +65,7 @@ def rules_asker(workspace, index: PlanIndex):
 
     symbols, ids = workspace.program.facts.symbols, index.ids
 
-    def ask(fusions: list[str], keys: list[frozenset]) -> list[bool]:
+    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
         fusion_ids = symbols.intern(fusions, distinct=True)
         sizes = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
         statements = np.fromiter(chain.from_iterable(keys), dtype=np.int64, count=int(sizes.sum()))
@@ -124,7 +124,7 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
 
     names = index.names
 
-    def ask(fusions: list[str], keys: list[frozenset]) -> list[bool]:
+    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
         ops = [FusedOp(f, tuple(g.op(names[k]) for k in sorted(key))) for f, key in zip(fusions, keys)]
         answers = fits_all(shim, ops, g)
         return [answers[f].ok for f in fusions]

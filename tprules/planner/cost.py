@@ -35,41 +35,34 @@ class KernelCost:
         self.view = view
         self.machine = MACHINES[machine] if isinstance(machine, str) else machine
         self._by_shape: dict[tuple, float] = {}
-        self._by_group: dict[frozenset, float] = {}
         self._alone: dict[int, float] = {}  # a statement alone, by its `Signatures.alone`
         self.lowered = 0  # groups lowered (distinct shapes)
 
     def seconds(self, members: Iterable[str]) -> float:
         """The estimate of the statements named."""
         position = self.view.position
-        return self.seconds_of(frozenset(position[o] for o in members))
+        return self.seconds_of(sorted({position[o] for o in members}))
 
     def pays(self, a: Iterable[str], b: Iterable[str]) -> bool:
         """Whether fusing groups `a` and `b` (statement names) is estimated no slower than running them apart."""
-        position = self.view.position
-        a, b = frozenset(position[o] for o in a), frozenset(position[o] for o in b)
-        return self.pays_members(a, b, a | b)
+        return self.no_slower(self.seconds([*a, *b]), self.seconds(a) + self.seconds(b))
 
-    def pays_members(self, a: frozenset, b: frozenset, both: frozenset) -> bool:
-        """`pays` for groups of statement positions (`both`: their union)."""
-        return self.seconds_of(both) <= (self.seconds_of(a) + self.seconds_of(b)) * (1 + TIE)
+    @staticmethod
+    def no_slower(together: float, apart: float) -> bool:
+        return together <= apart * (1 + TIE)
 
-    def seconds_of(self, group: frozenset) -> float:
-        if len(group) == 1:
-            (k,) = group
-            alone = self.view.signatures.alone[k]
+    def seconds_of(self, members: list[int]) -> float:
+        """The estimate of a group of statements (their positions, in order)."""
+        if len(members) == 1:
+            alone = self.view.signatures.alone[members[0]]
             cost = self._alone.get(alone)
             if cost is None:
-                cost = self._alone[alone] = self._estimate([k])
+                cost = self._alone[alone] = self._estimate(members)
             return cost
-        cost = self._by_group.get(group)
+        key = self._shape_key(members)
+        cost = self._by_shape.get(key)
         if cost is None:
-            members = sorted(group)
-            key = self._shape_key(members)
-            cost = self._by_shape.get(key)
-            if cost is None:
-                cost = self._by_shape[key] = self._estimate(members)
-            self._by_group[group] = cost
+            cost = self._by_shape[key] = self._estimate(members)
         return cost
 
     def _estimate(self, members: list[int]) -> float:

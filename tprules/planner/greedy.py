@@ -14,7 +14,9 @@ acyclic. Passes run until a round proposes nothing:
 With a cost model (planner/cost.py), a merge the shim allows is made only when its
 kernel is estimated no slower than the two groups' kernels apart.
 
-Every answer is remembered by member set, so no fused op is asked about twice.
+Every answer is remembered, so no fused op is asked about twice. Groups only merge, so a
+member set asked about again is the same two groups again: answers are kept by the pair
+of groups (in either order), which needs no set of members built per proposal.
 
 Statements are the integers of a `PlanIndex` (planner/index.py), groups are integer ids
 (a statement k starts as group k; a merge makes a new id), and a round's proposals are
@@ -30,14 +32,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine.keys import unique_sorted
+from ..program.columns import isin
 from .groups import GroupGraph
 from .index import PlanIndex
 
 SIBLINGS_ALL_PAIRS = 8  # readers of one tensor up to which every pair is proposed; beyond, neighbours only
 I64 = np.int64
 
-# (proposals' names, their member sets) → whether each is allowed
-Asker = Callable[[list[str], list[frozenset]], list[bool]]
+# (proposals' names, their members: statement positions) → whether each is allowed
+Asker = Callable[[list[str], list[list[int]]], list[bool]]
 
 
 @dataclass
@@ -71,14 +74,14 @@ class Greedy:
         self.wide = 2 * n + 1  # group ids are below this: a pair (a, b) is the number a * wide + b
         # statement edges that make a matmul's elementwise epilogue: their pairs are proposed first
         self.epilogue = index.matmul[index.src] & index.elementwise[index.dst]
-        self.members: list[frozenset] = [frozenset((k,)) for k in range(n)]  # by group id; ids only grow
         self.first: list[int] = list(range(n))  # by group id: its first statement
         self.place_names: list[str] = list(dict.fromkeys(places))
         code = {p: i for i, p in enumerate(self.place_names)}
         self.place: list[int] = [code[p] for p in places]  # by group id
-        self.legal: dict[frozenset, bool] = {}  # every answer, by member set
-        # Pairs never to propose again: refused (answers are by member set, and a group's
-        # members never change) or cyclic (merging only adds paths between other groups).
+        self.legal: dict[int, bool] = {}  # every answer, by the pair of groups (the lower id first)
+        self.seconds: dict[int, float] = {}  # the cost model's estimate of a group, by id
+        # Pairs never to propose again: refused (a group's members never change) or cyclic
+        # (merging only adds paths between other groups).
         self.dead: set[int] = set()
         self.stats = Stats()
         self._names = 0
@@ -110,19 +113,11 @@ class Greedy:
             self.stats.rounds += 1
             self.ask(chosen)
             used: set[int] = set()
-            legal, dead, wide, members = self.legal, self.dead, self.wide, self.members
-            pays = self.cost.pays_members if self.cost is not None else None
-            for a, b, key in chosen:
+            legal, dead, wide = self.legal, self.dead, self.wide
+            for a, b, pair in chosen:
                 if a in used or b in used:
                     continue
-                if not legal[key]:
-                    dead.add(a * wide + b)
-                    continue
-                if pays is not None and not pays(members[a], members[b], key):
-                    self.stats.costly += 1
-                    dead.add(a * wide + b)
-                    continue
-                if not self.apply(a, b, key):
+                if not legal[pair] or not self.pays(a, b) or not self.apply(a, b):
                     dead.add(a * wide + b)
                     continue
                 used.add(a)
@@ -131,21 +126,22 @@ class Greedy:
                 if self.progress is not None:
                     self.progress.advance()
 
-    def choose(self, pairs: np.ndarray, acyclic: np.ndarray, disjoint: bool) -> list[tuple[int, int, frozenset]]:
+    def choose(self, pairs: np.ndarray, acyclic: np.ndarray, disjoint: bool) -> list[tuple[int, int, int]]:
         """Proposals (pair numbers, best first; `acyclic`: known to keep the groups acyclic)
-        worth asking or applying; with `disjoint`, each group once. Each comes with its member set."""
+        worth asking or applying; with `disjoint`, each group once. Each comes with the
+        number of its pair in either order (what answers are kept by)."""
         chosen, used = [], set()
-        legal, dead, members, wide = self.legal, self.dead, self.members, self.wide
+        legal, dead, wide = self.legal, self.dead, self.wide
         can_merge = self.groups.can_merge
         for pair, easy in zip(pairs.tolist(), acyclic.tolist()):
             a, b = divmod(pair, wide)
             if disjoint and (a in used or b in used):
                 continue
-            key = members[a] | members[b]
-            if legal.get(key) is False or not (easy or can_merge(a, b)):
+            either = a * wide + b if a < b else b * wide + a
+            if legal.get(either) is False or not (easy or can_merge(a, b)):
                 dead.add(pair)
                 continue
-            chosen.append((a, b, key))
+            chosen.append((a, b, either))
             used.add(a)
             used.add(b)
         return chosen
@@ -183,7 +179,7 @@ class Greedy:
     def _alive(self, pairs: np.ndarray) -> np.ndarray:
         if not self.dead:
             return np.ones(len(pairs), dtype=bool)
-        return ~np.isin(pairs, np.fromiter(self.dead, dtype=I64, count=len(self.dead)))
+        return ~isin(pairs, np.fromiter(self.dead, dtype=I64, count=len(self.dead)))
 
     def horizontal(self) -> tuple[np.ndarray, np.ndarray]:
         """Groups that read the same tensor and share a place, in program order of the
@@ -213,30 +209,49 @@ class Greedy:
 
     # -- asking and merging ----------------------------------------------------------
 
-    def ask(self, chosen: list[tuple[int, int, frozenset]]) -> None:
+    def ask(self, chosen: list[tuple[int, int, int]]) -> None:
         """Ask the shim, in one batch, about every proposal it has not answered yet."""
-        legal = self.legal
-        fresh: dict[frozenset, None] = {}
-        for _, _, key in chosen:
-            if key not in legal:
-                fresh[key] = None
+        legal, members = self.legal, self.groups.members
+        fresh: dict[int, list[int]] = {}
+        for a, b, either in chosen:
+            if either not in legal and either not in fresh:
+                fresh[either] = members[a] + members[b]
         if not fresh:
             return
-        keys = list(fresh)
-        names = [f"proposal{self._names + i}" for i in range(1, len(keys) + 1)]
-        self._names += len(keys)
-        answers = self.asker(names, keys)
+        names = [f"proposal{self._names + i}" for i in range(1, len(fresh) + 1)]
+        self._names += len(fresh)
+        answers = self.asker(names, list(fresh.values()))
         self.stats.batches += 1
-        self.stats.asked += len(keys)
-        legal.update(zip(keys, answers))
-        self.stats.refused += len(keys) - sum(answers)
+        self.stats.asked += len(fresh)
+        legal.update(zip(fresh, answers))
+        self.stats.refused += len(fresh) - sum(answers)
 
-    def apply(self, a: int, b: int, key: frozenset) -> bool:
+    def pays(self, a: int, b: int) -> bool:
+        """Whether the cost model lets an allowed merge be made (always, without one)."""
+        if self.cost is None:
+            return True
+        members, cost = self.groups.members, self.cost
+        apart = self._seconds(a) + self._seconds(b)
+        both = cost.seconds_of(sorted(members[a] + members[b]))
+        if cost.no_slower(both, apart):
+            self._merged_seconds = both
+            return True
+        self.stats.costly += 1
+        return False
+
+    def _seconds(self, g: int) -> float:
+        found = self.seconds.get(g)
+        if found is None:
+            found = self.seconds[g] = self.cost.seconds_of(sorted(self.groups.members[g]))
+        return found
+
+    def apply(self, a: int, b: int) -> bool:
         """Merge the proposal's groups unless that would make the graph of groups cyclic."""
         new = self.groups.try_merge(a, b)
         if new is None:
             return False
-        self.members.append(key)
+        if self.cost is not None:
+            self.seconds[new] = self._merged_seconds
         first, place = self.first, self.place
         first.append(min(first[a], first[b]))
         place.append(place[a] if place[a] == place[b] else self._merged_place(place[a], place[b]))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops import Ops
-from ..program.columns import distinct
+from ..program.columns import distinct, isin
 
 I64 = np.int64
 
@@ -84,8 +84,8 @@ class PlanIndex:
         the statement reading, the tensor read and its producer (-1: a program input)."""
         used = distinct(cls_of)
         kind = {c: kinds.get(class_names[c]) for c in used.tolist()}
-        matmul = np.isin(cls_of, [c for c, k in kind.items() if k == Ops.MATMUL])
-        elementwise = np.isin(cls_of, [c for c, k in kind.items() if k == "elementwise"])
+        matmul = isin(cls_of, [c for c, k in kind.items() if k == Ops.MATMUL])
+        elementwise = isin(cls_of, [c for c, k in kind.items() if k == "elementwise"])
         made = producer >= 0
         n = max(len(names), 1)
         flow = distinct(producer[made] * n + reader[made])

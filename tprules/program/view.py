@@ -36,7 +36,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .columns import distinct
+from .columns import distinct, isin
 from .model import DTYPES, Statement, Tensor, shape_problem
 
 I64 = np.int64
@@ -216,7 +216,7 @@ class ProgramView:
         tensor = row_ids(self.dtype, sequence_ids(owners, sizes[:, None], tensors))
         reader, read = self._reads
         owner, key, value = self._attrs
-        kept = ~np.isin(key, self._provenance)
+        kept = ~isin(key, self._provenance)
         attrs = sequence_ids(owner[kept], np.stack([key[kept], value[kept]], axis=1), n)
         count = np.bincount(reader, minlength=n)
         statement = row_ids(self.cls, attrs, self.fold.astype(I64), count, tensor[self.out])
