@@ -45,11 +45,7 @@ class KernelCost:
 
     def pays(self, a: Iterable[str], b: Iterable[str]) -> bool:
         """Whether fusing groups `a` and `b` (statement names) is estimated no slower than running them apart."""
-        return self.no_slower(self.seconds([*a, *b]), self.seconds(a) + self.seconds(b))
-
-    @staticmethod
-    def no_slower(together: float, apart: float) -> bool:
-        return together <= apart * (1 + TIE)
+        return self.seconds([*a, *b]) <= (self.seconds(a) + self.seconds(b)) * (1 + TIE)
 
     def seconds_of(self, members: list[int]) -> float:
         """The estimate of a group of statements (their positions, in order)."""

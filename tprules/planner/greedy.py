@@ -33,6 +33,7 @@ import numpy as np
 
 from ..engine.keys import unique_sorted
 from ..program.columns import isin
+from .cost import TIE
 from .groups import GroupGraph
 from .index import PlanIndex
 
@@ -113,11 +114,11 @@ class Greedy:
             self.stats.rounds += 1
             self.ask(chosen)
             used: set[int] = set()
-            legal, dead, wide = self.legal, self.dead, self.wide
+            legal, dead, wide, pays, apply = self.legal, self.dead, self.wide, self.pays, self.apply
             for a, b, pair in chosen:
                 if a in used or b in used:
                     continue
-                if not legal[pair] or not self.pays(a, b) or not self.apply(a, b):
+                if not legal[pair] or not pays(a, b) or not apply(a, b):
                     dead.add(a * wide + b)
                     continue
                 used.add(a)
@@ -228,22 +229,22 @@ class Greedy:
 
     def pays(self, a: int, b: int) -> bool:
         """Whether the cost model lets an allowed merge be made (always, without one)."""
-        if self.cost is None:
+        cost = self.cost
+        if cost is None:
             return True
-        members, cost = self.groups.members, self.cost
-        apart = self._seconds(a) + self._seconds(b)
+        members, seconds = self.groups.members, self.seconds
+        apart = seconds.get(a)
+        if apart is None:
+            apart = seconds[a] = cost.seconds_of(sorted(members[a]))
+        other = seconds.get(b)
+        if other is None:
+            other = seconds[b] = cost.seconds_of(sorted(members[b]))
         both = cost.seconds_of(sorted(members[a] + members[b]))
-        if cost.no_slower(both, apart):
+        if both <= (apart + other) * (1 + TIE):
             self._merged_seconds = both
             return True
         self.stats.costly += 1
         return False
-
-    def _seconds(self, g: int) -> float:
-        found = self.seconds.get(g)
-        if found is None:
-            found = self.seconds[g] = self.cost.seconds_of(sorted(self.groups.members[g]))
-        return found
 
     def apply(self, a: int, b: int) -> bool:
         """Merge the proposal's groups unless that would make the graph of groups cyclic."""

@@ -106,7 +106,8 @@ class GroupGraph:
     def can_merge(self, a: int, b: int) -> bool:
         """Whether merging keeps the graph of groups acyclic."""
         lo, hi = self.ordered(a, b)
-        if self.succ[lo] <= {hi} or self.pred[hi] <= {lo}:  # no other way out of lo, or into hi
+        out, into = self.succ[lo], self.pred[hi]
+        if len(out) <= 1 and out <= {hi} or len(into) <= 1 and into <= {lo}:  # no other way out of lo, or into hi
             return True
         return self._forward(lo, hi) is not None
 
@@ -120,12 +121,13 @@ class GroupGraph:
     def try_merge(self, a: int, b: int) -> int | None:
         """Merge two groups into a new group and return its id; None (and no change) when
         the merge would make a cycle."""
-        pos = self.pos
+        pos, succ, pred = self.pos, self.succ, self.pred
         lo, hi = (a, b) if pos[a] < pos[b] else (b, a)
-        after = self._forward(lo, hi) if not self.succ[lo] <= {hi} else ()
+        out, into = succ[lo], pred[hi]
+        after = () if len(out) == 0 or len(out) == 1 and hi in out else self._forward(lo, hi)
         if after is None:
             return None
-        before = self._backward(lo, hi) if not self.pred[hi] <= {lo} else ()
+        before = () if len(into) == 0 or len(into) == 1 and lo in into else self._backward(lo, hi)
         new = self._next
         self._next += 1
         if before or after:
@@ -144,7 +146,6 @@ class GroupGraph:
         group_of = self.group_of
         for o in members:
             group_of[o] = new
-        succ, pred = self.succ, self.pred
         out = succ.pop(lo)
         out |= succ.pop(hi)
         out.discard(lo)
