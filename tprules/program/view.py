@@ -279,18 +279,23 @@ class ProgramView:
         return ((top == count - 1) & (low >= 0)).tolist()
 
 
+def _through_symbols(view: ProgramView, by_symbol: np.ndarray, name: str) -> int:
+    """A name's index in `by_symbol` (symbol id → index, -1 for none): no dict is built."""
+    i = view._ids.get(name)  # `get`: looking up interns nothing
+    k = int(by_symbol[i]) if i is not None else -1
+    if k < 0:
+        raise KeyError(name)
+    return k
+
+
 class _Position(Mapping):
-    """statement → its index in program order (through the symbol table: no dict is built)."""
+    """statement → its index in program order."""
 
     def __init__(self, view: ProgramView):
         self.view = view
 
     def __getitem__(self, name: str) -> int:
-        i = self.view._ids.get(name)
-        k = int(self.view.at[i]) if i is not None else -1
-        if k < 0:
-            raise KeyError(name)
-        return k
+        return _through_symbols(self.view, self.view.at, name)
 
     def __iter__(self):
         return iter(self.view.names)
@@ -306,11 +311,7 @@ class _Tensors(Mapping):
         self.view = view
 
     def index(self, name: str) -> int:
-        i = self.view._ids.get(name)
-        t = int(self.view.tix[i]) if i is not None else -1
-        if t < 0:
-            raise KeyError(name)
-        return t
+        return _through_symbols(self.view, self.view.tix, name)
 
     def __getitem__(self, name: str) -> Tensor:
         return self.view.tensor_at(self.index(name))
