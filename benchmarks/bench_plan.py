@@ -4,7 +4,8 @@
 
 Prints the wall time of `python -m tprules plan DIR --format json` (start-up included;
 best and median of N runs, peak memory), then one in-process run split into phases:
-load, graph, places, the greedy rounds and, inside them, the time spent asking the rules.
+load, the planner's index, places, the cost model's inputs, the greedy rounds and, inside them,
+proposing, choosing, asking the rules, the cost model (`pays`) and merging.
 Time on a shared machine is noisy: CPU time is printed next to wall time.
 """
 
@@ -52,41 +53,48 @@ class Clock:
 
 def phases(folder: str, shim: str | None) -> None:
     sys.path.insert(0, str(ROOT))
+    from tprules.planner import KernelCost, PlanIndex, checked_view, registry_kinds, rules_asker, shim_machine
     from tprules.planner.greedy import Greedy
-    from tprules.shim import FactShim, Manifest, TensorGraph, TensorParallelShim
-    from tprules.shim.base import library_facts
+    from tprules.verdicts import place_ids
     from tprules.workspace import Workspace
 
     clock = Clock()
     ws = Workspace(folder, shim=shim)
     clock.lap("load + check facts")
-    g = TensorGraph.from_facts(ws.program.facts)
-    g.order()
-    clock.lap("graph")
-    base = FactShim(ws.shim, ws.program.facts, checked=ws.checked)
-    tp = TensorParallelShim(base, Manifest.from_facts(ws.program.facts), checked=ws.checked)
-    tp.bind(g, ws)
-    places = tp.places(g)
+    index = PlanIndex.from_program(ws.program, registry_kinds())
+    clock.lap("index (data flow, kinds)")
+    on = place_ids(ws.places_model, ws.program.facts.symbols)
+    places = [on.get(i, "") for i in index.ids.tolist()]
     clock.lap("places (rules, no candidates)")
-    greedy = Greedy(g, tp, places, {c: k for c, k, _ in library_facts()["registry"]})
-    asking = [0.0, 0.0]
-    ask = greedy.ask
-
-    def timed_ask(proposals):
-        wall, cpu = time.perf_counter(), time.process_time()
-        ask(proposals)
-        asking[0] += time.perf_counter() - wall
-        asking[1] += time.process_time() - cpu
-
-    greedy.ask = timed_ask
+    cost = KernelCost(checked_view(ws), shim_machine(ws.shim))
+    clock.lap("cost model's inputs, shapes")
+    greedy = Greedy(index, rules_asker(ws, index), places, cost=cost)
+    clock.lap("groups")
+    spent: dict[str, list[float]] = {}
+    for name in ("vertical", "horizontal", "cross_place", "choose", "ask", "pays", "apply"):
+        setattr(greedy, name, _timed(getattr(greedy, name), spent.setdefault(name, [0.0, 0.0])))
     greedy.run()
     clock.lap("greedy rounds")
     s = greedy.stats
-    print(f"in-process: {len(g)} statements -> {len(greedy.groups)} groups; {s.rounds} rounds, "
-          f"{s.asked} fused ops asked in {s.batches} batches ({s.refused} refused), {s.merged} merges")
+    print(f"in-process: {len(index)} statements -> {len(greedy.groups)} groups; {s.rounds} rounds, "
+          f"{s.asked} fused ops asked in {s.batches} batches ({s.refused} refused), {s.merged} merges, "
+          f"{cost.lowered} kernels lowered for the cost model")
     for name, wall, cpu in clock.rows:
         print(f"  {name:<32} wall {wall:6.2f} s   cpu {cpu:6.2f} s")
-    print(f"  {'  of which asking the rules':<32} wall {asking[0]:6.2f} s   cpu {asking[1]:6.2f} s")
+    for name, (wall, cpu) in spent.items():
+        print(f"    {name:<30} wall {wall:6.2f} s   cpu {cpu:6.2f} s")
+
+
+def _timed(method, into: list[float]):
+    def timed(*args):
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return method(*args)
+        finally:
+            into[0] += time.perf_counter() - wall
+            into[1] += time.process_time() - cpu
+
+    return timed
 
 
 def main() -> None:

@@ -45,3 +45,18 @@ def test_the_planners_groups_get_the_full_reevaluations_verdicts():
     answers = WS.ask(proposals)
     assert answers == full_reevaluation(proposals)
     assert all(reasons == () for reasons in answers.values())  # the planner made only legal fusions
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(groups, min_size=1, max_size=12))
+def test_encoded_questions_get_the_full_reevaluations_verdicts(members):
+    """What the planner asks on encoded member facts (Workspace.refused_rows)."""
+    import numpy as np
+
+    proposals = {f"q{i}": tuple(ms) for i, ms in enumerate(members)}
+    symbols = WS.program.facts.symbols
+    fusions = symbols.intern(list(proposals), distinct=True)
+    rows = np.array([(symbols.ids[f], symbols.ids[o]) for f, ms in proposals.items() for o in ms], dtype=np.int64)
+    refused = WS.refused_rows(fusions, rows)
+    assert refused is not None
+    assert dict(zip(proposals, refused.tolist())) == {f: bool(r) for f, r in full_reevaluation(proposals).items()}

@@ -316,16 +316,24 @@ def test_an_epilogue_and_attentions_chain_are_found_through_views():
     """A matmul's activation behind a reshape (as imported) is still its epilogue, with the
     reshape on the way; attention's chain runs from one bmm to the next through elementwise,
     layout and row statements, and not into the projection after it."""
-    from tprules.planner.greedy import attention_chain_edges, epilogue_of
+    import numpy as np
+
+    from tprules.planner.index import priority_pairs
 
     flows = {"mm": ["r"], "r": ["act"], "act": ["mul"], "up": ["mul"], "mul": ["mm2"], "mm2": [],
              "qk": ["s"], "s": ["sm"], "sm": ["p"], "p": ["pv"], "pv": ["o"], "o": ["wo"], "wo": []}
     cls = {"mm": "matmul", "r": "reshape", "act": "gelu", "up": "matmul", "mul": "mul", "mm2": "matmul",
            "qk": "bmm", "s": "scale", "sm": "softmax", "p": "reshape", "pv": "bmm", "o": "permute", "wo": "matmul"}
-    kind = {o: {"matmul": "matmul", "bmm": "matmul", "softmax": "row", "reshape": "layout",
-                "permute": "layout"}.get(c, "elementwise") for o, c in cls.items()}
-    assert epilogue_of("mm", flows, kind, cls) == ["r", "act"]
-    assert epilogue_of("up", flows, kind, cls) == ["mul"]
-    assert epilogue_of("mm2", flows, kind, cls) == []
-    edges = attention_chain_edges(list(flows), flows, kind, cls)
-    assert edges == {"qk": ["s"], "s": ["sm"], "sm": ["p"], "p": ["pv"], "pv": []}
+    kinds = {"matmul": "matmul", "bmm": "matmul", "softmax": "row", "reshape": "layout", "permute": "layout",
+             "gelu": "elementwise", "mul": "elementwise", "scale": "elementwise"}
+    names = list(flows)
+    at = {o: k for k, o in enumerate(names)}
+    src = np.array([at[o] for o in names for _ in flows[o]], dtype=np.int64)
+    dst = np.array([at[c] for o in names for c in flows[o]], dtype=np.int64)
+    first_src, first_dst = priority_pairs(len(names), src, dst, [cls[o] for o in names], kinds)
+    pairs = [(names[a], names[b]) for a, b in zip(first_src.tolist(), first_dst.tolist())]
+    # epilogues: mm's activation behind its reshape (the reshape on the way), up's mul; none of mm2
+    assert [p for p in pairs if p[0] in ("mm", "up", "mm2")] == [("mm", "r"), ("mm", "act"), ("up", "mul")]
+    # attention's chain: bmm to bmm, not into the projection after it
+    assert [p for p in pairs if p[0] not in ("mm", "up", "mm2")] == \
+        [("qk", "s"), ("s", "sm"), ("sm", "p"), ("p", "pv")]

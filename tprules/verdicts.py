@@ -51,7 +51,7 @@ class MemberNotes:
     def of(cls, facts) -> MemberNotes:
         kinds = dict(facts.tuples("collective"))
         collectives = {o: f"{kinds[c].replace('_', '-')} {c}" for o, c in facts.tuples("fold") if c in kinds}
-        return cls(collectives, {o: v for o, k, v in facts.tuples("attr") if k == "module"})
+        return cls(collectives, {o: v for o, _, v in facts.matching("attr", 1, "module")})
 
     def note(self, statement: str) -> str:
         return " ".join(n for n in (self.collectives.get(statement), self.modules.get(statement)) if n)

@@ -7,12 +7,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+
+import numpy as np
 
 from .analysis.program import CheckedProgram, load_rules
 from .config import default_rules_dir
 from .engine.options import ENGINE_TABLE
+from .errors import RuleError
+from .program.columns import isin
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .verdicts import Verdict, VerdictTable, judge, places
 
@@ -87,8 +92,13 @@ class Workspace:
         return judge(self.verdict_model, self.program.facts)
 
     def places(self) -> dict[str, str]:
-        # Places do not depend on candidates, so the model without them answers as well.
-        return places(self.model if "model" in self.__dict__ else self._base_model)
+        return places(self.places_model)
+
+    @property
+    def places_model(self):
+        """A model that holds the places (`on_chip`, `on_spine`, `is_fold`). Places do not
+        depend on candidates, so the model without them answers as well."""
+        return self.model if "model" in self.__dict__ else self._base_model
 
     # -- asking about fusions that member.facts does not hold (the planner's questions) --
 
@@ -114,6 +124,26 @@ class Workspace:
         if seeds == {"member"}:
             return self.checked.candidate_local
         return all(is_candidate_local(self.checked.strata, self.checked.decls, s) for s in seeds)
+
+    def refused_rows(self, fusions: np.ndarray, members: np.ndarray) -> np.ndarray | None:
+        """`ask` on encoded facts: `fusions` are the proposals' symbol ids and `members` their
+        (fusion, statement) rows, in the program's symbol table; whether each is refused.
+        None when this engine or these rules cannot answer so (ask with `ask` then): it
+        needs the fast engine over the program's symbols and candidate-local rules, so that
+        all proposals share one evaluation of the strata that depend on `member`."""
+        seeds = frozenset({"member"})
+        if not (self.engine.capabilities.incremental and getattr(self.engine, "symbols", None) is self.program.facts.symbols
+                and self._local(seeds)):
+            return None
+        given = _Encoded(self.program.facts.symbols, {"member": members})
+        model = self.engine.evaluate(given, targets=("refused", "legal"), base=self._base_model,
+                                     only=self._dependent(seeds))
+        refused = isin(fusions, model.arrays["refused"][:, 0])
+        wrong = np.flatnonzero(refused == isin(fusions, model.arrays["legal"][:, 0]))
+        if len(wrong):
+            k = int(wrong[0])
+            raise RuleError(_both_or_neither(self.program.facts.symbols.names[int(fusions[k])], bool(refused[k])))
+        return refused
 
     def ask(self, proposals: dict[str, tuple[str, ...]], facts: dict[str, set[tuple]] | None = None,
             relation: str = "refused") -> dict[str, tuple[str, ...]]:
@@ -157,9 +187,30 @@ class Workspace:
             for f in batch:
                 found = tuple(sorted(reasons.get(f, ())))
                 if relation == "refused" and (f in legal) == bool(found):
-                    from .errors import RuleError
-
-                    raise RuleError(f"the rules derive {'both' if found else 'neither'} legal and refused "
-                                    f"for proposed fusion {f}; exactly one must hold (SPEC §3)")
+                    raise RuleError(_both_or_neither(f, bool(found)))
                 answers[f] = found
         return answers
+
+
+def _both_or_neither(fusion: str, refused: bool) -> str:
+    return (f"the rules derive {'both' if refused else 'neither'} legal and refused for proposed fusion {fusion}; "
+            "exactly one must hold (SPEC §3)")
+
+
+class _Encoded(Mapping):
+    """Relations given as rows in a symbol table (what the fast engine takes as they are)."""
+
+    def __init__(self, symbols, arrays: dict[str, np.ndarray]):
+        self.symbols, self.arrays = symbols, arrays
+
+    def rows(self, rel: str) -> np.ndarray:
+        return self.arrays[rel]
+
+    def __getitem__(self, rel: str):
+        raise KeyError(rel)  # never decoded: the engine reads `rows`
+
+    def __iter__(self):
+        return iter(self.arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays)

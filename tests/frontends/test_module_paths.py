@@ -104,3 +104,27 @@ def test_members_under_one_module_name_it_once():
     modules = {"a": "m.x", "b": "m.x", "c": "m.y"}
     assert with_modules(["a", "b", "c", "d"], modules) == "a, b (m.x), c (m.y), d"
     assert with_modules(["d"], modules) == "d"
+
+
+def test_a_kernel_does_not_depend_on_where_its_statements_came_from(imported):
+    """The cost model leaves `module` and `aten` out of what it caches kernels by
+    (program/view.py PROVENANCE): no kernel's estimate changes without them."""
+    from dataclasses import replace
+
+    from tprules.codegen import lower
+    from tprules.codegen.cost import CPU, GPU, estimate
+    from tprules.planner import plan
+    from tprules.program.model import RunProgram
+    from tprules.program.view import PROVENANCE
+    from tprules.workspace import Workspace
+
+    ws = Workspace(imported("qwen2_moe", 2))
+    prog = RunProgram.from_workspace(ws)
+    bare = replace(prog, statements=tuple(replace(s, attrs=tuple(a for a in s.attrs if a[0] not in PROVENANCE))
+                                          for s in prog.statements))
+    assert sum(len(s.attrs) for s in bare.statements) < sum(len(s.attrs) for s in prog.statements)
+    groups = [g for g in plan(ws, machine=None).groups]
+    groups += [replace(groups[0], members=(s.name,)) for s in prog.statements]
+    for g in groups:
+        for machine in (CPU, GPU):
+            assert estimate(lower(g, prog), machine) == estimate(lower(g, bare), machine), g.members

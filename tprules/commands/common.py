@@ -42,12 +42,29 @@ def emit_json(data) -> None:
     parts = []
     for key, value in data.items():
         if isinstance(value, list) and value:
-            items = ",\n    ".join(map(json.dumps, value))
+            items = ",\n    ".join(map(_dumps, value))
             items = "    " + items
             parts.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
         else:
             parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
     sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
+
+
+def _dumps(value) -> str:
+    """`json.dumps(value)`, without its per-call set-up for the dicts of strings and lists of
+    strings that reports are made of (a plan's 10,000 groups); anything else goes to json."""
+    quote = json.encoder.encode_basestring_ascii  # what json.dumps uses (ensure_ascii)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        parts = []
+        for k, v in value.items():
+            if isinstance(v, str):
+                parts.append(f"{quote(k)}: {quote(v)}")
+            elif isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
+                parts.append(f"{quote(k)}: [{', '.join(map(quote, v))}]")
+            else:
+                parts.append(f"{quote(k)}: {json.dumps(v)}")
+        return "{" + ", ".join(parts) + "}"
+    return json.dumps(value)
 
 
 def emit_json_lines(head: dict, key: str, lines: list[str]) -> None:
@@ -84,7 +101,7 @@ def with_modules(members, modules: dict[str, str]) -> str:
 
 def module_paths(facts) -> dict[str, str]:
     """Statement → module path, an imported model's `attr module` (empty for other programs)."""
-    return {o: v for o, k, v in facts.tuples("attr") if k == "module"}
+    return {o: v for o, _, v in facts.matching("attr", 1, "module")}
 
 
 def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:

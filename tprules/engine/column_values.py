@@ -22,7 +22,9 @@ _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal
 
 
 def load(column: np.ndarray, kind: str) -> np.ndarray:
-    """A stored int64 column as values of its type."""
+    """A stored column as values of its type (a narrower stored integer column widened to int64)."""
+    if column.dtype != I64:
+        return column.astype(I64)
     if kind == "unsigned":
         return column.view(U64)
     if kind == "float":

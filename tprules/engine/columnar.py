@@ -329,6 +329,7 @@ class ColumnarEngine:
                 self.symbols.one(value)
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
         self._tuples = None  # the compiled engine, for recursive strata whose rounds are small
+        self._narrowable: dict[str, bool] = {}
 
     def encode(self, rel: str, tuples) -> np.ndarray:
         types = self.checked.decls[rel].types
@@ -387,6 +388,8 @@ class ColumnarEngine:
                 arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
             if stratum.subsumptions:  # no recursion: the dominated tuples go once, after the rules
                 self._delete_dominated(stratum, arrays, None, None)
+            for rel in stratum.relations:
+                arrays[rel] = self.narrow(rel, arrays[rel])
             return
         rels = frozenset(stratum.relations)
         rounds = {rel: [np.zeros(len(arrays[rel]), dtype=I64)] for rel in rels}
@@ -425,7 +428,8 @@ class ColumnarEngine:
                     if isinstance(lit, ast.Atom) and lit.rel in rels and len(delta[lit.rel]):
                         produced[rule.head.rel].append(self._fire(rule, arrays, delta, position, rels, unique=False))
         for rel in rels:
-            model.round_arrays[rel] = np.concatenate(rounds[rel])
+            model.round_arrays[rel] = narrowest(np.concatenate(rounds[rel]))
+            arrays[rel] = self.narrow(rel, arrays[rel])
 
     def _delete_dominated(self, stratum: Stratum, arrays, delta: dict | None, rounds: dict | None) -> None:
         """Delete every tuple a subsumptive clause finds dominated, from the relation (and
@@ -450,6 +454,15 @@ class ColumnarEngine:
                 rounds[rel] = [np.concatenate(rounds[rel])[keep]]
             if delta is not None:
                 delta[rel] = delta[rel][_absent(delta[rel], gone)]
+
+    def narrow(self, rel: str, rows: np.ndarray) -> np.ndarray:
+        """A derived relation's rows in the narrowest integer type that holds them (symbol ids
+        and numbers; an unsigned or a float column keeps its 64 bits). Values are computed
+        in int64 (column_values.load widens a column), only stored narrower."""
+        if rows.dtype != I64 or not self._narrowable.setdefault(rel, all(
+                t in ("symbol", "number") for t in self.checked.decls[rel].types)):
+            return rows
+        return narrowest(rows)
 
     def _chosen(self, rel: str, fired: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""
@@ -573,6 +586,18 @@ def _absent(rows: np.ndarray, gone: np.ndarray) -> np.ndarray:
     """True for each row that is not one of `gone`'s."""
     left, right = joint_keys(list(rows.T), list(gone.T))
     return anti_join_mask(left, right)
+
+
+def narrowest(values: np.ndarray) -> np.ndarray:
+    """int64 values as int32 (or int16) when they all fit: half the memory or less."""
+    if values.dtype != I64 or values.size == 0:
+        return values
+    low, high = int(values.min()), int(values.max())
+    for narrow in (np.int16, np.int32):
+        info = np.iinfo(narrow)
+        if info.min <= low and high <= info.max:
+            return values.astype(narrow)
+    return values
 
 
 def dedupe(rows: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ import numpy as np
 
 I64 = np.int64
 _LIMIT = 1 << 62
+_I32 = 1 << 31
 
 
 def unique_sorted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,13 +108,15 @@ class KeyIndex:
                 self._ranges.append(values)
                 keys = keys * len(values) + np.searchsorted(values, column)
                 size *= len(values)
-        self.order = np.argsort(keys)
-        self.sorted = keys[self.order]
+        order = np.argsort(keys)
+        self.sorted = keys[order]
+        self.order = order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
         # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
         self.direct = size <= max(8 * self.n, 1 << 16)
         if self.direct:
-            self.counts = np.bincount(keys, minlength=size).astype(I64) if self.n else np.zeros(size, dtype=I64)
-            self.starts = np.cumsum(self.counts) - self.counts
+            counts = np.bincount(keys, minlength=size) if self.n else np.zeros(size, dtype=I64)
+            small = np.int32 if self.n < _I32 else I64
+            self.counts, self.starts = counts.astype(small), (np.cumsum(counts) - counts).astype(small)
         self.unique = self.n < 2 or bool(np.all(self.sorted[1:] != self.sorted[:-1]))
         # Otherwise, when the first column's values are few and each holds few rows (a
         # candidate's members, say), address the first column directly and scan its bucket.
@@ -156,7 +159,7 @@ class KeyIndex:
             lo, counts = self._scan_buckets(left, found)
         elif self.direct:
             safe = np.where(found, left, 0)
-            lo, counts = self.starts[safe], np.where(found, self.counts[safe], 0)
+            lo, counts = self.starts[safe].astype(I64), np.where(found, self.counts[safe], 0).astype(I64)
         else:
             lo = np.searchsorted(self.sorted, left, "left")
             if self.unique:

@@ -4,7 +4,8 @@ The planner holds no legality logic. It proposes merges, asks a `Shim` (tprules.
 about them in batches, and merges only what the shim allows; with the project's
 `TensorParallelShim` every answer comes from the rule files. In order:
 
-1. graph      the program as a `TensorGraph`, and each statement's place (from the shim);
+1. index      the program as integer arrays (`index.py`: data flow, kinds, shared reads),
+              and each statement's place (from the shim);
 2. greedy     rounds of proposals, asked in batches, applied while the groups stay acyclic
               (`greedy.py`; acyclicity of the group graph in `groups.py`);
 3. plan       groups in program order, members in program order, each with its place.
@@ -17,7 +18,9 @@ about them in batches, and merges only what the shim allows; with the project's
 
 from __future__ import annotations
 
+from .cost import KernelCost
 from .greedy import Greedy, Stats
+from .index import PlanIndex
 from .plan import Group, Plan
 
 DEVICE = "device"  # the one place of a shim that does not say where statements run
@@ -25,30 +28,75 @@ DEVICE = "device"  # the one place of a shim that does not say where statements 
 
 def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, machine: str | None = "auto",
          progress=None) -> Plan:
-    """The fusion plan of a workspace's program for its shim, asked through the Shim API.
+    """The fusion plan of a workspace's program for its shim, asking its rules.
 
     `stats` (a `Stats`) is filled with what the planner did; `across_places=False` skips
     the last pass, which asks about merges across places (the project's rules refuse them all).
     `machine` names the cost model's machine (codegen/cost.py: cpu, gpu, ...); `auto` takes
     the kind of chip the shim describes (a `cpu:` shim the cpu, any other the gpu); None
     makes every merge the shim allows. `progress` (a tprules.progress.Progress) counts the merges.
-    """
-    from ..shim import FactShim, Manifest, TensorGraph, TensorParallelShim
 
-    facts = workspace.program.facts
-    g = TensorGraph.from_facts(facts)
-    base = FactShim(workspace.shim, facts, checked=workspace.checked, engine=workspace.engine_name)
-    shim = TensorParallelShim(base, Manifest.from_facts(facts), checked=workspace.checked,
-                              engine=workspace.engine_name)
-    shim.bind(g, workspace)  # the workspace already holds these facts, loaded and checked
+    The questions are those a `TensorParallelShim` over the workspace's `FactShim` answers
+    (tprules.shim: the TP rules and the base rules in one evaluation), asked of the
+    workspace directly, and the program is read from its columns (`PlanIndex`,
+    `ProgramView`): no graph of Python objects is built. `plan_graph` plans any
+    `TensorGraph` for any shim.
+    """
+    program = workspace.program
+    index = PlanIndex.from_program(program, registry_kinds())
+    from ..verdicts import place_ids
+
+    on = place_ids(workspace.places_model, program.facts.symbols)
+    places = [on.get(i, "") for i in index.ids.tolist()]
     cost = None
     if machine is not None:
-        from ..program.model import RunProgram
-        from .cost import KernelCost
+        cost = KernelCost(checked_view(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)
 
-        cost = KernelCost(RunProgram.from_workspace(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)
-    return plan_graph(g, shim, name=workspace.shim, stats=stats, across_places=across_places, cost=cost,
-                      progress=progress)
+    return _plan(index, rules_asker(workspace, index), places, workspace.shim, stats, across_places, cost,
+                 progress)
+
+
+def rules_asker(workspace, index: PlanIndex):
+    """Proposals judged by the workspace's rules (`Workspace.ask`), on encoded member facts
+    where its engine takes them."""
+    from itertools import chain
+
+    import numpy as np
+
+    symbols, ids = workspace.program.facts.symbols, index.ids
+
+    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
+        fusion_ids = symbols.intern(fusions, distinct=True)
+        sizes = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        statements = np.fromiter(chain.from_iterable(keys), dtype=np.int64, count=int(sizes.sum()))
+        members = np.stack([np.repeat(fusion_ids, sizes), ids[statements]], axis=1)
+        refused = workspace.refused_rows(fusion_ids, members)
+        if refused is not None:
+            return (~refused).tolist()
+        found = workspace.ask({f: tuple(index.names[k] for k in sorted(key)) for f, key in zip(fusions, keys)})
+        return [not found[f] for f in fusions]
+
+    return ask
+
+
+def checked_view(workspace):
+    """The workspace's program as the cost model reads it, its shapes checked (SPEC §4): a
+    bad shape is the error `run` gives, naming the first bad statement's file and line."""
+    from ..program.view import ProgramView
+
+    view = ProgramView(workspace.program)
+    if not view.shapes_ok():
+        from ..program.model import RunProgram
+
+        RunProgram.from_workspace(workspace)  # raises the error
+    return view
+
+
+def registry_kinds() -> dict[str, str]:
+    """class → kind (SPEC §4), from the shim library's class registry."""
+    from ..shim.base import library_facts
+
+    return {cls: kind for cls, kind, _ in library_facts()["registry"]}
 
 
 def shim_machine(shim: str) -> str:
@@ -67,13 +115,26 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
     `cost` (a `planner.cost.KernelCost`) turns down allowed merges estimated slower than
     their parts.
     """
+    from ..shim.graph import FusedOp
+    from ..shim.protocol import fits_all
+
     if places is None:
         places = shim.places(g) if hasattr(shim, "places") else dict.fromkeys(g.order(), DEVICE)
-    if kinds is None:
-        from ..shim.base import library_facts
+    index = PlanIndex.from_graph(g, registry_kinds() if kinds is None else kinds)
 
-        kinds = {cls: kind for cls, kind, _ in library_facts()["registry"]}
-    greedy = Greedy(g, shim, places, kinds, across_places=across_places, cost=cost, progress=progress)
+    names = index.names
+
+    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
+        ops = [FusedOp(f, tuple(g.op(names[k]) for k in sorted(key))) for f, key in zip(fusions, keys)]
+        answers = fits_all(shim, ops, g)
+        return [answers[f].ok for f in fusions]
+
+    return _plan(index, ask, [places.get(o, "") for o in index.names], name if name is not None else shim.name(),
+                 stats, across_places, cost, progress)
+
+
+def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_places: bool, cost, progress) -> Plan:
+    greedy = Greedy(index, ask, places, across_places=across_places, cost=cost, progress=progress)
     try:
         groups = greedy.run()
     finally:
@@ -81,12 +142,13 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
             progress.close()
     if stats is not None:
         stats.__dict__.update(greedy.stats.__dict__)
-    position = g.position
+    names = index.names
     out = []
-    for gid in sorted(groups.members, key=lambda gid: min(position[o] for o in groups.members[gid])):
-        members = tuple(sorted(groups.members[gid], key=position.__getitem__))
-        out.append(Group(f"g{len(out)}", members, greedy.place[gid] or DEVICE))
-    return Plan(name if name is not None else shim.name(), tuple(out))
+    for gid in sorted(groups.members, key=lambda gid: min(groups.members[gid])):
+        members = tuple(names[k] for k in sorted(groups.members[gid]))
+        out.append(Group(f"g{len(out)}", members, greedy.group_place(gid) or DEVICE))
+    return Plan(name, tuple(out))
 
 
-__all__ = ["Group", "Plan", "Stats", "plan", "plan_graph"]
+__all__ = ["Group", "KernelCost", "Plan", "PlanIndex", "Stats", "checked_view", "plan", "plan_graph", "registry_kinds",
+           "rules_asker", "shim_machine"]

@@ -25,57 +25,69 @@ TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie
 
 
 class KernelCost:
-    """Estimated seconds of a group of statements of a `RunProgram` as one kernel on `machine`."""
+    """Estimated seconds of a group of statements as one kernel on `machine`.
 
-    def __init__(self, prog, machine: Machine | str):
-        self.prog = prog
+    `view` is a program/view.py `ProgramView`: statements are its positions, and what a
+    group's kernel depends on is read off its signatures; the statements of a group are
+    made into objects only to lower the first group of each shape.
+    """
+
+    def __init__(self, view, machine: Machine | str):
+        self.view = view
         self.machine = MACHINES[machine] if isinstance(machine, str) else machine
         self._by_shape: dict[tuple, float] = {}
-        self._by_group: dict[frozenset, float] = {}
-        self.lowered = 0  # groups lowered (distinct shapes), for --show plan
+        self._alone: dict[int, float] = {}  # a statement alone, by its `Signatures.alone`
+        self.lowered = 0  # groups lowered (distinct shapes)
 
     def seconds(self, members: Iterable[str]) -> float:
-        group = frozenset(members)
-        cost = self._by_group.get(group)
-        if cost is None:
-            cost = self._by_group[group] = self._seconds(sorted(group, key=self.prog.position.__getitem__))
-        return cost
+        """The estimate of the statements named."""
+        position = self.view.position
+        return self.seconds_of(sorted({position[o] for o in members}))
 
-    def _seconds(self, members: list[str]) -> float:
+    def pays(self, a: Iterable[str], b: Iterable[str]) -> bool:
+        """Whether fusing groups `a` and `b` (statement names) is estimated no slower than running them apart."""
+        return self.seconds([*a, *b]) <= (self.seconds(a) + self.seconds(b)) * (1 + TIE)
+
+    def seconds_of(self, members: list[int]) -> float:
+        """The estimate of a group of statements (their positions, in order)."""
+        if len(members) == 1:
+            alone = self.view.signatures.alone[members[0]]
+            cost = self._alone.get(alone)
+            if cost is None:
+                cost = self._alone[alone] = self._estimate(members)
+            return cost
         key = self._shape_key(members)
         cost = self._by_shape.get(key)
         if cost is None:
-            from ..codegen.lower import lower
-            from .plan import Group
-
-            kernel = lower(Group("cost", tuple(members), "chip:0"), self.prog)
-            cost = self._by_shape[key] = self.machine.seconds(estimate(kernel, self.machine))
-            self.lowered += 1
+            cost = self._by_shape[key] = self._estimate(members)
         return cost
 
-    def pays(self, a: Iterable[str], b: Iterable[str]) -> bool:
-        """Whether fusing groups `a` and `b` is estimated no slower than running them apart."""
-        a, b = list(a), list(b)
-        return self.seconds(a + b) <= (self.seconds(a) + self.seconds(b)) * (1 + TIE)
+    def _estimate(self, members: list[int]) -> float:
+        from ..codegen.lower import lower
+        from .plan import Group
 
-    def _shape_key(self, members: list[str]) -> tuple:
-        """What the group's kernel depends on, without names: each member's class,
-        attributes, quantized reads, fold, output shape and dtype, where each operand comes
-        from (a member, by position, or outside with its shape and dtype) and whether its
-        output is read outside the group."""
-        prog = self.prog
-        index = {prog.statement(o).writes: i for i, o in enumerate(members)}
-        names = set(members)
-        outside: dict[str, int] = {}
+        names = self.view.names
+        kernel = lower(Group("cost", tuple(names[k] for k in members), "chip:0"), self.view)
+        self.lowered += 1
+        return self.machine.seconds(estimate(kernel, self.machine))
+
+    def _shape_key(self, members: list[int]) -> tuple:
+        """What the group's kernel depends on, without names: each member's signature (class,
+        attributes, quantized reads, fold, output shape and dtype), where each operand comes
+        from (a member, by position, or outside: by order of first read, with its shape and
+        dtype) and whether its output is read outside the group."""
+        sig = self.view.signatures
+        writes, reads, readers, statement, tensor = sig.writes, sig.reads, sig.readers, sig.statement, sig.tensor
+        index = {writes[k]: i for i, k in enumerate(members)}
+        inside = set(members)
+        outside = {}
         key = []
-        for o in members:
-            s = prog.statement(o)
-            out = prog.tensors[s.writes]
-            reads = tuple(("member", index[t]) if t in index else
-                          ("in", outside.setdefault(t, len(outside)), prog.tensors[t].shape, prog.tensors[t].dtype)
-                          for t in s.reads)
-            escapes = s.writes not in prog.readers or any(r not in names for r in prog.readers[s.writes])
-            key.append((s.cls, s.attrs, s.quantized, s.fold, out.shape, out.dtype, reads, escapes))
+        for k in members:
+            # a member's output by its index i >= 0; an input j (with its shape's id s) as -1 - j - s * 2**32
+            operands = tuple([index[t] if t in index else -1 - outside.setdefault(t, len(outside)) - (tensor[t] << 32)
+                              for t in reads[k]])
+            out = readers[writes[k]]
+            key.append((statement[k], operands, not out or not inside.issuperset(out)))
         return tuple(key)
 
 

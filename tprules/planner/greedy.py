@@ -3,12 +3,12 @@
 A *proposal* merges two groups: a producer group into its consumer group (vertical), or
 two groups that read the same tensor and share a place (horizontal). Each round picks
 proposals in priority order, each group in at most one of them, asks the shim about all
-of them in one batch (`fits_all`), and applies those the shim allows while the graph of
-groups stays acyclic. Passes run until a round proposes nothing:
+of them in one batch, and applies those the shim allows while the graph of groups stays
+acyclic. Passes run until a round proposes nothing:
 
 1. vertical, producer and consumer in the same place; a matmul's elementwise epilogue (also
    through views of its result) and attention's chain (a bmm, the work on its result, the
-   bmm that reads it) first;
+   bmm that reads it) first (index.priority_pairs);
 2. horizontal, siblings in the same place;
 3. vertical across places, asked all at once (under the project's rules they are all
    refused; the rules decide that, not the planner, so a rule edit can change it).
@@ -16,21 +16,34 @@ groups stays acyclic. Passes run until a round proposes nothing:
 With a cost model (planner/cost.py), a merge the shim allows is made only when its
 kernel is estimated no slower than the two groups' kernels apart.
 
-Every answer is remembered by member set, so no fused op is asked about twice.
+Every answer is remembered, so no fused op is asked about twice. Groups only merge, so a
+member set asked about again is the same two groups again: answers are kept by the pair
+of groups (in either order), which needs no set of members built per proposal.
+
+Statements are the integers of a `PlanIndex` (planner/index.py), groups are integer ids
+(a statement k starts as group k; a merge makes a new id), and a round's proposals are
+found and put in priority order with numpy over the data flow's edges; only choosing,
+asking and merging walk them one by one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from .. import ops
-from ..ops import Ops
-from ..shim.graph import FusedOp, TensorGraph
-from ..shim.protocol import fits_all
+import numpy as np
+
+from ..engine.keys import unique_sorted
+from ..program.columns import isin
+from .cost import TIE
 from .groups import GroupGraph
+from .index import PlanIndex
 
 SIBLINGS_ALL_PAIRS = 8  # readers of one tensor up to which every pair is proposed; beyond, neighbours only
+I64 = np.int64
+
+# (proposals' names, their members: statement positions) → whether each is allowed
+Asker = Callable[[list[str], list[list[int]]], list[bool]]
 
 
 @dataclass
@@ -46,51 +59,39 @@ class Stats:
     by_pass: dict[str, int] = field(default_factory=dict)
 
 
-class Proposal(NamedTuple):
-    """Merge groups `a` and `b`; lower `priority` first."""
-
-    priority: tuple
-    a: int
-    b: int
-
-
 class Greedy:
-    """One planning run over a graph: groups start as single statements and merge as the shim allows."""
+    """One planning run: groups start as single statements and merge as the shim allows.
 
-    def __init__(self, g: TensorGraph, shim, places: dict[str, str], kinds: dict[str, str],
-                 across_places: bool = True, cost=None, progress=None):
-        self.g, self.shim, self.places = g, shim, places
-        self.progress = progress  # a tprules.progress.Progress: one step per merge
-        self.cost = cost  # a KernelCost, or None: every allowed merge is made
+    `ask` answers a batch of proposals; `places` is each statement's place (`chip:K`,
+    `spine`, `collective`, or "" for none); `cost` (a planner.cost.KernelCost) turns down
+    merges estimated slower than their parts; `progress` counts the merges.
+    """
+
+    def __init__(self, index: PlanIndex, ask: Asker, places: list[str], across_places: bool = True, cost=None,
+                 progress=None):
+        n = len(index)
+        self.index, self.asker, self.cost, self.progress = index, ask, cost, progress
         self.across_places = across_places
-        self.order = g.order()
-        self.position = g.position
-        self.flows = g.flows()
-        self.groups = GroupGraph(self.order, self.flows)
-        kind = {o: kinds.get(g.op(o).cls) for o in self.order}
-        # matmul → its elementwise consumers, through views: the epilogues the planner fuses first
-        cls = {o: g.op(o).cls for o in self.order}
-        self.epilogues = {o: epilogue_of(o, self.flows, kind, cls) for o in self.order if kind[o] == Ops.MATMUL}
-        self.chain_edges = attention_chain_edges(self.order, self.flows, kind, cls)
-        self.legal: dict[frozenset, bool] = {}  # every answer, by member set
-        # Pairs never to propose again: refused (answers are by member set, and a group's
-        # members never change) or cyclic (merging only adds paths between other groups).
-        self.dead: set[tuple[int, int]] = set()
-        self.first: dict[int, int] = {i: i for i in range(len(self.order))}  # group → its first statement's position
-        self.place: dict[int, str] = {i: places.get(o, "") for i, o in enumerate(self.order)}
+        self.names = index.names
+        self.groups = GroupGraph.from_edges(n, index.src.tolist(), index.dst.tolist())
+        self.wide = 2 * n + 1  # group ids are below this: a pair (a, b) is the number a * wide + b
+        self.first: list[int] = list(range(n))  # by group id: its first statement
+        self.place_names: list[str] = list(dict.fromkeys(places))
+        code = {p: i for i, p in enumerate(self.place_names)}
+        self.place: list[int] = [code[p] for p in places]  # by group id
+        self.legal: dict[int, bool] = {}  # every answer, by the pair of groups (the lower id first)
+        self.seconds: dict[int, float] = {}  # the cost model's estimate of a group, by id
+        # Pairs never to propose again: refused (a group's members never change) or cyclic
+        # (merging only adds paths between other groups).
+        self.dead: set[int] = set()
         self.stats = Stats()
         self._names = 0
-        self._keys: dict[tuple[int, int], frozenset] = {}  # group ids never change members: cache by pair
-        self._vertical_priority: dict[tuple[int, int], tuple] = {}
-        # statements reading each tensor that more than one statement reads (horizontal candidates)
-        self.shared_reads = [[op.name for op in readers] for readers in
-                             (g.consumers(t.name) for t in g.tensors) if len(readers) > 1]
 
     # -- the passes ------------------------------------------------------------------
 
     def run(self) -> GroupGraph:
         if self.progress is not None:
-            self.progress.phase("plan: merges", max(len(self.order) - 1, 1))
+            self.progress.phase("plan: merges", max(len(self.names) - 1, 1))
         passes = [("vertical", self.vertical, True), ("horizontal", self.horizontal, True)]
         if self.across_places:
             passes.append(("cross-place", self.cross_place, False))
@@ -107,140 +108,166 @@ class Greedy:
         """Rounds of one kind of proposal until a round has none left to ask or apply; returns the merges."""
         merged = 0
         while True:
-            chosen = self.choose(propose(), disjoint)
+            chosen = self.choose(*propose(), disjoint)
             if not chosen:
                 return merged
             self.stats.rounds += 1
             self.ask(chosen)
             used: set[int] = set()
-            for p in chosen:
-                if p.a in used or p.b in used:
+            legal, dead, wide, pays, apply = self.legal, self.dead, self.wide, self.pays, self.apply
+            for a, b, pair in chosen:
+                if a in used or b in used:
                     continue
-                if not self.legal[self.key(p)] or not self.pays(p) or not self.apply(p):
-                    self.dead.add((p.a, p.b))
+                if not legal[pair] or not pays(a, b) or not apply(a, b):
+                    dead.add(a * wide + b)
                     continue
-                used.update((p.a, p.b))
+                used.add(a)
+                used.add(b)
                 merged += 1
                 if self.progress is not None:
                     self.progress.advance()
 
-    def choose(self, proposals: list[Proposal], disjoint: bool) -> list[Proposal]:
-        """Proposals worth asking or applying, best first; with `disjoint`, each group once."""
+    def choose(self, pairs: np.ndarray, acyclic: np.ndarray, disjoint: bool) -> list[tuple[int, int, int]]:
+        """Proposals (pair numbers, best first; `acyclic`: known to keep the groups acyclic)
+        worth asking or applying; with `disjoint`, each group once. Each comes with the
+        number of its pair in either order (what answers are kept by)."""
         chosen, used = [], set()
-        for p in sorted(proposals):
-            if disjoint and (p.a in used or p.b in used):
+        legal, dead, wide = self.legal, self.dead, self.wide
+        can_merge = self.groups.can_merge
+        for pair, easy in zip(pairs.tolist(), acyclic.tolist()):
+            a, b = divmod(pair, wide)
+            if disjoint and (a in used or b in used):
                 continue
-            if self.legal.get(self.key(p)) is False or not self.groups.can_merge(p.a, p.b):
-                self.dead.add((p.a, p.b))
+            either = a * wide + b if a < b else b * wide + a
+            if legal.get(either) is False or not (easy or can_merge(a, b)):
+                dead.add(pair)
                 continue
-            chosen.append(p)
-            used.update((p.a, p.b))
+            chosen.append((a, b, either))
+            used.add(a)
+            used.add(b)
         return chosen
 
     # -- proposals -------------------------------------------------------------------
 
-    def vertical(self) -> list[Proposal]:
+    def vertical(self) -> tuple[np.ndarray, np.ndarray]:
         return self._edges(same_place=True)
 
-    def cross_place(self) -> list[Proposal]:
+    def cross_place(self) -> tuple[np.ndarray, np.ndarray]:
         return self._edges(same_place=False)
 
-    def _edges(self, same_place: bool) -> list[Proposal]:
-        """A proposal for each live producer → consumer edge between groups (in or across places)."""
-        place, dead, out = self.place, self.dead, []
-        for a, consumers in self.groups.succ.items():
-            here = place[a]
-            for b in consumers:
-                if (place[b] == here) == same_place and (a, b) not in dead:
-                    out.append(self._vertical(a, b))
-        return out
+    def _edges(self, same_place: bool) -> tuple[np.ndarray, np.ndarray]:
+        """A proposal for each live producer → consumer edge between groups (in or across
+        places): a matmul's elementwise epilogue first, then in program order of the
+        consumer's first statement, then of the producer's. Merging along an edge keeps the
+        groups acyclic when the producer has no other consumer or the consumer no other
+        producer (said beside each proposal, so that only the others are searched)."""
+        group = np.asarray(self.groups.group_of, dtype=I64)
+        a, b = group[self.index.src], group[self.index.dst]
+        between = a != b
+        pairs = unique_sorted(a[between] * self.wide + b[between])[0]
+        pa, pb = group[self.index.first_src], group[self.index.first_dst]
+        apart = pa != pb
+        epilogue = isin(pairs, pa[apart] * self.wide + pb[apart])  # proposed first (index.priority_pairs)
+        a, b = np.divmod(pairs, self.wide)
+        acyclic = (np.bincount(a, minlength=self.wide)[a] == 1) | (np.bincount(b, minlength=self.wide)[b] == 1)
+        place = np.asarray(self.place, dtype=I64)
+        keep = (place[a] == place[b]) == same_place
+        keep &= self._alive(pairs)
+        a, b, pairs, epilogue, acyclic = a[keep], b[keep], pairs[keep], epilogue[keep], acyclic[keep]
+        first = np.asarray(self.first, dtype=I64)
+        order = np.lexsort((first[a], first[b], ~epilogue))
+        return pairs[order], acyclic[order]
 
-    def _vertical(self, a: int, b: int) -> Proposal:
-        """Producer group `a` into consumer group `b`; a matmul's elementwise epilogue first,
-        then in topological order of the consumer."""
-        priority = self._vertical_priority.get((a, b))
-        if priority is None:
-            priority = (0 if self._epilogue(a, b) or self._chain(a, b) else 1, self.first[b], self.first[a])
-            self._vertical_priority[(a, b)] = priority
-        return Proposal(priority, a, b)
+    def _alive(self, pairs: np.ndarray) -> np.ndarray:
+        if not self.dead:
+            return np.ones(len(pairs), dtype=bool)
+        return ~isin(pairs, np.fromiter(self.dead, dtype=I64, count=len(self.dead)))
 
-    def _epilogue(self, a: int, b: int) -> bool:
-        """Whether group b holds an elementwise consumer of a matmul of group a (or a view on the way to one)."""
-        group_of, epilogues = self.groups.group_of, self.epilogues
-        return any(group_of[c] == b for o in self.groups.members[a] for c in epilogues.get(o, ()))
-
-    def _chain(self, a: int, b: int) -> bool:
-        """Whether group b holds the next statement of attention's chain after one of group a."""
-        group_of, edges = self.groups.group_of, self.chain_edges
-        return any(group_of[c] == b for o in self.groups.members[a] for c in edges.get(o, ()))
-
-    def horizontal(self) -> list[Proposal]:
-        """Groups that read the same tensor and share a place, neither feeding the other."""
-        group_of = self.groups.group_of
-        out = []
-        for readers in self.shared_reads:
-            by_place: dict[str, list[int]] = {}
+    def horizontal(self) -> tuple[np.ndarray, np.ndarray]:
+        """Groups that read the same tensor and share a place, in program order of the
+        second group's first statement, then of the first's."""
+        group_of, place, first, wide = self.groups.group_of, self.place, self.first, self.wide
+        found: set[int] = set()
+        for readers in self.index.shared:
+            by_place: dict[int, list[int]] = {}
             for o in readers:
                 gid = group_of[o]
-                siblings = by_place.setdefault(self.place[gid], [])
+                siblings = by_place.setdefault(place[gid], [])
                 if gid not in siblings:
                     siblings.append(gid)
             for siblings in by_place.values():
-                siblings.sort(key=self.first.__getitem__)
+                if len(siblings) < 2:
+                    continue
+                siblings.sort(key=first.__getitem__)
                 if len(siblings) <= SIBLINGS_ALL_PAIRS:
-                    pairs = [(x, y) for i, x in enumerate(siblings) for y in siblings[i + 1:]]
+                    found.update(x * wide + y for i, x in enumerate(siblings) for y in siblings[i + 1:])
                 else:
-                    pairs = list(zip(siblings, siblings[1:]))
-                out.extend(Proposal((2, self.first[y], self.first[x]), x, y) for x, y in pairs
-                           if (x, y) not in self.dead)
-        return out
+                    found.update(x * wide + y for x, y in zip(siblings, siblings[1:]))
+        pairs = np.fromiter(found, dtype=I64, count=len(found))
+        pairs = pairs[self._alive(pairs)]
+        x, y = np.divmod(pairs, wide)
+        firsts = np.asarray(first, dtype=I64)
+        return pairs[np.lexsort((firsts[x], firsts[y]))], np.zeros(len(pairs), dtype=bool)
 
     # -- asking and merging ----------------------------------------------------------
 
-    def key(self, p: Proposal) -> frozenset:
-        """The member set of a proposal: what the shim's answer is remembered by."""
-        pair = (p.a, p.b)
-        key = self._keys.get(pair)
-        if key is None:
-            key = self._keys[pair] = frozenset(self.groups.members[p.a]).union(self.groups.members[p.b])
-        return key
-
-    def ask(self, proposals: list[Proposal]) -> None:
+    def ask(self, chosen: list[tuple[int, int, int]]) -> None:
         """Ask the shim, in one batch, about every proposal it has not answered yet."""
-        fresh: dict[frozenset, FusedOp] = {}
-        for p in proposals:
-            key = self.key(p)
-            if key not in self.legal and key not in fresh:
-                self._names += 1
-                members = tuple(self.g.op(o) for o in sorted(key, key=self.position.__getitem__))
-                fresh[key] = FusedOp(f"proposal{self._names}", members)
+        legal, members = self.legal, self.groups.members
+        fresh: dict[int, list[int]] = {}
+        for a, b, either in chosen:
+            if either not in legal and either not in fresh:
+                fresh[either] = members[a] + members[b]
         if not fresh:
             return
-        answers = fits_all(self.shim, list(fresh.values()), self.g)
+        names = [f"proposal{self._names + i}" for i in range(1, len(fresh) + 1)]
+        self._names += len(fresh)
+        answers = self.asker(names, list(fresh.values()))
         self.stats.batches += 1
         self.stats.asked += len(fresh)
-        for key, op in fresh.items():
-            ok = answers[op.name].ok
-            self.legal[key] = ok
-            self.stats.refused += not ok
+        legal.update(zip(fresh, answers))
+        self.stats.refused += len(fresh) - sum(answers)
 
-    def pays(self, p: Proposal) -> bool:
+    def pays(self, a: int, b: int) -> bool:
         """Whether the cost model lets an allowed merge be made (always, without one)."""
-        if self.cost is None or self.cost.pays(self.groups.members[p.a], self.groups.members[p.b]):
+        cost = self.cost
+        if cost is None:
+            return True
+        members, seconds = self.groups.members, self.seconds
+        apart = seconds.get(a)
+        if apart is None:
+            apart = seconds[a] = cost.seconds_of(sorted(members[a]))
+        other = seconds.get(b)
+        if other is None:
+            other = seconds[b] = cost.seconds_of(sorted(members[b]))
+        both = cost.seconds_of(sorted(members[a] + members[b]))
+        if both <= (apart + other) * (1 + TIE):
+            self._merged_seconds = both
             return True
         self.stats.costly += 1
         return False
 
-    def apply(self, p: Proposal) -> bool:
+    def apply(self, a: int, b: int) -> bool:
         """Merge the proposal's groups unless that would make the graph of groups cyclic."""
-        new = self.groups.try_merge(p.a, p.b)
+        new = self.groups.try_merge(a, b)
         if new is None:
             return False
-        self.first[new] = min(self.first.pop(p.a), self.first.pop(p.b))
-        place_a, place_b = self.place.pop(p.a), self.place.pop(p.b)
-        self.place[new] = merged_place(place_a, place_b)
+        if self.cost is not None:
+            self.seconds[new] = self._merged_seconds
+        first, place = self.first, self.place
+        first.append(min(first[a], first[b]))
+        place.append(place[a] if place[a] == place[b] else self._merged_place(place[a], place[b]))
         self.stats.merged += 1
         return True
+
+    def _merged_place(self, a: int, b: int) -> int:
+        name = merged_place(self.place_names[a], self.place_names[b])
+        if name not in self.place_names:
+            self.place_names.append(name)
+        return self.place_names.index(name)
+
+    def group_place(self, gid: int) -> str:
+        return self.place_names[self.place[gid]]
 
 
 def merged_place(a: str, b: str) -> str:
@@ -252,42 +279,3 @@ def merged_place(a: str, b: str) -> str:
         if place.startswith("chip:"):
             return place
     return a
-
-
-def epilogue_of(o: str, flows: dict[str, list[str]], kind: dict[str, str | None], cls: dict[str, str]) -> list[str]:
-    """The elementwise consumers of matmul `o`, and those of the views (reshapes, permutes,
-    ...) of its result with the views on the way: an imported model reshapes a projection's
-    result before its activation."""
-
-    def reach(c: str) -> list[str]:
-        if kind[c] == "elementwise":
-            return [c]
-        if cls[c] not in ops.VIEWS:
-            return []
-        after = [x for d in flows.get(c, ()) for x in reach(d)]
-        return [c, *after] if after else []
-
-    return list(dict.fromkeys(x for c in flows.get(o, ()) for x in reach(c)))
-
-
-PASSES = ("elementwise", "layout", "row")  # kinds between attention's two products
-
-
-def attention_chain_edges(order: list[str], flows: dict[str, list[str]], kind: dict[str, str | None],
-                          cls: dict[str, str]) -> dict[str, list[str]]:
-    """Attention's chain: each statement on a data path from a bmm to a bmm through
-    elementwise, layout and row statements only (QKᵀ → scale → mask → softmax → ·V), with the
-    next statements of such paths. A group holding the whole chain runs it per head and tile
-    (codegen/attention.py), so the planner merges along it before it merges elsewhere."""
-    bmm = {o for o in order if cls[o] == Ops.BMM}
-    after = set()  # reached from a bmm through the passable kinds
-    for o in order:
-        if o in bmm or o in after:
-            after.update(c for c in flows.get(o, ()) if kind[c] in PASSES)
-    before = set()  # reaching a bmm through them
-    for o in reversed(order):
-        if kind[o] in PASSES and any(c in bmm or c in before for c in flows.get(o, ())):
-            before.add(o)
-    inner = after & before
-    return {o: [c for c in flows.get(o, ()) if c in inner or (c in bmm and o in inner)]
-            for o in order if o in bmm or o in inner}

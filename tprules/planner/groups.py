@@ -40,6 +40,24 @@ class GroupGraph:
                     self.pred[b].add(a)
         self._next = len(order)
 
+    @classmethod
+    def from_edges(cls, n: int, src: list[int], dst: list[int]) -> "GroupGraph":
+        """Statements 0..n-1 in a topological order, `src[e]` → `dst[e]` the data flow; here
+        `group_of` is a list, and the groups that merges make are numbered n, n + 1, ..."""
+        gg = cls.__new__(cls)
+        gg.group_of = list(range(n))
+        gg.members = {i: [i] for i in range(n)}
+        gg.pos = dict(zip(range(n), range(n)))
+        gg.succ = {i: set() for i in range(n)}
+        gg.pred = {i: set() for i in range(n)}
+        succ, pred = gg.succ, gg.pred
+        for a, b in zip(src, dst):
+            if a != b:
+                succ[a].add(b)
+                pred[b].add(a)
+        gg._next = n
+        return gg
+
     def __len__(self) -> int:
         return len(self.members)
 
@@ -52,30 +70,34 @@ class GroupGraph:
     def _forward(self, lo: int, hi: int) -> set[int] | None:
         """Groups reachable from `lo` before `hi`'s slot, not through the edge lo → hi;
         None when such a path reaches `hi` (merging them would make a cycle)."""
-        limit = self.pos[hi]
+        pos, succ = self.pos, self.succ
+        limit = pos[hi]
+        stack = [s for s in succ[lo] if s != hi and pos[s] < limit]
         seen: set[int] = set()
-        stack = [s for s in self.succ[lo] if s != hi]
         while stack:
             x = stack.pop()
-            if x == hi:
-                return None
-            if x in seen or self.pos[x] > limit:
+            if x in seen:
                 continue
             seen.add(x)
-            stack.extend(self.succ[x])
+            for y in succ[x]:
+                if y == hi:
+                    return None
+                if pos[y] < limit and y not in seen:
+                    stack.append(y)
         return seen
 
     def _backward(self, lo: int, hi: int) -> set[int]:
         """Groups after `lo`'s slot from which `hi` is reached, not through lo."""
-        limit = self.pos[lo]
+        pos, pred = self.pos, self.pred
+        limit = pos[lo]
+        stack = [p for p in pred[hi] if p != lo and pos[p] > limit]
         seen: set[int] = set()
-        stack = [p for p in self.pred[hi] if p != lo]
         while stack:
             x = stack.pop()
-            if x in seen or self.pos[x] < limit:
+            if x in seen:
                 continue
             seen.add(x)
-            stack.extend(self.pred[x])
+            stack.extend(p for p in pred[x] if pos[p] > limit and p not in seen)
         return seen
 
     def ordered(self, a: int, b: int) -> tuple[int, int]:
@@ -84,6 +106,9 @@ class GroupGraph:
     def can_merge(self, a: int, b: int) -> bool:
         """Whether merging keeps the graph of groups acyclic."""
         lo, hi = self.ordered(a, b)
+        out, into = self.succ[lo], self.pred[hi]
+        if len(out) <= 1 and out <= {hi} or len(into) <= 1 and into <= {lo}:  # no other way out of lo, or into hi
+            return True
         return self._forward(lo, hi) is not None
 
     def merge(self, a: int, b: int) -> int:
@@ -96,35 +121,51 @@ class GroupGraph:
     def try_merge(self, a: int, b: int) -> int | None:
         """Merge two groups into a new group and return its id; None (and no change) when
         the merge would make a cycle."""
-        lo, hi = self.ordered(a, b)
-        after = self._forward(lo, hi)
+        pos, succ, pred = self.pos, self.succ, self.pred
+        lo, hi = (a, b) if pos[a] < pos[b] else (b, a)
+        out, into = succ[lo], pred[hi]
+        after = () if len(out) == 0 or len(out) == 1 and hi in out else self._forward(lo, hi)
         if after is None:
             return None
-        before = self._backward(lo, hi)
-        # Reorder the affected slots: what reaches hi, then the merged group, then what lo
-        # reaches. Everything else keeps its slot; one slot falls free.
-        slots = sorted([self.pos[lo], self.pos[hi]] + [self.pos[x] for x in before | after])
-        by_pos = self.pos.__getitem__
+        before = () if len(into) == 0 or len(into) == 1 and lo in into else self._backward(lo, hi)
         new = self._next
         self._next += 1
-        for x, slot in zip(sorted(before, key=by_pos), slots):
-            self.pos[x] = slot
-        self.pos[new] = slots[len(before)]
-        for x, slot in zip(sorted(after, key=by_pos), slots[len(slots) - len(after):]):
-            self.pos[x] = slot
-        self.members[new] = self.members.pop(lo) + self.members.pop(hi)
-        for o in self.members[new]:
-            self.group_of[o] = new
-        succ = (self.succ.pop(lo) | self.succ.pop(hi)) - {lo, hi}
-        pred = (self.pred.pop(lo) | self.pred.pop(hi)) - {lo, hi}
-        self.succ[new], self.pred[new] = succ, pred
-        for s in succ:
-            self.pred[s] -= {lo, hi}
-            self.pred[s].add(new)
-        for p in pred:
-            self.succ[p] -= {lo, hi}
-            self.succ[p].add(new)
-        del self.pos[lo], self.pos[hi]
+        if before or after:
+            # Reorder the affected slots: what reaches hi, then the merged group, then what
+            # lo reaches. Everything else keeps its slot; one slot falls free.
+            slots = sorted([pos[lo], pos[hi], *[pos[x] for x in before], *[pos[x] for x in after]])
+            by_pos = pos.__getitem__
+            for x, slot in zip(sorted(before, key=by_pos), slots):
+                pos[x] = slot
+            pos[new] = slots[len(before)]
+            for x, slot in zip(sorted(after, key=by_pos), slots[len(slots) - len(after):]):
+                pos[x] = slot
+        else:
+            pos[new] = pos[lo]
+        members = self.members[new] = self.members.pop(lo) + self.members.pop(hi)
+        group_of = self.group_of
+        for o in members:
+            group_of[o] = new
+        out = succ.pop(lo)
+        out |= succ.pop(hi)
+        out.discard(lo)
+        out.discard(hi)
+        into = pred.pop(lo)
+        into |= pred.pop(hi)
+        into.discard(lo)
+        into.discard(hi)
+        succ[new], pred[new] = out, into
+        for s in out:
+            p = pred[s]
+            p.discard(lo)
+            p.discard(hi)
+            p.add(new)
+        for p in into:
+            s = succ[p]
+            s.discard(lo)
+            s.discard(hi)
+            s.add(new)
+        del pos[lo], pos[hi]
         return new
 
     def is_acyclic(self) -> bool:

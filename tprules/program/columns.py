@@ -108,6 +108,25 @@ def decode_rows(symbols: Symbols, types: tuple[str, ...], rows: np.ndarray) -> l
     return list(zip(*columns))
 
 
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct keys in order, as `np.unique` gives them, by sorting (numpy's hash-based
+    `unique` is several times slower on int64 keys)."""
+    ordered = np.sort(keys)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def isin(values: np.ndarray, pool) -> np.ndarray:
+    """`np.isin(values, pool)` by sorting the pool and searching it (np.isin goes through
+    numpy's hash-based `unique`, several times slower on int64)."""
+    pool = np.sort(np.asarray(pool, dtype=I64).reshape(-1))
+    values = np.asarray(values)
+    if len(pool) == 0:
+        return np.zeros(values.shape, dtype=bool)
+    return pool[np.minimum(np.searchsorted(pool, values), len(pool) - 1)] == values
+
+
 def first_occurrences(rows: np.ndarray) -> np.ndarray | None:
     """Positions of the first occurrence of each distinct row, in order; None when no row
     repeats (the common case, found with one sort of a combined key)."""

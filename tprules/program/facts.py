@@ -110,6 +110,14 @@ class FactBase:
             self._ordered[rel] = found
         return list(found)
 
+    def matching(self, rel: str, column: int, symbol: str) -> list[tuple]:
+        """The tuples of `rel` whose `column` is `symbol`, in file order; only they are decoded."""
+        rows = self.rows(rel)
+        found = self.symbols.ids.get(symbol)  # `get`: asking interns nothing
+        if rows is None or found is None:
+            return []
+        return self._decode(rel, rows[rows[:, column] == found])
+
     def where(self, rel: str, tup: tuple) -> Pos | None:
         found = self._origins_of(rel).get(tup)
         return Pos(*found) if found is not None else None

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
 from ..analysis.program import CheckedProgram
 from ..config import DEFAULT_SHIM, shim_library_dir
 from ..errors import FactError, RuleError, UsageError
@@ -30,6 +32,7 @@ class LoadedProgram:
     order: list[str]  # statements in topological order, program order first
     columns: Columns | None = None  # the SPEC relations encoded, shared with the fast engine
     shim_sources: dict[str, str] | None = None  # shim → "program" | "library" | "graph" (shimsource.py)
+    order_ids: np.ndarray | None = None  # `order` in the facts' symbol ids
 
     @property
     def shim_source(self) -> str:
@@ -124,7 +127,8 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     chosen = choose_shim(facts, own_shims, shim)
     order = topological_order(facts, columns)
     facts.extend("target", [(chosen,)], types=COMPUTED["target"].types)
-    facts.extend("topo", zip(order, range(len(order))), types=COMPUTED["topo"].types)
+    ids = facts.symbols.encode(order, len(order))
+    facts.append("topo", np.stack([ids, np.arange(len(order), dtype=ids.dtype)], axis=1), types=COMPUTED["topo"].types)
     for rel, tuples in (computed or {}).items():
         facts.extend(rel, tuples, types=COMPUTED[rel].types if rel in COMPUTED else None)
-    return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources)
+    return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources, ids)

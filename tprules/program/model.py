@@ -186,29 +186,31 @@ def statement_shape(s: Statement, shapes: list[tuple[int, ...]], out: tuple[int,
 def check_shapes(prog: RunProgram, facts) -> None:
     for s in prog.statements:
         where = prog.where[s.name] = facts.where("op", (s.name, s.cls))
-        want = prog.tensors[s.writes].shape
-        try:
-            ops.check_attrs(s.cls, dict(s.attrs))
-            got = statement_shape(s, [prog.tensors[t].shape for t in s.reads], want)
-        except (ValueError, KeyError) as err:
-            raise IllFormed(f"{s.name} ({s.cls}): {err}", where) from None
-        if got != want:
-            raise IllFormed(f"{s.name} ({s.cls}) computes shape {_fmt(got)} but writes {s.writes} of shape {_fmt(want)}",
-                            where)
-        for i, fmt in s.quantized:
-            if fmt not in QUANT_FORMATS:
-                raise IllFormed(f"the shim reads operand {i} of {s.cls} as {fmt}; run knows {', '.join(QUANT_FORMATS)}",
-                                where)
-        for key, default in ops.CLASSES[s.cls].late_numbers:
-            _number(s, key, default, where)
+        problem = shape_problem(s, prog.tensors)
+        if problem is not None:
+            raise IllFormed(problem, where)
 
 
-def _number(s: Statement, key: str, default: str | None, where) -> float:
-    text = s.attr(key, default)
+def shape_problem(s: Statement, tensors) -> str | None:
+    """What is wrong with a statement's shape, attributes or quantized reads (SPEC §4), or None."""
+    want = tensors[s.writes].shape
     try:
-        return float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise IllFormed(f"{s.name} ({s.cls}) needs a number attribute {key}; got {text!r}", where) from None
+        ops.check_attrs(s.cls, dict(s.attrs))
+        got = statement_shape(s, [tensors[t].shape for t in s.reads], want)
+    except (ValueError, KeyError) as err:
+        return f"{s.name} ({s.cls}): {err}"
+    if got != want:
+        return f"{s.name} ({s.cls}) computes shape {_fmt(got)} but writes {s.writes} of shape {_fmt(want)}"
+    for i, fmt in s.quantized:
+        if fmt not in QUANT_FORMATS:
+            return f"the shim reads operand {i} of {s.cls} as {fmt}; run knows {', '.join(QUANT_FORMATS)}"
+    for key, default in ops.CLASSES[s.cls].late_numbers:
+        text = s.attr(key, default)
+        try:
+            float(text)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return f"{s.name} ({s.cls}) needs a number attribute {key}; got {text!r}"
+    return None
 
 
 def _fmt(shape: tuple[int, ...]) -> str:

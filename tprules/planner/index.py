@@ -1,0 +1,153 @@
+"""What the planner needs of a program, as integer arrays over statements in program order.
+
+Statement k is the k-th in program order (a topological order of the data flow, ties in
+the order of op.facts: what `tprules check` lists members in). The planner reads only
+the data flow, whether each statement is a matmul or elementwise, the statement pairs to
+propose first (`first_src` → `first_dst`: a matmul's elementwise epilogue, also through views
+of its result, and attention's chain; see `priority_pairs`), and the tensors two or more
+statements read (horizontal fusion). A
+`PlanIndex` is built straight from a loaded program's encoded columns
+(`from_program`: no Python object per statement), or from any `TensorGraph`
+(`from_graph`, for a compiler's own shim).
+
+>>> from tprules.shim import TensorGraph
+>>> ix = PlanIndex.from_graph(TensorGraph.load("facts/megatron-mlp-tp2"), {"matmul": "matmul"})
+>>> ix.names[:3], len(ix), int(ix.matmul.sum())
+(['mm1_0', 'gelu_0', 'mm2_0'], 9, 4)
+>>> [(ix.names[a], ix.names[b]) for a, b in zip(ix.src.tolist(), ix.dst.tolist())][:2]
+[('mm1_0', 'gelu_0'), ('gelu_0', 'mm2_0')]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import ops
+from ..ops import Ops
+from ..program.columns import distinct, isin
+
+I64 = np.int64
+
+
+@dataclass(frozen=True)
+class PlanIndex:
+    names: list[str]  # statement k's name
+    src: np.ndarray  # data flow: statement src[e] writes what dst[e] reads (distinct pairs)
+    dst: np.ndarray
+    matmul: np.ndarray  # bool per statement: of kind matmul
+    elementwise: np.ndarray  # bool per statement: of kind elementwise
+    shared: list[list[int]]  # the readers of each tensor that two or more statements read
+    ids: np.ndarray | None = None  # each statement's symbol id in its program's facts (from_program)
+    # statement pairs whose groups are proposed first: first_src[e] in a group, first_dst[e] in another
+    first_src: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=I64))
+    first_dst: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=I64))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def position(self) -> dict[str, int]:
+        return {o: k for k, o in enumerate(self.names)}
+
+    @classmethod
+    def from_program(cls, loaded, kinds: dict[str, str]) -> "PlanIndex":
+        """From a `LoadedProgram`'s columns (SPEC §2 `op`, `reads`, `writes`) and its order."""
+        columns = loaded.columns
+        symbols = columns.symbols
+        names = list(loaded.order)
+        order = loaded.order_ids
+        at = np.full(len(symbols.names), -1, dtype=I64)  # symbol id → statement
+        at[order] = np.arange(len(names), dtype=I64)
+        ops, reads, writes = columns["op"], columns["reads"], columns["writes"]
+        cls_of = np.empty(len(names), dtype=I64)
+        cls_of[at[ops[:, 0]]] = ops[:, 1]
+        writer = np.full(len(symbols.names), -1, dtype=I64)  # tensor id → its writer
+        writer[writes[:, 1]] = at[writes[:, 0]]
+        reader, tensor = at[reads[:, 0]], reads[:, 2]
+        return cls._build(names, cls_of, symbols.names, kinds, writer[tensor], reader, tensor, order)
+
+    @classmethod
+    def from_graph(cls, g, kinds: dict[str, str]) -> "PlanIndex":
+        """From a `TensorGraph` (shim/graph.py)."""
+        names = list(g.order())
+        position = g.position
+        classes: dict[str, int] = {}
+        cls_of = np.fromiter((classes.setdefault(g.op(o).cls, len(classes)) for o in names), dtype=I64,
+                             count=len(names))
+        tensors = {t.name: i for i, t in enumerate(g.tensors)}
+        rows = [(position[op.name], tensors[t]) for op in g.ops for t in op.reads]
+        pairs = np.array(rows, dtype=I64).reshape(-1, 2)
+        writer = np.full(len(tensors), -1, dtype=I64)
+        for op in g.ops:
+            writer[tensors[op.writes]] = position[op.name]
+        return cls._build(names, cls_of, list(classes), kinds, writer[pairs[:, 1]], pairs[:, 0], pairs[:, 1])
+
+    @classmethod
+    def _build(cls, names, cls_of, class_names, kinds, producer, reader, tensor, ids=None) -> "PlanIndex":
+        """`cls_of`: each statement's class, as an index into `class_names`; one row per read:
+        the statement reading, the tensor read and its producer (-1: a program input)."""
+        used = distinct(cls_of)
+        kind = {c: kinds.get(class_names[c]) for c in used.tolist()}
+        matmul = isin(cls_of, [c for c, k in kind.items() if k == Ops.MATMUL])
+        elementwise = isin(cls_of, [c for c, k in kind.items() if k == "elementwise"])
+        made = producer >= 0
+        n = max(len(names), 1)
+        flow = distinct(producer[made] * n + reader[made])
+        pairs = distinct(tensor * n + reader)  # each (tensor, reader) once
+        t, r = pairs // n, pairs % n
+        starts = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1])))
+        ends = np.append(starts[1:], len(t))
+        r_list = r.tolist()
+        shared = [r_list[a:b] for a, b in zip(starts.tolist(), ends.tolist()) if b - a > 1]
+        src, dst = flow // n, flow % n
+        first_src, first_dst = priority_pairs(len(names), src, dst, [class_names[c] for c in cls_of.tolist()], kinds)
+        return cls(names, src, dst, matmul, elementwise, shared, ids, first_src, first_dst)
+
+
+PASSES = ("elementwise", "layout", "row")  # kinds between attention's two products
+
+
+def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
+                   kinds: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """The statement pairs (o, c) that make a proposal between their groups come first:
+
+    - a matmul o and each of its elementwise consumers c, and the views (reshapes, permutes,
+      ...) of its result on the way to one (an imported model reshapes a projection's result
+      before its activation): a matmul's epilogue;
+    - attention's chain: each statement o on a data path from a bmm to a bmm through
+      elementwise, layout and row statements only (QKᵀ → scale → mask → softmax → ·V), and
+      the next statement c of such a path. A group holding the whole chain runs it per head
+      and tile (codegen/attention.py)."""
+    kind = [kinds.get(c) for c in classes]
+    flows: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        flows[a].append(b)
+    pairs: list[tuple[int, int]] = []
+
+    def reach(c: int) -> list[int]:
+        if kind[c] == "elementwise":
+            return [c]
+        if classes[c] not in ops.VIEWS:
+            return []
+        after = [x for d in flows[c] for x in reach(d)]
+        return [c, *after] if after else []
+
+    for o in range(n):
+        if kind[o] == Ops.MATMUL:
+            pairs.extend((o, c) for c in dict.fromkeys(x for d in flows[o] for x in reach(d)))
+    bmm = {o for o in range(n) if classes[o] == Ops.BMM}
+    after: set[int] = set()  # reached from a bmm through the passable kinds
+    for o in range(n):  # statements are in program order: a topological order
+        if o in bmm or o in after:
+            after.update(c for c in flows[o] if kind[c] in PASSES)
+    before: set[int] = set()  # reaching a bmm through them
+    for o in reversed(range(n)):
+        if kind[o] in PASSES and any(c in bmm or c in before for c in flows[o]):
+            before.add(o)
+    inner = after & before
+    pairs.extend((o, c) for o in range(n) if o in bmm or o in inner
+                 for c in flows[o] if c in inner or (c in bmm and o in inner))
+    out = np.array(list(dict.fromkeys(pairs)), dtype=I64).reshape(-1, 2)
+    return out[:, 0].copy(), out[:, 1].copy()
