@@ -232,3 +232,31 @@ def test_a_view_shared_with_a_split_input_module_is_whole_again_outside_it():
     assert ("v_whole", "reshape") in facts["op"] and str(tpp.placement["v_whole"]) == "Replicate"
     assert ("v_whole", 0, "h") in facts["reads"] and ("i", 0, "v_whole") in facts["reads"]
     assert ("v@0", 0, "h_split@0") in facts["reads"]  # the split module reads its slice
+
+
+def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
+    # moe_identity_expert (LongCat-Flash's zero-computation experts): the expert passes its
+    # replicated input through; each chip takes 1 / N of it (a partial), so that the fold
+    # that sums the experts' partial outputs counts the identity expert once, not N times.
+    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.styles import style
+    from tprules.frontends.tp import Sharder
+    from tprules.runtime import RunProgram
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
+    from tprules.workspace import Workspace
+
+    g = Graph()
+    g.add_value(Value("x", (2, 4), "f32", "input"))
+    g.add_value(Value("y", (2, 4), "f32", "activation", "moe.identity"))
+    g.add_value(Value(OUTPUT, (2, 4), "f32", "activation", ""))
+    g.stmts += [Stmt("pass", "scale", ("x",), "y", (("factor", "1.0"),), "moe.identity", "aten.mul.Tensor"),
+                Stmt("out", "add", ("y", "x"), OUTPUT, (), "", "aten.add.Tensor")]
+    tpp = Sharder(g, 2, "Tiny", lambda path: style("moe_identity_expert") if path == "moe.identity" else None).run({})
+    b = tpp.builder
+    assert {("share_x@0", "scale"), ("share_x@1", "scale")} <= set(b.facts["op"])
+    assert len(b.facts["fold"]) == 1  # the partial is summed back once, leaving the module
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    b.data.update({"x": x})
+    prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+    np.testing.assert_allclose(reference(prog, program_inputs(prog)).get(OUTPUT), 2 * x, rtol=1e-6)
