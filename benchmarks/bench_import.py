@@ -53,9 +53,19 @@ FULL = {
                       "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": True, "decoder_sparse_step": 1,
                       "mlp_only_layers": [], "rope_theta": 1e6, "max_position_embeddings": 40960,
                       "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False},
+    # DeepSeek-V3's published hyperparameters: 61 layers (3 dense), MLA, 256 routed experts of which
+    # 8 per token in 4 of 8 groups, one shared expert (its YaRN rope scaling left out)
+    "deepseek-v3": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 129280,
+                    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+                    "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
+                    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8,
+                    "topk_group": 4, "first_k_dense_replace": 3, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+                    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128, "rope_theta": 10000.0, "max_position_embeddings": 163840,
+                    "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False},
 }
-TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8}
-SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512}  # tokens x experts pairs: the batched_mm form's statements grow with them
+TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8}
+SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512}  # tokens x experts pairs: the batched_mm form's statements grow with them
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)
