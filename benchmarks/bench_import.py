@@ -65,7 +65,8 @@ FULL = {
                     "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False},
 }
 TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8}
-SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512}  # tokens x experts pairs: the batched_mm form's statements grow with them
+# tokens x experts pairs: the batched_mm form's statements grow with them
+SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)
