@@ -149,6 +149,13 @@ class Sharder:
                                "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
         return TPProgram(self.b, self.place, self.g.inputs)
 
+    def _derived(self, name: str, like: Value, module: str, placement: Placement) -> None:
+        """A value the sharding adds (a slice, share, block or whole twin of `like`): its
+        shape and dtype, placed and declared on its chips or the spine."""
+        self.g.values[name] = Value(name, like.shape, like.dtype, "activation", module)
+        self.place[name] = placement
+        self._declare(self.g.values[name])
+
     def _declare(self, v: Value) -> None:
         p = self.place[v.name]
         shape = local_shape(p, v.shape, self.tp)
@@ -232,9 +239,7 @@ class Sharder:
             raise ImportFailed(f"{self.arch}: {s.name} at {module}: its input {value} has {size} on its last axis, "
                                f"which does not split into {self.tp}")
         name = f"{value}_split"
-        self.g.values[name] = Value(name, v.shape, v.dtype, "activation", module)
-        self.place[name] = Shard((plain(axis, self.tp, size),))
-        self._declare(self.g.values[name])
+        self._derived(name, v, module, Shard((plain(axis, self.tp, size),)))
         width = size // self.tp
         for k in range(self.tp):
             self.b.stmt(f"split_{value}@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
@@ -267,9 +272,7 @@ class Sharder:
                                f"{writer.aten if writer else 'no statement'}, which the spine cannot compute again")
         reads = [self._whole(r, seen | {value}) for r in writer.reads]
         v = self.g.values[value]
-        self.g.values[twin] = Value(twin, v.shape, v.dtype, "activation", v.module)
-        self.place[twin] = REPLICATE
-        self._declare(self.g.values[twin])
+        self._derived(twin, v, v.module, REPLICATE)
         self.b.stmt(f"{writer.name}_whole", writer.cls, reads, twin, **dict(writer.attrs), module=writer.module,
                     aten=writer.aten)
         return twin
@@ -284,9 +287,7 @@ class Sharder:
         if key in self.splits:
             return self.splits[key]
         v = self.g.values[value]
-        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", module)
-        self.place[key] = PARTIAL
-        self._declare(self.g.values[key])
+        self._derived(key, v, module, PARTIAL)
         for k in range(self.tp):
             self.b.stmt(f"share_{value}@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
                         module=module, aten=f"({s.name})")
@@ -323,9 +324,7 @@ class Sharder:
         if key in self.splits:
             return self.splits[key]
         v = self.g.values[value]
-        self.g.values[key] = Value(key, v.shape, v.dtype, "activation", module)
-        self.place[key] = placement
-        self._declare(self.g.values[key])
+        self._derived(key, v, module, placement)
         for k in range(self.tp):
             src, digits = value, placement.block(k, self.tp)
             for n, sp in enumerate(placement.splits):
