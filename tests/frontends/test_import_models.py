@@ -19,12 +19,7 @@ from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
-from .tiny import MUST_WORK
-
-
-def facts(folder, relation) -> list[list[str]]:
-    path = folder / f"{relation}.facts"
-    return [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
+from .tiny import MUST_WORK, facts
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4])

@@ -20,14 +20,9 @@ from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
-from .tiny import MUST_WORK_STYLES
+from .tiny import MUST_WORK_STYLES, facts
 
 ONE_LAYER = dict(layers=1, seq=4)
-
-
-def facts(folder, relation) -> list[list[str]]:
-    path = folder / f"{relation}.facts"
-    return [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4])

@@ -15,6 +15,7 @@ from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
 from .test_import_cli import LLAMA_PLAN
+from .tiny import facts
 
 PHI3_PACKED = {"layers.*.self_attn.qkv_proj": "colwise_gather_output", "layers.*.self_attn.o_proj": "rowwise_split_input",
                "layers.*.mlp.gate_up_proj": "packed_colwise", "layers.*.mlp.down_proj": "rowwise"}
@@ -34,11 +35,6 @@ CASES = {
     "llama_all_reduce_local_params": ("llama", {**LLAMA_PLAN, **MLP, "layers.*.mlp": "all_reduce",
                                                 "layers.*.self_attn": "local_params"}, {}),
 }
-
-
-def facts(folder, relation) -> list[list[str]]:
-    path = folder / f"{relation}.facts"
-    return [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _import(imported, tmp_path, model_type, plan, tp, **options):

@@ -42,3 +42,9 @@ def make_model(folder: Path, model_type: str, weights: bool = True, **overrides)
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     return folder
+
+
+def facts(folder: Path, relation: str) -> list[list[str]]:
+    """The rows of an imported program's `relation.facts` (none where the file is absent)."""
+    path = folder / f"{relation}.facts"
+    return [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
