@@ -121,33 +121,45 @@ def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
       the next statement c of such a path. A group holding the whole chain runs it per head
       and tile (codegen/attention.py)."""
     kind = [kinds.get(c) for c in classes]
-    flows: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        flows[a].append(b)
-    pairs: list[tuple[int, int]] = []
+    by_src = np.argsort(src, kind="stable")  # flows come sorted by (src, dst): successors in dst order
+    succ_dst, succ_at = dst[by_src], np.searchsorted(src[by_src], np.arange(n + 1))
+    by_dst = np.argsort(dst, kind="stable")
+    pred_src, pred_at = src[by_dst], np.searchsorted(dst[by_dst], np.arange(n + 1))
+
+    def succ(o: int) -> list[int]:
+        return succ_dst[succ_at[o]:succ_at[o + 1]].tolist()
+
+    def pred(o: int) -> list[int]:
+        return pred_src[pred_at[o]:pred_at[o + 1]].tolist()
 
     def reach(c: int) -> list[int]:
         if kind[c] == "elementwise":
             return [c]
         if classes[c] not in ops.VIEWS:
             return []
-        after = [x for d in flows[c] for x in reach(d)]
+        after = [x for d in succ(c) for x in reach(d)]
         return [c, *after] if after else []
 
-    for o in range(n):
-        if kind[o] == Ops.MATMUL:
-            pairs.extend((o, c) for c in dict.fromkeys(x for d in flows[o] for x in reach(d)))
+    pairs: list[tuple[int, int]] = []
+    for o in (k for k in range(n) if kind[k] == Ops.MATMUL):
+        pairs.extend((o, c) for c in dict.fromkeys(x for d in succ(o) for x in reach(d)))
     bmm = {o for o in range(n) if classes[o] == Ops.BMM}
-    after: set[int] = set()  # reached from a bmm through the passable kinds
-    for o in range(n):  # statements are in program order: a topological order
-        if o in bmm or o in after:
-            after.update(c for c in flows[o] if kind[c] in PASSES)
-    before: set[int] = set()  # reaching a bmm through them
-    for o in reversed(range(n)):
-        if kind[o] in PASSES and any(c in bmm or c in before for c in flows[o]):
-            before.add(o)
+    after = _closure(bmm, succ, kind)  # reached from a bmm through the passable kinds
+    before = _closure(bmm, pred, kind)  # reaching a bmm through them
     inner = after & before
-    pairs.extend((o, c) for o in range(n) if o in bmm or o in inner
-                 for c in flows[o] if c in inner or (c in bmm and o in inner))
+    pairs.extend((o, c) for o in sorted(bmm | inner) for c in succ(o) if c in inner or (c in bmm and o in inner))
     out = np.array(list(dict.fromkeys(pairs)), dtype=I64).reshape(-1, 2)
     return out[:, 0].copy(), out[:, 1].copy()
+
+
+def _closure(seeds: set[int], step, kind: list) -> set[int]:
+    """The statements of the passable kinds that `step` (successors or predecessors) reaches
+    from `seeds` through statements of those kinds only."""
+    found: set[int] = set()
+    stack = list(seeds)
+    while stack:
+        for c in step(stack.pop()):
+            if kind[c] in PASSES and c not in found:
+                found.add(c)
+                stack.append(c)
+    return found
