@@ -51,7 +51,7 @@ class MemberNotes:
     def of(cls, facts) -> MemberNotes:
         kinds = dict(facts.tuples("collective"))
         collectives = {o: f"{kinds[c].replace('_', '-')} {c}" for o, c in facts.tuples("fold") if c in kinds}
-        return cls(collectives, {o: v for o, _, v in facts.matching("attr", 1, "module")})
+        return cls(collectives, module_paths(facts))
 
     def note(self, statement: str) -> str:
         return " ".join(n for n in (self.collectives.get(statement), self.modules.get(statement)) if n)
@@ -245,3 +245,8 @@ def place_ids(model, symbols: Symbols) -> dict[int, str]:
         else:
             found.update(dict.fromkeys(rows[:, 0].tolist(), label or "spine"))
     return found
+
+
+def module_paths(facts) -> dict[str, str]:
+    """Statement → module path, an imported model's `attr module` (empty for other programs)."""
+    return {o: v for o, _, v in facts.matching("attr", 1, "module")}

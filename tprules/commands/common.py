@@ -99,11 +99,6 @@ def with_modules(members, modules: dict[str, str]) -> str:
     return ", ".join(out)
 
 
-def module_paths(facts) -> dict[str, str]:
-    """Statement → module path, an imported model's `attr module` (empty for other programs)."""
-    return {o: v for o, _, v in facts.matching("attr", 1, "module")}
-
-
 def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:
     """`modules` (statement → module path) when some statement lies under `prefix`; else a
     usage error naming the prefix (a typo would otherwise show an empty table)."""

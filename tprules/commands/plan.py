@@ -6,6 +6,7 @@ import sys
 import time
 from dataclasses import replace
 
+from ..verdicts import module_paths
 from . import common
 
 
@@ -35,7 +36,7 @@ def run(args) -> int:
     result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine, progress=Progress())
     from ..planner.render import fold_labels, render_dot, render_text
 
-    modules = common.module_paths(ws.program.facts)
+    modules = module_paths(ws.program.facts)
     if args.module is not None:
         common.known_module(modules, args.module)
         result = replace(result, groups=tuple(g for g in result.groups

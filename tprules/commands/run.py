@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..verdicts import module_paths
 from . import common
 
 
@@ -56,7 +57,7 @@ def run(args) -> int:
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
                          matmul=args.matmul,
-                         show_kernels=_kernel_printer(common.module_paths(ws.program.facts))
+                         show_kernels=_kernel_printer(module_paths(ws.program.facts))
                          if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text
 
@@ -151,7 +152,7 @@ def _kernel_printer(modules: dict[str, str] | None, args=None):
         if modules is None:
             from ..workspace import Workspace
 
-            modules = common.module_paths(Workspace(args.dir, args.rules, args.shim, engine=args.engine).program.facts)
+            modules = module_paths(Workspace(args.dir, args.rules, args.shim, engine=args.engine).program.facts)
         members = common.with_modules(kernel.members, modules)
         print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
         print(source, file=sys.stderr)
