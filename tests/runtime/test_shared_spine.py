@@ -85,3 +85,60 @@ def test_a_kernel_takes_all_its_cores_at_once():
     cores.give(2)
     cores.take(5)  # more threads than cores (a fixed thread count in a test) takes them all
     assert cores.free == 0
+
+
+def test_a_chip_waits_for_the_kernel_that_wrote_what_it_reads_not_for_later_work():
+    from tprules.runtime.devices.cpu import CpuQueue
+
+    source, reader = CpuQueue(0), CpuQueue(1)
+    try:
+        buf = np.zeros(4, np.float32)
+        source._submit(lambda: buf.fill(2.0))  # the writer
+        written = source.mark()
+        gate = threading.Event()
+        source._submit(lambda: gate.wait(10))  # the source chip's next kernel, still running
+        copy = reader.copy_from(source, buf, written)
+        shared = reader.share_from(source, buf, written)
+        done = threading.Event()
+        reader._submit(done.set)
+        assert done.wait(10), "the reader waited for the source's later work"
+        assert not gate.is_set()
+        np.testing.assert_array_equal(copy, np.full(4, 2.0, np.float32))
+        assert shared is buf
+        gate.set()
+        # without a mark, a copy waits for everything the source had enqueued
+        gate.clear()
+        source._submit(lambda: gate.wait(10))
+        reader.copy_from(source, buf)
+        late = threading.Event()
+        reader._submit(late.set)
+        assert not late.wait(0.2)
+        gate.set()
+        assert late.wait(10)
+    finally:
+        gate.set()
+        source.close()
+        reader.close()
+
+
+def test_the_executor_hands_each_copy_and_share_the_mark_of_its_writer(monkeypatch):
+    from tprules.runtime.devices.cpu import CpuQueue
+
+    seen = []
+    copy, share = CpuQueue.copy_from, CpuQueue.share_from
+
+    def copy_from(self, source, buffer, after=None):
+        seen.append(("copy", after))
+        return copy(self, source, buffer, after)
+
+    def share_from(self, source, buffer, after=None):
+        seen.append(("share", after))
+        return share(self, source, buffer, after)
+
+    monkeypatch.setattr(CpuQueue, "copy_from", copy_from)
+    monkeypatch.setattr(CpuQueue, "share_from", share_from)
+    ws, prog = example("llama-layer-tp4")
+    report = execute(ws, make_plan(ws), prog=prog)
+    assert report.ok
+    assert {kind for kind, _ in seen} == {"copy", "share"}
+    assert all(after is not None for _, after in seen), seen

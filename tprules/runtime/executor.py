@@ -114,6 +114,7 @@ class _Run:
         self.held = held
         self.share = share
         self.shared: set[str] = set()  # tensors written by a spine kernel that ran once for all chips
+        self.ready: dict[tuple[str, int], object] = {}  # (tensor, chip) → the chip's mark after its writer
         self.kernels = {q.chip: 0 for q in queues}
         self.launches = {q.chip: 0 for q in queues}
         self.transfers = 0
@@ -126,10 +127,11 @@ class _Run:
             return where[chip]
         home = self.prog.tensors[tensor].home
         source = home if home in where else min(where)
+        after = self.ready.get((tensor, source))
         if tensor in self.shared:
-            where[chip] = self.queues[chip].share_from(self.queues[source], where[source])
+            where[chip] = self.queues[chip].share_from(self.queues[source], where[source], after)
             return where[chip]
-        buf = self.queues[chip].copy_from(self.queues[source], where[source])
+        buf = self.queues[chip].copy_from(self.queues[source], where[source], after)
         where[chip] = buf
         self.transfers += 1
         self.moved += buf.nbytes
@@ -144,6 +146,10 @@ class _Run:
         for chip in chips:
             q = self.queues[chip]
             q.launch(compiled, buffers(kernel, chip, q, self.on, self.held))
+            mark = q.mark()
+            for p in kernel.params:
+                if p.role == "out":
+                    self.ready[(p.tensor, chip)] = mark
             self.kernels[chip] += 1
             self.launches[chip] += compiled.launches
 

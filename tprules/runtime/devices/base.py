@@ -1,7 +1,11 @@
 """What the executor asks of a device, and of each chip's queue on it.
 
-A queue runs its work in order (a stream); `copy_from` is the only point where one chip
-waits for another, so chips run concurrently between all-reduces.
+A queue runs its work in order (a stream); `copy_from` and `share_from` are the only points
+where one chip waits for another, so chips run concurrently between all-reduces. A chip
+waits for the work that wrote the buffer (a `mark` taken right after it was enqueued), not
+for everything its source has enqueued since: the executor enqueues the chips' kernels in
+one order, and chip 0's next kernel is often enqueued before chip 1 asks for what chip 0's
+previous one wrote.
 """
 
 from __future__ import annotations
@@ -56,14 +60,21 @@ class Queue:
     def launch(self, compiled: Compiled, buffers: list) -> None:
         raise NotImplementedError
 
-    def copy_from(self, source: "Queue", buffer):
+    def mark(self):
+        """A token for the point this chip's queue has reached: the work enqueued so far
+        (None where nothing has been enqueued, or the device keeps no such point)."""
+        return None
+
+    def copy_from(self, source: "Queue", buffer, after=None):
         """A copy, in this chip's memory, of `buffer` held by `source`'s chip; it is taken
-        once everything `source` had enqueued so far is done."""
+        once `source` has done the work up to `after` (a `source.mark()`; None: everything
+        `source` has enqueued so far)."""
         raise NotImplementedError
 
-    def share_from(self, source: "Queue", buffer):
-        """`buffer` itself, held by `source`'s chip, for this chip to read once everything
-        `source` had enqueued so far is done (devices whose chips share memory: `Device.shares_spine`)."""
+    def share_from(self, source: "Queue", buffer, after=None):
+        """`buffer` itself, held by `source`'s chip, for this chip to read once `source` has
+        done the work up to `after` (as `copy_from`; devices whose chips share memory:
+        `Device.shares_spine`)."""
         raise NotImplementedError
 
     def download(self, buffer) -> np.ndarray:

@@ -157,13 +157,17 @@ class CpuQueue(Queue):
 
         self._submit(work, threads=threads, what=("kernel", compiled))
 
-    def copy_from(self, source: "CpuQueue", buffer):
+    def mark(self):
+        return self.last
+
+    def copy_from(self, source: "CpuQueue", buffer, after=None):
         out = np.empty_like(buffer)
-        self._submit(lambda: np.copyto(out, buffer), wait=source.last, what=("transfer", source.chip, out.nbytes))
+        self._submit(lambda: np.copyto(out, buffer), wait=after or source.last,
+                     what=("transfer", source.chip, out.nbytes))
         return out
 
-    def share_from(self, source: "CpuQueue", buffer):
-        self._submit(lambda: None, wait=source.last)  # this chip's next work waits for the buffer
+    def share_from(self, source: "CpuQueue", buffer, after=None):
+        self._submit(lambda: None, wait=after or source.last)  # this chip's next work waits for the buffer
         return buffer
 
     def download(self, buffer) -> np.ndarray:

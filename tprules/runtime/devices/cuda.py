@@ -98,13 +98,18 @@ class CudaQueue(Queue):
                 grid, block = launch
                 compiled.fn[grid, block, self.stream](n, *buffers)
 
-    def copy_from(self, source: "CudaQueue", buffer):
+    def mark(self):
+        return self.timings[-1][1] if self.timings else None  # the end event of the last launch
+
+    def copy_from(self, source: "CudaQueue", buffer, after=None):
         with self.gpu:
             out = self.cuda.device_array(buffer.shape, buffer.dtype, stream=self.stream)
         if source.gpu.id == self.gpu.id:
-            with source.gpu:
-                done = self.cuda.event()
-                done.record(source.stream)
+            done = after
+            if done is None:
+                with source.gpu:
+                    done = self.cuda.event()
+                    done.record(source.stream)
             with self.gpu:
                 done.wait(self.stream)
                 began = self._mark() if self.trace is not None else None
