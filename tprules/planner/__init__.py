@@ -59,21 +59,20 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
 def rules_asker(workspace, index: PlanIndex):
     """Proposals judged by the workspace's rules (`Workspace.ask`), on encoded member facts
     where its engine takes them."""
-    from itertools import chain
-
     import numpy as np
+
+    from .greedy import member_lists
 
     symbols, ids = workspace.program.facts.symbols, index.ids
 
-    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
-        fusion_ids = symbols.intern(fusions, distinct=True)
-        sizes = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-        statements = np.fromiter(chain.from_iterable(keys), dtype=np.int64, count=int(sizes.sum()))
-        members = np.stack([np.repeat(fusion_ids, sizes), ids[statements]], axis=1)
+    def ask(fusions: list[str], owner, statements) -> list[bool]:
+        fusion_ids = np.asarray(symbols.intern(fusions, distinct=True))
+        members = np.stack([fusion_ids[owner], ids[statements]], axis=1)
         refused = workspace.refused_rows(fusion_ids, members)
         if refused is not None:
             return (~refused).tolist()
-        found = workspace.ask({f: tuple(index.names[k] for k in sorted(key)) for f, key in zip(fusions, keys)})
+        keys = member_lists(owner, statements, len(fusions))
+        found = workspace.ask({f: tuple(index.names[k] for k in key) for f, key in zip(fusions, keys)})
         return [not found[f] for f in fusions]
 
     return ask
@@ -117,6 +116,7 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
     """
     from ..shim.graph import FusedOp
     from ..shim.protocol import fits_all
+    from .greedy import member_lists
 
     if places is None:
         places = shim.places(g) if hasattr(shim, "places") else dict.fromkeys(g.order(), DEVICE)
@@ -124,8 +124,9 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
 
     names = index.names
 
-    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
-        ops = [FusedOp(f, tuple(g.op(names[k]) for k in sorted(key))) for f, key in zip(fusions, keys)]
+    def ask(fusions: list[str], owner, statements) -> list[bool]:
+        keys = member_lists(owner, statements, len(fusions))
+        ops = [FusedOp(f, tuple(g.op(names[k]) for k in key)) for f, key in zip(fusions, keys)]
         answers = fits_all(shim, ops, g)
         return [answers[f].ok for f in fusions]
 
@@ -134,6 +135,8 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
 
 
 def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_places: bool, cost, progress) -> Plan:
+    import numpy as np
+
     greedy = Greedy(index, ask, places, across_places=across_places, cost=cost, progress=progress)
     try:
         groups = greedy.run()
@@ -143,9 +146,11 @@ def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_pla
     if stats is not None:
         stats.__dict__.update(greedy.stats.__dict__)
     names = index.names
+    order, start, size = groups.members()
+    live = groups.live()
     out = []
-    for gid in sorted(groups.members, key=lambda gid: min(groups.members[gid])):
-        members = tuple(names[k] for k in sorted(groups.members[gid]))
+    for gid in live[np.argsort(order[start[live]])].tolist():  # by first member
+        members = tuple(names[k] for k in order[start[gid]:start[gid] + size[gid]].tolist())
         out.append(Group(f"g{len(out)}", members, greedy.group_place(gid) or DEVICE))
     return Plan(name, tuple(out))
 

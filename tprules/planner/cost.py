@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from ..codegen.cost import MACHINES, Machine, estimate
 from ..ops import Ops
 
@@ -37,6 +39,7 @@ class KernelCost:
         self.machine = MACHINES[machine] if isinstance(machine, str) else machine
         self._by_shape: dict[tuple, float] = {}
         self._alone: dict[int, float] = {}  # a statement alone, by its `Signatures.alone`
+        self._by_key: dict[bytes, float] = {}  # a group of two or more, by its planner/shapes.py key
         self.lowered = 0  # groups lowered (distinct shapes)
 
     def seconds(self, members: Iterable[str]) -> float:
@@ -61,6 +64,26 @@ class KernelCost:
         if cost is None:
             cost = self._by_shape[key] = self._estimate(members)
         return cost
+
+    def seconds_of_groups(self, owner: np.ndarray, members: np.ndarray) -> np.ndarray:
+        """`seconds_of` of many groups at once: rows (group 0, 1, ..., statement position)
+        sorted by group, then by statement. Each group's kernel is looked up by its
+        planner/shapes.py key, made for all of them with numpy; a group is lowered (and its
+        `_shape_key` made) only for a key not seen before."""
+        from .shapes import shape_keys
+
+        keys = shape_keys(self.view, owner, members)
+        start = np.searchsorted(owner, np.arange(len(keys) + 1)).tolist()
+        flat = members.tolist()
+        by_key, out = self._by_key, []
+        for key, a, b in zip(keys, start[:-1], start[1:]):
+            found = by_key.get(key) if b - a > 1 else None
+            if found is None:
+                found = self.seconds_of(flat[a:b])
+                if b - a > 1:
+                    by_key[key] = found
+            out.append(found)
+        return np.array(out, dtype=float)
 
     def _estimate(self, members: list[int]) -> float:
         from ..codegen.lower import lower

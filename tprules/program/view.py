@@ -237,6 +237,22 @@ class ProgramView:
                           alone.tolist())
 
     @cached_property
+    def operand_table(self) -> tuple[np.ndarray, ...]:
+        """`Signatures` as arrays, for work on many statements at once: each statement's
+        signature and the tensor it writes, each tensor's signature, each statement's
+        operands (`read[read_start[k]:read_start[k + 1]]`, in operand order) and each tensor's
+        distinct readers (`reader[reader_start[t]:reader_start[t + 1]]`, in program order)."""
+        sig = self.signatures
+        reader, read = self._reads
+        read_start = np.zeros(len(self) + 1, dtype=I64)
+        np.cumsum(np.bincount(reader, minlength=len(self)), out=read_start[1:])
+        readers = distinct(read * max(len(self), 1) + reader)
+        reader_start = np.zeros(len(self.tensor_names) + 1, dtype=I64)
+        np.cumsum(np.bincount(readers // max(len(self), 1), minlength=len(self.tensor_names)), out=reader_start[1:])
+        return (np.array(sig.statement, dtype=I64), self.out, np.array(sig.tensor, dtype=I64), read_start, read,
+                reader_start, readers % max(len(self), 1))
+
+    @cached_property
     def _provenance(self) -> np.ndarray:
         found = (self._ids.get(name) for name in PROVENANCE)  # `get`: looking up interns nothing
         return np.array([i for i in found if i is not None], dtype=I64)
