@@ -148,10 +148,13 @@ def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_pla
     names = index.names
     order, start, size = groups.members()
     live = groups.live()
-    out = []
-    for gid in live[np.argsort(order[start[live]])].tolist():  # by first member
-        members = tuple(names[k] for k in order[start[gid]:start[gid] + size[gid]].tolist())
-        out.append(Group(f"g{len(out)}", members, greedy.group_place(gid) or DEVICE))
+    live = live[np.argsort(order[start[live]])]  # by first member
+    rank = np.zeros(groups.wide, dtype=np.int64)
+    rank[live] = np.arange(len(live))
+    members = [names[k] for k in np.argsort(rank[groups.group_of], kind="stable").tolist()]
+    ends = np.cumsum(size[live]).tolist()
+    place = [greedy.place_names[p] or DEVICE for p in groups.place[live].tolist()]
+    out = [Group(f"g{i}", tuple(members[a:b]), p) for i, (a, b, p) in enumerate(zip([0, *ends[:-1]], ends, place))]
     return Plan(name, tuple(out))
 
 

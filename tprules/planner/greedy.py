@@ -146,10 +146,17 @@ class Greedy:
         ok = np.ones(len(pairs), dtype=bool)
         hard = np.flatnonzero(why == 0)
         if len(hard):
-            can = self.groups.can_merge
-            ok[hard] = [can(x, y) for x, y in zip(a[hard].tolist(), b[hard].tolist())]
+            ok[hard] = self._acyclic_hard(a[hard], b[hard])
             self._kill(pairs[~ok])
         return np.flatnonzero(ok)
+
+    def _acyclic_hard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether merging a[i] and b[i] keeps the groups acyclic, for pairs not known to."""
+        ok = ~self.groups.through_another(a, b)
+        rest = np.flatnonzero(ok)
+        can = self.groups.can_merge
+        ok[rest] = [can(x, y) for x, y in zip(a[rest].tolist(), b[rest].tolist())]
+        return ok
 
     def _matching(self, pairs: np.ndarray, a: np.ndarray, b: np.ndarray, why: np.ndarray) -> np.ndarray:
         """Each group in at most one proposal, in order: a proposal is taken unless an
@@ -174,7 +181,7 @@ class Greedy:
             win = left[first]
             hard = win[why[win] == 0]
             if len(hard):
-                cyclic = hard[~np.array([can(x, y) for x, y in zip(a[hard].tolist(), b[hard].tolist())], dtype=bool)]
+                cyclic = hard[~self._acyclic_hard(a[hard], b[hard])]
                 if len(cyclic):
                     self._kill(pairs[cyclic])
                     win = win[~isin(win, cyclic)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.keys import unique_sorted
+from ..program.columns import isin
 from .groups import GroupGraph
 
 I64 = np.int64
@@ -48,7 +49,7 @@ class GroupArrays:
         self._changed()
 
     def _changed(self) -> None:
-        self._edges = self._members = self._succ = None
+        self._edges = self._members = self._succ = self._starts = None
 
     # -- what the groups are now ---------------------------------------------------
 
@@ -87,6 +88,27 @@ class GroupArrays:
         return np.flatnonzero(self.members()[2])
 
     # -- acyclicity ----------------------------------------------------------------
+
+    def through_another(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """For each pair: whether an edge path of two steps joins a[i] and b[i] through a
+        third group (merging them would then close a cycle). Most proposals that would are
+        found so, with numpy; `can_merge` searches the rest."""
+        edges = self.edges()
+        if self._starts is None:
+            src, dst = np.divmod(edges, self.wide)
+            self._starts = dst, np.searchsorted(src, np.arange(self.wide + 1))
+        dst, start = self._starts
+
+        def two_steps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            count = start[x + 1] - start[x]
+            row = np.repeat(np.arange(len(x), dtype=I64), count)
+            mid = dst[start[x][row] + np.arange(len(row), dtype=I64) - np.repeat(np.cumsum(count) - count, count)]
+            other = mid != y[row]
+            row, mid = row[other], mid[other]
+            hit = isin(mid * self.wide + y[row], edges)
+            return np.bincount(row[hit], minlength=len(x)) > 0
+
+        return two_steps(a, b) | two_steps(b, a)
 
     def can_merge(self, a: int, b: int) -> bool:
         """Whether merging groups a and b keeps the graph of groups acyclic (as `GroupGraph.can_merge`)."""
