@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -93,6 +94,7 @@ class Greedy:
         # Pairs never to propose again: refused (a group's members never change) or cyclic
         # (merging only adds paths between other groups).
         self._dead: list[np.ndarray] = []
+        self._shared: tuple[np.ndarray, np.ndarray] | None = None
         self.stats = Stats()
         self._names = 0
 
@@ -244,30 +246,36 @@ class Greedy:
 
     def horizontal(self) -> tuple[np.ndarray, np.ndarray]:
         """Groups that read the same tensor and share a place, in program order of the
-        second group's first statement, then of the first's."""
-        wide = self.wide
-        group_of, place, first = self.groups.group_of.tolist(), self.groups.place, self.groups.first
-        place_of, first_of = place.tolist(), first.tolist()
-        found: set[int] = set()
-        for readers in self.index.shared:
-            by_place: dict[int, list[int]] = {}
-            for o in readers:
-                gid = group_of[o]
-                siblings = by_place.setdefault(place_of[gid], [])
-                if gid not in siblings:
-                    siblings.append(gid)
-            for siblings in by_place.values():
-                if len(siblings) < 2:
-                    continue
-                siblings.sort(key=first_of.__getitem__)
-                if len(siblings) <= SIBLINGS_ALL_PAIRS:
-                    found.update(x * wide + y for i, x in enumerate(siblings) for y in siblings[i + 1:])
-                else:
-                    found.update(x * wide + y for x, y in zip(siblings, siblings[1:]))
-        pairs = np.fromiter(found, dtype=I64, count=len(found))
+        second group's first statement, then of the first's: for each tensor and place, every
+        pair of its reader groups when they are at most `SIBLINGS_ALL_PAIRS`, else each with
+        the next in program order."""
+        g, wide = self.groups, self.wide
+        if self._shared is None:  # (tensor, reader) rows of the tensors that two or more statements read
+            sizes = [len(readers) for readers in self.index.shared]
+            self._shared = (np.repeat(np.arange(len(sizes), dtype=I64), sizes),
+                            np.fromiter(chain.from_iterable(self.index.shared), dtype=I64, count=sum(sizes)))
+        tensor, reader = self._shared
+        gid = g.group_of[reader]
+        place, first = g.place[gid], g.first[gid]
+        rows = np.lexsort((first, place, tensor))
+        tensor, place, gid = tensor[rows], place[rows], gid[rows]
+        keep = np.ones(len(rows), dtype=bool)
+        keep[1:] = (tensor[1:] != tensor[:-1]) | (place[1:] != place[:-1]) | (gid[1:] != gid[:-1])
+        tensor, place, gid = tensor[keep], place[keep], gid[keep]  # each group once per tensor and place
+        start = np.flatnonzero(np.concatenate(([True], (tensor[1:] != tensor[:-1]) | (place[1:] != place[:-1]))))
+        size = np.diff(np.append(start, len(gid)))
+        found = []
+        for k in range(2, SIBLINGS_ALL_PAIRS + 1):
+            at = start[size == k]
+            i, j = np.triu_indices(k, 1)
+            found.append(gid[at[:, None] + i] * wide + gid[at[:, None] + j])
+        big = np.repeat(size > SIBLINGS_ALL_PAIRS, size)
+        nxt = np.flatnonzero(big[:-1] & big[1:] & np.isin(np.arange(1, len(gid)), start, invert=True))
+        found.append(gid[nxt] * wide + gid[nxt + 1])
+        pairs = distinct(np.concatenate([f.ravel() for f in found]))
         pairs = pairs[self._alive(pairs)]
         x, y = np.divmod(pairs, wide)
-        return pairs[np.lexsort((first[x], first[y]))], np.zeros(len(pairs), dtype=I64)
+        return pairs[np.lexsort((g.first[x], g.first[y]))], np.zeros(len(pairs), dtype=I64)
 
     # -- asking and merging ----------------------------------------------------------
 
