@@ -53,6 +53,9 @@ class GroupArrays:
 
     # -- what the groups are now ---------------------------------------------------
 
+    def __len__(self) -> int:
+        return len(self.live())
+
     def edges(self) -> np.ndarray:
         """Every edge between two groups, as its pair number, sorted (so by producer)."""
         if self._edges is None:
