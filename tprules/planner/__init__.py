@@ -6,8 +6,10 @@ about them in batches, and merges only what the shim allows; with the project's
 
 1. index      the program as integer arrays (`index.py`: data flow, kinds, shared reads),
               and each statement's place (from the shim);
-2. greedy     rounds of proposals, asked in batches, applied while the groups stay acyclic
-              (`greedy.py`; acyclicity of the group graph in `groups.py`);
+2. greedy     rounds of proposals, asked in batches, applied while the groups stay acyclic,
+              each round worked with numpy (`greedy.py`; the groups as arrays in `state.py`,
+              merged one at a time in `groups.py` where a round needs it; the cost model's
+              keys of many groups in `shapes.py`);
 3. plan       groups in program order, members in program order, each with its place.
 
 >>> from tprules.workspace import Workspace

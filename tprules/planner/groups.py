@@ -20,7 +20,27 @@ False
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+
+def reached_before(succ: Callable[[int], Iterable[int]], pos, lo: int, hi: int) -> set[int] | None:
+    """The groups that `succ` (a group's successors) reaches from `lo` before `hi`'s slot
+    in `pos`, a topological order, not through the edge lo → hi; None when such a path
+    reaches `hi` (merging the two would make a cycle)."""
+    limit = pos[hi]
+    stack = [s for s in succ(lo) if s != hi and pos[s] < limit]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        for y in succ(x):
+            if y == hi:
+                return None
+            if pos[y] < limit and y not in seen:
+                stack.append(y)
+    return seen
 
 
 class GroupGraph:
@@ -69,21 +89,7 @@ class GroupGraph:
     def _forward(self, lo: int, hi: int) -> set[int] | None:
         """Groups reachable from `lo` before `hi`'s slot, not through the edge lo → hi;
         None when such a path reaches `hi` (merging them would make a cycle)."""
-        pos, succ = self.pos, self.succ
-        limit = pos[hi]
-        stack = [s for s in succ[lo] if s != hi and pos[s] < limit]
-        seen: set[int] = set()
-        while stack:
-            x = stack.pop()
-            if x in seen:
-                continue
-            seen.add(x)
-            for y in succ[x]:
-                if y == hi:
-                    return None
-                if pos[y] < limit and y not in seen:
-                    stack.append(y)
-        return seen
+        return reached_before(self.succ.__getitem__, self.pos, lo, hi)
 
     def _backward(self, lo: int, hi: int) -> set[int]:
         """Groups after `lo`'s slot from which `hi` is reached, not through lo."""

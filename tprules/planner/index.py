@@ -124,7 +124,10 @@ def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
 
     Found a step along the data flow at a time, with numpy, for every statement at once."""
     kind = [kinds.get(c) for c in classes]
-    is_kind = lambda wanted: np.fromiter((k in wanted for k in kind), dtype=bool, count=n)  # noqa: E731
+
+    def is_kind(wanted) -> np.ndarray:
+        return np.fromiter((k in wanted for k in kind), dtype=bool, count=n)
+
     elementwise = is_kind(("elementwise",))
     view = np.fromiter((c in ops.VIEWS for c in classes), dtype=bool, count=n) & ~elementwise
     passes = is_kind(PASSES)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..engine.keys import unique_sorted
 from ..program.columns import isin
-from .groups import GroupGraph
+from .groups import GroupGraph, reached_before
 
 I64 = np.int64
 ONLY_CONSUMER, ONLY_PRODUCER = 1, 2  # why merging along an edge keeps the groups acyclic (0: not known)
@@ -125,20 +125,7 @@ class GroupArrays:
         direct = hi in out
         if len(out) == 0 or len(out) == 1 and direct or into[hi] == 0 or into[hi] == 1 and direct:
             return True
-        limit = pos[hi]
-        stack = [s for s in out if s != hi and pos[s] < limit]
-        seen: set[int] = set()
-        while stack:
-            x = stack.pop()
-            if x in seen:
-                continue
-            seen.add(x)
-            for y in dst[start[x]:start[x + 1]]:
-                if y == hi:
-                    return False
-                if pos[y] < limit and y not in seen:
-                    stack.append(y)
-        return True
+        return reached_before(lambda x: dst[start[x]:start[x + 1]], pos, lo, hi) is not None
 
     # -- merging -------------------------------------------------------------------
 
