@@ -5,7 +5,7 @@
 Prints the wall time of `python -m tprules plan DIR --format json` (start-up included;
 best and median of N runs, peak memory), then one in-process run split into phases:
 load, the planner's index, places, the cost model's inputs, the greedy rounds and, inside them,
-proposing, choosing, asking the rules, the cost model (`pays`) and merging.
+proposing, choosing, asking the rules, and settling (the cost model and merging).
 Time on a shared machine is noisy: CPU time is printed next to wall time.
 """
 
@@ -71,7 +71,7 @@ def phases(folder: str, shim: str | None) -> None:
     greedy = Greedy(index, rules_asker(ws, index), places, cost=cost)
     clock.lap("groups")
     spent: dict[str, list[float]] = {}
-    for name in ("vertical", "horizontal", "cross_place", "choose", "ask", "pays", "apply"):
+    for name in ("vertical", "horizontal", "cross_place", "choose", "ask", "settle"):
         setattr(greedy, name, _timed(getattr(greedy, name), spent.setdefault(name, [0.0, 0.0])))
     greedy.run()
     clock.lap("greedy rounds")

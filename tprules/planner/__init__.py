@@ -6,8 +6,10 @@ about them in batches, and merges only what the shim allows; with the project's
 
 1. index      the program as integer arrays (`index.py`: data flow, kinds, shared reads),
               and each statement's place (from the shim);
-2. greedy     rounds of proposals, asked in batches, applied while the groups stay acyclic
-              (`greedy.py`; acyclicity of the group graph in `groups.py`);
+2. greedy     rounds of proposals, asked in batches, applied while the groups stay acyclic,
+              each round worked with numpy (`greedy.py`; the groups as arrays in `state.py`,
+              merged one at a time in `groups.py` where a round needs it; the cost model's
+              keys of many groups in `shapes.py`);
 3. plan       groups in program order, members in program order, each with its place.
 
 >>> from tprules.workspace import Workspace
@@ -59,21 +61,20 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
 def rules_asker(workspace, index: PlanIndex):
     """Proposals judged by the workspace's rules (`Workspace.ask`), on encoded member facts
     where its engine takes them."""
-    from itertools import chain
-
     import numpy as np
+
+    from .greedy import member_lists
 
     symbols, ids = workspace.program.facts.symbols, index.ids
 
-    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
-        fusion_ids = symbols.intern(fusions, distinct=True)
-        sizes = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-        statements = np.fromiter(chain.from_iterable(keys), dtype=np.int64, count=int(sizes.sum()))
-        members = np.stack([np.repeat(fusion_ids, sizes), ids[statements]], axis=1)
+    def ask(fusions: list[str], owner, statements) -> list[bool]:
+        fusion_ids = np.asarray(symbols.intern(fusions, distinct=True))
+        members = np.stack([fusion_ids[owner], ids[statements]], axis=1)
         refused = workspace.refused_rows(fusion_ids, members)
         if refused is not None:
             return (~refused).tolist()
-        found = workspace.ask({f: tuple(index.names[k] for k in sorted(key)) for f, key in zip(fusions, keys)})
+        keys = member_lists(owner, statements, len(fusions))
+        found = workspace.ask({f: tuple(index.names[k] for k in key) for f, key in zip(fusions, keys)})
         return [not found[f] for f in fusions]
 
     return ask
@@ -117,6 +118,7 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
     """
     from ..shim.graph import FusedOp
     from ..shim.protocol import fits_all
+    from .greedy import member_lists
 
     if places is None:
         places = shim.places(g) if hasattr(shim, "places") else dict.fromkeys(g.order(), DEVICE)
@@ -124,8 +126,9 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
 
     names = index.names
 
-    def ask(fusions: list[str], keys: list[list[int]]) -> list[bool]:
-        ops = [FusedOp(f, tuple(g.op(names[k]) for k in sorted(key))) for f, key in zip(fusions, keys)]
+    def ask(fusions: list[str], owner, statements) -> list[bool]:
+        keys = member_lists(owner, statements, len(fusions))
+        ops = [FusedOp(f, tuple(g.op(names[k]) for k in key)) for f, key in zip(fusions, keys)]
         answers = fits_all(shim, ops, g)
         return [answers[f].ok for f in fusions]
 
@@ -134,6 +137,8 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
 
 
 def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_places: bool, cost, progress) -> Plan:
+    import numpy as np
+
     greedy = Greedy(index, ask, places, across_places=across_places, cost=cost, progress=progress)
     try:
         groups = greedy.run()
@@ -143,10 +148,15 @@ def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_pla
     if stats is not None:
         stats.__dict__.update(greedy.stats.__dict__)
     names = index.names
-    out = []
-    for gid in sorted(groups.members, key=lambda gid: min(groups.members[gid])):
-        members = tuple(names[k] for k in sorted(groups.members[gid]))
-        out.append(Group(f"g{len(out)}", members, greedy.group_place(gid) or DEVICE))
+    order, start, size = groups.members()
+    live = groups.live()
+    live = live[np.argsort(order[start[live]])]  # by first member
+    rank = np.zeros(groups.wide, dtype=np.int64)
+    rank[live] = np.arange(len(live))
+    members = [names[k] for k in np.argsort(rank[groups.group_of], kind="stable").tolist()]
+    ends = np.cumsum(size[live]).tolist()
+    place = [greedy.place_names[p] or DEVICE for p in groups.place[live].tolist()]
+    out = [Group(f"g{i}", tuple(members[a:b]), p) for i, (a, b, p) in enumerate(zip([0, *ends[:-1]], ends, place))]
     return Plan(name, tuple(out))
 
 

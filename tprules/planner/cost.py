@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from ..codegen.cost import MACHINES, Machine, estimate
+from ..engine.keys import unique_sorted
 from ..ops import Ops
 
 TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie merges, as without a model
@@ -37,6 +40,8 @@ class KernelCost:
         self.machine = MACHINES[machine] if isinstance(machine, str) else machine
         self._by_shape: dict[tuple, float] = {}
         self._alone: dict[int, float] = {}  # a statement alone, by its `Signatures.alone`
+        self._by_key: dict[bytes, float] = {}  # a group of two or more, by its planner/shapes.py key
+        self._alone_ids: np.ndarray | None = None
         self.lowered = 0  # groups lowered (distinct shapes)
 
     def seconds(self, members: Iterable[str]) -> float:
@@ -61,6 +66,41 @@ class KernelCost:
         if cost is None:
             cost = self._by_shape[key] = self._estimate(members)
         return cost
+
+    def seconds_of_groups(self, owner: np.ndarray, members: np.ndarray) -> np.ndarray:
+        """`seconds_of` of many groups at once: rows (group 0, 1, ..., statement position)
+        sorted by group, then by statement. A statement alone is looked up by its
+        `Signatures.alone`, a larger group by its planner/shapes.py key, both found with
+        numpy; a group is lowered (and its `_shape_key` made) only for a key not seen before."""
+        from .shapes import shape_keys
+
+        count = int(owner[-1]) + 1 if len(owner) else 0
+        start = np.searchsorted(owner, np.arange(count + 1))
+        size = np.diff(start)
+        out = np.empty(count)
+        one = size == 1
+        if one.any():
+            out[one] = self._seconds_alone(members[start[:-1][one]])
+        many = np.flatnonzero(~one)
+        if len(many):
+            rows = ~one[owner]
+            keys = shape_keys(self.view, (np.cumsum(~one) - 1)[owner[rows]], members[rows])
+            flat, bounds = members.tolist(), start.tolist()
+            by_key = self._by_key
+            for i, key in zip(many.tolist(), keys):
+                found = by_key.get(key)
+                if found is None:
+                    found = by_key[key] = self.seconds_of(flat[bounds[i]:bounds[i + 1]])
+                out[i] = found
+        return out
+
+    def _seconds_alone(self, statements: np.ndarray) -> np.ndarray:
+        if self._alone_ids is None:
+            self._alone_ids = np.array(self.view.signatures.alone, dtype=np.int64)
+        alone = self._alone_ids[statements]
+        kinds, first, back = unique_sorted(alone)
+        found = [self.seconds_of([k]) for k in statements[first].tolist()]
+        return np.array(found, dtype=float)[back]
 
     def _estimate(self, members: list[int]) -> float:
         from ..codegen.lower import lower

@@ -21,29 +21,43 @@ member set asked about again is the same two groups again: answers are kept by t
 of groups (in either order), which needs no set of members built per proposal.
 
 Statements are the integers of a `PlanIndex` (planner/index.py), groups are integer ids
-(a statement k starts as group k; a merge makes a new id), and a round's proposals are
-found and put in priority order with numpy over the data flow's edges; only choosing,
-asking and merging walk them one by one.
+(a statement k starts as group k; a merge makes a new id) held in arrays (planner/state.py),
+and a round is worked with numpy over all its proposals at once: found and put in priority
+order over the data flow's edges; chosen (each group once, in that order: the proposals
+first in order on both their groups are taken together, and those touching their groups
+dropped, until few are left; only proposals not known to keep the groups acyclic are searched
+one by one); asked as one batch of member rows; and merged together when every merge made is
+along an edge that cannot close a cycle (state.py says why the order then does not matter).
+A round with any other merge is applied one merge at a time, as the order requires.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
-from ..engine.keys import unique_sorted
-from ..program.columns import isin
+from ..program.columns import distinct, isin
 from .cost import TIE
-from .groups import GroupGraph
 from .index import PlanIndex
+from .state import ONLY_CONSUMER, ONLY_PRODUCER, GroupArrays
 
 SIBLINGS_ALL_PAIRS = 8  # readers of one tensor up to which every pair is proposed; beyond, neighbours only
+MATCHING_ROUNDS = 32  # rounds of taking, with numpy, the proposals first on both their groups; then one by one
 I64 = np.int64
 
-# (proposals' names, their members: statement positions) → whether each is allowed
-Asker = Callable[[list[str], list[list[int]]], list[bool]]
+# (proposals' names, each member row's proposal (an index into the names), its statement) → whether each is allowed
+Asker = Callable[[list[str], np.ndarray, np.ndarray], list[bool]]
+
+
+def member_lists(owner: np.ndarray, statements: np.ndarray, count: int) -> list[list[int]]:
+    """Each proposal's statements in program order, from (proposal, statement) rows."""
+    order = np.lexsort((statements, owner))
+    flat = statements[order].tolist()
+    ends = np.cumsum(np.bincount(owner, minlength=count)).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
 
 @dataclass
@@ -69,27 +83,24 @@ class Greedy:
 
     def __init__(self, index: PlanIndex, ask: Asker, places: list[str], across_places: bool = True, cost=None,
                  progress=None):
-        n = len(index)
         self.index, self.asker, self.cost, self.progress = index, ask, cost, progress
         self.across_places = across_places
         self.names = index.names
-        self.groups = GroupGraph.from_edges(n, index.src.tolist(), index.dst.tolist())
-        self.wide = 2 * n + 1  # group ids are below this: a pair (a, b) is the number a * wide + b
-        self.first: list[int] = list(range(n))  # by group id: its first statement
         self.place_names: list[str] = list(dict.fromkeys(places))
         code = {p: i for i, p in enumerate(self.place_names)}
-        self.place: list[int] = [code[p] for p in places]  # by group id
+        self.groups = GroupArrays(len(index), index.src, index.dst, [code[p] for p in places])
+        self.wide = self.groups.wide
         self.legal: dict[int, bool] = {}  # every answer, by the pair of groups (the lower id first)
-        self.seconds: dict[int, float] = {}  # the cost model's estimate of a group, by id
         # Pairs never to propose again: refused (a group's members never change) or cyclic
         # (merging only adds paths between other groups).
-        self.dead: set[int] = set()
+        self._dead: list[np.ndarray] = []
+        self._shared: tuple[np.ndarray, np.ndarray] | None = None
         self.stats = Stats()
         self._names = 0
 
     # -- the passes ------------------------------------------------------------------
 
-    def run(self) -> GroupGraph:
+    def run(self) -> GroupArrays:
         if self.progress is not None:
             self.progress.phase("plan: merges", max(len(self.names) - 1, 1))
         passes = [("vertical", self.vertical, True), ("horizontal", self.horizontal, True)]
@@ -109,43 +120,100 @@ class Greedy:
         merged = 0
         while True:
             chosen = self.choose(*propose(), disjoint)
-            if not chosen:
+            if not len(chosen[0]):
                 return merged
             self.stats.rounds += 1
-            self.ask(chosen)
-            used: set[int] = set()
-            legal, dead, wide, pays, apply = self.legal, self.dead, self.wide, self.pays, self.apply
-            for a, b, pair in chosen:
-                if a in used or b in used:
-                    continue
-                if not legal[pair] or not pays(a, b) or not apply(a, b):
-                    dead.add(a * wide + b)
-                    continue
-                used.add(a)
-                used.add(b)
-                merged += 1
-                if self.progress is not None:
-                    self.progress.advance()
+            self.ask(*chosen)
+            merged += self.settle(*chosen, disjoint)
 
-    def choose(self, pairs: np.ndarray, acyclic: np.ndarray, disjoint: bool) -> list[tuple[int, int, int]]:
-        """Proposals (pair numbers, best first; `acyclic`: known to keep the groups acyclic)
-        worth asking or applying; with `disjoint`, each group once. Each comes with the
-        number of its pair in either order (what answers are kept by)."""
-        chosen, used = [], set()
-        legal, dead, wide = self.legal, self.dead, self.wide
-        can_merge = self.groups.can_merge
-        for pair, easy in zip(pairs.tolist(), acyclic.tolist()):
-            a, b = divmod(pair, wide)
-            if disjoint and (a in used or b in used):
+    def choose(self, pairs: np.ndarray, why: np.ndarray, disjoint: bool) -> tuple[np.ndarray, ...]:
+        """Proposals (pair numbers, best first; `why`: nonzero when known to keep the groups
+        acyclic, state.py) worth asking or applying; with `disjoint`, each group once, the
+        first in order taken. Returns their groups a and b, the number of their pair in either
+        order (what answers are kept by) and `why`, in order."""
+        wide = self.wide
+        a, b = np.divmod(pairs, wide)
+        either = np.where(a < b, pairs, b * wide + a)
+        get = self.legal.get
+        refused = np.fromiter([get(x) is False for x in either.tolist()], dtype=bool, count=len(pairs))
+        if refused.any():
+            self._kill(pairs[refused])
+            keep = ~refused
+            pairs, a, b, either, why = pairs[keep], a[keep], b[keep], either[keep], why[keep]
+        taken = self._matching(pairs, a, b, why) if disjoint else self._acyclic(pairs, a, b, why)
+        return a[taken], b[taken], either[taken], why[taken]
+
+    def _acyclic(self, pairs: np.ndarray, a: np.ndarray, b: np.ndarray, why: np.ndarray) -> np.ndarray:
+        """The proposals whose merge keeps the groups acyclic (the others are dead)."""
+        ok = np.ones(len(pairs), dtype=bool)
+        hard = np.flatnonzero(why == 0)
+        if len(hard):
+            ok[hard] = self._acyclic_hard(a[hard], b[hard])
+            self._kill(pairs[~ok])
+        return np.flatnonzero(ok)
+
+    def _acyclic_hard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether merging a[i] and b[i] keeps the groups acyclic, for pairs not known to."""
+        ok = ~self.groups.through_another(a, b)
+        rest = np.flatnonzero(ok)
+        can = self.groups.can_merge
+        ok[rest] = [can(x, y) for x, y in zip(a[rest].tolist(), b[rest].tolist())]
+        return ok
+
+    def _matching(self, pairs: np.ndarray, a: np.ndarray, b: np.ndarray, why: np.ndarray) -> np.ndarray:
+        """Each group in at most one proposal, in order: a proposal is taken unless an
+        earlier taken one has one of its groups, or its merge would close a cycle (then it
+        is dead). Whatever is first in order on both its groups among those undecided is
+        taken (when acyclic), together with all others so, and whatever touches their groups
+        dropped; after `MATCHING_ROUNDS` of that, the rest one by one."""
+        m, can = len(pairs), self.groups.can_merge
+        taken = np.zeros(m, dtype=bool)
+        earliest = np.full(self.wide, m, dtype=I64)
+        used = np.zeros(self.wide, dtype=bool)
+        left = np.arange(m, dtype=I64)
+        for _ in range(MATCHING_ROUNDS):
+            if not len(left):
+                return np.flatnonzero(taken)
+            la, lb = a[left], b[left]
+            earliest[la] = m
+            earliest[lb] = m
+            np.minimum.at(earliest, la, left)
+            np.minimum.at(earliest, lb, left)
+            first = (earliest[la] == left) & (earliest[lb] == left)
+            win = left[first]
+            hard = win[why[win] == 0]
+            if len(hard):
+                cyclic = hard[~self._acyclic_hard(a[hard], b[hard])]
+                if len(cyclic):
+                    self._kill(pairs[cyclic])
+                    win = win[~isin(win, cyclic)]
+            taken[win] = True
+            used[a[win]] = True
+            used[b[win]] = True
+            rest = left[~first]
+            left = rest[~(used[a[rest]] | used[b[rest]])]
+        seen = set(np.flatnonzero(used).tolist())
+        for i, x, y, w in zip(left.tolist(), a[left].tolist(), b[left].tolist(), why[left].tolist()):
+            if x in seen or y in seen:
                 continue
-            either = a * wide + b if a < b else b * wide + a
-            if legal.get(either) is False or not (easy or can_merge(a, b)):
-                dead.add(pair)
+            if not w and not can(x, y):
+                self._kill(pairs[i:i + 1])
                 continue
-            chosen.append((a, b, either))
-            used.add(a)
-            used.add(b)
-        return chosen
+            taken[i] = True
+            seen.add(x)
+            seen.add(y)
+        return np.flatnonzero(taken)
+
+    def _kill(self, pairs: np.ndarray) -> None:
+        if len(pairs):
+            self._dead.append(pairs)
+
+    def _alive(self, pairs: np.ndarray) -> np.ndarray:
+        if not self._dead:
+            return np.ones(len(pairs), dtype=bool)
+        if len(self._dead) > 1:
+            self._dead = [np.concatenate(self._dead)]
+        return ~isin(pairs, self._dead[0])
 
     # -- proposals -------------------------------------------------------------------
 
@@ -160,114 +228,179 @@ class Greedy:
         places): a matmul's elementwise epilogue first, then in program order of the
         consumer's first statement, then of the producer's. Merging along an edge keeps the
         groups acyclic when the producer has no other consumer or the consumer no other
-        producer (said beside each proposal, so that only the others are searched)."""
-        group = np.asarray(self.groups.group_of, dtype=I64)
-        a, b = group[self.index.src], group[self.index.dst]
-        between = a != b
-        pairs = unique_sorted(a[between] * self.wide + b[between])[0]
-        pa, pb = group[self.index.first_src], group[self.index.first_dst]
+        producer (said beside each proposal, state.py's `why`, so that only the others are searched)."""
+        g = self.groups
+        pairs = g.edges()
+        pa, pb = g.group_of[self.index.first_src], g.group_of[self.index.first_dst]
         apart = pa != pb
         epilogue = isin(pairs, pa[apart] * self.wide + pb[apart])  # proposed first (index.priority_pairs)
         a, b = np.divmod(pairs, self.wide)
-        acyclic = (np.bincount(a, minlength=self.wide)[a] == 1) | (np.bincount(b, minlength=self.wide)[b] == 1)
-        place = np.asarray(self.place, dtype=I64)
-        keep = (place[a] == place[b]) == same_place
+        only_out = np.bincount(a, minlength=self.wide)[a] == 1
+        only_in = np.bincount(b, minlength=self.wide)[b] == 1
+        why = np.where(only_out, ONLY_CONSUMER, np.where(only_in, ONLY_PRODUCER, 0))
+        keep = (g.place[a] == g.place[b]) == same_place
         keep &= self._alive(pairs)
-        a, b, pairs, epilogue, acyclic = a[keep], b[keep], pairs[keep], epilogue[keep], acyclic[keep]
-        first = np.asarray(self.first, dtype=I64)
-        order = np.lexsort((first[a], first[b], ~epilogue))
-        return pairs[order], acyclic[order]
-
-    def _alive(self, pairs: np.ndarray) -> np.ndarray:
-        if not self.dead:
-            return np.ones(len(pairs), dtype=bool)
-        return ~isin(pairs, np.fromiter(self.dead, dtype=I64, count=len(self.dead)))
+        a, b, pairs, epilogue, why = a[keep], b[keep], pairs[keep], epilogue[keep], why[keep]
+        order = np.lexsort((g.first[a], g.first[b], ~epilogue))
+        return pairs[order], why[order]
 
     def horizontal(self) -> tuple[np.ndarray, np.ndarray]:
         """Groups that read the same tensor and share a place, in program order of the
-        second group's first statement, then of the first's."""
-        group_of, place, first, wide = self.groups.group_of, self.place, self.first, self.wide
-        found: set[int] = set()
-        for readers in self.index.shared:
-            by_place: dict[int, list[int]] = {}
-            for o in readers:
-                gid = group_of[o]
-                siblings = by_place.setdefault(place[gid], [])
-                if gid not in siblings:
-                    siblings.append(gid)
-            for siblings in by_place.values():
-                if len(siblings) < 2:
-                    continue
-                siblings.sort(key=first.__getitem__)
-                if len(siblings) <= SIBLINGS_ALL_PAIRS:
-                    found.update(x * wide + y for i, x in enumerate(siblings) for y in siblings[i + 1:])
-                else:
-                    found.update(x * wide + y for x, y in zip(siblings, siblings[1:]))
-        pairs = np.fromiter(found, dtype=I64, count=len(found))
+        second group's first statement, then of the first's: for each tensor and place, every
+        pair of its reader groups when they are at most `SIBLINGS_ALL_PAIRS`, else each with
+        the next in program order."""
+        g, wide = self.groups, self.wide
+        if self._shared is None:  # (tensor, reader) rows of the tensors that two or more statements read
+            sizes = [len(readers) for readers in self.index.shared]
+            self._shared = (np.repeat(np.arange(len(sizes), dtype=I64), sizes),
+                            np.fromiter(chain.from_iterable(self.index.shared), dtype=I64, count=sum(sizes)))
+        tensor, reader = self._shared
+        gid = g.group_of[reader]
+        place, first = g.place[gid], g.first[gid]
+        rows = np.lexsort((first, place, tensor))
+        tensor, place, gid = tensor[rows], place[rows], gid[rows]
+        keep = np.ones(len(rows), dtype=bool)
+        keep[1:] = (tensor[1:] != tensor[:-1]) | (place[1:] != place[:-1]) | (gid[1:] != gid[:-1])
+        tensor, place, gid = tensor[keep], place[keep], gid[keep]  # each group once per tensor and place
+        start = np.flatnonzero(np.concatenate(([True], (tensor[1:] != tensor[:-1]) | (place[1:] != place[:-1]))))
+        size = np.diff(np.append(start, len(gid)))
+        found = []
+        for k in range(2, SIBLINGS_ALL_PAIRS + 1):
+            at = start[size == k]
+            i, j = np.triu_indices(k, 1)
+            found.append(gid[at[:, None] + i] * wide + gid[at[:, None] + j])
+        big = np.repeat(size > SIBLINGS_ALL_PAIRS, size)
+        nxt = np.flatnonzero(big[:-1] & big[1:] & np.isin(np.arange(1, len(gid)), start, invert=True))
+        found.append(gid[nxt] * wide + gid[nxt + 1])
+        pairs = distinct(np.concatenate([f.ravel() for f in found]))
         pairs = pairs[self._alive(pairs)]
         x, y = np.divmod(pairs, wide)
-        firsts = np.asarray(first, dtype=I64)
-        return pairs[np.lexsort((firsts[x], firsts[y]))], np.zeros(len(pairs), dtype=bool)
+        return pairs[np.lexsort((g.first[x], g.first[y]))], np.zeros(len(pairs), dtype=I64)
 
     # -- asking and merging ----------------------------------------------------------
 
-    def ask(self, chosen: list[tuple[int, int, int]]) -> None:
+    def ask(self, a: np.ndarray, b: np.ndarray, either: np.ndarray, why: np.ndarray) -> None:
         """Ask the shim, in one batch, about every proposal it has not answered yet."""
-        legal, members = self.legal, self.groups.members
-        fresh: dict[int, list[int]] = {}
-        for a, b, either in chosen:
-            if either not in legal and either not in fresh:
-                fresh[either] = members[a] + members[b]
-        if not fresh:
+        legal = self.legal
+        fresh = np.flatnonzero(np.fromiter([x not in legal for x in either.tolist()], dtype=bool, count=len(either)))
+        if not len(fresh):
             return
+        fresh = fresh[np.sort(np.unique(either[fresh], return_index=True)[1])]  # each pair once
         names = [f"proposal{self._names + i}" for i in range(1, len(fresh) + 1)]
         self._names += len(fresh)
-        answers = self.asker(names, list(fresh.values()))
+        answers = self.asker(names, *self.groups.rows(a[fresh], b[fresh]))
         self.stats.batches += 1
         self.stats.asked += len(fresh)
-        legal.update(zip(fresh, answers))
+        legal.update(zip(either[fresh].tolist(), map(bool, answers)))
         self.stats.refused += len(fresh) - sum(answers)
 
-    def pays(self, a: int, b: int) -> bool:
-        """Whether the cost model lets an allowed merge be made (always, without one)."""
-        cost = self.cost
-        if cost is None:
-            return True
-        members, seconds = self.groups.members, self.seconds
-        apart = seconds.get(a)
-        if apart is None:
-            apart = seconds[a] = cost.seconds_of(sorted(members[a]))
-        other = seconds.get(b)
-        if other is None:
-            other = seconds[b] = cost.seconds_of(sorted(members[b]))
-        both = cost.seconds_of(sorted(members[a] + members[b]))
-        if both <= (apart + other) * (1 + TIE):
-            self._merged_seconds = both
-            return True
-        self.stats.costly += 1
-        return False
-
-    def apply(self, a: int, b: int) -> bool:
-        """Merge the proposal's groups unless that would make the graph of groups cyclic."""
-        new = self.groups.try_merge(a, b)
-        if new is None:
-            return False
+    def settle(self, a: np.ndarray, b: np.ndarray, either: np.ndarray, why: np.ndarray, disjoint: bool) -> int:
+        """Make the round's merges, in order: each that the shim allows, that pays (with a
+        cost model) and keeps the groups acyclic, unless an earlier merge took one of its
+        groups. Returns the merges made."""
+        legal = self.legal
+        ok = np.fromiter([legal[x] for x in either.tolist()], dtype=bool, count=len(either))
+        pays, both = self._pays(a, b, ok)
+        reached = np.ones(len(a), dtype=bool) if disjoint else self._reached(a, b, ok & pays)
+        good = ok & pays & reached
+        if (good & (why == 0)).any():
+            return self._one_by_one(a, b, ok, pays, both)
+        self.stats.costly += int((ok & ~pays & reached).sum())
+        self._kill((a * self.wide + b)[reached & ~good])
+        made = np.flatnonzero(good)
+        if not len(made):
+            return 0
+        x, y = a[made], b[made]
+        new = self.groups.merge_easy(x, y, why[made], self._places(x, y))
         if self.cost is not None:
-            self.seconds[new] = self._merged_seconds
-        first, place = self.first, self.place
-        first.append(min(first[a], first[b]))
-        place.append(place[a] if place[a] == place[b] else self._merged_place(place[a], place[b]))
-        self.stats.merged += 1
-        return True
+            self.groups.seconds[new] = both[made]
+        self.stats.merged += len(made)
+        if self.progress is not None:
+            self.progress.advance(len(made))
+        return len(made)
 
-    def _merged_place(self, a: int, b: int) -> int:
-        name = merged_place(self.place_names[a], self.place_names[b])
-        if name not in self.place_names:
-            self.place_names.append(name)
-        return self.place_names.index(name)
+    def _reached(self, a: np.ndarray, b: np.ndarray, merges: np.ndarray) -> np.ndarray:
+        """Which proposals (in order, groups not disjoint) no earlier merge has taken a group of."""
+        reached = np.zeros(len(a), dtype=bool)
+        if not merges.any():
+            reached[:] = True
+            return reached
+        used: set[int] = set()
+        for i, x, y, merge in zip(range(len(a)), a.tolist(), b.tolist(), merges.tolist()):
+            if x in used or y in used:
+                continue
+            reached[i] = True
+            if merge:
+                used.add(x)
+                used.add(y)
+        return reached
+
+    def _one_by_one(self, a: np.ndarray, b: np.ndarray, ok: np.ndarray, pays: np.ndarray, both: np.ndarray) -> int:
+        """The round's merges made one at a time on a `GroupGraph`, each checked for cycles
+        after those before it."""
+        g = self.groups
+        graph = g.graph()
+        used: set[int] = set()
+        dead, merged = [], 0
+        for i, x, y in zip(range(len(a)), a.tolist(), b.tolist()):
+            if x in used or y in used:
+                continue
+            if not ok[i] or not pays[i]:
+                self.stats.costly += bool(ok[i])
+                dead.append(i)
+                continue
+            new = graph.try_merge(x, y)
+            if new is None:
+                dead.append(i)
+                continue
+            g.first[new] = min(g.first[x], g.first[y])
+            g.place[new] = self._places(a[i:i + 1], b[i:i + 1])[0]
+            g.seconds[new] = both[i]
+            used.add(x)
+            used.add(y)
+            merged += 1
+            if self.progress is not None:
+                self.progress.advance()
+        g.read_back(graph)
+        self._kill((a * self.wide + b)[dead])
+        self.stats.merged += merged
+        return merged
+
+    def _pays(self, a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether the cost model lets each allowed merge be made (always, without one), and
+        the merged group's estimate (NaN where not asked)."""
+        pays = np.ones(len(a), dtype=bool)
+        both = np.full(len(a), np.nan)
+        cost = self.cost
+        if cost is None or not ok.any():
+            return pays, both
+        g, at = self.groups, np.flatnonzero(ok)
+        x, y = a[at], b[at]
+        seconds = g.seconds
+        apart = distinct(np.concatenate([x, y]))
+        apart = apart[np.isnan(seconds[apart])]
+        if len(apart):
+            seconds[apart] = cost.seconds_of_groups(*g.rows(apart))
+        owner, members = g.rows(x, y)
+        order = np.lexsort((members, owner))
+        merged = cost.seconds_of_groups(owner[order], members[order])
+        both[at] = merged
+        pays[at] = merged <= (seconds[x] + seconds[y]) * (1 + TIE)
+        return pays, both
+
+    def _places(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The place code of each merged group a[i] + b[i]."""
+        place = self.groups.place
+        out = place[a].copy()
+        for i in np.flatnonzero(out != place[b]).tolist():
+            name = merged_place(self.place_names[out[i]], self.place_names[place[b[i]]])
+            if name not in self.place_names:
+                self.place_names.append(name)
+            out[i] = self.place_names.index(name)
+        return out
 
     def group_place(self, gid: int) -> str:
-        return self.place_names[self.place[gid]]
+        return self.place_names[self.groups.place[gid]]
 
 
 def merged_place(a: str, b: str) -> str:

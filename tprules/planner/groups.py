@@ -20,7 +20,27 @@ False
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+
+def reached_before(succ: Callable[[int], Iterable[int]], pos, lo: int, hi: int) -> set[int] | None:
+    """The groups that `succ` (a group's successors) reaches from `lo` before `hi`'s slot
+    in `pos`, a topological order, not through the edge lo → hi; None when such a path
+    reaches `hi` (merging the two would make a cycle)."""
+    limit = pos[hi]
+    stack = [s for s in succ(lo) if s != hi and pos[s] < limit]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        for y in succ(x):
+            if y == hi:
+                return None
+            if pos[y] < limit and y not in seen:
+                stack.append(y)
+    return seen
 
 
 class GroupGraph:
@@ -41,21 +61,20 @@ class GroupGraph:
         self._next = len(order)
 
     @classmethod
-    def from_edges(cls, n: int, src: list[int], dst: list[int]) -> "GroupGraph":
-        """Statements 0..n-1 in a topological order, `src[e]` → `dst[e]` the data flow; here
-        `group_of` is a list, and the groups that merges make are numbered n, n + 1, ..."""
+    def from_groups(cls, group_of: list[int], members: dict[int, list[int]], pos: dict[int, int], src: list[int],
+                    dst: list[int], next_id: int) -> "GroupGraph":
+        """Groups already formed (the planner's arrays, planner/state.py): statement k in
+        group `group_of[k]`, each group's members and slot, `src[e]` → `dst[e]` the edges
+        between groups; groups that merges make are numbered `next_id`, `next_id + 1`, ..."""
         gg = cls.__new__(cls)
-        gg.group_of = list(range(n))
-        gg.members = {i: [i] for i in range(n)}
-        gg.pos = dict(zip(range(n), range(n)))
-        gg.succ = {i: set() for i in range(n)}
-        gg.pred = {i: set() for i in range(n)}
+        gg.group_of, gg.members, gg.pos = group_of, members, pos
+        gg.succ = {g: set() for g in members}
+        gg.pred = {g: set() for g in members}
         succ, pred = gg.succ, gg.pred
         for a, b in zip(src, dst):
-            if a != b:
-                succ[a].add(b)
-                pred[b].add(a)
-        gg._next = n
+            succ[a].add(b)
+            pred[b].add(a)
+        gg._next = next_id
         return gg
 
     def __len__(self) -> int:
@@ -70,21 +89,7 @@ class GroupGraph:
     def _forward(self, lo: int, hi: int) -> set[int] | None:
         """Groups reachable from `lo` before `hi`'s slot, not through the edge lo → hi;
         None when such a path reaches `hi` (merging them would make a cycle)."""
-        pos, succ = self.pos, self.succ
-        limit = pos[hi]
-        stack = [s for s in succ[lo] if s != hi and pos[s] < limit]
-        seen: set[int] = set()
-        while stack:
-            x = stack.pop()
-            if x in seen:
-                continue
-            seen.add(x)
-            for y in succ[x]:
-                if y == hi:
-                    return None
-                if pos[y] < limit and y not in seen:
-                    stack.append(y)
-        return seen
+        return reached_before(self.succ.__getitem__, self.pos, lo, hi)
 
     def _backward(self, lo: int, hi: int) -> set[int]:
         """Groups after `lo`'s slot from which `hi` is reached, not through lo."""

@@ -111,7 +111,8 @@ PASSES = ("elementwise", "layout", "row")  # kinds between attention's two produ
 
 def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
                    kinds: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
-    """The statement pairs (o, c) that make a proposal between their groups come first:
+    """The statement pairs (o, c) that make a proposal between their groups come first
+    (sorted, each once):
 
     - a matmul o and each of its elementwise consumers c, and the views (reshapes, permutes,
       ...) of its result on the way to one (an imported model reshapes a projection's result
@@ -119,47 +120,58 @@ def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
     - attention's chain: each statement o on a data path from a bmm to a bmm through
       elementwise, layout and row statements only (QKᵀ → scale → mask → softmax → ·V), and
       the next statement c of such a path. A group holding the whole chain runs it per head
-      and tile (codegen/attention.py)."""
+      and tile (codegen/attention.py).
+
+    Found a step along the data flow at a time, with numpy, for every statement at once."""
     kind = [kinds.get(c) for c in classes]
-    by_src = np.argsort(src, kind="stable")  # flows come sorted by (src, dst): successors in dst order
-    succ_dst, succ_at = dst[by_src], np.searchsorted(src[by_src], np.arange(n + 1))
-    by_dst = np.argsort(dst, kind="stable")
-    pred_src, pred_at = src[by_dst], np.searchsorted(dst[by_dst], np.arange(n + 1))
 
-    def succ(o: int) -> list[int]:
-        return succ_dst[succ_at[o]:succ_at[o + 1]].tolist()
+    def is_kind(wanted) -> np.ndarray:
+        return np.fromiter((k in wanted for k in kind), dtype=bool, count=n)
 
-    def pred(o: int) -> list[int]:
-        return pred_src[pred_at[o]:pred_at[o + 1]].tolist()
-
-    def reach(c: int) -> list[int]:
-        if kind[c] == "elementwise":
-            return [c]
-        if classes[c] not in ops.VIEWS:
-            return []
-        after = [x for d in succ(c) for x in reach(d)]
-        return [c, *after] if after else []
-
-    pairs: list[tuple[int, int]] = []
-    for o in (k for k in range(n) if kind[k] == Ops.MATMUL):
-        pairs.extend((o, c) for c in dict.fromkeys(x for d in succ(o) for x in reach(d)))
-    bmm = {o for o in range(n) if classes[o] == Ops.BMM}
-    after = _closure(bmm, succ, kind)  # reached from a bmm through the passable kinds
-    before = _closure(bmm, pred, kind)  # reaching a bmm through them
-    inner = after & before
-    pairs.extend((o, c) for o in sorted(bmm | inner) for c in succ(o) if c in inner or (c in bmm and o in inner))
-    out = np.array(list(dict.fromkeys(pairs)), dtype=I64).reshape(-1, 2)
-    return out[:, 0].copy(), out[:, 1].copy()
+    elementwise = is_kind(("elementwise",))
+    view = np.fromiter((c in ops.VIEWS for c in classes), dtype=bool, count=n) & ~elementwise
+    passes = is_kind(PASSES)
+    bmm = np.fromiter((c == Ops.BMM for c in classes), dtype=bool, count=n)
+    # views from which an elementwise statement is reached through views only
+    onward = _closure(elementwise, dst, src, view)
+    pairs = []
+    # epilogues: from each matmul through views on the way to an elementwise statement
+    step = is_kind((Ops.MATMUL,))[src]
+    o, c = src[step], dst[step]
+    while len(o):
+        keep = elementwise[c] | onward[c]
+        pairs.append(np.unique(o[keep] * max(n, 1) + c[keep]))
+        o, c = _next(o[keep & onward[c]], c[keep & onward[c]], src, dst)
+    # attention's chain
+    inner = _closure(bmm, src, dst, passes) & _closure(bmm, dst, src, passes)
+    chain = ((bmm | inner)[src] & inner[dst]) | (inner[src] & bmm[dst])
+    pairs.append(src[chain] * max(n, 1) + dst[chain])
+    found = distinct(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=I64)
+    return found // max(n, 1), found % max(n, 1)
 
 
-def _closure(seeds: set[int], step, kind: list) -> set[int]:
-    """The statements of the passable kinds that `step` (successors or predecessors) reaches
-    from `seeds` through statements of those kinds only."""
-    found: set[int] = set()
-    stack = list(seeds)
-    while stack:
-        for c in step(stack.pop()):
-            if kind[c] in PASSES and c not in found:
-                found.add(c)
-                stack.append(c)
-    return found
+def _closure(seeds: np.ndarray, frm: np.ndarray, to: np.ndarray, through: np.ndarray) -> np.ndarray:
+    """The statements marked `through` that the edges frm[e] → to[e] reach from `seeds` (a
+    mask) through statements marked `through` only."""
+    found = np.zeros(len(seeds), dtype=bool)
+    frontier = seeds
+    while True:
+        step = frontier[frm] & through[to] & ~found[to]
+        if not step.any():
+            return found
+        frontier = np.zeros(len(seeds), dtype=bool)
+        frontier[to[step]] = True
+        found |= frontier
+
+
+def _next(o: np.ndarray, c: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(o, d) for each (o, c) and each edge c → d (flows sorted by src), each pair once."""
+    if not len(o):
+        return o, c
+    start, end = np.searchsorted(src, c), np.searchsorted(src, c, side="right")
+    count = end - start
+    row = np.repeat(np.arange(len(c)), count)
+    at = start[row] + np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    n = int(max(o.max(), dst.max(initial=0))) + 1
+    both = distinct(o[row] * n + dst[at])
+    return both // n, both % n

@@ -30,7 +30,7 @@ reads them, and keeping them would make every layer's statements differ.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -93,13 +93,31 @@ def first_reads(reader: np.ndarray, read: np.ndarray) -> np.ndarray:
     return rank[np.searchsorted(heads, first)]
 
 
+class Spans(Sequence):
+    """Tuples cut from one flat list, made when read: item k is `flat[ends[k - 1]:ends[k]]`."""
+
+    def __init__(self, flat: list[int], ends: list[int]):
+        self.flat, self.ends = flat, ends
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, k: int) -> tuple[int, ...]:
+        ends = self.ends
+        if k < 0:
+            k += len(ends)
+        if not 0 <= k < len(ends):
+            raise IndexError(k)
+        return tuple(self.flat[ends[k - 1] if k else 0:ends[k]])
+
+
 @dataclass(frozen=True)
 class Signatures:
     statement: list[int]  # per statement: class, attributes, quantized reads, fold, output shape and dtype
     tensor: list[int]  # per tensor (its index in `ProgramView.tensor_names`): shape and dtype
     writes: list[int]  # per statement: the tensor it writes
-    reads: list[tuple[int, ...]]  # per statement: the tensors it reads, in operand order
-    readers: list[tuple[int, ...]]  # per tensor: the statements that read it, in program order
+    reads: Sequence[tuple[int, ...]]  # per statement: the tensors it reads, in operand order
+    readers: Sequence[tuple[int, ...]]  # per tensor: the statements that read it, in program order
     checked: np.ndarray  # per statement: its signature and its operands' shapes (what its shape check sees)
     alone: list[int]  # per statement: its signature and its operands' shapes, repeated operands as such (its kernel alone)
 
@@ -222,19 +240,31 @@ class ProgramView:
         statement = row_ids(self.cls, attrs, self.fold.astype(I64), count, tensor[self.out])
         checked = row_ids(statement, sequence_ids(reader, tensor[read][:, None], n))
         alone = row_ids(statement, sequence_ids(reader, np.stack([first_reads(reader, read), tensor[read]], axis=1), n))
-        ends = np.cumsum(count).tolist()
-        flat = read.tolist()
-        reads = [tuple(flat[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+        reads = Spans(read.tolist(), np.cumsum(count).tolist())
         by_tensor = np.lexsort((reader, read))
         r_of, t_of = reader[by_tensor], read[by_tensor]
         distinct = np.concatenate(([True], (t_of[1:] != t_of[:-1]) | (r_of[1:] != r_of[:-1]))) if len(t_of) else \
             np.zeros(0, dtype=bool)
         r_of, t_of = r_of[distinct], t_of[distinct]
-        ends = np.cumsum(np.bincount(t_of, minlength=tensors)).tolist()
-        flat = r_of.tolist()
-        readers = [tuple(flat[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+        readers = Spans(r_of.tolist(), np.cumsum(np.bincount(t_of, minlength=tensors)).tolist())
         return Signatures(statement.tolist(), tensor.tolist(), self.out.tolist(), reads, readers, checked,
                           alone.tolist())
+
+    @cached_property
+    def operand_table(self) -> tuple[np.ndarray, ...]:
+        """`Signatures` as arrays, for work on many statements at once: each statement's
+        signature and the tensor it writes, each tensor's signature, each statement's
+        operands (`read[read_start[k]:read_start[k + 1]]`, in operand order) and each tensor's
+        distinct readers (`reader[reader_start[t]:reader_start[t + 1]]`, in program order)."""
+        sig = self.signatures
+        reader, read = self._reads
+        read_start = np.zeros(len(self) + 1, dtype=I64)
+        np.cumsum(np.bincount(reader, minlength=len(self)), out=read_start[1:])
+        readers = distinct(read * max(len(self), 1) + reader)
+        reader_start = np.zeros(len(self.tensor_names) + 1, dtype=I64)
+        np.cumsum(np.bincount(readers // max(len(self), 1), minlength=len(self.tensor_names)), out=reader_start[1:])
+        return (np.array(sig.statement, dtype=I64), self.out, np.array(sig.tensor, dtype=I64), read_start, read,
+                reader_start, readers % max(len(self), 1))
 
     @cached_property
     def _provenance(self) -> np.ndarray:
