@@ -1,5 +1,5 @@
-"""`check` imports only what it uses: no numba, scipy, torch, networkx or the runtime in
-its process (start-up is most of `check` on a 70b-sized program). The first run after a
+"""`check` imports only what it uses: no numba, scipy, torch, networkx, pyarrow or the
+runtime in its process (start-up is most of `check` on a 70b-sized program). The first run after a
 rule edit checks and stratifies the rules (networkx) and caches them; the second, as in
 daily use, reads the cache."""
 
@@ -9,14 +9,16 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("numba", "llvmlite", "scipy", "torch", "transformers", "networkx", "prompt_toolkit", "pyDatalog",
+import pytest
+
+HEAVY = ("numba", "llvmlite", "scipy", "torch", "transformers", "networkx", "prompt_toolkit", "pyDatalog", "pyarrow",
          "tprules.runtime", "tprules.codegen", "tprules.planner", "tprules.frontends")
 
 SCRIPT = """
 import io, json, sys, contextlib
 from tprules.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
-    status = main(["check", sys.argv[1], "--format", "json"])
+    status = main(sys.argv[2:] or ["check", sys.argv[1], "--format", "json"])
 print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 """
 
@@ -30,3 +32,15 @@ def test_check_imports_nothing_it_does_not_use():
     assert result["status"] == 0
     loaded = [m for m in result["modules"] if any(m == h or m.startswith(h + ".") for h in HEAVY)]
     assert loaded == []
+
+
+@pytest.mark.parametrize("command", [["plan", "--format", "json"], ["why", "legal(F)"], ["lint"]])
+def test_reading_facts_does_not_import_pyarrow(command):
+    """pyarrow writes an import's facts (frontends/columnar.py); reading them is numpy's."""
+    program = "facts/llama-layer-tp4"
+    done = subprocess.run([sys.executable, "-c", SCRIPT, program, command[0], program, *command[1:]],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == 0
+    assert [m for m in result["modules"] if m == "pyarrow" or m.startswith("pyarrow.")] == []
