@@ -6,6 +6,7 @@ daily use, reads the cache."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -44,3 +45,29 @@ def test_reading_facts_does_not_import_pyarrow(command):
     result = json.loads(done.stdout)
     assert result["status"] == 0
     assert [m for m in result["modules"] if m == "pyarrow" or m.startswith("pyarrow.")] == []
+
+
+BLAS_SCRIPT = """
+import contextlib, io, json, os, sys
+from tprules.cli import entry
+sys.argv = ["tprules", "check", sys.argv[1], "--format", "json"]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        entry()
+    except SystemExit:
+        pass
+from threadpoolctl import threadpool_info
+print(json.dumps([i["num_threads"] for i in threadpool_info() if i["internal_api"] == "openblas"]))
+"""
+
+
+@pytest.mark.parametrize("own", [None, "2"])
+def test_check_starts_no_blas_thread_pool_unless_told(own):
+    """`check` does no linear algebra: numpy's OpenBLAS starts one thread, or the user's number."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if own is not None:
+        env["OPENBLAS_NUM_THREADS"] = own
+    done = subprocess.run([sys.executable, "-c", BLAS_SCRIPT, "facts/llama-layer-tp4"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) in ([], [int(own or 1)])  # [] where numpy has no OpenBLAS
