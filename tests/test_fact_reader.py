@@ -112,8 +112,11 @@ def test_a_hash_collision_is_found_and_the_files_read_by_lines(tmp_path, monkeyp
              (("symbol", "symbol"), b"b\tlayer_0_attention_qkv\nlayer_0_attention_qkw\ta\x00\n")]
     expected = _read_together(tmp_path, cases, _by_lines)
     monkeypatch.setattr(scan, "_hash", lambda words, starts, lengths: np.zeros(len(starts), dtype=np.uint64))
-    buffer, begins = scan.join([data for _, data in cases])
-    splits = [(scan.split(buffer, begin, data, types), types) for (types, data), begin in zip(cases, begins)]
+    joined = scan.Joined()
+    for _, data in cases:
+        joined.add(data)
+    buffer = joined.close()
+    splits = [scan.split(buffer, begin, size, types) for (types, _), (begin, size) in zip(cases, joined.places)]
     with pytest.raises(scan.Collision):
         scan.intern(buffer, splits, Symbols())
     assert _read_together(tmp_path, cases, read_files) == expected

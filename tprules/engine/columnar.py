@@ -230,10 +230,17 @@ class _RuleRun:
     def body(self, table: _Table, body, head: ast.Atom | None, delta_index: int | None,
              rowid: str | None = None) -> _Table:
         pending = list(range(len(body)))
+        # A rule's body keeps only the columns that its head or a literal still to come reads:
+        # every join then copies fewer of them (a body's rows are never deduplicated, so
+        # dropping a column changes no count).
+        uses = [_uses(lit) for lit in body] if head is not None and rowid is None else None
+        kept = set().union(*(ast.term_vars(t) | _aggregate_vars(t) for t in head.args)) if uses else set()
         if delta_index is not None:
             pending.remove(delta_index)
             table = self.join_atom(table, body[delta_index], True)
         while pending and table.n:
+            if uses is not None:
+                table = _only(table, kept.union(*(uses[i] for i in pending)))
             bound = set(table.cols)
             # Filters first; a negation only after the lookups (atoms that cannot add rows)
             # that bind what a comparison waits for: `N < M` usually filters more cheaply.
@@ -280,6 +287,22 @@ class _RuleRun:
 
     def outer_of(self, agg: ast.Aggregate) -> set[str]:
         return ast.aggregate_vars(agg) & outside_vars(self.rule.head, self.rule.body, agg)
+
+
+def _uses(lit) -> set[str]:
+    """The variables a literal reads, an aggregate's (its outer ones among them) included."""
+    return ast.literal_vars(lit).union(*(ast.aggregate_vars(agg) for agg in ast.literal_aggregates(lit)))
+
+
+def _aggregate_vars(term) -> set[str]:
+    return set().union(*(ast.aggregate_vars(agg) for agg in ast.aggregates_in(term)))
+
+
+def _only(table: _Table, live: set[str]) -> _Table:
+    """The table without the columns nothing reads any more."""
+    if live.issuperset(table.cols):
+        return table
+    return _Table(table.n, {v: a for v, a in table.cols.items() if v in live})
 
 
 def _ready(lit, bound: set[str], run: _RuleRun) -> bool:

@@ -109,7 +109,10 @@ class KeyIndex:
                 keys = keys * len(values) + np.searchsorted(values, column)
                 size *= len(values)
         order = np.argsort(keys)
-        self.sorted = keys[order]
+        # Keys below 2**31 are kept (and looked up) as int32: half the memory of an index
+        # that a later stratum or a planner's question reuses.
+        self._key = np.int32 if size < _I32 else I64
+        self.sorted = keys[order].astype(self._key, copy=False)
         self.order = order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
         # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
         self.direct = size <= max(8 * self.n, 1 << 16)
@@ -149,7 +152,7 @@ class KeyIndex:
                 miss |= (rng[clipped] != column) if len(rng) else True
                 keys = keys * max(len(rng), 1) + clipped
         keys[miss] = -1
-        return keys
+        return keys.astype(self._key, copy=False)
 
     def join(self, columns: list) -> tuple[np.ndarray, np.ndarray]:
         """Index pairs (left row, row here) whose key columns are equal."""

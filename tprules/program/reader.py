@@ -40,27 +40,26 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
 
     The symbols of every file the columnar reader reads are interned at the end, in order
     of first occurrence, as the line reader would intern them file after file."""
-    contents = []
+    joined = scan.Joined()
     for path, _, _, display in files:
         try:
-            contents.append(path.read_bytes())
+            joined.add(path.read_bytes())
         except OSError as err:
             raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
+    buffer = joined.close()
     try:
-        return _read(files, contents, symbols)
+        return _read(files, joined, buffer, symbols)
     except scan.Collision:  # two symbols hashed alike: read every file by lines
-        return [read_lines(data, rel, types, display, symbols)
-                for (_, rel, types, display), data in zip(files, contents)]
+        return [read_lines(joined.data(k), rel, types, display, symbols)
+                for k, (_, rel, types, display) in enumerate(files)]
 
 
-def _read(files, contents: list[bytes], symbols: Symbols) -> list[tuple[np.ndarray, np.ndarray | None]]:
-    buffer, begins = scan.join(contents)
+def _read(files, joined: scan.Joined, buffer: np.ndarray, symbols: Symbols) -> list[tuple[np.ndarray, np.ndarray | None]]:
     read: list[scan.Split | tuple[np.ndarray, np.ndarray | None]] = []
-    for (_, rel, types, display), data, begin in zip(files, contents, begins):
-        split = scan.split(buffer, begin, data, types)
-        read.append(split if split is not None else read_lines(data, rel, types, display, symbols))
-    splits = [(p, types) for p, (_, _, types, _) in zip(read, files) if isinstance(p, scan.Split)]
-    rows = iter(scan.intern(buffer, splits, symbols))
+    for k, ((_, rel, types, display), (begin, size)) in enumerate(zip(files, joined.places)):
+        split = scan.split(buffer, begin, size, types)
+        read.append(split if split is not None else read_lines(joined.data(k), rel, types, display, symbols))
+    rows = iter(scan.intern(buffer, [p for p in read if isinstance(p, scan.Split)], symbols))
     return [(next(rows), p.lines) if isinstance(p, scan.Split) else p for p in read]
 
 

@@ -8,7 +8,7 @@ interned with numpy, without a Python object per line or per field.
   a byte-order mark, bytes that are not UTF-8, a number other than `-?[0-9]{1,18}`
   (`+5`, ` 4`, `1_000`, 19 digits: Python's `int` reads those, or finds fault).
 - **numbers**: parsed digit position by digit position over a whole column.
-- **symbols** (`Interning`): each field's bytes are read as little-endian 64-bit words
+- **symbols** (`intern`): each field's bytes are read as little-endian 64-bit words
   (a view of the buffer with a stride of one byte), hashed, and grouped by sorting the
   hashes; every field is then compared word for word with the first field of its hash
   (this file's or an earlier one's), so a collision is found, never trusted (`Collision`:
@@ -36,45 +36,58 @@ class Collision(Exception):
     """Two different symbols hashed alike (read the files by lines instead)."""
 
 
-def join(contents: list[bytes]) -> tuple[np.ndarray, list[int]]:
-    """The bytes of all the files read together, each ending in a newline, then zeros (for
-    reading a word at any field), and where each file begins."""
-    parts, begins, at = [], [], 0
-    for data in contents:
-        begins.append(at)
-        parts.append(data if not data or data.endswith(b"\n") else data + b"\n")
-        at += len(parts[-1])
-    parts.append(bytes(8))
-    return np.frombuffer(b"".join(parts), dtype=np.uint8), begins
+class Joined:
+    """The bytes of all the files read together in one buffer, each file ending in a
+    newline, then zeros (for reading a word at any field); each file's place in it."""
+
+    def __init__(self):
+        self._bytes = bytearray()
+        self.places: list[tuple[int, int]] = []  # (begin, size) of each file's own bytes
+
+    def add(self, data: bytes) -> None:
+        self.places.append((len(self._bytes), len(data)))
+        self._bytes += data
+        if data and not data.endswith(b"\n"):
+            self._bytes += b"\n"
+
+    def close(self) -> np.ndarray:
+        self._bytes += bytes(8)
+        return np.frombuffer(self._bytes, dtype=np.uint8)
+
+    def data(self, k: int) -> bytes:
+        """File k's bytes, as read."""
+        begin, size = self.places[k]
+        return bytes(self._bytes[begin:begin + size])
 
 
 @dataclass
 class Split:
-    """A file's fields: each one's start (in the joined bytes) and length as (rows, arity)
-    arrays, the parsed number columns, and the line of each row (None when row k is line
-    k + 1)."""
+    """A file's rows: the start (in the joined bytes) and length of each field of its
+    symbol columns, its parsed number columns, and the line of each row (None when row k
+    is line k + 1)."""
 
-    starts: np.ndarray
-    lengths: np.ndarray
+    rows: int
+    spans: dict[int, tuple[np.ndarray, np.ndarray]]
     numbers: dict[int, np.ndarray]
     lines: np.ndarray | None
 
 
-def split(buffer: np.ndarray, begin: int, data: bytes, types: tuple[str, ...]) -> Split | None:
-    """The file `data`, at `begin` in the joined bytes, as field spans, or None when the
-    line reader must read it."""
+def split(buffer: np.ndarray, begin: int, size: int, types: tuple[str, ...]) -> Split | None:
+    """The file of `size` bytes at `begin` in the joined bytes as field spans, or None when
+    the line reader must read it."""
     arity = len(types)
-    if not arity or b"\r" in data or data.startswith(b"\xef\xbb\xbf"):
+    text = buffer[begin:begin + size]
+    if not arity or _declined(text):
         return None
-    text = buffer[begin:begin + len(data) + (bool(data) and not data.endswith(b"\n"))]
-    if not _utf8(data, text):
-        return None
-    ends = np.flatnonzero((text == _TAB) | (text == _NEWLINE))
+    text = buffer[begin:begin + size + (size > 0 and text[-1] != _NEWLINE)]
+    index = np.int32 if len(buffer) < 1 << 31 else np.int64  # positions in the joined bytes
+    ends = np.flatnonzero((text == _TAB) | (text == _NEWLINE)).astype(index)
     starts = np.empty_like(ends)
     starts[:1] = 0
     starts[1:] = ends[:-1] + 1
     lengths = ends - starts
     newline = text[ends] == _NEWLINE
+    del ends
     after_newline = np.empty_like(newline)
     after_newline[:1] = True
     after_newline[1:] = newline[:-1]
@@ -90,25 +103,31 @@ def split(buffer: np.ndarray, begin: int, data: bytes, types: tuple[str, ...]) -
     count = len(starts)
     if count % arity or not np.array_equal(np.flatnonzero(newline), np.arange(arity - 1, count, arity)):
         return None  # some line has another number of columns
-    starts, lengths = (starts + begin).reshape(-1, arity), lengths.reshape(-1, arity)
-    numbers = {}
+    starts += begin
+    starts, lengths = starts.reshape(-1, arity), lengths.reshape(-1, arity)
+    spans, numbers = {}, {}
     for i, kind in enumerate(types):
-        if kind == "number":
-            column = _numbers(buffer, starts[:, i], lengths[:, i])
-            if column is None:
-                return None
-            numbers[i] = column
-    return Split(starts, lengths, numbers, lines)
+        if kind == "symbol":
+            spans[i] = (starts[:, i].copy(), lengths[:, i].copy())
+            continue
+        column = _numbers(buffer, starts[:, i], lengths[:, i])
+        if column is None:
+            return None
+        numbers[i] = column
+    return Split(count // arity, spans, numbers, lines)
 
 
-def _utf8(data: bytes, text: np.ndarray) -> bool:
+def _declined(text: np.ndarray) -> bool:
+    """A CR, a byte-order mark, or bytes that are not UTF-8: the line reader's to read."""
     if not len(text) or int(text.max()) < 0x80:
+        return bool(np.any(text == 13))
+    if bytes(text[:3]) == b"\xef\xbb\xbf" or np.any(text == 13):
         return True
     try:
-        data.decode("utf-8")
+        text.tobytes().decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    return True
+        return True
+    return False
 
 
 def _numbers(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
@@ -143,45 +162,45 @@ class _Words:
         return self.view[starts + 8 * m] & _MASKS[np.minimum(lengths - 8 * m, 8)]
 
 
-def _longer(fields: np.ndarray, lengths: np.ndarray, m: int) -> np.ndarray:
-    """Those of `fields` (positions, shortest first dropped as m grows) longer than 8m bytes."""
-    return fields[lengths[fields] > 8 * m]
+_CHUNK = 1 << 16  # fields hashed and compared at a time (the temporaries stay small)
+
+
+def _chunks(n: int):
+    return (slice(at, min(at + _CHUNK, n)) for at in range(0, n, _CHUNK))
 
 
 def _hash(words: _Words, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """A hash of each field's words and length (of its own words only, so that a symbol
     hashes alike in every column)."""
-    h = lengths.astype(_U64) * _MIX[0]
-    fields = np.arange(len(starts))
-    for m in range((int(lengths.max()) + 7) // 8):
-        if m or not lengths.all():  # (no field is empty: the first word of every field)
-            fields = _longer(fields, lengths, m)
-            mixed = (h[fields] ^ words(starts[fields], lengths[fields], m)) * _MIX[1]
-            h[fields] = mixed ^ (mixed >> _U64(31))
-        else:
-            h = (h ^ words(starts, lengths, 0)) * _MIX[1]
-            h ^= h >> _U64(31)
+    h = np.empty(len(starts), dtype=_U64)
+    for part in _chunks(len(starts)):
+        here, length = starts[part], lengths[part]
+        mixed = length.astype(_U64) * _MIX[0]
+        for m in range((int(length.max()) + 7) // 8):
+            at = np.flatnonzero(length > 8 * m)
+            word = (mixed[at] ^ words(here[at], length[at], m)) * _MIX[1]
+            mixed[at] = word ^ (word >> _U64(31))
+        h[part] = mixed
     return h
 
 
-def intern(buffer: np.ndarray, splits: list[tuple[Split, tuple[str, ...]]], symbols: Symbols) -> list[np.ndarray]:
+def intern(buffer: np.ndarray, splits: list[Split], symbols: Symbols) -> list[np.ndarray]:
     """The rows of each split file in `symbols`' ids: every symbol field of every file
     hashed, grouped, compared with the first field of its group (raises `Collision`), and
     the distinct symbols decoded and interned in order of first occurrence."""
-    spans = [(split.starts[:, i], split.lengths[:, i]) for split, types in splits
-             for i, kind in enumerate(types) if kind == "symbol"]
+    spans = [span for split in splits for span in split.spans.values()]
     field_ids = np.zeros(0, dtype=I64)
-    if spans and sum(len(s) for s, _ in spans):
+    if sum(len(s) for s, _ in spans):
         starts = np.concatenate([s for s, _ in spans])
         lengths = np.concatenate([n for _, n in spans])
         field_ids = _symbol_ids(buffer, starts, lengths, symbols)
     out, at = [], 0
-    for split, types in splits:
-        rows = np.empty(split.starts.shape, dtype=I64)
-        for i, kind in enumerate(types):
-            if kind == "symbol":
-                rows[:, i] = field_ids[at:at + len(rows)]
-                at += len(rows)
+    for split in splits:
+        rows = np.empty((split.rows, len(split.spans) + len(split.numbers)), dtype=I64)
+        for i in range(rows.shape[1]):
+            if i in split.spans:
+                rows[:, i] = field_ids[at:at + split.rows]
+                at += split.rows
             else:
                 rows[:, i] = split.numbers[i]
         out.append(rows)
@@ -191,19 +210,21 @@ def intern(buffer: np.ndarray, splits: list[tuple[Split, tuple[str, ...]]], symb
 def _symbol_ids(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray, symbols: Symbols) -> np.ndarray:
     words = _Words(buffer)
     hashed = _hash(words, starts, lengths)
-    order = np.argsort(hashed)  # numpy's quicksort (vectorised): several times its stable sort
+    order = np.argsort(hashed).astype(starts.dtype)  # numpy's quicksort (vectorised): several times its stable sort
     ordered = hashed[order]
+    del hashed
     head = np.empty(len(ordered), dtype=bool)
     head[0] = True
-    head[1:] = ordered[1:] != ordered[:-1]
+    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+    del ordered
     first = np.minimum.reduceat(order, np.flatnonzero(head))  # the first field of each hash
-    group = np.empty(len(order), dtype=I64)
-    group[order] = np.cumsum(head) - 1
-    del hashed, order, ordered, head
+    group = np.empty(len(order), dtype=starts.dtype)
+    group[order] = np.cumsum(head, dtype=starts.dtype) - 1
+    del order, head
     _compare(words, starts, lengths, first, group)
     by_occurrence = np.argsort(first)
-    rank = np.empty(len(first), dtype=I64)
-    rank[by_occurrence] = np.arange(len(first))
+    rank = np.empty(len(first), dtype=starts.dtype)
+    rank[by_occurrence] = np.arange(len(first), dtype=starts.dtype)
     first = first[by_occurrence]
     ids = symbols.intern(_decode(buffer, starts[first], lengths[first]), distinct=True)
     return ids[rank[group]]
@@ -211,23 +232,26 @@ def _symbol_ids(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sym
 
 def _compare(words: _Words, starts: np.ndarray, lengths: np.ndarray, first: np.ndarray, group: np.ndarray) -> None:
     """Every field equal to the first field of its hash, byte for byte (or `Collision`)."""
-    repeat = np.ones(len(group), dtype=bool)
-    repeat[first] = False
-    repeat = np.flatnonzero(repeat)
-    same = np.empty(len(group), dtype=I64)
-    same[repeat] = first[group[repeat]]  # the first field of a repeat's hash
-    if not np.array_equal(lengths[same[repeat]], lengths[repeat]):
-        raise Collision
-    for m in range((int(lengths[repeat].max()) + 7) // 8 if len(repeat) else 0):
-        repeat = _longer(repeat, lengths, m)
-        if not np.array_equal(words(starts[same[repeat]], lengths[repeat], m), words(starts[repeat], lengths[repeat], m)):
+    for part in _chunks(len(group)):
+        same = first[group[part]]  # the first field of each field's hash
+        repeat = np.flatnonzero(same != np.arange(part.start, part.stop)) + part.start
+        same = same[repeat - part.start]
+        if not np.array_equal(lengths[same], lengths[repeat]):
             raise Collision
+        for m in range((int(lengths[repeat].max()) + 7) // 8 if len(repeat) else 0):
+            longer = lengths[repeat] > 8 * m
+            repeat, same = repeat[longer], same[longer]
+            if not np.array_equal(words(starts[same], lengths[repeat], m), words(starts[repeat], lengths[repeat], m)):
+                raise Collision
 
 
 def _decode(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> list[str]:
-    """The fields' text, decoded in one go."""
-    spans = lengths + 1  # each field and the separator after it
-    offsets = np.cumsum(spans) - spans
-    gathered = buffer[np.repeat(starts - offsets, spans) + np.arange(int(spans.sum()))]
-    gathered[offsets + lengths] = _NEWLINE
-    return gathered.tobytes().decode("utf-8").split("\n")[:-1]
+    """The fields' text, decoded a chunk of fields at a time."""
+    names: list[str] = []
+    for part in _chunks(len(starts)):
+        spans = lengths[part] + 1  # each field and the separator after it
+        offsets = np.cumsum(spans) - spans
+        gathered = buffer[np.repeat(starts[part] - offsets, spans) + np.arange(int(spans.sum()), dtype=spans.dtype)]
+        gathered[offsets + lengths[part]] = _NEWLINE
+        names.extend(gathered.tobytes().decode("utf-8").split("\n")[:-1])
+    return names
