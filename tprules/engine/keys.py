@@ -115,9 +115,10 @@ class KeyIndex:
         self.sorted = keys[order].astype(self._key, copy=False)
         self.order = order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
         # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
+        # One more entry, last, holds no rows: the key -1 (no match) addresses it.
         self.direct = size <= max(8 * self.n, 1 << 16)
         if self.direct:
-            counts = np.bincount(keys, minlength=size) if self.n else np.zeros(size, dtype=I64)
+            counts = np.bincount(keys, minlength=size + 1) if self.n else np.zeros(size + 1, dtype=I64)
             small = np.int32 if self.n < _I32 else I64
             self.counts, self.starts = counts.astype(small), (np.cumsum(counts) - counts).astype(small)
         self.unique = self.n < 2 or bool(np.all(self.sorted[1:] != self.sorted[:-1]))
@@ -137,33 +138,34 @@ class KeyIndex:
     def encode(self, columns: list) -> np.ndarray:
         """Keys of other rows in this index's encoding; -1 where no row here can match."""
         n = len(columns[0])
-        keys = np.zeros(n, dtype=I64)
-        miss = np.zeros(n, dtype=bool)
+        keys, miss = None, None
         for rng, column in zip(self._ranges, columns):
             column = np.asarray(column, dtype=I64)
             if isinstance(rng, tuple):
                 lo, span = rng
-                offset = column - lo
-                miss |= (offset < 0) | (offset >= span)
-                keys = keys * span + np.clip(offset, 0, span - 1)
+                part = column - lo
+                out = part.view(np.uint64) >= span  # below lo (negative) or past the span
+                part[out] = 0
             else:
-                position = np.searchsorted(rng, column)
-                clipped = np.minimum(position, max(len(rng) - 1, 0))
-                miss |= (rng[clipped] != column) if len(rng) else True
-                keys = keys * max(len(rng), 1) + clipped
+                span = max(len(rng), 1)
+                part = np.minimum(np.searchsorted(rng, column), span - 1)
+                out = (rng[part] != column) if len(rng) else np.ones(n, dtype=bool)
+            miss = out if miss is None else miss | out
+            keys = part if keys is None else keys * span + part
+        if keys is None:
+            return np.zeros(n, dtype=self._key)
         keys[miss] = -1
         return keys.astype(self._key, copy=False)
 
     def join(self, columns: list) -> tuple[np.ndarray, np.ndarray]:
         """Index pairs (left row, row here) whose key columns are equal."""
         left = self.encode(columns)
-        found = left >= 0
-        if self.bucketed:
-            lo, counts = self._scan_buckets(left, found)
-        elif self.direct:
-            safe = np.where(found, left, 0)
-            lo, counts = self.starts[safe].astype(I64), np.where(found, self.counts[safe], 0).astype(I64)
+        if self.direct:  # a miss (-1) addresses the last entry, which holds no rows
+            lo, counts = self.starts[left], self.counts[left]
+        elif self.bucketed:
+            lo, counts = self._scan_buckets(left, left >= 0)
         else:
+            found = left >= 0
             lo = np.searchsorted(self.sorted, left, "left")
             if self.unique:
                 position = np.minimum(lo, max(self.n - 1, 0))
@@ -177,8 +179,8 @@ class KeyIndex:
         li = np.repeat(np.arange(len(left), dtype=I64), counts)
         if total == 0:
             return li, np.zeros(0, dtype=I64)
-        offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
-        return li, self.order[np.repeat(lo, counts) + offsets]
+        offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts, dtype=I64) - counts, counts)
+        return li, self.order[np.repeat(lo.astype(I64, copy=False), counts) + offsets]
 
     def contains(self, columns: list) -> np.ndarray:
         """True where a row with equal key columns is here."""
@@ -186,7 +188,7 @@ class KeyIndex:
         if self.n == 0:
             return np.zeros(len(left), dtype=bool)
         if self.direct:
-            return (left >= 0) & (self.counts[np.where(left >= 0, left, 0)] > 0)
+            return self.counts[left] > 0  # a miss (-1) addresses the last entry, which holds no rows
         if self.bucketed:
             return self._scan_buckets(left, left >= 0)[1] > 0
         position = np.minimum(np.searchsorted(self.sorted, left), self.n - 1)
