@@ -28,7 +28,7 @@ from .column_model import ColumnarModel
 from .column_values import DTYPES, TermValues, encode_typed, storage
 from .compile import one_positive_atom
 from .constant import fact_values, kind_of
-from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
+from .keys import KeyIndex, anti_join_mask, dedupe_rows, distinct_rows, group_ids, joint_keys, unique_sorted
 from .options import Capabilities
 
 I64 = np.int64
@@ -408,7 +408,9 @@ class ColumnarEngine:
                 head = rule.head.rel
                 if self.checked.decls[head].choice:
                     fired = self._chosen(head, fired, arrays[head])
-                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+                    arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+                else:  # `fired` is distinct, in key order: as it would be after `dedupe` once more
+                    arrays[head] = dedupe(np.concatenate([arrays[head], fired])) if len(arrays[head]) else fired
             if stratum.subsumptions:  # no recursion: the dominated tuples go once, after the rules
                 self._delete_dominated(stratum, arrays, None, None)
             for rel in stratum.relations:
@@ -628,4 +630,4 @@ def dedupe(rows: np.ndarray) -> np.ndarray:
         return rows
     if rows.shape[1] == 0:
         return rows[:1]
-    return rows[dedupe_rows(list(rows.T))]
+    return distinct_rows(rows)
