@@ -15,11 +15,8 @@ tprules is byte-compiled first (as `pip install` does), so imports do not includ
 from __future__ import annotations
 
 import compileall
-import os
 import time
 from pathlib import Path
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `tprules check` starts numpy (cli.entry)
 
 # tprules' modules byte-compiled first, as an installed package has them (see bench.py).
 compileall.compile_dir(Path(__file__).resolve().parent.parent / "tprules", quiet=1)
@@ -30,6 +27,7 @@ import contextlib  # noqa: E402
 import cProfile  # noqa: E402
 import importlib  # noqa: E402
 import io  # noqa: E402
+import os  # noqa: E402
 import pstats  # noqa: E402
 import sys  # noqa: E402
 
@@ -113,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="cProfile's top functions by own time (0: none)")
     args = parser.parse_args(argv)
 
+    from tprules.cli import _batch_process
+
+    _batch_process()  # as `tprules check` sets its process up (cli.entry), before numpy loads
     imported, imported_cpu = time.perf_counter(), time.process_time()
     for name in IMPORTS:
         importlib.import_module(name)

@@ -71,3 +71,18 @@ def test_check_starts_no_blas_thread_pool_unless_told(own):
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) in ([], [int(own or 1)])  # [] where numpy has no OpenBLAS
+
+
+def test_a_judging_process_is_set_up_without_glibc_too(monkeypatch):
+    """Where the C library is not glibc, the allocator is left as it is (no error)."""
+    import ctypes
+
+    from tprules import cli
+
+    def no_glibc(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_glibc)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert cli._batch_process() is None
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
