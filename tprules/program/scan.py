@@ -251,7 +251,7 @@ def _decode(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> list
     for part in _chunks(len(starts)):
         spans = lengths[part] + 1  # each field and the separator after it
         offsets = np.cumsum(spans) - spans
-        gathered = buffer[np.repeat(starts[part] - offsets, spans) + np.arange(int(spans.sum()), dtype=spans.dtype)]
+        gathered = buffer[np.repeat(starts[part] - offsets, spans) + np.arange(int(spans.sum()))]
         gathered[offsets + lengths[part]] = _NEWLINE
         names.extend(gathered.tobytes().decode("utf-8").split("\n")[:-1])
     return names
