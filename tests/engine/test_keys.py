@@ -38,16 +38,18 @@ def test_distinct_rows_of_64_bit_spans_go_the_slower_way():
     assert distinct_rows(rows).tolist() == rows[dedupe_rows(list(rows.T))].tolist()
 
 
+@pytest.mark.parametrize("views", [False, True])
 @pytest.mark.parametrize("width", [1, 2])
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(here=tables(), other=tables())
-def test_a_key_index_joins_and_finds_as_a_nested_loop(width, here, other):
+def test_a_key_index_joins_and_finds_as_a_nested_loop(width, views, here, other):
+    """Whether its positions are sorted for when it is made or on the first join (`views`)."""
     width = min(width, here.shape[1], other.shape[1])
     here, other = here[:, :width], other[:, :width].astype(np.int64)
-    index = KeyIndex([here[:, i] for i in range(width)])
+    index = KeyIndex([here[:, i] for i in range(width)], views=views)
+    found = index.contains([other[:, i] for i in range(width)])
     left, right = index.join([other[:, i] for i in range(width)])
     pairs = sorted(zip(left.tolist(), right.tolist()))
     assert pairs == [(i, j) for i in range(len(other)) for j in range(len(here))
                      if other[i].tolist() == here[j].tolist()]
-    found = index.contains([other[:, i] for i in range(width)])
     assert found.tolist() == [any(o.tolist() == h.tolist() for h in here) for o in other]

@@ -154,7 +154,7 @@ class _RuleRun:
         cached = self.engine.indexes.get(key)
         if cached is not None and cached[0] is base:
             return cached[1]
-        index = KeyIndex([rows[:, i] for i in cols])
+        index = KeyIndex([rows[:, i] for i in cols], views=rows is base)  # `base` lives as long as the index
         self.engine.indexes[key] = (base, index)
         return index
 

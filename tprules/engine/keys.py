@@ -114,35 +114,31 @@ class KeyIndex:
     match), so one index serves every join against the same relation.
     """
 
-    def __init__(self, columns: list[np.ndarray]):
+    def __init__(self, columns: list[np.ndarray], views: bool = False):
+        """With `views` (the columns are views of arrays that outlive the index), the rows'
+        positions in key order are sorted for on the first join only: an existence test
+        or an anti-join needs just the sorted keys."""
         self.n = len(columns[0]) if columns else 0
         self._ranges = []  # per column: (lo, span) or the sorted distinct values
-        keys = np.zeros(self.n, dtype=I64)
         size = 1
-        dense = False
         for column in columns:
-            column = np.asarray(column, dtype=I64)
             lo = int(column.min()) if self.n else 0
             span = (int(column.max()) - lo + 1) if self.n else 1
-            if size * span >= _LIMIT:
-                dense = True
+            if size * span >= _LIMIT:  # fall back to dense ranks per column
+                self._ranges = [unique_sorted(np.asarray(c, dtype=I64))[0] for c in columns]
+                size = int(np.prod([len(v) for v in self._ranges], dtype=object))
                 break
             self._ranges.append((lo, span))
-            keys = keys * span + (column - lo)
             size *= span
-        if dense:  # fall back to dense ranks per column
-            self._ranges, keys, size = [], np.zeros(self.n, dtype=I64), 1
-            for column in columns:
-                values = unique_sorted(np.asarray(column, dtype=I64))[0]
-                self._ranges.append(values)
-                keys = keys * len(values) + np.searchsorted(values, column)
-                size *= len(values)
-        order = np.argsort(keys)
+        dense = bool(self._ranges) and not isinstance(self._ranges[0], tuple)
+        keys = self._own_keys(columns)
         # Keys below 2**31 are kept (and looked up) as int32: half the memory of an index
         # that a later stratum or a planner's question reuses.
         self._key = np.int32 if size < _I32 else I64
-        self.sorted = keys[order].astype(self._key, copy=False)
-        self.order = order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
+        self.sorted = np.sort(keys).astype(self._key, copy=False)
+        self._columns, self._order = columns, None
+        if not views:
+            self._order = self._sorted_positions(keys)
         # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
         # One more entry, last, holds no rows: the key -1 (no match) addresses it.
         self.direct = size <= max(8 * self.n, 1 << 16)
@@ -163,6 +159,29 @@ class KeyIndex:
                 if self._width <= 16:
                     self.bucketed = True
                     self._bucket_counts, self._bucket_starts = counts, np.cumsum(counts) - counts
+
+    def _own_keys(self, columns: list) -> np.ndarray:
+        """The int64 key of each of this index's own rows."""
+        keys = np.zeros(self.n, dtype=I64)
+        for rng, column in zip(self._ranges, columns):
+            column = np.asarray(column, dtype=I64)
+            if isinstance(rng, tuple):
+                keys = keys * rng[1] + (column - rng[0])
+            else:
+                keys = keys * len(rng) + np.searchsorted(rng, column)
+        return keys
+
+    @property
+    def order(self) -> np.ndarray:
+        """The positions of the rows in key order (made on the first join, with `views`)."""
+        if self._order is None:
+            self._order = self._sorted_positions(self._own_keys(self._columns))
+        return self._order
+
+    def _sorted_positions(self, keys: np.ndarray) -> np.ndarray:
+        self._columns = None
+        order = np.argsort(keys)
+        return order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
 
     def encode(self, columns: list) -> np.ndarray:
         """Keys of other rows in this index's encoding; -1 where no row here can match."""
