@@ -8,13 +8,16 @@ interned with numpy, without a Python object per line or per field.
   a byte-order mark, bytes that are not UTF-8, a number other than `-?[0-9]{1,18}`
   (`+5`, ` 4`, `1_000`, 19 digits: Python's `int` reads those, or finds fault).
 - **numbers**: parsed digit position by digit position over a whole column.
-- **symbols** (`intern`): each field's bytes are read as little-endian 64-bit words
-  (a view of the buffer with a stride of one byte), hashed, and grouped by sorting the
-  hashes; every field is then compared word for word with the first field of its hash
-  (this file's or an earlier one's), so a collision is found, never trusted (`Collision`:
-  the files are then read by lines). The new symbols of each column are decoded in one
-  go, and all of them interned into the symbol table at once, in order of first
+- **symbols** (`intern`): the symbol fields of all the files read together are read as
+  little-endian 64-bit words (a view of the joined bytes with a stride of one byte),
+  hashed, and grouped by one sort of the hashes; every field is then compared word for
+  word with the first field of its hash, so a collision is found, never trusted
+  (`Collision`: the files are then read by lines). The distinct symbols are decoded
+  65,536 at a time and interned into the symbol table at once, in order of first
   occurrence (file, column, line): the ids a line-by-line reading would give.
+
+The per-field work goes a chunk of fields at a time, and positions are int32 where the
+joined bytes allow: the reader's temporaries stay a fraction of the facts it reads.
 """
 
 from __future__ import annotations
