@@ -7,6 +7,7 @@
 Phases are timed by wrapping the functions that do them (a phase whose function no longer
 exists is left out), so the figures are inclusive and nest as indented. The modules a
 check imports are imported first, as their own phase, so that no phase pays for imports.
+Beside each phase: the process's resident memory and its peak so far, at the phase's end.
 The JSON goes to /dev/null. Run it twice and trust the second: the rules cache is warm then.
 tprules is byte-compiled first (as `pip install` does), so imports do not include compiling it.
 """
@@ -45,17 +46,25 @@ PHASES = [
     ("evaluate", "tprules.engine.columnar", "ColumnarEngine.evaluate", 0),
     ("stratum", "tprules.engine.columnar", "ColumnarEngine._run_stratum", 1),
     ("verdicts (judge)", "tprules.workspace", "judge", 0),
-    ("verdicts as JSON lines", "tprules.verdicts", "VerdictTable.json_lines", 0),
     ("output (JSON)", "tprules.commands.common", "emit_json_lines", 0),
+    ("verdicts as JSON lines", "tprules.verdicts", "VerdictTable.json_lines", 1),
 ]
-IMPORTS = ["numpy", "pyarrow", "pyarrow.csv", "json", "tprules.cli", "tprules.commands.check", "tprules.workspace",
-           "tprules.program.load", "tprules.engine.columnar", "tprules.verdicts", "tprules.commands.common"]
+IMPORTS = ["numpy", "json", "tprules.cli", "tprules.commands.check", "tprules.workspace", "tprules.program.load",
+           "tprules.program.scan", "tprules.engine.columnar", "tprules.verdicts", "tprules.commands.common"]
+
+
+def resident_mib() -> tuple[float, float]:
+    """This process's resident memory now and at its peak so far, in MiB (Linux)."""
+    with open("/proc/self/status") as status:
+        fields = dict(line.split(":", 1) for line in status)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
 class Timer:
     def __init__(self):
         self.spent: dict[str, list[float]] = {}  # name → [wall, cpu]
         self.order: list[tuple[str, int]] = []
+        self.memory: dict[str, tuple[float, float]] = {}  # name → (resident, peak) at its last end
 
     def wrap(self, label: str, depth: int, func, describe=None):
         def timed(*args, **kwargs):
@@ -69,6 +78,7 @@ class Timer:
             finally:
                 self.spent[name][0] += time.perf_counter() - started
                 self.spent[name][1] += time.process_time() - cpu
+                self.memory[name] = resident_mib()
 
         return timed
 
@@ -101,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="cProfile's top functions by own time (0: none)")
     args = parser.parse_args(argv)
 
+    from tprules.cli import _batch_process
+
+    _batch_process()  # as `tprules check` sets its process up (cli.entry), before numpy loads
     imported, imported_cpu = time.perf_counter(), time.process_time()
     for name in IMPORTS:
         importlib.import_module(name)
@@ -110,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from tprules.cli import main as cli
 
     profile = cProfile.Profile() if args.top else None
+    at_start = resident_mib()
     started, cpu = time.perf_counter(), time.process_time()
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         if profile:
@@ -121,13 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     if status != 0:
         print(f"tprules check exited {status}", file=sys.stderr)
         return status
-    print(f"{'':<62} {'wall':>7}   {'cpu':>7}")
-    print(f"{'python start-up to here':<62} {started - STARTED:7.3f} s")
+    print(f"{'':<62} {'wall':>7}   {'cpu':>7}     resident, peak at the end (MiB)")
+    print(f"{'python start-up to here':<62} {started - STARTED:7.3f} s {'':9} {at_start[0]:6.0f} {at_start[1]:6.0f}")
     print(f"{'  of which imports':<62} {imported:7.3f} s {imported_cpu:7.3f} s")
     print(f"{'check in process' + (' (under cProfile: slower)' if profile else ''):<62} {total:7.3f} s {total_cpu:7.3f} s")
     for name, depth in timer.order:
         wall, used = timer.spent[name]
-        print(f"  {'  ' * depth}{name:<{60 - 2 * depth}} {wall:7.3f} s {used:7.3f} s")
+        rss, peak = timer.memory[name]
+        print(f"  {'  ' * depth}{name:<{60 - 2 * depth}} {wall:7.3f} s {used:7.3f} s {rss:6.0f} {peak:6.0f}")
     top = [timer.spent[n] for n, d in timer.order if d == 0]
     print(f"  {'other':<60} {total - sum(w for w, _ in top):7.3f} s {total_cpu - sum(c for _, c in top):7.3f} s")
     if profile:

@@ -86,3 +86,21 @@ def test_rules_that_judge_a_candidate_neither_way_are_a_rule_error(cli, rules_co
     assert (status, out) == (2, "")
     assert err.endswith("member.facts:5: rule error: the rules derive neither legal nor refused for candidate "
                         "bias_residual; exactly one must hold (SPEC §3)\n")
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_check_json_is_written_chunk_by_chunk_as_one_document(capsys, size):
+    """`check --format json` writes its verdicts `size` at a time: the same text whatever the
+    size, one verdict a line."""
+    from tprules.commands.common import emit_json_lines
+    from tprules.workspace import Workspace
+
+    table = Workspace(ROOT / EXAMPLE).verdict_table()
+    emit_json_lines({"shim": "s"}, "fusions", table.json_chunks(size=size))
+    out = capsys.readouterr().out
+    emit_json_lines({"shim": "s"}, "fusions", [table.json_lines()])
+    assert out == capsys.readouterr().out
+    assert len(table) > 3 and json.loads(out) == {"shim": "s", "fusions": [json.loads(v) for v in table.json_lines()]}
+    assert [line.strip().rstrip(",") for line in out.splitlines()[3:-2]] == table.json_lines()
+    emit_json_lines({"shim": "s"}, "fusions", table.part(0, 0).json_chunks(size=size))
+    assert capsys.readouterr().out == '{\n  "shim": "s",\n  "fusions": []\n}\n'

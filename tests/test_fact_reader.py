@@ -1,17 +1,21 @@
-"""The columnar fact reader (pyarrow) reads every file exactly as the line reader, which
-defines SPEC §2's layout: the same rows, the same line of each row, the same error.
+"""The columnar fact reader (numpy over the bytes, program/scan.py) reads every file
+exactly as the line reader, which defines SPEC §2's layout: the same rows, the same line
+of each row, the same error, and one id per symbol across the files read together.
 
 Files are random text over an alphabet that holds what a fact file has and what tempts a
-CSV reader to read it differently (quotes, CR, hexadecimal, signs, spaces, blank lines).
+columnar reader to read it differently (quotes, CR, hexadecimal, signs, spaces, blank
+lines, NUL, non-ASCII, symbols longer than a word that share a prefix, 18 and 19 digits).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tprules.errors import FactError
+from tprules.program import scan
 from tprules.program.columns import Symbols, decode_rows
 from tprules.program.facts import FactBase, load_fact_dir
 from tprules.program.reader import read_files, read_lines
@@ -21,7 +25,9 @@ TYPES = [("symbol",), ("number",), ("symbol", "number"), ("symbol", "symbol"), (
 CELLS = st.one_of(
     st.sampled_from(["a", "b_0", "x y", "", "0", "7", "-3", "+5", " 4", "4 ", "0x1f", "0X2", "1_000", "٣", '"q"',
                      "'s'", "9223372036854775807", "-9223372036854775808", "9223372036854775808", "é", "NA", "null",
-                     "\\t", "1e3", "5.0", "\x0b5"]),
+                     "\\t", "1e3", "5.0", "\x0b5", "-", "--1", "-0", "007", "a\x00", "\x00", "layer_0_attention_qkv",
+                     "layer_0_attention_qkw", "layer_0_attention_qkv_", "layer_0_", "layer_0", "123456789012345678",
+                     "-123456789012345678", "1234567890123456789", "ø" * 9]),
     st.text(alphabet="ab01-+ x\"'\\_é", max_size=4))
 LINE_ENDS = st.sampled_from(["\n", "\n", "\n", "\n\n", "\r\n", "\r", "\t\n", " \n"])
 
@@ -58,6 +64,62 @@ def test_columnar_reader_reads_as_the_line_reader(tmp_path, case):
     by_lines = _read(lambda p, d, t, s: read_lines(d, "r", t, "r.facts", s), path, data, types)
     either = _read(lambda p, d, t, s: read_files([(p, "r", t, "r.facts")], s)[0], path, data, types)
     assert either == by_lines
+
+
+def _read_together(tmp_path, cases, reader):
+    """Files read into one symbol table: each one's rows and lines, or the first error."""
+    symbols = Symbols()
+    files = []
+    for k, (types, data) in enumerate(cases):
+        (tmp_path / f"r{k}.facts").write_bytes(data)
+        files.append((tmp_path / f"r{k}.facts", f"r{k}", types, f"r{k}.facts"))
+    try:
+        read = reader(files, symbols)
+    except FactError as err:
+        return "error", str(err)
+    assert len(set(symbols.names)) == len(symbols.names) == len(symbols.ids)  # one id per symbol
+    return [(decode_rows(symbols, types, rows), lines.tolist() if lines is not None else None)
+            for (_, _, types, _), (rows, lines) in zip(files, read)]
+
+
+def _by_lines(files, symbols):
+    return [read_lines(path.read_bytes(), rel, types, display, symbols) for path, rel, types, display in files]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(fact_files(), min_size=2, max_size=4))
+def test_files_read_together_share_one_id_per_symbol(tmp_path, cases):
+    """Columns of different widths, in several files: a symbol is one id wherever it is."""
+    assert _read_together(tmp_path, cases, read_files) == _read_together(tmp_path, cases, _by_lines)
+
+
+def test_a_symbol_is_one_id_in_columns_of_any_width(tmp_path):
+    """A short symbol beside long ones, at the end of a line or not, in three files."""
+    cases = [(("symbol", "symbol"), b"matmul\tx\nadd\tmatmul\n"),
+             (("symbol",), b"a_symbol_longer_than_two_words\nmatmul\nadd"),
+             (("symbol", "number"), b"matmul\t5\nx\t-7\na_symbol_longer_than_two_words\t0\n")]
+    (first, _), (second, _), (third, _) = read = _read_together(tmp_path, cases, read_files)
+    assert read == _read_together(tmp_path, cases, _by_lines)
+    assert first == [("matmul", "x"), ("add", "matmul")] and third[0] == ("matmul", 5)
+    symbols = Symbols()
+    files = [(tmp_path / f"r{k}.facts", f"r{k}", types, f"r{k}.facts") for k, (types, _) in enumerate(cases)]
+    (op, _), (spine, _), (shape, _) = read_files(files, symbols)
+    assert op[0, 0] == op[1, 1] == spine[1, 0] == shape[0, 0] and op[1, 0] == spine[2, 0]
+
+
+def test_a_hash_collision_is_found_and_the_files_read_by_lines(tmp_path, monkeypatch):
+    cases = [(("symbol", "number"), b"layer_0_attention_qkv\t1\nlayer_0_attention_qkw\t2\n\nb\t3\n"),
+             (("symbol", "symbol"), b"b\tlayer_0_attention_qkv\nlayer_0_attention_qkw\ta\x00\n")]
+    expected = _read_together(tmp_path, cases, _by_lines)
+    monkeypatch.setattr(scan, "_hash", lambda words, starts, lengths: np.zeros(len(starts), dtype=np.uint64))
+    joined = scan.Joined()
+    for _, data in cases:
+        joined.add(data)
+    buffer = joined.close()
+    splits = [scan.split(buffer, begin, size, types) for (types, _), (begin, size) in zip(cases, joined.places)]
+    with pytest.raises(scan.Collision):
+        scan.intern(buffer, splits, Symbols())
+    assert _read_together(tmp_path, cases, read_files) == expected
 
 
 def test_hexadecimal_is_not_a_number(tmp_path):

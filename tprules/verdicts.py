@@ -111,6 +111,18 @@ class VerdictTable:
             lines = [f'{line}, "collectives": [{k}]' for line, k in zip(lines, kinds)]
         return [line + "}" for line in lines]
 
+    def json_chunks(self, notes: MemberNotes = NO_NOTES, size: int = 4096):
+        """`json_lines` of `size` verdicts at a time (what is written need not be held whole)."""
+        for start in range(0, len(self), size):
+            yield self.part(start, start + size).json_lines(notes)
+
+    def part(self, start: int, stop: int) -> VerdictTable:
+        """Verdicts start to stop (views of these columns)."""
+        stop = min(stop, len(self))
+        members, reasons = self.member_start[start:stop + 1], self.reason_start[start:stop + 1]
+        return VerdictTable(self.symbols, self.fusions[start:stop], self.members[members[0]:members[-1]],
+                            members - members[0], self.reasons[reasons[0]:reasons[-1]], reasons - reasons[0])
+
     def keep(self, wanted: np.ndarray) -> VerdictTable:
         """The verdicts `wanted` (a boolean per fusion), as a table of their own."""
         idx = np.flatnonzero(wanted)

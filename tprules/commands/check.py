@@ -33,7 +33,7 @@ def run(args) -> int:
         verdicts = verdicts.keep(verdicts.under_module(common.known_module(notes.modules, args.module), args.module))
     if args.format == "json":
         common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions",
-                               verdicts.json_lines(notes))
+                               verdicts.json_chunks(notes))
     else:
         sys.stdout.write(render_text(ws, verdicts, place_ids(ws.verdict_model, verdicts.symbols), notes))
     if "timing" in args.show:

@@ -67,11 +67,19 @@ def _dumps(value) -> str:
     return json.dumps(value)
 
 
-def emit_json_lines(head: dict, key: str, lines: list[str]) -> None:
-    """Like `emit_json(head | {key: items})` for items already written as JSON, one a line."""
-    parts = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
-    parts.append(f"  {json.dumps(key)}: [\n    " + ",\n    ".join(lines) + "\n  ]" if lines else f"  {json.dumps(key)}: []")
-    sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
+def emit_json_lines(head: dict, key: str, chunks) -> None:
+    """Like `emit_json(head | {key: items})` for items already written as JSON, one a line,
+    and given as lists of lines (`chunks`), each written as it comes: a model-sized output
+    is never held whole."""
+    out = sys.stdout
+    out.write("{\n" + "".join(f"  {json.dumps(k)}: {json.dumps(v)},\n" for k, v in head.items()) +
+              f"  {json.dumps(key)}: [")
+    first = True
+    for lines in chunks:
+        if lines:
+            out.write(("\n    " if first else ",\n    ") + ",\n    ".join(lines))
+            first = False
+    out.write("]\n}\n" if first else "\n  ]\n}\n")
 
 
 def add_module(parser) -> None:

@@ -28,7 +28,7 @@ from .column_model import ColumnarModel
 from .column_values import DTYPES, TermValues, encode_typed, storage
 from .compile import one_positive_atom
 from .constant import fact_values, kind_of
-from .keys import KeyIndex, anti_join_mask, dedupe_rows, group_ids, joint_keys, unique_sorted
+from .keys import KeyIndex, anti_join_mask, dedupe_rows, distinct_rows, group_ids, joint_keys, unique_sorted
 from .options import Capabilities
 
 I64 = np.int64
@@ -154,7 +154,7 @@ class _RuleRun:
         cached = self.engine.indexes.get(key)
         if cached is not None and cached[0] is base:
             return cached[1]
-        index = KeyIndex([rows[:, i] for i in cols])
+        index = KeyIndex([rows[:, i] for i in cols], views=rows is base)  # `base` lives as long as the index
         self.engine.indexes[key] = (base, index)
         return index
 
@@ -230,10 +230,17 @@ class _RuleRun:
     def body(self, table: _Table, body, head: ast.Atom | None, delta_index: int | None,
              rowid: str | None = None) -> _Table:
         pending = list(range(len(body)))
+        # A rule's body keeps only the columns that its head or a literal still to come reads:
+        # every join then copies fewer of them (a body's rows are never deduplicated, so
+        # dropping a column changes no count).
+        uses = [_uses(lit) for lit in body] if head is not None and rowid is None else None
+        kept = set().union(*(ast.term_vars(t) | _aggregate_vars(t) for t in head.args)) if uses else set()
         if delta_index is not None:
             pending.remove(delta_index)
             table = self.join_atom(table, body[delta_index], True)
         while pending and table.n:
+            if uses is not None:
+                table = _only(table, kept.union(*(uses[i] for i in pending)))
             bound = set(table.cols)
             # Filters first; a negation only after the lookups (atoms that cannot add rows)
             # that bind what a comparison waits for: `N < M` usually filters more cheaply.
@@ -280,6 +287,22 @@ class _RuleRun:
 
     def outer_of(self, agg: ast.Aggregate) -> set[str]:
         return ast.aggregate_vars(agg) & outside_vars(self.rule.head, self.rule.body, agg)
+
+
+def _uses(lit) -> set[str]:
+    """The variables a literal reads, an aggregate's (its outer ones among them) included."""
+    return ast.literal_vars(lit).union(*(ast.aggregate_vars(agg) for agg in ast.literal_aggregates(lit)))
+
+
+def _aggregate_vars(term) -> set[str]:
+    return set().union(*(ast.aggregate_vars(agg) for agg in ast.aggregates_in(term)))
+
+
+def _only(table: _Table, live: set[str]) -> _Table:
+    """The table without the columns nothing reads any more."""
+    if live.issuperset(table.cols):
+        return table
+    return _Table(table.n, {v: a for v, a in table.cols.items() if v in live})
 
 
 def _ready(lit, bound: set[str], run: _RuleRun) -> bool:
@@ -385,7 +408,9 @@ class ColumnarEngine:
                 head = rule.head.rel
                 if self.checked.decls[head].choice:
                     fired = self._chosen(head, fired, arrays[head])
-                arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+                    arrays[head] = dedupe(np.concatenate([arrays[head], fired]))
+                else:  # `fired` is distinct, in key order: as it would be after `dedupe` once more
+                    arrays[head] = dedupe(np.concatenate([arrays[head], fired])) if len(arrays[head]) else fired
             if stratum.subsumptions:  # no recursion: the dominated tuples go once, after the rules
                 self._delete_dominated(stratum, arrays, None, None)
             for rel in stratum.relations:
@@ -638,4 +663,4 @@ def dedupe(rows: np.ndarray) -> np.ndarray:
         return rows
     if rows.shape[1] == 0:
         return rows[:1]
-    return rows[dedupe_rows(list(rows.T))]
+    return distinct_rows(rows)

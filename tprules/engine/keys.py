@@ -72,6 +72,35 @@ def dedupe_rows(columns: list) -> np.ndarray:
     return unique_sorted(keys)[1]
 
 
+def distinct_rows(rows: np.ndarray) -> np.ndarray:
+    """The distinct rows in key order: `rows[dedupe_rows(list(rows.T))]`, found by sorting
+    the rows' keys and decoding them back into columns (numpy sorts values several times
+    faster than it sorts positions). Rows whose keys would not fit in 62 bits go the slower way."""
+    ranges, size = [], 1
+    for column in rows.T:
+        lo = int(column.min())
+        span = int(column.max()) - lo + 1
+        if size * span >= _LIMIT:
+            return rows[dedupe_rows(list(rows.T))]
+        ranges.append((lo, span))
+        size *= span
+    keys = None
+    for (lo, span), column in zip(ranges, rows.T):
+        part = column.astype(I64) - lo
+        keys = part if keys is None else keys * span + part
+    keys = np.sort(keys)
+    head = np.empty(len(keys), dtype=bool)
+    head[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    keys = keys[head]
+    out = np.empty((len(keys), rows.shape[1]), dtype=rows.dtype)
+    for i in range(rows.shape[1] - 1, -1, -1):
+        lo, span = ranges[i]
+        keys, out[:, i] = np.divmod(keys, span)
+        out[:, i] += lo
+    return out
+
+
 def group_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each row its group number, and the sorted distinct keys."""
     uniques, _, inverse = unique_sorted(keys)
@@ -85,36 +114,36 @@ class KeyIndex:
     match), so one index serves every join against the same relation.
     """
 
-    def __init__(self, columns: list[np.ndarray]):
+    def __init__(self, columns: list[np.ndarray], views: bool = False):
+        """With `views` (the columns are views of arrays that outlive the index), the rows'
+        positions in key order are sorted for on the first join only: an existence test
+        or an anti-join needs just the sorted keys."""
         self.n = len(columns[0]) if columns else 0
         self._ranges = []  # per column: (lo, span) or the sorted distinct values
-        keys = np.zeros(self.n, dtype=I64)
         size = 1
-        dense = False
         for column in columns:
-            column = np.asarray(column, dtype=I64)
             lo = int(column.min()) if self.n else 0
             span = (int(column.max()) - lo + 1) if self.n else 1
-            if size * span >= _LIMIT:
-                dense = True
+            if size * span >= _LIMIT:  # fall back to dense ranks per column
+                self._ranges = [unique_sorted(np.asarray(c, dtype=I64))[0] for c in columns]
+                size = int(np.prod([len(v) for v in self._ranges], dtype=object))
                 break
             self._ranges.append((lo, span))
-            keys = keys * span + (column - lo)
             size *= span
-        if dense:  # fall back to dense ranks per column
-            self._ranges, keys, size = [], np.zeros(self.n, dtype=I64), 1
-            for column in columns:
-                values = unique_sorted(np.asarray(column, dtype=I64))[0]
-                self._ranges.append(values)
-                keys = keys * len(values) + np.searchsorted(values, column)
-                size *= len(values)
-        order = np.argsort(keys)
-        self.sorted = keys[order]
-        self.order = order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
+        dense = bool(self._ranges) and not isinstance(self._ranges[0], tuple)
+        keys = self._own_keys(columns)
+        # Keys below 2**31 are kept (and looked up) as int32: half the memory of an index
+        # that a later stratum or a planner's question reuses.
+        self._key = np.int32 if size < _I32 else I64
+        self.sorted = np.sort(keys).astype(self._key, copy=False)
+        self._columns, self._order = columns, None
+        if not views:
+            self._order = self._sorted_positions(keys)
         # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
+        # One more entry, last, holds no rows: the key -1 (no match) addresses it.
         self.direct = size <= max(8 * self.n, 1 << 16)
         if self.direct:
-            counts = np.bincount(keys, minlength=size) if self.n else np.zeros(size, dtype=I64)
+            counts = np.bincount(keys, minlength=size + 1) if self.n else np.zeros(size + 1, dtype=I64)
             small = np.int32 if self.n < _I32 else I64
             self.counts, self.starts = counts.astype(small), (np.cumsum(counts) - counts).astype(small)
         self.unique = self.n < 2 or bool(np.all(self.sorted[1:] != self.sorted[:-1]))
@@ -131,36 +160,60 @@ class KeyIndex:
                     self.bucketed = True
                     self._bucket_counts, self._bucket_starts = counts, np.cumsum(counts) - counts
 
+    def _own_keys(self, columns: list) -> np.ndarray:
+        """The int64 key of each of this index's own rows."""
+        keys = np.zeros(self.n, dtype=I64)
+        for rng, column in zip(self._ranges, columns):
+            column = np.asarray(column, dtype=I64)
+            if isinstance(rng, tuple):
+                keys = keys * rng[1] + (column - rng[0])
+            else:
+                keys = keys * len(rng) + np.searchsorted(rng, column)
+        return keys
+
+    @property
+    def order(self) -> np.ndarray:
+        """The positions of the rows in key order (made on the first join, with `views`)."""
+        if self._order is None:
+            self._order = self._sorted_positions(self._own_keys(self._columns))
+        return self._order
+
+    def _sorted_positions(self, keys: np.ndarray) -> np.ndarray:
+        self._columns = None
+        order = np.argsort(keys)
+        return order.astype(np.int32) if self.n < _I32 else order  # positions: half the memory
+
     def encode(self, columns: list) -> np.ndarray:
         """Keys of other rows in this index's encoding; -1 where no row here can match."""
         n = len(columns[0])
-        keys = np.zeros(n, dtype=I64)
-        miss = np.zeros(n, dtype=bool)
+        keys, miss = None, None
         for rng, column in zip(self._ranges, columns):
             column = np.asarray(column, dtype=I64)
             if isinstance(rng, tuple):
                 lo, span = rng
-                offset = column - lo
-                miss |= (offset < 0) | (offset >= span)
-                keys = keys * span + np.clip(offset, 0, span - 1)
+                part = column - lo
+                out = part.view(np.uint64) >= span  # below lo (negative) or past the span
+                part[out] = 0
             else:
-                position = np.searchsorted(rng, column)
-                clipped = np.minimum(position, max(len(rng) - 1, 0))
-                miss |= (rng[clipped] != column) if len(rng) else True
-                keys = keys * max(len(rng), 1) + clipped
+                span = max(len(rng), 1)
+                part = np.minimum(np.searchsorted(rng, column), span - 1)
+                out = (rng[part] != column) if len(rng) else np.ones(n, dtype=bool)
+            miss = out if miss is None else miss | out
+            keys = part if keys is None else keys * span + part
+        if keys is None:
+            return np.zeros(n, dtype=self._key)
         keys[miss] = -1
-        return keys
+        return keys.astype(self._key, copy=False)
 
     def join(self, columns: list) -> tuple[np.ndarray, np.ndarray]:
         """Index pairs (left row, row here) whose key columns are equal."""
         left = self.encode(columns)
-        found = left >= 0
-        if self.bucketed:
-            lo, counts = self._scan_buckets(left, found)
-        elif self.direct:
-            safe = np.where(found, left, 0)
-            lo, counts = self.starts[safe].astype(I64), np.where(found, self.counts[safe], 0).astype(I64)
+        if self.direct:  # a miss (-1) addresses the last entry, which holds no rows
+            lo, counts = self.starts[left], self.counts[left]
+        elif self.bucketed:
+            lo, counts = self._scan_buckets(left, left >= 0)
         else:
+            found = left >= 0
             lo = np.searchsorted(self.sorted, left, "left")
             if self.unique:
                 position = np.minimum(lo, max(self.n - 1, 0))
@@ -174,8 +227,8 @@ class KeyIndex:
         li = np.repeat(np.arange(len(left), dtype=I64), counts)
         if total == 0:
             return li, np.zeros(0, dtype=I64)
-        offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts) - counts, counts)
-        return li, self.order[np.repeat(lo, counts) + offsets]
+        offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts, dtype=I64) - counts, counts)
+        return li, self.order[np.repeat(lo.astype(I64, copy=False), counts) + offsets]
 
     def contains(self, columns: list) -> np.ndarray:
         """True where a row with equal key columns is here."""
@@ -183,7 +236,7 @@ class KeyIndex:
         if self.n == 0:
             return np.zeros(len(left), dtype=bool)
         if self.direct:
-            return (left >= 0) & (self.counts[np.where(left >= 0, left, 0)] > 0)
+            return self.counts[left] > 0  # a miss (-1) addresses the last entry, which holds no rows
         if self.bucketed:
             return self._scan_buckets(left, left >= 0)[1] > 0
         position = np.minimum(np.searchsorted(self.sorted, left), self.n - 1)

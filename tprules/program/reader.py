@@ -3,43 +3,32 @@
 One tuple per line, columns separated by one TAB, no header, no quoting, symbols
 unquoted, numbers in decimal; empty lines are ignored. A file is read in one of two ways:
 
-- **columnar**: pyarrow's CSV reader (C++) splits the file, parses the number columns and
-  dictionary-encodes the symbol columns; the dictionaries of all the files read together
-  are unified, each distinct symbol is interned into the shared symbol table once, and
-  each column's codes become symbol ids with one numpy take. No Python object is made
-  per line.
+- **columnar** (scan.py): numpy over the file's bytes splits it, parses the number
+  columns and interns the symbol columns of all the files read together, each distinct
+  symbol decoded and interned into the shared symbol table once. No Python object is
+  made per line or per field.
 - **by lines**: the definition of the format in Python, line by line. It reads what the
-  columnar reader declines (a CR, a byte-order mark, a `0x` that pyarrow would take for a
-  hexadecimal number, a relation without columns) and every file the columnar reader
-  finds fault with: it names the file and line of the first problem, or, where pyarrow
-  was only stricter than the format (`+5`, `1_000`), reads the file itself.
+  columnar reader declines (a CR, a byte-order mark, a number written other than
+  `-?[0-9]{1,18}`, a relation without columns) and names the file and line of the first
+  problem of a bad file.
 
 Both give the same rows and the same line numbers (tests/test_fact_reader.py holds them
-to it on random files).
+to it on random files), and intern symbols in the same order: by first occurrence, file
+after file, column after column.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import FactError
 from ..lang.ast import Pos
+from . import scan
 from .columns import I64, Symbols, encode_rows
 
-_BOM = b"\xef\xbb\xbf"
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-@dataclass
-class _Parsed:
-    """A file pyarrow has read, its symbol columns still in the file's own dictionaries."""
-
-    table: object  # a pyarrow Table
-    types: tuple[str, ...]
-    lines: np.ndarray | None
 
 
 def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
@@ -49,101 +38,29 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
     line of each row (None when row k is line k + 1). Raises `FactError` for the first bad
     line of the first bad file.
 
-    Every symbol column of every file read by pyarrow is interned in one go: the files'
-    dictionaries are unified in C++, so Python sees each distinct symbol once."""
-    read: list[_Parsed | tuple[np.ndarray, np.ndarray | None]] = []
-    for path, rel, types, display in files:
+    The symbols of every file the columnar reader reads are interned at the end, in order
+    of first occurrence, as the line reader would intern them file after file."""
+    joined = scan.Joined()
+    for path, _, _, display in files:
         try:
-            data = path.read_bytes()
+            joined.add(path.read_bytes())
         except OSError as err:
             raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
-        table = _read_columnar(data, types) if _columnar_reads(data, types) else None
-        read.append(_Parsed(table, types, _line_numbers(data, table.num_rows)) if table is not None
-                    else read_lines(data, rel, types, display, symbols))
-    parsed = [p for p in read if isinstance(p, _Parsed)]
-    encoded = iter(zip(_intern(parsed, symbols), [p.lines for p in parsed]))
-    return [next(encoded) if isinstance(p, _Parsed) else p for p in read]
-
-
-def _columnar_reads(data: bytes, types: tuple[str, ...]) -> bool:
-    """Does the columnar reader read this file exactly as the format says?"""
-    return bool(types) and b"\r" not in data and not data.startswith(_BOM) and b"0x" not in data \
-        and b"0X" not in data
-
-
-def _read_columnar(data: bytes, types: tuple[str, ...]):
-    """The file as a pyarrow Table, or None when pyarrow finds fault with it (the line reader then names it)."""
-    import pyarrow as pa
-    from pyarrow import csv
-
-    names = [f"c{i}" for i in range(len(types))]
-    symbol = pa.dictionary(pa.int32(), pa.string())
-    schema = pa.schema([(n, symbol if t == "symbol" else pa.int64()) for n, t in zip(names, types)])
-    if data.count(b"\n") == len(data):  # nothing but empty lines
-        return schema.empty_table()
+    buffer = joined.close()
     try:
-        return csv.read_csv(
-            pa.py_buffer(data),
-            read_options=csv.ReadOptions(column_names=names, use_threads=False, block_size=max(len(data) + 1, 1 << 20)),
-            parse_options=csv.ParseOptions(delimiter="\t", quote_char=False, escape_char=False,
-                                           newlines_in_values=False, ignore_empty_lines=True),
-            convert_options=csv.ConvertOptions(column_types=schema, null_values=[], strings_can_be_null=False,
-                                               quoted_strings_can_be_null=False),
-            memory_pool=_pool())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
+        return _read(files, joined, buffer, symbols)
+    except scan.Collision:  # two symbols hashed alike: read every file by lines
+        return [read_lines(joined.data(k), rel, types, display, symbols)
+                for k, (_, rel, types, display) in enumerate(files)]
 
 
-def _intern(parsed: list[_Parsed], symbols: Symbols) -> list[np.ndarray]:
-    """Each parsed table as rows of symbol ids (and numbers).
-
-    The symbol columns of every file are unified into one dictionary (in C++, without
-    pyarrow's compute module, which is slow to load), whose strings are interned once."""
-    import pyarrow as pa
-
-    symbol = pa.dictionary(pa.int32(), pa.string())
-    chunks = [chunk for p in parsed for i, kind in enumerate(p.types) if kind == "symbol"
-              for chunk in p.table.column(i).chunks]
-    unified = iter(pa.chunked_array(chunks, type=symbol).unify_dictionaries(memory_pool=_pool()).chunks if chunks else ())
-    ids_of: np.ndarray | None = None
-    out = []
-    for p in parsed:
-        table = p.table
-        rows = np.empty((table.num_rows, len(p.types)), dtype=I64)
-        for i, kind in enumerate(p.types):
-            column = table.column(i)
-            if kind == "number":
-                rows[:, i] = column.to_numpy()
-                continue
-            start = 0
-            for _ in column.chunks:
-                chunk = next(unified)
-                if ids_of is None:
-                    ids_of = symbols.intern(chunk.dictionary.to_pylist(), distinct=True)
-                rows[start:start + len(chunk), i] = ids_of[chunk.indices.to_numpy()]
-                start += len(chunk)
-        out.append(rows)
-    return out
-
-
-def _pool():
-    """The C allocator's pool: Arrow's default pool (mimalloc) keeps the pages of every
-    table read until the process ends, which at model size is 40 MiB more resident memory."""
-    import pyarrow as pa
-
-    return pa.system_memory_pool()
-
-
-def _line_numbers(data: bytes, rows: int) -> np.ndarray | None:
-    """The line of each of the `rows` non-empty lines, when some lines are empty (else
-    None: row k is line k + 1, which a count of the newlines tells)."""
-    if rows == data.count(b"\n") + (not data.endswith(b"\n")):
-        return None
-    text = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(text == 10)
-    starts = np.concatenate(([0], ends + 1))
-    stops = np.concatenate((ends, [len(text)]))
-    return (np.flatnonzero(stops > starts) + 1).astype(I64)
+def _read(files, joined: scan.Joined, buffer: np.ndarray, symbols: Symbols) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    read: list[scan.Split | tuple[np.ndarray, np.ndarray | None]] = []
+    for k, ((_, rel, types, display), (begin, size)) in enumerate(zip(files, joined.places)):
+        split = scan.split(buffer, begin, size, types)
+        read.append(split if split is not None else read_lines(joined.data(k), rel, types, display, symbols))
+    rows = iter(scan.intern(buffer, [p for p in read if isinstance(p, scan.Split)], symbols))
+    return [(next(rows), p.lines) if isinstance(p, scan.Split) else p for p in read]
 
 
 def read_lines(data: bytes, rel: str, types: tuple[str, ...], display: str,
