@@ -117,8 +117,17 @@ def vocab_slice(b):
     _s(b, "out", "embedding", [b.tensor("rows", [4, 3], spine=True), ids], [2, 3, 3], offset=4)
 
 
+def gelu_tails(b):
+    """gelu (the tanh approximation, computed as x / (1 + exp(-2u))) far out on both sides,
+    where exp overflows (x / inf: -0) or vanishes (x itself), and near 0."""
+    x = np.array([[-100, -40, -9, -5.4, -1, -1e-3], [0, 1e-3, 0.5, 3, 30, 100]], np.float32)
+    _s(b, "out", "gelu", [_s(b, "g", "mul", [b.tensor("x", [2, 6], spine=True, data=x),
+                                           b.tensor("one", [2, 6], spine=True, data=np.ones((2, 6), np.float32))],
+                          [2, 6])], [2, 6])
+
+
 CASES = {f.__name__: f for f in (embedding, ids_through_layout, rotate_half, repeat_kv, attention, gqa_attention,
-                                 rmsnorm_decomposed, layernorms, xielu, routing, vocab_slice)}
+                                 rmsnorm_decomposed, layernorms, xielu, routing, vocab_slice, gelu_tails)}
 
 
 @pytest.fixture(scope="module")
