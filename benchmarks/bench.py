@@ -48,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -125,13 +126,23 @@ def measure(cmd: list[str], stdout: Path, timeout: float | None = None) -> Run:
     with open(stdout, "wb") as out, open(stdout.with_suffix(".err"), "wb") as err:
         started = time.perf_counter()
         proc = subprocess.Popen(wrapped, stdout=out, stderr=err, cwd=ROOT, env=env, start_new_session=True)
-        try:
-            status = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        # A blocking wait, the timeout kept by a timer: `Popen.wait(timeout)` polls with sleeps
+        # of up to 50 ms, which rounded every short command's wall time up to the next poll.
+        killed = threading.Event()
+
+        def kill():
+            killed.set()
             os.killpg(proc.pid, signal.SIGKILL)  # the command and GNU time around it
-            proc.wait()
-            status = -9
+
+        timer = threading.Timer(timeout, kill) if timeout else None
+        if timer is not None:
+            timer.start()
+        status = proc.wait()
         wall = time.perf_counter() - started
+        if timer is not None:
+            timer.cancel()
+        if killed.is_set():
+            status = -9
     cpu = peak = float("nan")
     if TIME and status >= 0:
         fields = rusage.read_text().split()[-3:]

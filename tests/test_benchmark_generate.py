@@ -85,3 +85,24 @@ def test_benchmark_runs_every_tool_and_they_agree(tmp_path):
     if shutil.which("souffle"):
         assert agree.pop("souffle") is True
     assert agree == {"clingo": True, "pydatalog": True}
+
+
+def test_bench_times_a_command_with_a_blocking_wait_and_kills_it_at_the_timeout(tmp_path, monkeypatch):
+    """`Popen.wait(timeout)` polls with sleeps of up to 50 ms, which would round a short
+    command's wall time up to the next poll: bench.py waits blocking, with a timer to kill."""
+    spec = importlib.util.spec_from_file_location("bench_measure", ROOT / "benchmarks" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_measure", bench)  # (its dataclasses look their module up)
+    spec.loader.exec_module(bench)
+    waits = []
+    real_wait = subprocess.Popen.wait
+
+    def wait(self, timeout=None):
+        waits.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    done = bench.measure(["true"], tmp_path / "out", timeout=60)
+    assert done.status == 0 and waits == [None]
+    killed = bench.measure(["sleep", "30"], tmp_path / "out2", timeout=0.2)
+    assert killed.status == -9 and killed.wall_s < 30
