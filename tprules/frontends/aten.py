@@ -16,25 +16,8 @@ scatter) aten_indexed.py's and complex rotary aten_complex.py's, all merged into
 
 from __future__ import annotations
 
-from typing import Callable
-
-OPS: dict[object, Callable] = {}
-SKIP: set = set()  # ops that compute nothing (assertions)
-CAT: set = set()  # ops that may read an empty tensor (they drop it)
-SUM_SLICES = 64  # a sum over one axis of at most this size is slices and an n-ary sum
-
-
-def lowering(*ops):
-    def register(fn):
-        for op in ops:
-            OPS[op] = fn
-        return fn
-    return register
-
-
-# torch dtype → tensor dtype; a boolean is kept as an i8 0 or 1
-DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "int8": "i8",
-          "bool": "i8"}
+from . import aten_more
+from .aten_table import CAT, OPS, SKIP, arg, lowering, over_axes
 
 
 def _table():
@@ -255,50 +238,9 @@ def _table():
             return ctx.alias(n, xs[0])
         ctx.emit(n, "cat", xs, axis=axis)
 
-    from . import aten_more  # (it imports this module: loaded once the table is first built)
-
     aten_more.register(aten)
 
     @lowering(aten.reciprocal.default)
     def reciprocal(ctx, n):
         """1 / x: a div of a constant one by x (torch's own division, correctly rounded)."""
         ctx.emit(n, "div", [ctx.filled((1,), ctx.dtype(n), 1.0), n.args[0]])
-
-
-def arg(n, i: int, key: str, default=None):
-    """Argument `i` of a node, given by position or by name."""
-    return n.args[i] if len(n.args) > i else n.kwargs.get(key, default)
-
-
-def over_axes(ctx, n, x, dims, keepdim: bool, reduce: str) -> None:
-    """A reduction over `dims` of x as the row classes compute it: the reduced axes permuted
-    last and merged into one, the row class, then the result's own shape. `reduce` is
-    `amax` (the class), `argmax` (the top-1 index: the first of equal maxima, as torch),
-    `mean`, or `sum` (a mean times the row's length)."""
-    from math import prod
-
-    shape = ctx.shape(x)
-    rank = len(shape)
-    if ctx.dtype(x) not in ("f32", "f16", "bf16"):
-        ctx.unsupported(n, f"a {reduce} of {ctx.dtype(x)} tensors (the row classes compute in floats)")
-    axes = sorted({d % rank for d in dims}) if dims else list(range(rank))
-    keep = [a for a in range(rank) if a not in axes]
-    lead, h = [shape[a] for a in keep], prod(shape[a] for a in axes)
-    v, moved = x, ctx.dtype(x)  # the layout parts move x's elements as they are
-    if keep + axes != list(range(rank)):
-        v = ctx.part(n, "last", "permute", [v], [shape[a] for a in keep + axes], moved,
-                     dims=",".join(map(str, keep + axes)))
-    if len(axes) != 1:
-        v = ctx.part(n, "rows", "reshape", [v], lead + [h], moved)
-    if reduce == "amax":
-        v = ctx.part(n, "amax", "amax", [v], lead + [1])
-    elif reduce == "argmax":
-        v = ctx.part(n, "argmax", "topk_indices", [v], lead + [1], k=1)
-    else:
-        v = ctx.part(n, "mean", "mean", [v], lead + [1])
-        if h != 1 and reduce == "sum":
-            v = ctx.part(n, "total", "scale", [v], lead + [1], factor=repr(float(h)))
-    del keepdim  # the node's own shape says how the result is kept
-    if tuple(lead + [1]) == ctx.shape(n):
-        return ctx.alias(n, v)
-    ctx.emit(n, "reshape", [v])

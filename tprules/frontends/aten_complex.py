@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .aten import OPS, lowering
+from .aten_table import OPS, lowering
 
 
 def register(aten):

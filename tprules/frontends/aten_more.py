@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import aten_complex, aten_indexed
-from .aten import OPS, SUM_SLICES, arg, lowering, over_axes
+from .aten_table import OPS, SUM_SLICES, arg, lowering, over_axes
 
 
 def register(aten):

@@ -6,7 +6,8 @@ become inputs (constants.py); the forward's output is the tensor `logits`.
 from __future__ import annotations
 
 from .. import ops
-from .aten import CAT, DTYPES, OPS, SKIP, _table
+from .aten import _table
+from .aten_table import CAT, DTYPES, OPS, SKIP
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT, Graph, Stmt, Value
