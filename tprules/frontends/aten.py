@@ -16,7 +16,7 @@ scatter) aten_indexed.py's and complex rotary aten_complex.py's, all merged into
 
 from __future__ import annotations
 
-from . import aten_more
+from . import aten_complex, aten_indexed, aten_more
 from .aten_table import CAT, OPS, SKIP, arg, lowering, over_axes
 
 
@@ -239,6 +239,8 @@ def _table():
         ctx.emit(n, "cat", xs, axis=axis)
 
     aten_more.register(aten)
+    OPS.update(aten_indexed.table(aten))
+    aten_complex.register(aten)  # (wraps the real mul above)
 
     @lowering(aten.reciprocal.default)
     def reciprocal(ctx, n):

@@ -1,14 +1,12 @@
 """The op table's ops of real models beyond the first table (aten.py merges them into its
 own): comparisons, logical ops, log1p, clamps, reductions over any axes, repeat, select,
 running sums, fills and padding, convolution as conv1d, and writes into a slice
-(functionally: a new tensor); the indexed ops (aten_indexed.py) and complex rotary
-(aten_complex.py) are registered from here too."""
+(functionally: a new tensor)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import aten_complex, aten_indexed
 from .aten_table import OPS, SUM_SLICES, arg, lowering, over_axes
 
 
@@ -194,8 +192,6 @@ def register(aten):
         ctx.alias(n, v)
 
     OPS[aten.convolution.default] = _convolution
-    OPS.update(aten_indexed.table(aten))
-    aten_complex.register(aten)
 
     @lowering(aten.cumsum.default)
     def cumsum(ctx, n):
