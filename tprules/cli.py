@@ -12,6 +12,7 @@ import sys
 from .commands import COMMANDS
 from .config import set_include_dirs
 from .errors import BadInput
+from .heap import keep_freed_memory
 
 SHOW_CHOICES = ("ast", "strata", "code", "plan", "cost", "timing", "traceback", "kernels")
 
@@ -75,14 +76,7 @@ def _batch_process() -> None:
       the heap is kept (a process of a second, whose peak is what it holds anyway).
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read once, when numpy is first imported
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc: nothing to tune
-        return
-    libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: arrays below 32 MiB from the heap
-    libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD: keep up to 64 MiB of free heap
+    keep_freed_memory(32 << 20, 64 << 20)  # arrays below 32 MiB from the heap; keep up to 64 MiB of it
 
 
 def entry() -> None:

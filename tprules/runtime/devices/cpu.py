@@ -35,10 +35,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 import numpy as np
 
 from ...codegen import attention, cache, cpu
+from ...heap import keep_freed_memory
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _MALLOC_TUNED: list[bool] = []
 
 
@@ -46,16 +46,7 @@ def reuse_freed_memory() -> bool:
     """Ask glibc (once a process) to serve allocations below 64 MiB from memory it keeps, not
     from fresh mappings, and to keep up to 128 MiB freed; False where there is no glibc."""
     if not _MALLOC_TUNED:
-        import ctypes
-        import ctypes.util
-
-        ok = False
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            ok = bool(libc.mallopt(M_MMAP_THRESHOLD, 64 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 128 << 20))
-        except (OSError, AttributeError):
-            pass
-        _MALLOC_TUNED.append(ok)
+        _MALLOC_TUNED.append(keep_freed_memory(64 << 20, 128 << 20))
     return _MALLOC_TUNED[0]
 
 
