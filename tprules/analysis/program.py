@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from ..config import cache_dir
-from ..deep import deep
 from ..errors import RuleError, raise_all
 from ..lang import ast
 from ..version import __version__
-from .checks import check_program_items
-from .components import expand_components
-from .locality import is_candidate_local
-from .magic import magic_transform
-from .normalise import evaluation_rules
-from .records import desugar_records
-from .strata import Stratum, stratify, with_subsumptions
-from .subsumption import expand_subsumptions, not_of_the_stand_ins, split_subsumptions, stand_in
-from .witnesses import expand_witnesses
+from .strata import Stratum
+
+try:  # CPython's own BLAKE2: `hashlib` loads OpenSSL's libcrypto first (3.5 MiB, 3 ms in every check)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python without the builtin module
+    from hashlib import blake2b
 
 
 @dataclass(frozen=True)
@@ -48,10 +43,24 @@ def check_program(program: ast.Program, source: str = "") -> CheckedProgram:
     """Run every static check; raise all problems together, or return the checked program
     (its rules with their types written in; its strata hold the rules the engines evaluate,
     see normalise.py)."""
+    from ..deep import deep
+
     return deep(_check_program, program, source)
 
 
 def _check_program(program: ast.Program, source: str) -> CheckedProgram:
+    # The checker's passes, imported here: a command whose rules come from the cache
+    # (check, plan, why at model size) never loads them.
+    from .checks import check_program_items
+    from .components import expand_components
+    from .locality import is_candidate_local
+    from .magic import magic_transform
+    from .normalise import evaluation_rules
+    from .records import desugar_records
+    from .strata import stratify, with_subsumptions
+    from .subsumption import expand_subsumptions, not_of_the_stand_ins, split_subsumptions, stand_in
+    from .witnesses import expand_witnesses
+
     program = expand_components(program)  # before every check: they see plain relations
     program = expand_subsumptions(program)  # subsumptive clauses as rules finding dominated tuples
     shape_problems: list[RuleError] = []
@@ -81,7 +90,7 @@ def _check_program(program: ast.Program, source: str) -> CheckedProgram:
 @lru_cache(maxsize=1)
 def _checker_fingerprint() -> bytes:
     """The parser's and checker's own code: a cached check made by other code is not reused."""
-    digest = hashlib.sha256(__version__.encode())
+    digest = blake2b(__version__.encode(), digest_size=32)
     package = Path(__file__).resolve().parent.parent
     for folder in ("lang", "analysis"):
         for path in sorted((package / folder).iterdir()):
@@ -91,7 +100,7 @@ def _checker_fingerprint() -> bytes:
 
 
 def _fingerprint(files: list[tuple[str, bytes]]) -> str:
-    digest = hashlib.sha256(_checker_fingerprint())
+    digest = blake2b(_checker_fingerprint(), digest_size=32)
     for name, content in files:
         digest.update(name.encode() + b"\0" + content + b"\0")
     return digest.hexdigest()[:24]
