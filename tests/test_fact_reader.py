@@ -118,8 +118,45 @@ def test_a_hash_collision_is_found_and_the_files_read_by_lines(tmp_path, monkeyp
     buffer = joined.close()
     splits = [scan.split(buffer, begin, size, types) for (types, _), (begin, size) in zip(cases, joined.places)]
     with pytest.raises(scan.Collision):
-        scan.intern(buffer, splits, Symbols())
+        scan.Interner(buffer, Symbols()).rows(splits[0])
     assert _read_together(tmp_path, cases, read_files) == expected
+
+
+def test_a_hash_collision_across_files_is_found(tmp_path, monkeypatch):
+    """Each file alone has one symbol per hash; the second file's symbol collides with the
+    first file's, which only the comparison with the files before can find."""
+    cases = [(("symbol", "number"), b"layer_0_attention_qkv\t1\nlayer_0_attention_qkv\t2\n"),
+             (("symbol",), b"layer_0_attention_qkw\n\nlayer_0_attention_qkw\n")]
+    expected = _read_together(tmp_path, cases, _by_lines)
+    monkeypatch.setattr(scan, "_hash", lambda words, starts, lengths: np.zeros(len(starts), dtype=np.uint64))
+    joined = scan.Joined()
+    for _, data in cases:
+        joined.add(data)
+    buffer = joined.close()
+    splits = [scan.split(buffer, begin, size, types) for (types, _), (begin, size) in zip(cases, joined.places)]
+    symbols = Symbols()
+    interner = scan.Interner(buffer, symbols)
+    assert interner.rows(splits[0]).tolist() == [[0, 1], [0, 2]]
+    with pytest.raises(scan.Collision):
+        interner.rows(splits[1])
+    assert _read_together(tmp_path, cases, read_files) == expected
+
+
+def test_symbols_are_interned_file_after_file_in_order_of_first_occurrence(tmp_path):
+    """The ids the line reader gives: a symbol of a later file never takes an id before the
+    symbols of the files before it, even when a file between them is read by lines."""
+    cases = [(("symbol", "symbol"), b"b\ta\nc\tb\n"),
+             (("symbol",), b"\xef\xbb\xbfd\ne\n"),  # a byte-order mark: the line reader's
+             (("symbol", "number"), b"f\t1\na\t2\ng\t3\n")]
+    files = []
+    for k, (types, data) in enumerate(cases):
+        (tmp_path / f"r{k}.facts").write_bytes(data)
+        files.append((tmp_path / f"r{k}.facts", f"r{k}", types, f"r{k}.facts"))
+    together, by_lines = Symbols(), Symbols()
+    read = read_files(files, together)
+    expected = _by_lines(files, by_lines)
+    assert together.names == by_lines.names
+    assert [rows.tolist() for rows, _ in read] == [rows.tolist() for rows, _ in expected]
 
 
 def test_hexadecimal_is_not_a_number(tmp_path):

@@ -4,8 +4,8 @@ One tuple per line, columns separated by one TAB, no header, no quoting, symbols
 unquoted, numbers in decimal; empty lines are ignored. A file is read in one of two ways:
 
 - **columnar** (scan.py): numpy over the file's bytes splits it, parses the number
-  columns and interns the symbol columns of all the files read together, each distinct
-  symbol decoded and interned into the shared symbol table once. No Python object is
+  columns and interns the symbol columns, each symbol of the files read together decoded
+  and interned into the shared symbol table once. No Python object is
   made per line or per field.
 - **by lines**: the definition of the format in Python, line by line. It reads what the
   columnar reader declines (a CR, a byte-order mark, a number written other than
@@ -38,12 +38,20 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
     line of each row (None when row k is line k + 1). Raises `FactError` for the first bad
     line of the first bad file.
 
-    The symbols of every file the columnar reader reads are interned at the end, in order
-    of first occurrence, as the line reader would intern them file after file."""
-    joined = scan.Joined()
+    Symbols are interned file after file, in order of first occurrence (column, line), as
+    the line reader interns them; a collision of the columnar reader's hashes, found in any
+    file, has every file read by lines again (into the same ids: the files before were
+    interned in the line reader's order)."""
+    sizes = []
     for path, _, _, display in files:
         try:
-            joined.add(path.read_bytes())
+            sizes.append(path.stat().st_size)
+        except OSError as err:
+            raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
+    joined = scan.Joined(sum(sizes) + len(sizes))
+    for (path, _, _, display), size in zip(files, sizes):
+        try:
+            joined.add_file(path, size)
         except OSError as err:
             raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
     buffer = joined.close()
@@ -55,12 +63,13 @@ def read_files(files: list[tuple[Path, str, tuple[str, ...], str]],
 
 
 def _read(files, joined: scan.Joined, buffer: np.ndarray, symbols: Symbols) -> list[tuple[np.ndarray, np.ndarray | None]]:
-    read: list[scan.Split | tuple[np.ndarray, np.ndarray | None]] = []
+    interner = scan.Interner(buffer, symbols)
+    read = []
     for k, ((_, rel, types, display), (begin, size)) in enumerate(zip(files, joined.places)):
         split = scan.split(buffer, begin, size, types)
-        read.append(split if split is not None else read_lines(joined.data(k), rel, types, display, symbols))
-    rows = iter(scan.intern(buffer, [p for p in read if isinstance(p, scan.Split)], symbols))
-    return [(next(rows), p.lines) if isinstance(p, scan.Split) else p for p in read]
+        read.append((interner.rows(split), split.lines) if split is not None
+                    else read_lines(joined.data(k), rel, types, display, symbols))
+    return read
 
 
 def read_lines(data: bytes, rel: str, types: tuple[str, ...], display: str,

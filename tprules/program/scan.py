@@ -8,16 +8,18 @@ interned with numpy, without a Python object per line or per field.
   a byte-order mark, bytes that are not UTF-8, a number other than `-?[0-9]{1,18}`
   (`+5`, ` 4`, `1_000`, 19 digits: Python's `int` reads those, or finds fault).
 - **numbers**: parsed digit position by digit position over a whole column.
-- **symbols** (`intern`): the symbol fields of all the files read together are read as
-  little-endian 64-bit words (a view of the joined bytes with a stride of one byte),
-  hashed, and grouped by one sort of the hashes; every field is then compared word for
-  word with the first field of its hash, so a collision is found, never trusted
-  (`Collision`: the files are then read by lines). The distinct symbols are decoded
-  65,536 at a time and interned into the symbol table at once, in order of first
-  occurrence (file, column, line): the ids a line-by-line reading would give.
+- **symbols** (`Interner`): a file's symbol fields are read as little-endian 64-bit
+  words (a view of the joined bytes with a stride of one byte), hashed, and grouped by
+  one sort of the hashes; every field is compared word for word with the first field of
+  its hash, and every hash with the first field of the same hash in the files before, so
+  a collision is found, never trusted (`Collision`: the files are then read by lines).
+  The symbols no file before held are decoded 65,536 at a time and interned into the
+  symbol table at once, in order of first occurrence (file, column, line): the ids a
+  line-by-line reading would give.
 
-The per-field work goes a chunk of fields at a time, and positions are int32 where the
-joined bytes allow: the reader's temporaries stay a fraction of the facts it reads.
+The per-field work goes a file, and within it a chunk of fields, at a time, and positions
+are int32 where the joined bytes allow: the reader's temporaries stay a fraction of the
+facts it reads.
 """
 
 from __future__ import annotations
@@ -41,26 +43,55 @@ class Collision(Exception):
 
 class Joined:
     """The bytes of all the files read together in one buffer, each file ending in a
-    newline, then zeros (for reading a word at any field); each file's place in it."""
+    newline, then zeros (for reading a word at any field); each file's place in it.
 
-    def __init__(self):
-        self._bytes = bytearray()
+    Files are read straight into the buffer, sized beforehand from their sizes on disk
+    (`capacity`): no copy of a file's bytes is made, and the buffer does not move as it fills.
+    """
+
+    def __init__(self, capacity: int = 0):
+        self._bytes = np.zeros(capacity + 16, dtype=np.uint8)  # calloc: pages no file fills stay untouched
+        self._end = 0
         self.places: list[tuple[int, int]] = []  # (begin, size) of each file's own bytes
 
     def add(self, data: bytes) -> None:
-        self.places.append((len(self._bytes), len(data)))
-        self._bytes += data
-        if data and not data.endswith(b"\n"):
-            self._bytes += b"\n"
+        self._reserve(len(data))
+        self._bytes[self._end:self._end + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        self._added(len(data))
+
+    def add_file(self, path, size: int) -> None:
+        """The file's bytes (`size` as found on disk; a file that changed since is read whole)."""
+        self._reserve(size)
+        with open(path, "rb") as f:
+            got = f.readinto(memoryview(self._bytes)[self._end:self._end + size])
+            rest = f.read()
+        if rest:
+            self._reserve(got + len(rest))
+            self._bytes[self._end + got:self._end + got + len(rest)] = np.frombuffer(rest, dtype=np.uint8)
+        self._added(got + len(rest))
+
+    def _reserve(self, size: int) -> None:
+        need = self._end + size + 1 + 8  # the file, a newline, a word of zeros
+        if need > len(self._bytes):
+            grown = np.zeros(max(need, 2 * len(self._bytes)), dtype=np.uint8)
+            grown[:self._end] = self._bytes[:self._end]
+            self._bytes = grown
+
+    def _added(self, size: int) -> None:
+        begin = self._end
+        self.places.append((begin, size))
+        self._end += size
+        if size and self._bytes[self._end - 1] != _NEWLINE:
+            self._bytes[self._end] = _NEWLINE
+            self._end += 1
 
     def close(self) -> np.ndarray:
-        self._bytes += bytes(8)
-        return np.frombuffer(self._bytes, dtype=np.uint8)
+        return self._bytes[:self._end + 8]
 
     def data(self, k: int) -> bytes:
         """File k's bytes, as read."""
         begin, size = self.places[k]
-        return bytes(self._bytes[begin:begin + size])
+        return self._bytes[begin:begin + size].tobytes()
 
 
 @dataclass
@@ -187,50 +218,74 @@ def _hash(words: _Words, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return h
 
 
-def intern(buffer: np.ndarray, splits: list[Split], symbols: Symbols) -> list[np.ndarray]:
-    """The rows of each split file in `symbols`' ids: every symbol field of every file
-    hashed, grouped, compared with the first field of its group (raises `Collision`), and
-    the distinct symbols decoded and interned in order of first occurrence."""
-    spans = [span for split in splits for span in split.spans.values()]
-    field_ids = np.zeros(0, dtype=I64)
-    if sum(len(s) for s, _ in spans):
-        starts = np.concatenate([s for s, _ in spans])
-        lengths = np.concatenate([n for _, n in spans])
-        field_ids = _symbol_ids(buffer, starts, lengths, symbols)
-    out, at = [], 0
-    for split in splits:
+class Interner:
+    """The symbols of the files read together, interned file by file.
+
+    Each file's symbol fields (column after column) are hashed and grouped by one sort of
+    their hashes, each compared word for word with the first field of its hash in the file
+    (raises `Collision`); each distinct hash is then looked up among those of the files
+    before, whose first field it is compared with in turn. Only the symbols no file before
+    held are decoded and interned, in order of first occurrence (column, line): file after
+    file, the ids a line-by-line reading gives. What a file needs is held while it is read,
+    so the reader's temporaries are those of its largest file, not of all of them.
+    """
+
+    def __init__(self, buffer: np.ndarray, symbols: Symbols):
+        self.buffer, self.symbols, self.words = buffer, symbols, _Words(buffer)
+        index = np.int32 if len(buffer) < 1 << 31 else np.int64
+        self.hashes = np.zeros(0, dtype=_U64)  # sorted: one per symbol seen
+        self.ids = np.zeros(0, dtype=I64)  # its id
+        self.starts, self.lengths = np.zeros(0, dtype=index), np.zeros(0, dtype=index)  # its first field
+
+    def rows(self, split: Split) -> np.ndarray:
+        """The file's rows in the symbol table's ids (its number columns as parsed)."""
         rows = np.empty((split.rows, len(split.spans) + len(split.numbers)), dtype=I64)
-        for i in range(rows.shape[1]):
-            if i in split.spans:
-                rows[:, i] = field_ids[at:at + split.rows]
-                at += split.rows
-            else:
-                rows[:, i] = split.numbers[i]
-        out.append(rows)
-    return out
+        if split.spans and split.rows:
+            starts = np.concatenate([s for s, _ in split.spans.values()])
+            lengths = np.concatenate([n for _, n in split.spans.values()])
+            ids = self._ids(starts, lengths).reshape(len(split.spans), split.rows)
+            for k, i in enumerate(split.spans):
+                rows[:, i] = ids[k]
+        for i, column in split.numbers.items():
+            rows[:, i] = column
+        return rows
 
+    def _ids(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        hashed = _hash(self.words, starts, lengths)
+        order = np.argsort(hashed).astype(starts.dtype)  # numpy's quicksort (vectorised): several times its stable sort
+        ordered = hashed[order]
+        del hashed
+        head = np.empty(len(ordered), dtype=bool)
+        head[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+        distinct = ordered[head]  # sorted
+        del ordered
+        first = np.minimum.reduceat(order, np.flatnonzero(head))  # the first field of each hash
+        group = np.empty(len(order), dtype=starts.dtype)
+        group[order] = np.cumsum(head, dtype=starts.dtype) - 1
+        del order, head
+        _compare(self.words, starts, lengths, first, group)
+        at = np.minimum(np.searchsorted(self.hashes, distinct), max(len(self.hashes) - 1, 0))
+        seen = self.hashes[at] == distinct if len(self.hashes) else np.zeros(len(distinct), dtype=bool)
+        old = np.flatnonzero(seen)
+        if not _same(self.words, starts[first[old]], lengths[first[old]], self.starts[at[old]], self.lengths[at[old]]):
+            raise Collision
+        ids = np.empty(len(distinct), dtype=I64)
+        ids[old] = self.ids[at[old]]
+        new = np.flatnonzero(~seen)
+        new = new[np.argsort(first[new])]  # in order of first occurrence
+        ids[new] = self.symbols.intern(_decode(self.buffer, starts[first[new]], lengths[first[new]]), distinct=True)
+        self._remember(distinct[new], ids[new], starts[first[new]], lengths[first[new]])
+        return ids[group]
 
-def _symbol_ids(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray, symbols: Symbols) -> np.ndarray:
-    words = _Words(buffer)
-    hashed = _hash(words, starts, lengths)
-    order = np.argsort(hashed).astype(starts.dtype)  # numpy's quicksort (vectorised): several times its stable sort
-    ordered = hashed[order]
-    del hashed
-    head = np.empty(len(ordered), dtype=bool)
-    head[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
-    del ordered
-    first = np.minimum.reduceat(order, np.flatnonzero(head))  # the first field of each hash
-    group = np.empty(len(order), dtype=starts.dtype)
-    group[order] = np.cumsum(head, dtype=starts.dtype) - 1
-    del order, head
-    _compare(words, starts, lengths, first, group)
-    by_occurrence = np.argsort(first)
-    rank = np.empty(len(first), dtype=starts.dtype)
-    rank[by_occurrence] = np.arange(len(first), dtype=starts.dtype)
-    first = first[by_occurrence]
-    ids = symbols.intern(_decode(buffer, starts[first], lengths[first]), distinct=True)
-    return ids[rank[group]]
+    def _remember(self, hashes: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+        if not len(hashes):
+            return
+        order = np.argsort(np.concatenate([self.hashes, hashes]), kind="stable")
+        self.hashes = np.concatenate([self.hashes, hashes])[order]
+        self.ids = np.concatenate([self.ids, ids])[order]
+        self.starts = np.concatenate([self.starts, starts])[order]
+        self.lengths = np.concatenate([self.lengths, lengths])[order]
 
 
 def _compare(words: _Words, starts: np.ndarray, lengths: np.ndarray, first: np.ndarray, group: np.ndarray) -> None:
@@ -238,23 +293,40 @@ def _compare(words: _Words, starts: np.ndarray, lengths: np.ndarray, first: np.n
     for part in _chunks(len(group)):
         same = first[group[part]]  # the first field of each field's hash
         repeat = np.flatnonzero(same != np.arange(part.start, part.stop)) + part.start
-        same = same[repeat - part.start]
-        if not np.array_equal(lengths[same], lengths[repeat]):
+        if not _same(words, starts[same[repeat - part.start]], lengths[same[repeat - part.start]],
+                     starts[repeat], lengths[repeat]):
             raise Collision
-        for m in range((int(lengths[repeat].max()) + 7) // 8 if len(repeat) else 0):
-            longer = lengths[repeat] > 8 * m
-            repeat, same = repeat[longer], same[longer]
-            if not np.array_equal(words(starts[same], lengths[repeat], m), words(starts[repeat], lengths[repeat], m)):
-                raise Collision
+
+
+def _same(words: _Words, starts: np.ndarray, lengths: np.ndarray, other_starts: np.ndarray,
+          other_lengths: np.ndarray) -> bool:
+    """Whether each field is the other field beside it, byte for byte."""
+    if not np.array_equal(lengths, other_lengths):
+        return False
+    for m in range((int(lengths.max()) + 7) // 8 if len(lengths) else 0):
+        longer = lengths > 8 * m
+        starts, other_starts, lengths = starts[longer], other_starts[longer], lengths[longer]
+        if not np.array_equal(words(starts, lengths, m), words(other_starts, lengths, m)):
+            return False
+    return True
 
 
 def _decode(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> list[str]:
-    """The fields' text, decoded a chunk of fields at a time."""
+    """The fields' text, decoded about a megabyte of it at a time (gathering a byte takes an
+    index of its own: 4 or 8 bytes of temporaries for each)."""
     names: list[str] = []
-    for part in _chunks(len(starts)):
-        spans = lengths[part] + 1  # each field and the separator after it
-        offsets = np.cumsum(spans) - spans
-        gathered = buffer[np.repeat(starts[part] - offsets, spans) + np.arange(int(spans.sum()))]
-        gathered[offsets + lengths[part]] = _NEWLINE
+    ends = np.cumsum(lengths + 1)  # each field and the separator after it
+    index = starts.dtype
+    at = 0
+    while at < len(starts):
+        stop = max(int(np.searchsorted(ends, (ends[at - 1] if at else 0) + _DECODED, side="right")), at + 1)
+        spans = (lengths[at:stop] + 1).astype(index)
+        offsets = np.cumsum(spans, dtype=index) - spans
+        gathered = buffer[np.repeat(starts[at:stop] - offsets, spans) + np.arange(int(spans.sum()), dtype=index)]
+        gathered[offsets + lengths[at:stop]] = _NEWLINE
         names.extend(gathered.tobytes().decode("utf-8").split("\n")[:-1])
+        at = stop
     return names
+
+
+_DECODED = 1 << 20  # bytes of symbols decoded at a time
