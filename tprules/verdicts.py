@@ -111,7 +111,7 @@ class VerdictTable:
             lines = [f'{line}, "collectives": [{k}]' for line, k in zip(lines, kinds)]
         return [line + "}" for line in lines]
 
-    def json_chunks(self, notes: MemberNotes = NO_NOTES, size: int = 4096):
+    def json_chunks(self, notes: MemberNotes = NO_NOTES, size: int = 1024):
         """`json_lines` of `size` verdicts at a time (what is written need not be held whole)."""
         for start in range(0, len(self), size):
             yield self.part(start, start + size).json_lines(notes)
