@@ -128,7 +128,9 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     order = topological_order(facts, columns)
     facts.extend("target", [(chosen,)], types=COMPUTED["target"].types)
     ids = facts.symbols.encode(order, len(order))
-    facts.append("topo", np.stack([ids, np.arange(len(order), dtype=ids.dtype)], axis=1), types=COMPUTED["topo"].types)
+    topo = np.stack([ids, np.arange(len(order), dtype=ids.dtype)], axis=1)
+    facts.append("topo", topo.astype(np.int32) if len(facts.symbols.names) <= np.iinfo(np.int32).max else topo,
+                  types=COMPUTED["topo"].types)  # int32 as the facts read (program/scan.py)
     for rel, tuples in (computed or {}).items():
         facts.extend(rel, tuples, types=COMPUTED[rel].types if rel in COMPUTED else None)
     return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources, ids)
