@@ -134,7 +134,7 @@ class ColumnarEngine:
             delta = {}
             for rel in rels:
                 new = np.concatenate(produced[rel]) if produced[rel] else arrays[rel][:0]
-                new = seen[rel].fresh(new, arrays[rel])
+                new = self.narrow(rel, seen[rel].fresh(new, arrays[rel]))  # the next round joins narrow columns
                 if choices[rel] is not None and len(new):
                     new = np.asarray(choices[rel].admit(map(tuple, new.tolist())), dtype=I64).reshape(-1, new.shape[1])
                 delta[rel] = new

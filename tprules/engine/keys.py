@@ -135,10 +135,13 @@ class KeyIndex:
         # Keys below 2**31 are kept (and looked up) as int32: half the memory of an index
         # that a later stratum or a planner's question reuses.
         self._key = np.int32 if size < _I32 else I64
-        self.sorted = np.sort(keys).astype(self._key, copy=False)
         self._columns, self._order = columns, None
-        if not views:
+        if views:  # the keys themselves are sorted (nothing else needs their order now)
+            keys.sort()
+            self.sorted = keys.astype(self._key, copy=False)
+        else:
             self._order = self._sorted_positions(keys)
+            self.sorted = keys[self._order].astype(self._key, copy=False)
         # Small key spaces are addressed directly: a key's rows are order[starts[k]:starts[k] + counts[k]].
         # One more entry, last, holds no rows: the key -1 (no match) addresses it.
         self.direct = size <= max(8 * self.n, 1 << 16)
@@ -158,17 +161,20 @@ class KeyIndex:
                 self._width = int(counts.max())
                 if self._width <= 16:
                     self.bucketed = True
-                    self._bucket_counts, self._bucket_starts = counts, np.cumsum(counts) - counts
+                    small = np.int32 if self.n < _I32 else I64
+                    self._bucket_counts, self._bucket_starts = counts.astype(small), (np.cumsum(counts) - counts).astype(small)
 
     def _own_keys(self, columns: list) -> np.ndarray:
         """The int64 key of each of this index's own rows."""
         keys = np.zeros(self.n, dtype=I64)
-        for rng, column in zip(self._ranges, columns):
-            column = np.asarray(column, dtype=I64)
+        for rng, column in zip(self._ranges, columns):  # in place: one array of keys at a time
             if isinstance(rng, tuple):
-                keys = keys * rng[1] + (column - rng[0])
+                keys *= rng[1]
+                keys += column
+                keys -= rng[0]
             else:
-                keys = keys * len(rng) + np.searchsorted(rng, column)
+                keys *= len(rng)
+                keys += np.searchsorted(rng, np.asarray(column, dtype=I64))
         return keys
 
     @property
@@ -188,18 +194,25 @@ class KeyIndex:
         n = len(columns[0])
         keys, miss = None, None
         for rng, column in zip(self._ranges, columns):
-            column = np.asarray(column, dtype=I64)
             if isinstance(rng, tuple):
                 lo, span = rng
-                part = column - lo
+                part = np.subtract(column, lo, dtype=I64)  # a new array (the column is left as it is)
                 out = part.view(np.uint64) >= span  # below lo (negative) or past the span
                 part[out] = 0
             else:
+                column = np.asarray(column, dtype=I64)
                 span = max(len(rng), 1)
                 part = np.minimum(np.searchsorted(rng, column), span - 1)
                 out = (rng[part] != column) if len(rng) else np.ones(n, dtype=bool)
-            miss = out if miss is None else miss | out
-            keys = part if keys is None else keys * span + part
+            if miss is None:
+                miss = out
+            else:
+                miss |= out
+            if keys is None:
+                keys = part
+            else:  # in place: one array of keys at a time
+                keys *= span
+                keys += part
         if keys is None:
             return np.zeros(n, dtype=self._key)
         keys[miss] = -1
@@ -224,11 +237,16 @@ class KeyIndex:
             hit = np.flatnonzero(counts)
             return hit.astype(I64, copy=False), self.order[lo[hit]]
         total = int(counts.sum())
-        li = np.repeat(np.arange(len(left), dtype=I64), counts)
+        # Positions as int32 where they fit: a join that multiplies rows holds a few arrays
+        # as long as its result at once.
+        small = np.int32 if max(total, len(left), self.n) < _I32 else I64
+        li = np.repeat(np.arange(len(left), dtype=small), counts)
         if total == 0:
             return li, np.zeros(0, dtype=I64)
-        offsets = np.arange(total, dtype=I64) - np.repeat(np.cumsum(counts, dtype=I64) - counts, counts)
-        return li, self.order[np.repeat(lo.astype(I64, copy=False), counts) + offsets]
+        # the j-th pair of a run that starts at pair `start` of the result is row lo + (j - start) here
+        position = np.repeat((lo - (np.cumsum(counts, dtype=I64) - counts)).astype(small, copy=False), counts)
+        position += np.arange(total, dtype=small)
+        return li, self.order[position]
 
     def contains(self, columns: list) -> np.ndarray:
         """True where a row with equal key columns is here."""
@@ -238,20 +256,30 @@ class KeyIndex:
         if self.direct:
             return self.counts[left] > 0  # a miss (-1) addresses the last entry, which holds no rows
         if self.bucketed:
-            return self._scan_buckets(left, left >= 0)[1] > 0
+            return self._scan_buckets(left, left >= 0, first_only=True)[1]
         position = np.minimum(np.searchsorted(self.sorted, left), self.n - 1)
         return (self.sorted[position] == left) & (left >= 0)
 
-    def _scan_buckets(self, left: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each left key: the position of its first equal key here, and how many there are."""
+    def _scan_buckets(self, left: np.ndarray, found: np.ndarray,
+                      first_only: bool = False) -> tuple[np.ndarray | None, np.ndarray]:
+        """For each left key: the position of its first equal key here, and how many there
+        are (`first_only`: None, and whether there is one). Positions and counts are int32
+        where the index allows: a bucket scan of a few hundred thousand rows holds a handful
+        of such arrays at once."""
+        small = np.int32 if self.n < _I32 else I64
         first = np.where(found, left // self._rest, 0)
-        base, width = self._bucket_starts[first], np.where(found, self._bucket_counts[first], 0)
-        lo = np.zeros(len(left), dtype=I64)
-        counts = np.zeros(len(left), dtype=I64)
+        base = self._bucket_starts[first].astype(small, copy=False)
+        width = np.where(found, self._bucket_counts[first], 0).astype(small, copy=False)
+        del first
+        lo = None if first_only else np.zeros(len(left), dtype=small)
+        counts = np.zeros(len(left), dtype=bool if first_only else small)
         last = self.n - 1
         for k in range(self._width):
-            position = base + k
-            equal = (k < width) & (self.sorted[np.minimum(position, last)] == left)
-            lo = np.where(equal & (counts == 0), position, lo)
+            equal = k < width
+            equal &= self.sorted[np.minimum(base + k, last)] == left
+            if first_only:
+                counts |= equal
+                continue
+            lo[equal & (counts == 0)] = base[equal & (counts == 0)] + k
             counts += equal
         return lo, counts
