@@ -16,6 +16,7 @@ itself is timed in every round:
 
 - load         `tprules lint DIR`: rules parsed and checked (lint skips the cache), facts read and checked
 - check        `tprules check DIR --format json`
+- check-floor  `tprules check facts/megatron-mlp-tp2 --format json`: what any check costs (start-up)
 - plan         `tprules plan DIR --format json`
 - why-legal    `tprules why DIR 'legal("F")'` for a legal candidate F from the middle of the program
 - why-refused  `tprules why DIR 'refused("F", R)'` for a refused one (every reason, each with its proof)
@@ -63,6 +64,7 @@ IMPORTED = {f"{size}-hf": size for size in FULL}  # real models, imported from t
 SEQ = 2048
 
 PY = sys.executable
+FLOOR = ROOT / "facts" / "megatron-mlp-tp2"  # the smallest bundled example
 TARGETS = {"70b": 1.0, "405b": 2.5}  # seconds for `check` (issue 8), and 1 GiB peak memory
 IMPORT_TARGETS = {"8b-hf": 4.0, "70b-hf": 8.0, "405b-hf": 15.0}  # seconds for `import` (issue 24)
 PLAN_TARGET = 1.5  # plan ÷ check (issue 24)
@@ -305,7 +307,9 @@ def bench_size(size: str, work: Path, repeat: int, timeout: float, pydatalog: bo
     first = measure(tprules("check", program, "--format", "json"), base / "check.pick.out", timeout)
     fusions = {legal: pick(base / "check.pick.out", legal) if first.status == 0 else None for legal in (True, False)}
     timed: list[tuple[str, list[str]]] = [("load", tprules("lint", program)),
-                                          ("check", tprules("check", program, "--format", "json"))]
+                                          ("check", tprules("check", program, "--format", "json")),
+                                          # what any check costs: Python, numpy, tprules, a 10-statement program
+                                          ("check-floor", tprules("check", FLOOR, "--format", "json"))]
     if size in IMPORTED:  # into a folder of its own: the other commands read the first import's
         timed.insert(0, ("import", import_command(size, base, base / "imported")))
     for tool, cmd, ok, why_not in (
@@ -448,6 +452,15 @@ def report(infos: dict[str, dict], rows: list[Row], repeat: int) -> str:
                      f"{goal(plan, check, PLAN_TARGET)} | {over(check, souffle)} | "
                      f"{goal(check, souffle, INTERPRETER_TARGET if generated else None)} | {over(check, compiled)} | "
                      f"{goal(check, compiled, COMPILED_TARGETS.get(s))} | {mem} | {mem_goal if generated else '-'} |")
+    lines.append("")
+    for s in sizes:
+        floor, souffle = by.get((s, "check-floor")), by.get((s, "souffle"))
+        if floor is not None and floor.wall is not None:
+            beside = "" if souffle is None or souffle.wall is None else \
+                f"; Soufflé's interpreter on the {s} program: {_fmt(souffle.wall)} s, {souffle.peak:.0f} MiB"
+            lines.append(f"{s}: the floor of any `check` (Python, numpy and tprules started, the "
+                         f"{FLOOR.name} example of 10 statements judged), in the same rounds: "
+                         f"{_fmt(floor.wall)} s, {floor.peak:.0f} MiB{beside}")
     lines.append("")
     for s in sizes:
         agree = infos[s].get("agree", {})

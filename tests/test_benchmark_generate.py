@@ -80,7 +80,7 @@ def test_benchmark_runs_every_tool_and_they_agree(tmp_path):
     assert done.returncode == 0, done.stderr
     figures = json.loads((tmp_path / "f.json").read_text())
     ran = {row["tool"] for row in figures["rows"] if row["wall_s"] is not None}
-    assert {"load", "check", "plan", "why-legal", "why-refused", "clingo", "pydatalog"} <= ran
+    assert {"load", "check", "check-floor", "plan", "why-legal", "why-refused", "clingo", "pydatalog"} <= ran
     agree = figures["sizes"]["small"]["agree"]
     if shutil.which("souffle"):
         assert agree.pop("souffle") is True

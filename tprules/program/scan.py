@@ -285,13 +285,15 @@ class Interner:
         return ids[group]
 
     def _remember(self, hashes: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+        """The new symbols' hashes (none of them in the table yet) merged into the table."""
         if not len(hashes):
             return
-        order = np.argsort(np.concatenate([self.hashes, hashes]), kind="stable")
-        self.hashes = np.concatenate([self.hashes, hashes])[order]
-        self.ids = np.concatenate([self.ids, ids])[order]
-        self.starts = np.concatenate([self.starts, starts])[order]
-        self.lengths = np.concatenate([self.lengths, lengths])[order]
+        order = np.argsort(hashes)
+        at = np.searchsorted(self.hashes, hashes[order])
+        self.hashes = np.insert(self.hashes, at, hashes[order])
+        self.ids = np.insert(self.ids, at, ids[order])
+        self.starts = np.insert(self.starts, at, starts[order])
+        self.lengths = np.insert(self.lengths, at, lengths[order])
 
 
 def _compare(words: _Words, starts: np.ndarray, lengths: np.ndarray, first: np.ndarray, group: np.ndarray) -> None:
