@@ -42,11 +42,15 @@ def load_checked_rules(rules_dir: Path | None) -> CheckedProgram:
 
 class Workspace:
     def __init__(self, program_dir: Path | str, rules_dir: Path | str | None = None, shim: str | None = None,
-                 engine: str = "fast", checked: CheckedProgram | None = None):
+                 engine: str = "fast", checked: CheckedProgram | None = None, one_pass: bool = False):
+        """`one_pass`: the workspace evaluates once (`check`), and its engine may drop
+        what only a later evaluation would reuse."""
         self.checked = checked if checked is not None else load_checked_rules(rules_dir)
         self.program: LoadedProgram = load_program(Path(program_dir), self.checked, shim)
         self.engine_name = engine
         self.engine = make_engine(engine, self.checked, self.program)
+        if one_pass and hasattr(self.engine, "one_pass"):
+            self.engine.one_pass = True
 
     @classmethod
     def from_program(cls, program: LoadedProgram, checked: CheckedProgram, engine: str = "fast") -> "Workspace":

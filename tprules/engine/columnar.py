@@ -46,6 +46,10 @@ class ColumnarEngine:
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
         self._tuples = None  # the compiled engine, for recursive strata whose rounds are small
         self._narrowable: dict[str, bool] = {}
+        # An engine whose evaluation is not followed by others (`check`): the key index of a
+        # relation no later stratum reads is dropped as the strata run (a third of what a
+        # 70b-sized check holds at its end); the planner's rounds keep and reuse them.
+        self.one_pass = False
 
     def encode(self, rel: str, tuples) -> np.ndarray:
         types = self.checked.decls[rel].types
@@ -77,10 +81,14 @@ class ColumnarEngine:
         for rel, tuples in decoded.items():  # inputs decode to the very sets given
             model.relations.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
         given_arrays = {rel: arrays[rel] for rel in given}
-        for stratum in needed_strata(self.checked.strata, targets):
-            if only is not None and not (set(stratum.relations) & only):
-                continue
+        strata = [s for s in needed_strata(self.checked.strata, targets)
+                  if only is None or set(s.relations) & only]
+        last_read = {rel: k for k, stratum in enumerate(strata) for rel in _read_by(stratum)}
+        for k, stratum in enumerate(strata):
             self._run_stratum(model, stratum, given_arrays)
+            if self.one_pass:
+                for key in [key for key in self.indexes if last_read.get(key[0], -1) <= k]:
+                    del self.indexes[key]
         return model
 
     def _facts_of(self, stratum: Stratum, rel: str) -> np.ndarray:
@@ -317,6 +325,11 @@ def _join_rounds(arrays: dict, grown: dict) -> None:
         if parts:
             arrays[rel] = np.concatenate([arrays[rel], *parts])
             parts.clear()
+
+
+def _read_by(stratum: Stratum) -> set[str]:
+    """The relations a stratum's rules read."""
+    return {lit.rel for rule in (*stratum.rules, *stratum.subsumptions) for lit in _all_atoms(rule.body)}
 
 
 def _all_atoms(body) -> list[ast.Atom]:
