@@ -107,18 +107,24 @@ def test_a_symbol_is_one_id_in_columns_of_any_width(tmp_path):
     assert op[0, 0] == op[1, 1] == spine[1, 0] == shape[0, 0] and op[1, 0] == spine[2, 0]
 
 
-def test_a_hash_collision_is_found_and_the_files_read_by_lines(tmp_path, monkeypatch):
-    cases = [(("symbol", "number"), b"layer_0_attention_qkv\t1\nlayer_0_attention_qkw\t2\n\nb\t3\n"),
-             (("symbol", "symbol"), b"b\tlayer_0_attention_qkv\nlayer_0_attention_qkw\ta\x00\n")]
-    expected = _read_together(tmp_path, cases, _by_lines)
+def _colliding(cases, monkeypatch):
+    """The files joined and split, every symbol hashed alike: an interner and the splits."""
     monkeypatch.setattr(scan, "_hash", lambda words, starts, lengths: np.zeros(len(starts), dtype=np.uint64))
     joined = scan.Joined()
     for _, data in cases:
         joined.add(data)
     buffer = joined.close()
     splits = [scan.split(buffer, begin, size, types) for (types, _), (begin, size) in zip(cases, joined.places)]
+    return scan.Interner(buffer, Symbols()), splits
+
+
+def test_a_hash_collision_is_found_and_the_files_read_by_lines(tmp_path, monkeypatch):
+    cases = [(("symbol", "number"), b"layer_0_attention_qkv\t1\nlayer_0_attention_qkw\t2\n\nb\t3\n"),
+             (("symbol", "symbol"), b"b\tlayer_0_attention_qkv\nlayer_0_attention_qkw\ta\x00\n")]
+    expected = _read_together(tmp_path, cases, _by_lines)
+    interner, splits = _colliding(cases, monkeypatch)
     with pytest.raises(scan.Collision):
-        scan.Interner(buffer, Symbols()).rows(splits[0])
+        interner.rows(splits[0])
     assert _read_together(tmp_path, cases, read_files) == expected
 
 
@@ -128,14 +134,7 @@ def test_a_hash_collision_across_files_is_found(tmp_path, monkeypatch):
     cases = [(("symbol", "number"), b"layer_0_attention_qkv\t1\nlayer_0_attention_qkv\t2\n"),
              (("symbol",), b"layer_0_attention_qkw\n\nlayer_0_attention_qkw\n")]
     expected = _read_together(tmp_path, cases, _by_lines)
-    monkeypatch.setattr(scan, "_hash", lambda words, starts, lengths: np.zeros(len(starts), dtype=np.uint64))
-    joined = scan.Joined()
-    for _, data in cases:
-        joined.add(data)
-    buffer = joined.close()
-    splits = [scan.split(buffer, begin, size, types) for (types, _), (begin, size) in zip(cases, joined.places)]
-    symbols = Symbols()
-    interner = scan.Interner(buffer, symbols)
+    interner, splits = _colliding(cases, monkeypatch)
     assert interner.rows(splits[0]).tolist() == [[0, 1], [0, 2]]
     with pytest.raises(scan.Collision):
         interner.rows(splits[1])
