@@ -39,6 +39,17 @@ def test_check_imports_nothing_it_does_not_use():
     assert loaded == []
 
 
+@pytest.mark.parametrize("command", [["plan", "--format", "json"], ["check"], ["check", "--format", "json"]])
+def test_judging_never_loads_numpy_ma(command):
+    """`np.unique` imports numpy.ma on its first call (8 ms of start-up); tprules' own
+    sort-based `unique` (program/columns.py) does not."""
+    program = "facts/llama-layer-tp4"
+    done = subprocess.run([sys.executable, "-c", SCRIPT, program, command[0], program, *command[1:]],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "numpy.ma" not in json.loads(done.stdout)["modules"]
+
+
 @pytest.mark.parametrize("command", [["plan", "--format", "json"], ["why", "legal(F)"], ["lint"]])
 def test_reading_facts_does_not_import_pyarrow(command):
     """pyarrow writes an import's facts (frontends/columnar.py); reading them is numpy's."""

@@ -15,7 +15,7 @@ from json.encoder import encode_basestring_ascii as quote
 import numpy as np
 
 from .errors import RuleError
-from .program.columns import I64, Symbols, encode_rows
+from .program.columns import I64, Symbols, encode_rows, unique
 from .program.facts import FactBase
 
 # Relations the tools read from the model, besides `legal` and `refused`. They are defined
@@ -91,7 +91,7 @@ class VerdictTable:
 
     def reason_counts(self) -> dict[str, int]:
         """reason → how many candidates it refuses."""
-        ids, counts = np.unique(self.reasons, return_counts=True)
+        ids, counts = unique(self.reasons, return_counts=True)
         return dict(zip(self._names(ids), counts.tolist()))
 
     def json_lines(self, notes: MemberNotes = NO_NOTES) -> list[str]:
@@ -147,7 +147,7 @@ class VerdictTable:
                      notes: MemberNotes = NO_NOTES) -> tuple[list[str], list[str], list[str]]:
         """Fusion, reasons and members (with their places) of each verdict, as `check` shows them."""
         names = self.symbols.names
-        statements, of = np.unique(self.members, return_inverse=True)
+        statements, of = unique(self.members, return_inverse=True)
         shown = [notes.shown(names[i], place_of.get(i, "?")) for i in statements.tolist()]
         members = _joined(list(map(shown.__getitem__, of.reshape(-1).tolist())), self.member_start)
         reasons = [r or "-" for r in _joined(self._names(self.reasons), self.reason_start)]

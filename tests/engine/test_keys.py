@@ -53,3 +53,18 @@ def test_a_key_index_joins_and_finds_as_a_nested_loop(width, views, here, other)
     assert pairs == [(i, j) for i in range(len(other)) for j in range(len(here))
                      if other[i].tolist() == here[j].tolist()]
     assert found.tolist() == [any(o.tolist() == h.tolist() for h in here) for o in other]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(tables(), st.booleans(), st.booleans(), st.booleans())
+def test_unique_is_numpys_unique(rows, index, inverse, counts):
+    """program/columns.py's `unique` (one stable sort, no numpy.ma) answers as np.unique."""
+    from tprules.program.columns import unique
+
+    values = rows[:, 0]
+    ours = unique(values, return_index=index, return_inverse=inverse, return_counts=counts)
+    theirs = np.unique(values, return_index=index, return_inverse=inverse, return_counts=counts)
+    ours, theirs = (ours, theirs) if isinstance(theirs, tuple) else ((ours,), (theirs,))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

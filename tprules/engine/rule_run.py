@@ -11,6 +11,7 @@ import numpy as np
 from ..analysis.checks import outside_vars
 from ..errors import RuleError
 from ..lang import ast
+from ..program.columns import distinct
 from .column_values import DTYPES, TermValues, storage
 from .compile import one_positive_atom
 from .constant import kind_of
@@ -162,7 +163,7 @@ class RuleRun:
                 if isinstance(other, ast.Functor) and other.name == "range":  # a bound value in a range
                     rows, found = self.terms.generate(other, table.cols, table.n)
                     hit = storage(found, kind_of(other), len(rows)) == self.stored(var, table)[rows]
-                    return table.take(np.unique(rows[hit]))
+                    return table.take(distinct(rows[hit]))
         return table.where(self.terms.mask(lit, left, right, table.cols, table.n))
 
     def aggregate(self, table: Table, agg: ast.Aggregate) -> tuple[Table, ast.Var]:

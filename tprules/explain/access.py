@@ -155,11 +155,11 @@ class ColumnarAccess:
 
     def column_symbols(self, rel: str, col: int) -> set[str]:
         """The symbols in one column of a relation (empty for an unknown relation or column)."""
-        import numpy as np
+        from ..program.columns import distinct
 
         rows = self.model.arrays.get(rel)
         decl = self.model.checked.decls.get(rel)
         if rows is None or decl is None or col >= len(decl.types) or decl.types[col] != "symbol" or not len(rows):
             return set()
         names = self.model.symbols.names
-        return {names[i] for i in np.unique(rows[:, col]).tolist()}
+        return {names[i] for i in distinct(rows[:, col]).tolist()}

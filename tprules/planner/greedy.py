@@ -39,7 +39,7 @@ from itertools import chain
 
 import numpy as np
 
-from ..program.columns import distinct, isin
+from ..program.columns import distinct, isin, unique
 from .cost import TIE
 from .index import PlanIndex
 from .state import ONLY_CONSUMER, ONLY_PRODUCER, GroupArrays
@@ -285,7 +285,7 @@ class Greedy:
         fresh = np.flatnonzero(np.fromiter([x not in legal for x in either.tolist()], dtype=bool, count=len(either)))
         if not len(fresh):
             return
-        fresh = fresh[np.sort(np.unique(either[fresh], return_index=True)[1])]  # each pair once
+        fresh = fresh[np.sort(unique(either[fresh], return_index=True)[1])]  # each pair once
         names = [f"proposal{self._names + i}" for i in range(1, len(fresh) + 1)]
         self._names += len(fresh)
         answers = self.asker(names, *self.groups.rows(a[fresh], b[fresh]))

@@ -140,7 +140,7 @@ def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
     o, c = src[step], dst[step]
     while len(o):
         keep = elementwise[c] | onward[c]
-        pairs.append(np.unique(o[keep] * max(n, 1) + c[keep]))
+        pairs.append(distinct(o[keep] * max(n, 1) + c[keep]))
         o, c = _next(o[keep & onward[c]], c[keep & onward[c]], src, dst)
     # attention's chain
     inner = _closure(bmm, src, dst, passes) & _closure(bmm, dst, src, passes)

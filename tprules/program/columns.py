@@ -117,6 +117,29 @@ def distinct(keys: np.ndarray) -> np.ndarray:
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
+def unique(values, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False):
+    """`np.unique` of a 1-D integer array, by one stable sort: the distinct values in order,
+    and as asked the first position of each, each value's place among them, and how many
+    of each. (Numpy's own `unique` imports `numpy.ma` on its first call, 8 ms of a
+    command's start-up, and is hash-based, thus slower, on int64.)"""
+    values = np.asarray(values).reshape(-1)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    head = np.empty(len(ordered), dtype=bool)
+    head[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=head[1:])
+    found = [ordered[head]]
+    if return_index:
+        found.append(order[head])
+    if return_inverse:
+        inverse = np.empty(len(values), dtype=np.intp)
+        inverse[order] = np.cumsum(head) - 1
+        found.append(inverse)
+    if return_counts:
+        found.append(np.diff(np.append(np.flatnonzero(head), len(values))))
+    return found[0] if len(found) == 1 else tuple(found)
+
+
 def isin(values: np.ndarray, pool) -> np.ndarray:
     """`np.isin(values, pool)` by sorting the pool and searching it (np.isin goes through
     numpy's hash-based `unique`, several times slower on int64)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import Ops
-from .columns import Columns
+from .columns import Columns, unique
 from .schema import DTYPES
 
 I64 = np.int64
@@ -70,7 +70,7 @@ def statements_look_fine(c: Columns) -> bool:
     if not np.array_equal(top, count - 1):
         return False
     if len(registry):  # the registry's operand count (0: any number, at least one)
-        classes, first = np.unique(registry[:, 0], return_index=True)
+        classes, first = unique(registry[:, 0], return_index=True)
         want_of_class = registry[first, 2]
         want = np.empty(len(stmts), dtype=I64)
         want[np.searchsorted(stmts, op[:, 0])] = want_of_class[np.searchsorted(classes, op[:, 1])]
@@ -148,5 +148,5 @@ def candidates_look_fine(c: Columns) -> bool:
     fusions = c["member"][:, 0]
     if not len(fusions):
         return True
-    _, counts = np.unique(fusions, return_counts=True)
+    _, counts = unique(fusions, return_counts=True)
     return bool(np.all(counts >= 2))
