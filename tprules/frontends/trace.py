@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from contextlib import contextmanager
 
 from .errors import ImportFailed
 
@@ -37,6 +38,32 @@ def _decompositions():
     return table
 
 
+@contextmanager
+def _one_listing_of_cia_ops():
+    """torch's run_decompositions lists the dispatcher's CompositeImplicitAutograd ops
+    (`_materialize_cpp_cia_ops`) once for each namespace of torch.ops, twice over: some
+    fifty times the same list (0.2 s of a --no-data import). No op is registered while
+    it runs, so the first listing stands for the rest."""
+    from torch._export import utils
+
+    listing = getattr(utils, "_materialize_cpp_cia_ops", None)
+    if listing is None:
+        yield
+        return
+    done = []
+
+    def once():
+        if not done:
+            listing()
+            done.append(True)
+
+    utils._materialize_cpp_cia_ops = once
+    try:
+        yield
+    finally:
+        utils._materialize_cpp_cia_ops = listing
+
+
 def trace(model, batch: int, seq: int, arch: str):
     """The decomposed ExportedProgram of `model(input_ids, use_cache=False)`."""
     import torch
@@ -54,7 +81,8 @@ def trace(model, batch: int, seq: int, arch: str):
     try:
         with torch.no_grad():
             exported = torch.export.export(model, (ids,), kwargs={"use_cache": False}, strict=False)
-            program = exported.run_decompositions(_decompositions())
+            with _one_listing_of_cia_ops():
+                program = exported.run_decompositions(_decompositions())
     except Exception as err:  # noqa: BLE001 - torch.export raises many kinds
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         where = data_dependent(err, model)
