@@ -89,8 +89,8 @@ def entry() -> None:
     # Frozen objects are left out of that collection; the interpreter still shuts down
     # normally (buffers flushed, atexit handlers run).
     gc.freeze()
-    if sys.argv[1:2] == ["import"]:
-        _end_now(status)
+    if sys.argv[1:2] == ["import"] and sys.getprofile() is None and sys.gettrace() is None:
+        _end_now(status)  # (a profiler or coverage writes its report at the normal exit)
     sys.exit(status)
 
 

@@ -7,7 +7,9 @@ uses (issue 24: loading torch and transformers is most of a `--no-data` import).
   second listing reads every folder's files again (0.25 s). Here that cache keeps them all.
 - transformers' modeling_utils imports every loss, and its object-detection losses import
   scipy.optimize where scipy is installed (0.25 s). No causal LM computes a loss in an
-  import, so scipy is hidden while modeling_utils loads; it imports as usual afterwards.
+  import, so while modeling_utils loads, those losses are told scipy is absent (their
+  Hungarian matching would then ask for it); everything else, transformers' own tables
+  of which backends are installed among them, sees scipy as it is.
 
 Where transformers is already loaded (a test process, an import after another), nothing
 is changed.
@@ -33,8 +35,10 @@ def load_extra() -> None:
     for module in ("torch", "transformers", "safetensors"):
         try:
             if module == "transformers":
-                with _one_listing_of_models(), _hidden("scipy"):
-                    __import__("transformers.modeling_utils")
+                with _one_listing_of_models():
+                    import transformers.models  # noqa: F401 - its lazy modules see every backend there is
+                with _losses_without_scipy():
+                    import transformers.modeling_utils  # noqa: F401
             else:
                 __import__(module)
         except ImportError:
@@ -42,17 +46,27 @@ def load_extra() -> None:
 
 
 @contextmanager
-def _hidden(module: str):
-    """`module` looks absent (importlib.util.find_spec gives None) unless already loaded."""
-    if module in sys.modules:
+def _losses_without_scipy():
+    """transformers.utils.is_scipy_available says False to the modules that import it while
+    this lasts (the losses, which test it once as they load), and is itself again after."""
+    import transformers.utils as utils
+
+    if "transformers.modeling_utils" in sys.modules or "scipy" in sys.modules:
         yield
         return
-    sys.modules[module] = None  # type: ignore[assignment]
+    available = utils.is_scipy_available
+
+    def absent() -> bool:
+        return False
+
+    utils.is_scipy_available = absent
     try:
         yield
     finally:
-        if sys.modules.get(module, 0) is None:
-            del sys.modules[module]
+        utils.is_scipy_available = available
+        for name, module in list(sys.modules.items()):
+            if name.startswith("transformers.") and getattr(module, "is_scipy_available", None) is absent:
+                module.is_scipy_available = available
 
 
 class _UnboundedScanCache(importlib.abc.MetaPathFinder):
