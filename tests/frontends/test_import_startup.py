@@ -1,7 +1,8 @@
-"""What an import's process loads and leaves out (frontends/startup.py, trace.py, cli.py):
-transformers lists its model folders once, scipy stays out, run_decompositions lists the
-CompositeImplicitAutograd ops once, and the process ends without tearing torch down, with
-the same transformers, the same decomposed graph and the same output as without."""
+"""What an import's process loads and does (frontends/startup.py, core_aten.py, cli.py):
+transformers lists its model folders once, scipy stays out, torch lists the
+CompositeImplicitAutograd ops once, the model is traced once to core ATen, and the process
+ends without tearing torch down; with the same transformers, the same graph and the same
+output as without."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tprules.frontends import startup
 
@@ -83,11 +86,11 @@ def test_a_loaded_transformers_is_left_as_it_is():
     assert sys.meta_path == finders and sys.modules.get("scipy") is scipy
 
 
-def test_run_decompositions_lists_the_cia_ops_once_and_decomposes_the_same(tmp_path, monkeypatch):
+def test_run_decompositions_lists_the_cia_ops_once_and_decomposes_the_same(monkeypatch):
     import torch
     from torch._export import utils
 
-    from tprules.frontends import trace as tracing
+    from tprules.frontends import core_aten
 
     calls = []
     listing = utils._materialize_cpp_cia_ops
@@ -102,13 +105,62 @@ def test_run_decompositions_lists_the_cia_ops_once_and_decomposes_the_same(tmp_p
     with torch.no_grad():
         exported = torch.export.export(model, (torch.zeros(2, 4, device="meta"),), strict=False)
         calls.clear()
-        with tracing._one_listing_of_cia_ops():
-            once = exported.run_decompositions(tracing._decompositions())
+        with core_aten._one_listing_of_cia_ops():
+            once = exported.run_decompositions(core_aten.decompositions())
         assert len(calls) == 1 and utils._materialize_cpp_cia_ops is counted
         calls.clear()
-        every = exported.run_decompositions(tracing._decompositions())
+        every = exported.run_decompositions(core_aten.decompositions())
     assert len(calls) > 1  # without it, torch lists them once per namespace
     assert once.graph_module.code == every.graph_module.code
+
+
+def _nodes(program) -> list[tuple]:
+    """What the lowering reads of each node (the checks it skips left out)."""
+    rows = []
+    for n in program.graph.nodes:
+        if n.target is not torch_assert():
+            val = n.meta.get("val")
+            rows.append((n.name, n.op, str(n.target), str(n.args), str(n.kwargs), str(n.meta.get("nn_module_stack")),
+                         str(getattr(val, "shape", val)), str(getattr(val, "dtype", None))))
+    return rows
+
+
+def torch_assert():
+    import torch
+
+    return torch.ops.aten._assert_tensor_metadata.default
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "mixtral", "gpt_neox", "gemma"])
+def test_one_trace_is_the_two_traces_node_for_node(model_type, tmp_path, monkeypatch):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tprules.frontends import core_aten
+
+    config = AutoConfig.from_pretrained(make_model(tmp_path / "m", model_type, weights=False))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32,
+                                                 experts_implementation="batched_mm").eval()
+    args, kwargs = (torch.zeros((1, 6), dtype=torch.int64, device="meta"),), {"use_cache": False}
+    traces = []
+    monkeypatch.setattr(core_aten, "_one_trace", lambda *a, one=core_aten._one_trace: traces.append(1) or one(*a))
+    with torch.no_grad():
+        one = core_aten.export(model, args, kwargs)
+        two = core_aten.two_traces(model, args, kwargs)
+    assert traces == ([] if model_type == "gemma" else [1])  # gemma ties its embedding to lm_head: two traces
+    assert _nodes(one) == _nodes(two)
+    assert one.graph_signature == two.graph_signature
+    assert sorted(one.state_dict) == sorted(two.state_dict) and sorted(one.constants) == sorted(two.constants)
+
+
+def test_without_torch_private_export_the_two_traces_are_used(monkeypatch):
+    from tprules.frontends import core_aten
+
+    monkeypatch.setattr(core_aten, "_one_trace_parts", lambda: None)
+    used = []
+    monkeypatch.setattr(core_aten, "two_traces", lambda *a: used.append(a) or "two")
+    assert core_aten.export("model", ("ids",), {}) == "two" and used == [("model", ("ids",), {})]
 
 
 ROOT = Path(__file__).resolve().parents[2]

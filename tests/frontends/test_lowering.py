@@ -12,9 +12,9 @@ def lowered(module, x):
 
     from tprules.frontends.constants import Constants
     from tprules.frontends.lower import Lowerer
-    from tprules.frontends.trace import _decompositions
+    from tprules.frontends.core_aten import decompositions
 
-    program = torch.export.export(module, (x,), strict=False).run_decompositions(_decompositions())
+    program = torch.export.export(module, (x,), strict=False).run_decompositions(decompositions())
     return Lowerer(program, Constants(program, module), "Tiny").run()
 
 

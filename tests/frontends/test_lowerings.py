@@ -133,11 +133,11 @@ def _edited(fn, target: str, **args):
     trace would hold for a write torch itself would refuse)."""
     from tprules.frontends.constants import Constants
     from tprules.frontends.lower import Lowerer
-    from tprules.frontends.trace import _decompositions
+    from tprules.frontends.core_aten import decompositions
 
     m = Fn(fn).eval()
     x = torch.randn(2, 3, 5)
-    program = torch.export.export(m, (x,), strict=False).run_decompositions(_decompositions())
+    program = torch.export.export(m, (x,), strict=False).run_decompositions(decompositions())
     node = next(n for n in program.graph_module.graph.nodes if str(n.target) == target)
     new = list(node.args)
     for i, v in args.items():
