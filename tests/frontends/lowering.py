@@ -16,8 +16,8 @@ def lower_module(module, x):
     import torch
 
     from tprules.frontends.constants import Constants
-    from tprules.frontends.lower import Lowerer
     from tprules.frontends.core_aten import decompositions
+    from tprules.frontends.lower import Lowerer
 
     module = module.eval()
     with torch.no_grad():

@@ -163,6 +163,21 @@ def test_without_torch_private_export_the_two_traces_are_used(monkeypatch):
     assert core_aten.export("model", ("ids",), {}) == "two" and used == [("model", ("ids",), {})]
 
 
+def test_a_model_the_one_trace_refuses_is_traced_the_public_way(monkeypatch):
+    import torch
+
+    from tprules.frontends import core_aten
+
+    def refuse(*args):
+        raise RuntimeError("not in one trace")
+
+    monkeypatch.setattr(core_aten, "_one_trace", refuse)
+    model = torch.nn.Linear(4, 4).eval()
+    with torch.no_grad():
+        program = core_aten.export(model, (torch.zeros(2, 4),), {})
+    assert "aten.mm.default" in {str(n.target) for n in program.graph.nodes}
+
+
 ROOT = Path(__file__).resolve().parents[2]
 END = """
 import atexit, sys

@@ -132,8 +132,8 @@ def _edited(fn, target: str, **args):
     """The traced program of `fn` with the first `target` node's arguments changed (what a
     trace would hold for a write torch itself would refuse)."""
     from tprules.frontends.constants import Constants
-    from tprules.frontends.lower import Lowerer
     from tprules.frontends.core_aten import decompositions
+    from tprules.frontends.lower import Lowerer
 
     m = Fn(fn).eval()
     x = torch.randn(2, 3, 5)

@@ -10,7 +10,8 @@ arguments, values, module stacks; tests/frontends/test_import_startup.py) less t
 IR's `_assert_tensor_metadata` checks, which the op table skips anyway: 0.3 s of the 8B
 import's 3.5. Two cases take the two public traces: a model that shares a parameter
 between modules (tied embeddings: the second trace reads it by the other module's name),
-and a torch that lacks one of these functions.
+and a torch that lacks one of these functions; and a model the one trace cannot trace is
+traced again the public way, whose error (trace.py reads it) is the one reported.
 
 Either way, torch lists the dispatcher's CompositeImplicitAutograd ops once for each
 namespace of torch.ops, twice over (some fifty times the same list, 0.2 s); no op is
@@ -27,9 +28,12 @@ def export(model, args: tuple, kwargs: dict):
     """The ExportedProgram of `model(*args, **kwargs)` in core ATen (addmm as mm + add)."""
     with _one_listing_of_cia_ops():
         parts = _one_trace_parts()
-        if parts is None or _shares_parameters(model):
-            return two_traces(model, args, kwargs)
-        return _one_trace(model, args, kwargs, *parts)
+        if parts is not None and not _shares_parameters(model):
+            try:
+                return _one_trace(model, args, kwargs, *parts)
+            except Exception:  # noqa: BLE001 - refused as torch.export refuses it (trace.py reads that error)
+                pass
+        return two_traces(model, args, kwargs)
 
 
 def two_traces(model, args: tuple, kwargs: dict):
