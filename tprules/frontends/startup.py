@@ -65,7 +65,7 @@ def _losses_without_scipy():
     finally:
         utils.is_scipy_available = available
         for name, module in list(sys.modules.items()):
-            if name.startswith("transformers.") and getattr(module, "is_scipy_available", None) is absent:
+            if name.startswith("transformers.") and getattr(module, "__dict__", {}).get("is_scipy_available") is absent:
                 module.is_scipy_available = available
 
 
