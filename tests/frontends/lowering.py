@@ -16,12 +16,12 @@ def lower_module(module, x):
     import torch
 
     from tprules.frontends.constants import Constants
+    from tprules.frontends.core_aten import decompositions
     from tprules.frontends.lower import Lowerer
-    from tprules.frontends.trace import _decompositions
 
     module = module.eval()
     with torch.no_grad():
-        program = torch.export.export(module, (x,), strict=False).run_decompositions(_decompositions())
+        program = torch.export.export(module, (x,), strict=False).run_decompositions(decompositions())
         expected = module(x)
     constants = Constants(program, module)
     return Lowerer(program, constants, "test").run(), constants, expected

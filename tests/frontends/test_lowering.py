@@ -11,10 +11,10 @@ def lowered(module, x):
     import torch
 
     from tprules.frontends.constants import Constants
+    from tprules.frontends.core_aten import decompositions
     from tprules.frontends.lower import Lowerer
-    from tprules.frontends.trace import _decompositions
 
-    program = torch.export.export(module, (x,), strict=False).run_decompositions(_decompositions())
+    program = torch.export.export(module, (x,), strict=False).run_decompositions(decompositions())
     return Lowerer(program, Constants(program, module), "Tiny").run()
 
 

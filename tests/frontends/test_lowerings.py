@@ -132,12 +132,12 @@ def _edited(fn, target: str, **args):
     """The traced program of `fn` with the first `target` node's arguments changed (what a
     trace would hold for a write torch itself would refuse)."""
     from tprules.frontends.constants import Constants
+    from tprules.frontends.core_aten import decompositions
     from tprules.frontends.lower import Lowerer
-    from tprules.frontends.trace import _decompositions
 
     m = Fn(fn).eval()
     x = torch.randn(2, 3, 5)
-    program = torch.export.export(m, (x,), strict=False).run_decompositions(_decompositions())
+    program = torch.export.export(m, (x,), strict=False).run_decompositions(decompositions())
     node = next(n for n in program.graph_module.graph.nodes if str(n.target) == target)
     new = list(node.args)
     for i, v in args.items():

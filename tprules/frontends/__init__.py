@@ -3,6 +3,8 @@ in program/, runtime/ or codegen/ knows where a program came from.
 
 `tprules import hf SOURCE --tp N --out DIR` runs these passes, in order:
 
+0. startup.py    load torch and the part of transformers that builds a causal LM, less
+                 what an import never uses (a second listing of its model folders, scipy);
 1. hf.py         read a save_pretrained folder: config.json, the tensor-parallel plan
                  (`base_model_tp_plan`, or --plan), the weights; build the model (on meta
                  tensors with --no-data);
@@ -10,7 +12,7 @@ in program/, runtime/ or codegen/ knows where a program came from.
                  values); the model lends a layer list of each kind's first and second
                  layer to be traced;
    trace.py      torch.export of the causal-LM forward (prefill, fixed batch and sequence),
-                 lowered to core ATen;
+                 lowered to core ATen in one trace (core_aten.py);
 3. constants.py  what does not depend on `input_ids` is a constant: a weight, a transposed
                  weight, or a folded subgraph (RoPE tables, the causal mask) that becomes a
                  program input;

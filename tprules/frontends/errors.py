@@ -20,11 +20,3 @@ class MissingExtra(BadInput):
     def __init__(self, module: str):
         super().__init__(f"tprules import needs {module}, which is not installed: {EXTRA}")
 
-
-def require_extra():
-    """Import torch, transformers and safetensors, or say in one line what to install."""
-    for module in ("torch", "transformers", "safetensors"):
-        try:
-            __import__(module)
-        except ImportError:
-            raise MissingExtra(module) from None

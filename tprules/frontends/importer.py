@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from .errors import ImportFailed, require_extra
+from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
 
 
@@ -43,7 +43,10 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
     (stamp.py); `every_layer` traces every layer instead (the same facts, slower)."""
-    require_extra()
+    from .startup import load_extra
+
+    clock = _Clock()
+    load_extra()
     for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
@@ -56,7 +59,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     check_out(Path(out))
     progress = progress or Progress(False)
     try:
-        clock = _Clock()
+        clock.tick("load")  # torch and transformers (startup.py)
         src = read_source(source, layers, plan)
         heads = Heads(*head_counts(src.config))
         check_heads(src, heads, tp)

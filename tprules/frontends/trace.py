@@ -1,5 +1,5 @@
 """Trace the causal-LM forward (prefill: fixed batch and sequence, no cache) with
-torch.export and lower it to core ATen.
+torch.export, in core ATen (core_aten.py).
 
 Tracing costs seconds (minutes for a full-size model), and the graph does not depend on
 the weights, so traces are kept per process by config, shape and device: importing one
@@ -12,6 +12,7 @@ import json
 import re
 from collections import OrderedDict
 
+from . import core_aten
 from .errors import ImportFailed
 
 TRACES_KEPT = 4  # the traces a process keeps, least recently used dropped first
@@ -25,16 +26,6 @@ def _key(model, batch: int, seq: int) -> tuple:
     config.pop("_name_or_path", None)
     device = next(iter(model.parameters())).device.type
     return json.dumps(config, sort_keys=True, default=str), batch, seq, device
-
-
-def _decompositions():
-    """Core ATen, and addmm as mm + add (a bias is added after a rowwise layer's fold)."""
-    import torch
-    from torch._decomp import get_decompositions
-
-    table = torch.export.default_decompositions()
-    table.update(get_decompositions([torch.ops.aten.addmm]))
-    return table
 
 
 def trace(model, batch: int, seq: int, arch: str):
@@ -53,8 +44,7 @@ def trace(model, batch: int, seq: int, arch: str):
     level, quiet.level = quiet.level, logging.CRITICAL
     try:
         with torch.no_grad():
-            exported = torch.export.export(model, (ids,), kwargs={"use_cache": False}, strict=False)
-            program = exported.run_decompositions(_decompositions())
+            program = core_aten.export(model, (ids,), {"use_cache": False})
     except Exception as err:  # noqa: BLE001 - torch.export raises many kinds
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         where = data_dependent(err, model)
