@@ -43,6 +43,39 @@ def reached_before(succ: Callable[[int], Iterable[int]], pos, lo: int, hi: int) 
     return seen
 
 
+def path_between(succ: Callable[[int], Iterable[int]], pred: Callable[[int], Iterable[int]], pos,
+                 lo: int, hi: int) -> bool:
+    """Whether a path of two edges or more leads from `lo` to `hi` (`pos`: a topological
+    order, lo's slot before hi's), so that merging them would make a cycle. It is searched
+    from both ends at once, each side within the slots between the two, a step at a time
+    on the side whose stack is shorter: where `lo` fans out to much of the program but
+    little of it leads into `hi` (or the other way), the short side decides."""
+    low, high = pos[lo], pos[hi]
+    ahead = [s for s in succ(lo) if s != hi and pos[s] < high]  # reached from lo
+    behind = [p for p in pred(hi) if p != lo and pos[p] > low]  # reaching hi
+    seen_ahead, seen_behind = set(ahead), set(behind)
+    if not ahead or not behind:
+        return False
+    if not seen_ahead.isdisjoint(seen_behind):
+        return True
+    while ahead and behind:
+        if len(ahead) <= len(behind):
+            for y in succ(ahead.pop()):
+                if y == hi or y in seen_behind:
+                    return True
+                if pos[y] < high and y not in seen_ahead:
+                    seen_ahead.add(y)
+                    ahead.append(y)
+        else:
+            for y in pred(behind.pop()):
+                if y == lo or y in seen_ahead:
+                    return True
+                if pos[y] > low and y not in seen_behind:
+                    seen_behind.add(y)
+                    behind.append(y)
+    return False
+
+
 class GroupGraph:
     def __init__(self, order: list[str], flows: dict[str, Iterable[str]]):
         """`order`: the statements in a topological order; `flows`: statement → statements reading what it writes."""
@@ -114,7 +147,7 @@ class GroupGraph:
         out, into = self.succ[lo], self.pred[hi]
         if len(out) <= 1 and out <= {hi} or len(into) <= 1 and into <= {lo}:  # no other way out of lo, or into hi
             return True
-        return self._forward(lo, hi) is not None
+        return not path_between(self.succ.__getitem__, self.pred.__getitem__, self.pos, lo, hi)
 
     def merge(self, a: int, b: int) -> int:
         """Merge two groups (which `can_merge`) into a new group; returns its id."""

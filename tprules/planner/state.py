@@ -26,7 +26,7 @@ import numpy as np
 
 from ..engine.keys import unique_sorted
 from ..program.columns import isin
-from .groups import GroupGraph, reached_before
+from .groups import GroupGraph, path_between
 
 I64 = np.int64
 ONLY_CONSUMER, ONLY_PRODUCER = 1, 2  # why merging along an edge keeps the groups acyclic (0: not known)
@@ -117,15 +117,18 @@ class GroupArrays:
         """Whether merging groups a and b keeps the graph of groups acyclic (as `GroupGraph.can_merge`)."""
         if self._succ is None:  # as lists: the search below reads them an element at a time
             src, dst = np.divmod(self.edges(), self.wide)
+            by_dst = np.argsort(dst, kind="stable")
             self._succ = (dst.tolist(), np.searchsorted(src, np.arange(self.wide + 1)).tolist(),
-                          np.bincount(dst, minlength=self.wide).tolist(), self.pos.tolist())
-        dst, start, into, pos = self._succ
+                          np.bincount(dst, minlength=self.wide).tolist(), self.pos.tolist(),
+                          src[by_dst].tolist(), np.searchsorted(dst[by_dst], np.arange(self.wide + 1)).tolist())
+        dst, start, into, pos, src, into_start = self._succ
         lo, hi = (a, b) if pos[a] < pos[b] else (b, a)
         out = dst[start[lo]:start[lo + 1]]
         direct = hi in out
         if len(out) == 0 or len(out) == 1 and direct or into[hi] == 0 or into[hi] == 1 and direct:
             return True
-        return reached_before(lambda x: dst[start[x]:start[x + 1]], pos, lo, hi) is not None
+        return not path_between(lambda x: dst[start[x]:start[x + 1]], lambda x: src[into_start[x]:into_start[x + 1]],
+                                pos, lo, hi)
 
     # -- merging -------------------------------------------------------------------
 
