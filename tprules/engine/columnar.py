@@ -83,7 +83,7 @@ class ColumnarEngine:
         given_arrays = {rel: arrays[rel] for rel in given}
         strata = [s for s in needed_strata(self.checked.strata, targets)
                   if only is None or set(s.relations) & only]
-        last_read = {rel: k for k, stratum in enumerate(strata) for rel in _read_by(stratum)}
+        last_read = {rel: k for k, stratum in enumerate(strata) for rel in _read_by(stratum)} if self.one_pass else {}
         for k, stratum in enumerate(strata):
             self._run_stratum(model, stratum, given_arrays)
             if self.one_pass:

@@ -280,6 +280,7 @@ class KeyIndex:
             if first_only:
                 counts |= equal
                 continue
-            lo[equal & (counts == 0)] = base[equal & (counts == 0)] + k
+            fresh = equal & (counts == 0)
+            lo[fresh] = base[fresh] + k
             counts += equal
         return lo, counts

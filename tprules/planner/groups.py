@@ -28,17 +28,23 @@ def reached_before(succ: Callable[[int], Iterable[int]], pos, lo: int, hi: int) 
     in `pos`, a topological order, not through the edge lo → hi; None when such a path
     reaches `hi` (merging the two would make a cycle)."""
     limit = pos[hi]
-    stack = [s for s in succ(lo) if s != hi and pos[s] < limit]
-    seen: set[int] = set()
+    return _bounded(succ, [s for s in succ(lo) if s != hi and pos[s] < limit], lambda y: pos[y] < limit, hi)
+
+
+def _bounded(step: Callable[[int], Iterable[int]], start: list[int], inside: Callable[[int], bool],
+             stop: int | None = None) -> set[int] | None:
+    """The groups `step` (successors or predecessors) reaches from `start`, through groups
+    that are `inside` only; None as soon as a step reaches `stop`."""
+    stack, seen = start, set()
     while stack:
         x = stack.pop()
         if x in seen:
             continue
         seen.add(x)
-        for y in succ(x):
-            if y == hi:
+        for y in step(x):
+            if y == stop:
                 return None
-            if pos[y] < limit and y not in seen:
+            if y not in seen and inside(y):
                 stack.append(y)
     return seen
 
@@ -128,15 +134,7 @@ class GroupGraph:
         """Groups after `lo`'s slot from which `hi` is reached, not through lo."""
         pos, pred = self.pos, self.pred
         limit = pos[lo]
-        stack = [p for p in pred[hi] if p != lo and pos[p] > limit]
-        seen: set[int] = set()
-        while stack:
-            x = stack.pop()
-            if x in seen:
-                continue
-            seen.add(x)
-            stack.extend(p for p in pred[x] if pos[p] > limit and p not in seen)
-        return seen
+        return _bounded(pred.__getitem__, [p for p in pred[hi] if p != lo and pos[p] > limit], lambda p: pos[p] > limit)
 
     def ordered(self, a: int, b: int) -> tuple[int, int]:
         return (a, b) if self.pos[a] < self.pos[b] else (b, a)

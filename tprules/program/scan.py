@@ -13,8 +13,8 @@ interned with numpy, without a Python object per line or per field.
   one sort of the hashes; every field is compared word for word with the first field of
   its hash, and every hash with the first field of the same hash in the files before, so
   a collision is found, never trusted (`Collision`: the files are then read by lines).
-  The symbols no file before held are decoded 65,536 at a time and interned into the
-  symbol table at once, in order of first occurrence (file, column, line): the ids a
+  The symbols no file before held are decoded a window of the buffer at a time and
+  interned into the symbol table at once, in order of first occurrence (file, column, line): the ids a
   line-by-line reading would give.
 
 The per-field work goes a file, and within it a chunk of fields, at a time, and positions
@@ -280,8 +280,9 @@ class Interner:
         ids[old] = self.ids[at[old]]
         new = np.flatnonzero(~seen)
         new = new[np.argsort(first[new])]  # in order of first occurrence
-        ids[new] = self.symbols.intern(_decode(self.buffer, starts[first[new]], lengths[first[new]]), distinct=True)
-        self._remember(distinct[new], ids[new], starts[first[new]], lengths[first[new]])
+        at, size = starts[first[new]], lengths[first[new]]
+        ids[new] = self.symbols.intern(_decode(self.buffer, at, size), distinct=True)
+        self._remember(distinct[new], ids[new], at, size)
         return ids[group]
 
     def _remember(self, hashes: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
