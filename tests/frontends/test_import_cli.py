@@ -157,12 +157,20 @@ def test_every_command_works_on_an_imported_folder(cli, imported, tmp_path):
     refused = next(f["fusion"] for f in fusions if "spans_chips" in f["reasons"])
     status, out, _ = cli("why", folder, f'refused("{refused}", "spans_chips")')
     assert status == 0 and "spans_chips" in out and "member.facts" in out
-    assert cli("lint", folder)[0] == 0
+    status, out, _ = cli("lint", folder)
+    assert status == 0 and out.startswith("ok: ") and f"{statements} statements" in out
     snapshots = tmp_path / "golden"
-    assert cli("golden", "--snapshots", snapshots, "--update", folder)[0] == 0
+    status, out, _ = cli("golden", "--snapshots", snapshots, "--update", folder)
+    assert status == 0 and "new snapshot" in out and "0 updated" in out
+    (shim,) = [p for p in (snapshots / folder.name).iterdir()]
+    legal = sorted(f["fusion"] for f in fusions if f["legal"])
+    assert (shim / "legal.tsv").read_text().split() == legal  # the snapshot holds what check says
     status, out, _ = cli("golden", "--snapshots", snapshots, folder)
-    assert status == 0, out
+    assert status == 0 and "1 match, 0 differ" in out, out
+    (shim / "legal.tsv").write_text("\n".join(legal[1:]) + "\n")  # a verdict the snapshot no longer has
+    status, out, _ = cli("golden", "--snapshots", snapshots, folder)
+    assert status == 1 and "0 match, 1 differ" in out and legal[0] in out, out
     from tprules.config import default_rules_dir
 
     status, out, _ = cli("diff", "--old", default_rules_dir(), "--new", default_rules_dir(), folder)
-    assert status == 0
+    assert status == 0 and "1 judged" in out and f"no verdict differs ({len(fusions)} verdicts compared)" in out, out
