@@ -105,11 +105,11 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
 def test_an_op_outside_the_table_names_the_op_and_the_module(cli, hf_model, tmp_path, monkeypatch):
     import torch
 
-    from tprules.frontends import aten
+    from tprules.frontends import aten, lower
 
-    if not aten.OPS:  # the table is filled on first use
-        aten._table()
-    monkeypatch.delitem(aten.OPS, torch.ops.aten.rsqrt.default)
+    table = aten.build_table()  # a table of this test's own, without rsqrt
+    del table.ops[torch.ops.aten.rsqrt.default]
+    monkeypatch.setattr(lower, "op_table", lambda: table)
     status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "out")
     assert (status, out) == (2, "")
     assert err.strip().endswith("import: LlamaForCausalLM: aten.rsqrt.default at model.layers.0.input_layernorm: "
@@ -174,3 +174,16 @@ def test_every_command_works_on_an_imported_folder(cli, imported, tmp_path):
 
     status, out, _ = cli("diff", "--old", default_rules_dir(), "--new", default_rules_dir(), folder)
     assert status == 0 and "1 judged" in out and f"no verdict differs ({len(fusions)} verdicts compared)" in out, out
+
+
+def test_the_op_table_is_an_object_not_process_state():
+    import torch
+
+    from tprules.frontends import aten
+
+    shared, own = aten.op_table(), aten.build_table()
+    assert shared is aten.op_table() and set(shared.ops) == set(own.ops) and own.skip == shared.skip
+    with pytest.raises(TypeError):
+        shared.ops[torch.ops.aten.rsqrt.default] = None  # the shared table is read-only
+    del own.ops[torch.ops.aten.rsqrt.default]  # a table of one's own changes nothing else
+    assert torch.ops.aten.rsqrt.default in aten.op_table().ops and torch.ops.aten.rsqrt.default in aten.build_table().ops
