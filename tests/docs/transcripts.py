@@ -116,17 +116,12 @@ def run(command: Command, root: Path = ROOT) -> tuple[int, str]:
 def evaluate(example: Example) -> str | None:
     """Run every command of the block; None when each prints what the page says."""
     for command in example.parsed:
-        status, printed = run(command, Path(example.path).parent if _outside(example) else ROOT)
+        status, printed = run(command)
         if (status, printed) != (command.status, command.expected):
             diff = "".join(difflib.unified_diff(command.expected.splitlines(True), printed.splitlines(True),
                                                 "the page", "tprules prints now"))
             return f"$ {command.line}\nexit status {status} (the page says {command.status})\n{diff}"
     return None
-
-
-def _outside(example: Example) -> bool:
-    """A document outside the repository (a test's own page) runs from its own folder."""
-    return not Path(example.path).resolve().is_relative_to(ROOT)
 
 
 def fenced_blocks(document: Document) -> Iterator[Region]:
