@@ -16,6 +16,13 @@ def test_transcript(example):
     example.evaluate()
 
 
+def test_the_walk_through_and_the_pages_are_found():
+    """The parser still finds the README's check, bad input, why and plan, and the pages' transcripts."""
+    readme = [e for e in EXAMPLES if Path(e.path).name == "README.md"]
+    assert [e.parsed[0].args[0] for e in readme] == ["check", "check", "why", "plan"]
+    assert len(EXAMPLES) - len(readme) >= 13
+
+
 def test_no_tprules_prompt_outside_a_transcript():
     """A `$ tprules` line inside another block would be read by nobody: the block must open with it."""
     assert [where for path in documents() for where in stray_prompts(path)] == []

@@ -7,9 +7,11 @@ off, and its output must be the block's text exactly. Its exit status must be 0,
 command line ends in a comment `# exit N` (any other comment is prose for the reader).
 
 A transcript holds only `tprules` commands, with no shell around them (no pipes, redirections
-or `&&`): a page that needs a scratch copy or a pipe shows those commands without the `$`
-prompt. Output that varies from run to run (timings, memory, this machine's threads) is
-never a transcript: those pages show the command in prose and its output as a plain block.
+or `&&`). A session that needs a scratch copy, a pipe or an optional extra, or whose output
+varies from run to run (timings, memory, this machine's threads), is not a transcript: the
+page writes it with the prompt `%` (it records one run), or shows the command in prose and
+its output as a plain block. A `$ tprules` line anywhere but in a transcript fails
+`test_no_tprules_prompt_outside_a_transcript`.
 """
 
 from __future__ import annotations
