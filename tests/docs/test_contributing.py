@@ -88,15 +88,13 @@ def test_adding_an_aten_lowering(scratch):
     probe = """
 import torch
 from tprules.frontends import aten
-from tprules.frontends.aten_table import OPS
-aten._table()
 class Ctx:
     def emit(self, node, cls, operands, **attrs):
         print(cls, operands, attrs)
 class Node:
     args = ("x",)
     kwargs = {}
-OPS[torch.ops.aten.sign.default](Ctx(), Node())
+aten.build_table().ops[torch.ops.aten.sign.default](Ctx(), Node())
 """
     done = python(scratch, "-c", probe)
     assert done.stdout == "sign ['x'] {}\n", done.stderr
