@@ -81,4 +81,4 @@ def test_the_pipeline_runs_one_way():
     assert _edges_between(g, "tprules.codegen", "tprules.runtime") == []  # runtime reads codegen
     assert _edges_between(g, "tprules.ops", "tprules.codegen") == []  # the class table is upstream
     assert _edges_between(g, "tprules.ops", "tprules.runtime") == []
-    assert _edges_between(g, "tprules.errors", "tprules.lang") == []  # Pos has one home: tprules.pos
+    assert _edges_between(g, "tprules.errors", "tprules.datalog.lang") == []  # Pos has one home: tprules.pos

@@ -12,10 +12,10 @@ import pytest
 from conftest import DATA, RULES
 from helpers import needs_souffle, read_tsv, run_souffle
 
+from tprules.datalog.lang import ast
+from tprules.datalog.lang.parser import parse_file, parse_text
+from tprules.datalog.lang.printer import print_program
 from tprules.errors import RuleSyntaxError
-from tprules.lang import ast
-from tprules.lang.parser import parse_file, parse_text
-from tprules.lang.printer import print_program
 from tprules.workspace import ENGINES
 
 SNIPPETS = sorted((DATA / "lang" / "roundtrip").glob("*.dl"))
@@ -192,12 +192,12 @@ CHECKED = [p for p in SNIPPETS if p.name != "nested_aggregates.dl"]  # the check
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("path", CHECKED, ids=[p.name for p in CHECKED])
 def test_engines_agree_with_souffle_on_snippets(path, engine, tmp_path):
-    from tprules.analysis import check_program
+    from tprules.datalog.analysis import check_rules
+    from tprules.datalog.facts.souffle_io import lines_of
     from tprules.errors import RuleError
-    from tprules.program.souffle_io import lines_of
     from tprules.workspace import make_engine
 
-    checked = check_program(parse_file(path))
+    checked = check_rules(parse_file(path))
     facts = tmp_path / "facts"
     facts.mkdir()
     for name in checked.inputs:

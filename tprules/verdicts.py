@@ -14,9 +14,9 @@ from json.encoder import encode_basestring_ascii as quote
 
 import numpy as np
 
+from .datalog.facts.base import FactBase
+from .datalog.facts.columns import I64, Symbols, encode_rows, unique
 from .errors import RuleError
-from .program.columns import I64, Symbols, encode_rows, unique
-from .program.facts import FactBase
 
 # Relations the tools read from the model, besides `legal` and `refused`. They are defined
 # in rules/place.dl; SPEC §3 fixes their meaning.

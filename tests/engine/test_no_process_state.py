@@ -7,10 +7,11 @@ import inspect
 
 import pytest
 
-from tprules.analysis import check_program
-from tprules.engine import expressions, values
-from tprules.engine.options import ENGINE_TABLE, EngineOptions
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis import check_rules
+from tprules.datalog.engine import expressions
+from tprules.datalog.engine.options import ENGINE_TABLE, EngineOptions
+from tprules.datalog.lang import values
+from tprules.datalog.lang.parser import parse_text
 from tprules.workspace import ENGINES, make_engine
 
 ORD = """
@@ -21,7 +22,7 @@ o(x, ord(x)) :- s(x).
 
 
 def _ord(engine: str, symbols: list[str]) -> set:
-    checked = check_program(parse_text(ORD, "ord.dl"))
+    checked = check_rules(parse_text(ORD, "ord.dl"))
     return make_engine(engine, checked).evaluate({"s": {(x,) for x in symbols}}, targets=["o"]).tuples("o")
 
 
@@ -32,7 +33,7 @@ def test_an_ord_answer_does_not_depend_on_an_earlier_evaluation(engine):
 
 
 def test_a_seeded_symbol_table_holds_for_its_evaluation_only():
-    checked = check_program(parse_text(ORD, "ord.dl"))
+    checked = check_rules(parse_text(ORD, "ord.dl"))
     engine = make_engine("compiled", checked)
     with values.symbol_table(["q", "a"]):
         assert set(engine.evaluate({"s": {("a",)}}, targets=["o"]).tuples("o")) == {("a", 1)}
@@ -53,7 +54,7 @@ def _cls(name):
 
 @pytest.mark.parametrize("engine", [e for e in ENGINES if not ENGINE_TABLE[e].capabilities.incremental])
 def test_an_engine_refuses_options_it_cannot_honour(engine):
-    checked = check_program(parse_text(ORD, "ord.dl"))
+    checked = check_rules(parse_text(ORD, "ord.dl"))
     with pytest.raises(ValueError, match="does not evaluate incrementally"):
         make_engine(engine, checked).evaluate({"s": set()}, only=frozenset({"o"}))
 
@@ -70,7 +71,7 @@ def test_the_deep_term_registry_lives_as_long_as_its_program():
     text = f".decl s(x: number)\n.decl t(y: number)\nt({deep}) :- s(x).\n"
     before = len(expressions._DEEP_TERMS)
     for _ in range(3):  # three programs in turn, each evaluated and dropped
-        checked = check_program(parse_text(text, "deep.dl"))
+        checked = check_rules(parse_text(text, "deep.dl"))
         model = make_engine("compiled", checked).evaluate({"s": {(1,)}})
         assert set(model.tuples("t")) == {(1 + expressions._DEEP + 5,)}
         assert len(expressions._DEEP_TERMS) > before

@@ -31,10 +31,10 @@ def add_parser(sub):
 
 def load(program: str, magic: str = ""):
     """Parse and check a .dl file or a folder of them (with magic sets when `magic` is given)."""
-    from ..analysis.program import check_program, load_rules
     from ..config import include_dirs
+    from ..datalog.analysis.checked import check_rules, load_rules
+    from ..datalog.lang.parser import parse_file
     from ..errors import UsageError
-    from ..lang.parser import parse_file
     from ..paths import display_path
 
     path = Path(program)
@@ -44,15 +44,15 @@ def load(program: str, magic: str = ""):
         return load_rules(path, use_cache=False)
     if not path.is_file():
         raise UsageError(f"no such program: {program} (a .dl file or a folder of them)")
-    return check_program(parse_file(path, display_path(path), include_dirs()), display_path(path))
+    return check_rules(parse_file(path, display_path(path), include_dirs()), display_path(path))
 
 
 def _with_magic(path: Path, magic: str):
-    from ..analysis.program import check_program
     from ..config import include_dirs
+    from ..datalog.analysis.checked import check_rules
+    from ..datalog.lang import ast
+    from ..datalog.lang.parser import parse_file
     from ..errors import UsageError
-    from ..lang import ast
-    from ..lang.parser import parse_file
     from ..paths import display_path
 
     files = sorted(path.glob("*.dl")) if path.is_dir() else [path]
@@ -62,7 +62,7 @@ def _with_magic(path: Path, magic: str):
     for f in files:
         items.extend(parse_file(f, display_path(f), include_dirs()).items)
     items.append(ast.Pragma("magic-transform", magic, ast.Pos("--magic-transform", 0, 0)))
-    return check_program(ast.Program(tuple(items)), display_path(path))
+    return check_rules(ast.RuleSource(tuple(items)), display_path(path))
 
 
 def run(args) -> int:
@@ -72,8 +72,8 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..engine import values
-    from ..program import souffle_io
+    from ..datalog.facts import souffle_io
+    from ..datalog.lang import values
     from ..workspace import make_engine
 
     checked = load(args.program, args.magic_transform)

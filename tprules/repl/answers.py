@@ -71,7 +71,7 @@ def _inside(session) -> set[str]:
 
 
 def rules(session, rel: str):
-    from ..lang.printer import print_rule_origin
+    from ..datalog.lang.printer import print_rule_origin
 
     checked = session.workspace.checked
     found = checked.rules_for(rel)

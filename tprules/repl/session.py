@@ -152,7 +152,7 @@ class Session:
     def whynot(self, rest: str):
         atom = self._atom(rest)
         if self.explainer.holds(atom):
-            from ..lang.printer import print_literal
+            from ..datalog.lang.printer import print_literal
 
             text = print_literal(atom)
             raise ReplError(f"{text} holds; ask `why {text}`")
