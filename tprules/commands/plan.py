@@ -6,7 +6,7 @@ import sys
 import time
 from dataclasses import replace
 
-from ..verdicts import module_paths
+from ..verdicts import known_module, module_paths, under
 from . import common
 
 
@@ -38,9 +38,9 @@ def run(args) -> int:
 
     modules = module_paths(ws.program.facts)
     if args.module is not None:
-        common.known_module(modules, args.module)
+        known_module(modules, args.module)
         result = replace(result, groups=tuple(g for g in result.groups
-                                              if any(common.under(modules.get(o, ""), args.module) for o in g.members)))
+                                              if any(under(modules.get(o, ""), args.module) for o in g.members)))
     if args.format == "json":
         data = result.to_json()
         if modules:  # each member's module path, in the order of members

@@ -13,8 +13,8 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from .. import __version__
 from ..errors import BadInput
+from ..version import __version__
 from . import completion, diagnostics, hover, lenses, navigation
 from .folder_model import FolderModel
 from .ruleset import RuleSet

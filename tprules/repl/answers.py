@@ -61,8 +61,7 @@ def query(session, body, names: list[str]):
 
 def _inside(session) -> set[str]:
     """The statements under `:module`, and the candidate fusions holding one."""
-    from ..commands.common import under
-    from ..verdicts import MemberNotes
+    from ..verdicts import MemberNotes, under
 
     facts = session.workspace.program.facts
     modules = MemberNotes.of(facts).modules

@@ -215,8 +215,7 @@ class Session:
         return answers.plan(self)
 
     def set_module(self, rest: str):
-        from ..commands.common import known_module
-        from ..verdicts import MemberNotes
+        from ..verdicts import MemberNotes, known_module
 
         word = rest.strip()
         if not word:
