@@ -34,18 +34,22 @@ def make_engine(name: str, checked: CheckedRules, program: LoadedProgram | None 
     return ENGINE_TABLE[name].make(checked, program)
 
 
-def load_checked_rules(rules_dir: Path | None) -> CheckedRules:
-    checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir())
+def load_checked_rules(rules_dir: Path | None, include_dirs=()) -> CheckedRules:
+    """The rules of a folder (default: the project's rules/), checked against SPEC §2's schema;
+    `#include` searches `include_dirs` (the command's `-I` folders) after the including file's."""
+    checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir(), include_dirs=include_dirs)
     check_rule_schema(checked)
     return checked
 
 
 class Workspace:
     def __init__(self, program_dir: Path | str, rules_dir: Path | str | None = None, shim: str | None = None,
-                 engine: str = "fast", checked: CheckedRules | None = None, one_pass: bool = False):
+                 engine: str = "fast", checked: CheckedRules | None = None, one_pass: bool = False,
+                 include_dirs=()):
         """`one_pass`: the workspace evaluates once (`check`), and its engine may drop
-        what only a later evaluation would reuse."""
-        self.checked = checked if checked is not None else load_checked_rules(rules_dir)
+        what only a later evaluation would reuse. `include_dirs`: the `-I` folders the
+        rules' `#include` searches."""
+        self.checked = checked if checked is not None else load_checked_rules(rules_dir, include_dirs)
         self.program: LoadedProgram = load_program(Path(program_dir), self.checked, shim)
         self.engine_name = engine
         self.engine = make_engine(engine, self.checked, self.program)

@@ -24,7 +24,7 @@ def run(args) -> int:
     from ..workspace import Workspace
 
     started = time.perf_counter()
-    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, one_pass=True)
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, one_pass=True, include_dirs=args.include_dirs)
     verdicts = ws.verdict_table()
     from ..verdicts import MemberNotes, known_module, place_ids
 

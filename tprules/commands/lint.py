@@ -20,7 +20,7 @@ def run(args) -> int:
     from ..program.load import check_rule_schema, load_program
 
     rules_dir = args.rules or default_rules_dir()
-    checked = load_rules(rules_dir, use_cache=False)
+    checked = load_rules(rules_dir, use_cache=False, include_dirs=args.include_dirs)
     check_rule_schema(checked)
     if "strata" in args.show:
         for stratum in checked.strata:

@@ -31,7 +31,7 @@ def run(args) -> int:
     from ..workspace import Workspace
 
     started = time.perf_counter()
-    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, include_dirs=args.include_dirs)
     stats = Stats()
     result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine, progress=Progress())
     from ..planner.render import fold_labels, render_dot, render_text

@@ -106,15 +106,14 @@ def _fingerprint(files: list[tuple[str, bytes]]) -> str:
     return digest.hexdigest()[:24]
 
 
-def load_rules(rules_dir: Path, use_cache: bool = True, include_dirs=None) -> CheckedRules:
+def load_rules(rules_dir: Path, use_cache: bool = True, include_dirs=()) -> CheckedRules:
     """Parse and check every `.dl` file of a folder; reuse the cached result when no file changed.
 
     When a file holds a preprocessor directive, the folder is one translation unit, its
     files in name order, as if one file included each (a macro defined in one file holds
     in the next; include guards and `#pragma once` work across them). `#include` looks in
-    the including file's folder, then in `include_dirs` (default: the command's `-I` folders).
+    the including file's folder, then in `include_dirs` (a command's `-I` folders, passed down).
     """
-    from ...config import include_dirs as command_include_dirs
     from ...paths import display_path
     from ..lang.preprocess import needs_preprocessor
 
@@ -144,8 +143,7 @@ def load_rules(rules_dir: Path, use_cache: bool = True, include_dirs=None) -> Ch
     items: list[ast.Item] = []
     if preprocessed:
         unit = "".join(f'#include "{p.resolve()}"\n' for p in paths)
-        folders = command_include_dirs() if include_dirs is None else include_dirs
-        items.extend(parse_text(unit, str(rules_dir / "<folder>"), folders).items)
+        items.extend(parse_text(unit, str(rules_dir / "<folder>"), tuple(map(Path, include_dirs))).items)
     else:
         for name, text in texts:
             items.extend(parse_text(text, name).items)

@@ -286,59 +286,73 @@ def functor(name: str, kind: str, args: tuple, arg_kinds: tuple[str, ...]):
         except (ValueError, OverflowError):  # outside the function's domain: C's libm gives nan (or inf)
             return math.inf if name in ("exp", "sinh", "cosh") and args[0] > 0 else math.nan
     if name == "autoinc":
-        return next(_COUNTER)
+        return _current().autoinc()
     raise EvaluationError(f"unknown functor {name}")
 
 
 _MATH = {name: getattr(math, name) for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
                                                  "asinh", "acosh", "atanh", "log", "exp")}
-_COUNTER = itertools.count()  # autoinc(): Soufflé's counter, a new number each time
 
 
-def reset_counter() -> None:
-    """Start autoinc() from 0 again (each evaluation of `tprules eval`)."""
-    global _COUNTER
-    _COUNTER = itertools.count()
+class Evaluation:
+    """The state one evaluation's functors share, and nothing outside it: ord's symbol table
+    (seeded symbols first, in their order, then others as they are asked for) and autoinc()'s
+    counter, which starts at 0 in every evaluation, as in a fresh Soufflé run."""
+
+    def __init__(self, symbols=()):
+        self.ordinals: dict[str, int] = {}
+        for symbol in symbols:
+            self.ordinals.setdefault(symbol, len(self.ordinals))
+        self._counter = itertools.count()
+
+    def ordinal(self, symbol: str) -> int:
+        return self.ordinals.setdefault(symbol, len(self.ordinals))
+
+    def autoinc(self) -> int:
+        return next(self._counter)
 
 
-# ord's symbol table belongs to one evaluation: set by `symbol_table` for its span (a
-# context variable, so two evaluations never share one), None outside any.
-_ORDINALS: ContextVar[dict[str, int] | None] = ContextVar("tprules_ord_symbols", default=None)
+# The evaluation running in this context: set by `evaluation` for its span (a context
+# variable, as the compiled rules' code is shared by every evaluation of an engine, so two
+# evaluations never share one), None outside any.
+_EVALUATION: ContextVar[Evaluation | None] = ContextVar("tprules_evaluation", default=None)
+
+
+def _current() -> Evaluation:
+    """The running evaluation; asked outside any, an evaluation of this one call."""
+    running = _EVALUATION.get()
+    return running if running is not None else Evaluation()
 
 
 def ordinal(value, kind: str) -> int:
     """ord(x): the value itself for a number; for a symbol its index in the evaluation's
-    symbol table, as in Soufflé: symbols seeded by `symbol_table` (tprules eval: the
+    symbol table, as in Soufflé: symbols seeded by `evaluation` (tprules eval: the
     program's constants, then the facts in the order read), then others in the order they
     are asked for."""
     if kind != "symbol":
         return wrap(value) if kind == "unsigned" else value
-    table = _ORDINALS.get()
-    if table is None:  # asked outside an evaluation: a table of this one call
-        table = {}
-    return table.setdefault(value, len(table))
+    return _current().ordinal(value)
 
 
 @contextmanager
-def symbol_table(symbols=()):
-    """ord's symbol table for the evaluations inside: these symbols first, in this order."""
-    table: dict[str, int] = {}
-    for symbol in symbols:
-        table.setdefault(symbol, len(table))
-    token = _ORDINALS.set(table)
+def evaluation(symbols=()):
+    """One evaluation's state (`Evaluation`) for the engines' evaluations inside: ord's
+    symbol table with these symbols first, in this order, and autoinc() from 0."""
+    state = Evaluation(symbols)
+    token = _EVALUATION.set(state)
     try:
-        yield table
+        yield state
     finally:
-        _ORDINALS.reset(token)
+        _EVALUATION.reset(token)
 
 
 def one_evaluation(evaluate):
-    """An engine's `evaluate`, given a fresh symbol table of its own unless the caller set one."""
+    """An engine's `evaluate`, given an evaluation of its own unless the caller set one."""
     @wraps(evaluate)
     def run(*args, **kwargs):
-        if _ORDINALS.get() is not None:
+        if _EVALUATION.get() is not None:
             return evaluate(*args, **kwargs)
-        with symbol_table():
+        with evaluation():
             return evaluate(*args, **kwargs)
     return run
 
