@@ -27,9 +27,9 @@ def run(args) -> int:
             kind = "recursive" if stratum.recursive else "plain"
             print(f"stratum {stratum.index} ({kind}): {', '.join(stratum.relations)}")
     if "ast" in args.show:
-        from ..datalog.lang.printer import print_program
+        from ..datalog.lang.printer import print_rules
 
-        print(print_program(checked.program), end="")
+        print(print_rules(checked.program), end="")
     if "code" in args.show:
         from ..datalog.engine.evaluate import Evaluator
 

@@ -45,10 +45,10 @@ def check_rules(program: ast.RuleSource, source: str = "") -> CheckedRules:
     see normalise.py)."""
     from ...deep import deep
 
-    return deep(_check_program, program, source)
+    return deep(_check_rules, program, source)
 
 
-def _check_program(program: ast.RuleSource, source: str) -> CheckedRules:
+def _check_rules(program: ast.RuleSource, source: str) -> CheckedRules:
     # The checker's passes, imported here: a command whose rules come from the cache
     # (check, plan, why at model size) never loads them.
     from .checks import check_program_items

@@ -129,6 +129,6 @@ def print_item(item: ast.Item) -> str:
     raise TypeError(item)
 
 
-def print_program(program: ast.RuleSource) -> str:
-    """The program as rule text, one item per line."""
+def print_rules(program: ast.RuleSource) -> str:
+    """Rules (a parsed file or folder) as rule text, one item per line."""
     return "".join(print_item(item) + "\n" for item in program.items)
