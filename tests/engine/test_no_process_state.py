@@ -69,6 +69,15 @@ def test_one_evaluation_counts_on_across_its_engines_calls():
     assert state.autoinc() == 2
 
 
+def test_an_evaluation_over_a_model_goes_on_with_its_counter():
+    checked = check_rules(parse_text(AUTOINC + ".decl t(x: symbol)\n.decl more(n: number, x: symbol)\n"
+                                     "more(autoinc(), x) :- t(x).\n", "autoinc.dl"))
+    engine = make_engine("fast", checked)
+    first = engine.evaluate({"s": {("a",), ("b",)}, "t": set()})
+    again = engine.evaluate({"s": {("a",), ("b",)}, "t": {("c",)}}, base=first, only=frozenset({"more"}))
+    assert set(again.tuples("more")) == {(2, "c")}  # not 0: id's numbers, kept from the base, are 0 and 1
+
+
 def _rules_including(tmp_path, name: str) -> Path:
     rules = tmp_path / "rules"
     rules.mkdir(exist_ok=True)

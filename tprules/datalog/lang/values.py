@@ -297,13 +297,15 @@ _MATH = {name: getattr(math, name) for name in ("sin", "cos", "tan", "asin", "ac
 class Evaluation:
     """The state one evaluation's functors share, and nothing outside it: ord's symbol table
     (seeded symbols first, in their order, then others as they are asked for) and autoinc()'s
-    counter, which starts at 0 in every evaluation, as in a fresh Soufflé run."""
+    counter, which starts at 0 in every evaluation, as in a fresh Soufflé run. An evaluation
+    on top of an earlier model goes on with that model's counter (`counter`), so the numbers
+    in the relations it keeps stay unique."""
 
-    def __init__(self, symbols=()):
+    def __init__(self, symbols=(), counter: itertools.count | None = None):
         self.ordinals: dict[str, int] = {}
         for symbol in symbols:
             self.ordinals.setdefault(symbol, len(self.ordinals))
-        self._counter = itertools.count()
+        self._counter = counter if counter is not None else itertools.count()
 
     def ordinal(self, symbol: str) -> int:
         return self.ordinals.setdefault(symbol, len(self.ordinals))
@@ -347,13 +349,22 @@ def evaluation(symbols=()):
 
 
 def one_evaluation(evaluate):
-    """An engine's `evaluate`, given an evaluation of its own unless the caller set one."""
+    """An engine's `evaluate`, given an evaluation of its own unless the caller set one; over
+    a `base` model, autoinc() goes on from the base's evaluation. The model keeps its
+    evaluation (`model.evaluation`)."""
     @wraps(evaluate)
     def run(*args, **kwargs):
-        if _EVALUATION.get() is not None:
-            return evaluate(*args, **kwargs)
-        with evaluation():
-            return evaluate(*args, **kwargs)
+        running = _EVALUATION.get()
+        if running is None:
+            earlier = getattr(kwargs.get("base"), "evaluation", None)
+            running = Evaluation(counter=earlier._counter if earlier is not None else None)
+        token = _EVALUATION.set(running)
+        try:
+            model = evaluate(*args, **kwargs)
+        finally:
+            _EVALUATION.reset(token)
+        model.evaluation = running
+        return model
     return run
 
 
