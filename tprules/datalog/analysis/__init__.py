@@ -1,4 +1,4 @@
-"""AST → checked program: static checks, stratification, candidate locality."""
+"""AST → checked rules: static checks, stratification, candidate locality."""
 
 from .checked import CheckedRules, check_rules, load_rules
 

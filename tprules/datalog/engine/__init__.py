@@ -1,2 +1,3 @@
-"""Engines that evaluate a checked program: the compiled set-at-a-time evaluator (fast path)
-and pyDatalog (the reference), plus proofs over an evaluated model."""
+"""Engines that evaluate checked rules: the fast engine over numpy columns, the compiled
+tuple-at-a-time evaluator, pyDatalog (the reference, behind one object) and clingo
+(`asp`, for the benchmarks and the exactness tests)."""
