@@ -5,7 +5,8 @@
 3. codegen       each group lowered to one kernel and compiled for the device;
 4. inputs.py     program inputs, from DIR/data/*.npy or a fixed seed;
 5. reference.py  the unfused numpy reference (semantics.py: SPEC §4, the living definition);
-6. executor.py   the kernels run on one device queue per chip, partials all-reduced;
+6. executor.py   the kernels run on one device queue per chip, partials all-reduced (in one
+                 process, or as one MPI rank: world.py, distributed/);
 7. compare.py    every program output compared with the reference.
 
 >>> from tprules.workspace import Workspace                        # doctest: +SKIP
