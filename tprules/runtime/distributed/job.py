@@ -65,12 +65,13 @@ def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False
     from ...verdicts import module_paths
     from ...workspace import Workspace
     from .. import run_plan
+    from ..devices import get_device
     from ..groups import ordered_groups
     from ..inputs import check_input_files
 
     ws = Workspace(program_dir, rules, shim, engine=engine)
     prog = RunProgram.from_workspace(ws)
-    plan = run_plan(ws, prog, device, matmul, baseline=unfused)
+    plan = run_plan(ws, prog, get_device(device, matmul), baseline=unfused)  # (a device the ranks lack: here)
     ordered_groups(plan, prog)  # a plan that cannot run is bad input here, not in a rank
     check_input_files(prog)
     return Job(prog, plan, launched, module_paths(ws.program.facts) if modules else {})
