@@ -262,3 +262,32 @@ def test_timing_on_ranks_counts_every_kernel_each_rank_ran():
     folds = Counter(lower(g, prog).kind for g in plan.groups if g.place == "collective")
     want = {kind: runs - prog.chips * folds[kind] for kind, (runs, _) in single.timing.items()}
     assert {kind: runs for kind, (runs, _) in report.timing.items()} == {k: n for k, n in want.items() if n}
+
+
+def test_a_copy_between_chips_of_a_rank_waits_for_its_producer_only(tmp_path, monkeypatch):
+    # a relocated section computes a spine tensor on chip 2; rank 0 (chips 0, 2) copies it to
+    # chip 0 once the kernel that wrote it is done (its queue's mark), as one process does
+    from tprules.runtime.devices.cpu import CpuQueue
+
+    b = ProgramBuilder(chips=4)
+    x = b.tensor("x", [4, 4], spine=True)
+    parts = [b.stmt(f"r{c}", "relu", [x], b.tensor(f"p{c}", [4, 4], chip=c)) for c in range(4)]
+    b.fold("ar", parts, b.tensor("y", [4, 4], spine=True), "c")
+    b.stmt("head", "exp", ["y"], b.tensor("h", [4, 4], spine=True))
+    b.section("tail", ["head"], relocated_to=2)
+    b.stmt("out", "neg", ["h"], b.tensor("o", [4, 4], spine=True))
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    copies, copy_from = [], CpuQueue.copy_from
+
+    def recording(queue, source, buffer, after=None):
+        copies.append((source.chip, queue.chip, after))
+        return copy_from(queue, source, buffer, after)
+
+    monkeypatch.setattr(CpuQueue, "copy_from", recording)
+    plan = unfused(prog)
+    report = run_on_threads(prog, plan, 2)
+    assert (2, 0) in [(s, c) for s, c, _ in copies]
+    assert all(after is not None for s, c, after in copies if (s, c) == (2, 0))
+    assert report.ok
+    same_outputs(report, execute(ws, plan, prog=prog, share=False))
