@@ -79,7 +79,7 @@ def test_run_shows_each_kernels_members_with_their_modules(cli, imported, tmp_pa
 
 
 def test_a_ranks_kernels_and_collectives_name_their_modules(imported, tmp_path):
-    """On `--ranks 2` rank 0 reads the paths from DIR for `--show kernels` (its own chip 0's
+    """On `--ranks 2` rank 0 has the paths from the launcher's job for `--show kernels` (its own chip 0's
     kernels), and the MPI collectives' trace slices carry them."""
     import shutil
     import subprocess

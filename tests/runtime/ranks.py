@@ -79,8 +79,10 @@ class ThreadWorld(RankWorld):
         self.hub.barrier.wait()
 
 
-def run_on_threads(prog, plan, ranks: int, device: str = "cpu", repeat: int = 1):
-    """The report rank 0 makes of `plan` run on `ranks` thread ranks (a DistributedReport)."""
+def run_on_threads(prog, plan, ranks: int, device: str = "cpu", repeat: int = 1, matmul: str = "auto",
+                   show_kernels=None):
+    """The report rank 0 makes of `plan` run on `ranks` thread ranks (a DistributedReport);
+    `show_kernels(modules)` makes rank 0's printer of its kernels, as `run --show kernels`."""
     hub = _Hub(ranks)
     reports, failures = [], []
 
@@ -88,8 +90,8 @@ def run_on_threads(prog, plan, ranks: int, device: str = "cpu", repeat: int = 1)
         world = ThreadWorld(hub, rank)
         world.assign(prog.chips)
         try:
-            run_job(world, Job(prog, plan), RankOptions(str(prog.directory), device, repeat), reports.append,
-                    time.time())
+            options = RankOptions(str(prog.directory), device, repeat, matmul=matmul, show_kernels=show_kernels)
+            run_job(world, Job(prog, plan), options, reports.append, time.time())
         except BaseException as err:  # noqa: BLE001 - raised again in the test's thread
             failures.append(err)
             hub.barrier.abort()

@@ -17,11 +17,11 @@ def _thread_of(queue) -> int:
 
 def test_a_chip_runs_on_the_same_thread_in_every_run():
     device = CpuDevice(threads=1)
-    first = device.queues(2)
+    first = device.queues(range(2))
     threads = [_thread_of(q) for q in first]
     for q in first:
         q.close()
-    second = device.queues(2)
+    second = device.queues(range(2))
     assert [_thread_of(q) for q in second] == threads and len(set(threads)) == 2
     for q in second:
         q.close()

@@ -208,3 +208,86 @@ def test_an_i64_output_at_two_ranks_is_what_one_process_computes(tmp_path):
         assert report.values[t].dtype == single.values[t].dtype == np.int64, t
         np.testing.assert_array_equal(report.values[t], single.values[t])
         np.testing.assert_array_equal(single.values[t], want)
+
+
+
+def _shown(make_printer_for, **options) -> dict[str, str]:
+    """Group → kernel source, as `--show kernels` shows them: `make_printer_for(printer)` runs
+    with `printer(modules)`, the factory of a rank's printer."""
+    shown: dict[str, str] = {}
+    make_printer_for(lambda modules: lambda kernel, source: shown.setdefault(kernel.group, source), **options)
+    return shown
+
+
+@pytest.mark.parametrize("matmul", ["own", "auto"])
+def test_matmul_on_ranks_is_the_one_process_core_and_kernels(matmul):
+    from tprules.runtime.devices.matmul import probe_blas
+
+    ws, prog = example("megatron-mlp-tp2")
+    plan = make_plan(ws)
+    reports = {}
+
+    def one_process(printer, **options):
+        reports["one"] = execute(ws, plan, prog=prog, show_kernels=printer({}), **options)
+
+    def ranks(printer, **options):
+        reports["ranks"] = run_on_threads(prog, plan, 2, show_kernels=printer, **options)
+
+    alone, on_ranks = _shown(one_process, matmul=matmul), _shown(ranks, matmul=matmul)
+    one, ranked = reports["one"], reports["ranks"]
+    assert ranked.matmul == one.matmul and ranked.to_json()["matmul"] == one.to_json()["matmul"]
+    assert one.matmul["kind"] == ("loops" if matmul == "own" or not probe_blas()[0] else "blas")
+    assert ranked.device.endswith(f"; matmul: {one.matmul['library']})")
+    # rank 0's kernels (chip 0's and the spine's) are those one process compiles with that core
+    assert on_ranks and set(on_ranks) < set(alone)
+    assert all(on_ranks[g] == alone[g] for g in on_ranks)
+    if probe_blas()[0]:  # with the other core, a group with a matmul is another kernel
+        other = _shown(one_process, matmul="auto" if matmul == "own" else "own")
+        assert any(on_ranks[g] != other[g] for g in on_ranks)
+
+
+def test_timing_on_ranks_counts_every_kernel_each_rank_ran():
+    from collections import Counter
+
+    from tprules.codegen import lower
+
+    ws, prog = example("llama-layer-tp4")
+    plan = make_plan(ws)
+    report = run_on_threads(prog, plan, 2, repeat=2)
+    single = execute(ws, plan, prog=prog, share=False)
+    assert sum(runs for runs, _ in report.timing.values()) == sum(c.kernels for c in report.chips) > 0
+    assert all(seconds > 0 for _, seconds in report.timing.values())
+    # per kind, the kernels one process runs, less the folds (a kernel on each chip there,
+    # an all-reduce on ranks)
+    folds = Counter(lower(g, prog).kind for g in plan.groups if g.place == "collective")
+    want = {kind: runs - prog.chips * folds[kind] for kind, (runs, _) in single.timing.items()}
+    assert {kind: runs for kind, (runs, _) in report.timing.items()} == {k: n for k, n in want.items() if n}
+
+
+def test_a_copy_between_chips_of_a_rank_waits_for_its_producer_only(tmp_path, monkeypatch):
+    # a relocated section computes a spine tensor on chip 2; rank 0 (chips 0, 2) copies it to
+    # chip 0 once the kernel that wrote it is done (its queue's mark), as one process does
+    from tprules.runtime.devices.cpu import CpuQueue
+
+    b = ProgramBuilder(chips=4)
+    x = b.tensor("x", [4, 4], spine=True)
+    parts = [b.stmt(f"r{c}", "relu", [x], b.tensor(f"p{c}", [4, 4], chip=c)) for c in range(4)]
+    b.fold("ar", parts, b.tensor("y", [4, 4], spine=True), "c")
+    b.stmt("head", "exp", ["y"], b.tensor("h", [4, 4], spine=True))
+    b.section("tail", ["head"], relocated_to=2)
+    b.stmt("out", "neg", ["h"], b.tensor("o", [4, 4], spine=True))
+    ws = Workspace(b.write(tmp_path / "p"))
+    prog = RunProgram.from_workspace(ws)
+    copies, copy_from = [], CpuQueue.copy_from
+
+    def recording(queue, source, buffer, after=None):
+        copies.append((source.chip, queue.chip, after))
+        return copy_from(queue, source, buffer, after)
+
+    monkeypatch.setattr(CpuQueue, "copy_from", recording)
+    plan = unfused(prog)
+    report = run_on_threads(prog, plan, 2)
+    assert (2, 0) in [(s, c) for s, c, _ in copies]
+    assert all(after is not None for s, c, after in copies if (s, c) == (2, 0))
+    assert report.ok
+    same_outputs(report, execute(ws, plan, prog=prog, share=False))

@@ -294,3 +294,98 @@ def test_bad_rank_options_are_one_line(capsys, monkeypatch, args, message):
         status = exit.code
     out, err = capsys.readouterr()
     assert status == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+# -- every option of `run` means under --ranks what it means in one process ---------------
+
+
+def test_every_run_option_is_the_launchers_or_handed_to_the_ranks():
+    import argparse
+
+    from tprules.cli import build_parser
+    from tprules.commands.run import BY_LAUNCHER, TO_RANKS
+
+    sub = next(a for a in build_parser("run")._actions if isinstance(a, argparse._SubParsersAction))
+    options = {a.dest for a in sub.choices["run"]._actions} - {"help"}
+    assert options <= set(BY_LAUNCHER) | set(TO_RANKS), "an option of run that --ranks would ignore"
+    assert set(TO_RANKS) <= options and set(BY_LAUNCHER) <= options
+
+
+@mpi
+def test_the_ranks_are_started_with_the_run_options(cli, monkeypatch, tmp_path):
+    from tprules.runtime.distributed import launch
+
+    started = []
+    monkeypatch.setattr(launch, "_Watch", lambda command, *a, **k: started.append(command) or _Done())
+    status, _, err = cli("run", FACTS / SMALL, "--ranks", 2, "--matmul", "own", "--repeat", 3, "--show",
+                         "timing,kernels", "--format", "json", "--save", tmp_path / "out", "--trace", tmp_path / "t.json")
+    assert status == 0, err
+    (command,) = started
+    given = command[command.index("--mpi"):]
+    pairs = dict(zip(given[3::2], given[4::2]))  # after --mpi --job FOLDER
+    assert pairs == {"--timeout": "600", "--device": "cpu", "--matmul": "own", "--repeat": "3", "--format": "json",
+                     "--save": str(tmp_path / "out"), "--trace": str((tmp_path / "t.json").resolve()),
+                     "--show": "kernels,timing"}
+
+
+class _Done:
+    def wait(self):
+        return 0
+
+
+def _kernel_sources(stderr: str) -> dict[str, str]:
+    """`--show kernels`: group → its source."""
+    out, group = {}, None
+    for line in stderr.splitlines(keepends=True):
+        if line.startswith("# --- group "):
+            group = line.split()[3].rstrip(":")
+            out[group] = ""
+        elif group is not None and not line.startswith("[timing]"):
+            out[group] += line
+    return out
+
+
+def _timing(stderr: str) -> list[list[str]]:
+    return [line.split()[1:] for line in stderr.splitlines() if line.startswith("[timing]")]
+
+
+@mpi
+def test_matmul_and_timing_on_two_ranks_mean_what_they_mean_in_one_process(tmp_path):
+    args = (FACTS / SMALL, "--matmul", "own", "--show", "kernels,timing", "--format", "json")
+    one, ranks = tprules("run", *args), tprules("run", *args, "--ranks", 2)
+    assert one.returncode == ranks.returncode == 0, ranks.stderr
+    single, ranked = json.loads(one.stdout), json.loads(ranks.stdout)
+    assert ranked["matmul"] == single["matmul"] and single["matmul"]["kind"] == "loops"
+    assert ranked["device"].endswith("; matmul: own loops)") and ranked["groups"] == single["groups"]
+    # rank 0's kernels are one process's kernels of --matmul own
+    alone, on_ranks = _kernel_sources(one.stderr), _kernel_sources(ranks.stderr)
+    assert on_ranks and all(on_ranks[g] == alone[g] for g in on_ranks) and "blas" not in "".join(on_ranks.values())
+    # --show timing: the same sections, every kernel each rank ran
+    timed, timed_alone = _timing(ranks.stderr), _timing(one.stderr)
+    assert timed[0] == timed_alone[0] == ["kernel", "kind", "runs", "time", "share"]
+    assert timed[-1][:3] == timed_alone[-1][:3] == ["kernels,", "every", "chip"]
+    assert int(timed[-1][3]) == sum(c["kernels"] for c in ranked["chips"]) == sum(int(r[1]) for r in timed[1:-1])
+    assert {r[0] for r in timed[1:-1]} <= {r[0] for r in timed_alone[1:-1]}
+
+
+@mpi
+@pytest.mark.parametrize("how", ["--ranks", "mpiexec"])
+def test_include_folders_reach_the_ranks(tmp_path, how):
+    """-I means on ranks what it means in one process: rules whose #include lives elsewhere."""
+    rules, shared = tmp_path / "rules", tmp_path / "shared"
+    rules.mkdir()
+    shared.mkdir()
+    for path in (ROOT / "tests/data/family_rules").iterdir():  # rules that #include a .dlh
+        (shared if path.suffix == ".dlh" else rules).joinpath(path.name).write_text(path.read_text())
+    start = ["run", FACTS / SMALL, "--ranks", "2"] if how == "--ranks" else ["run", FACTS / SMALL, "--mpi"]
+
+    def run(*extra):
+        line = [sys.executable, "-m", "tprules", *map(str, start), "--rules", str(rules), *map(str, extra)]
+        if how == "mpiexec":
+            line = [mpiexec(), "-n", "2", *line]
+        return subprocess.run(line, cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+    without = run()
+    assert without.returncode == 2 and "decls.dlh" in without.stderr, without.stderr
+    done = run("-I", shared)
+    assert done.returncode == 0 and "the output matches the reference" in done.stdout, done.stderr

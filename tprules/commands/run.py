@@ -61,12 +61,16 @@ def run(args) -> int:
                          if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text
 
-    if "timing" in args.show:
-        for line in timing_lines(report):
-            print(line, file=sys.stderr)
+    show_timing(report, args)
     if trace is not None:
         trace.write(args.trace)
     return emit_report(report, args, render_text)
+
+
+def show_timing(report, args) -> None:
+    if "timing" in args.show:
+        for line in timing_lines(report):
+            print(line, file=sys.stderr)
 
 
 def timing_lines(report) -> list[str]:
@@ -108,22 +112,40 @@ def emit_report(report, args, render_text) -> int:
     return 0 if report.ok else 1
 
 
+# How each option of `run` reaches the ranks of `--ranks N`, so that it means there what it
+# means in one process (a test checks that every option of `run` is in one of the two):
+# the launcher plans the job once with these, and starts the ranks;
+BY_LAUNCHER = ("dir", "rules", "include_dirs", "shim", "engine", "unfused", "device", "matmul", "show", "ranks", "mpi",
+               "timeout", "job")
+# each rank is handed these as given (the ranks' run under --mpi reads them).
+TO_RANKS = {"device": "--device", "matmul": "--matmul", "repeat": "--repeat", "format": "--format", "save": "--save",
+            "trace": "--trace", "show": "--show"}
+
+
+def rank_args(args) -> list[str]:
+    """The options of this command line that every rank is started with."""
+    from pathlib import Path
+
+    out: list[str] = []
+    for dest, flag in TO_RANKS.items():
+        value = getattr(args, dest)
+        if value is None or value == frozenset():
+            continue
+        if dest == "trace":
+            value = Path(value).resolve()  # rank 0 writes it
+        elif dest == "show":
+            value = ",".join(sorted(value))
+        out += [flag, str(value)]
+    return out
+
+
 def run_ranks(args) -> int:
-    """`--ranks N`: plan here, then start N ranks (`--mpi`) with the same output options."""
+    """`--ranks N`: plan here, then start N ranks (`--mpi`) with the same options."""
     from ..runtime.distributed.launch import launch
 
-    forward = ["--device", args.device, "--repeat", str(args.repeat), "--format", args.format]
-    if args.save:
-        forward += ["--save", args.save]
-    if args.trace:
-        from pathlib import Path
-
-        forward += ["--trace", str(Path(args.trace).resolve())]
-    shown = [s for s in ("kernels", "traceback") if s in args.show]
-    if shown:
-        forward += ["--show", ",".join(shown)]
-    return launch(args.dir, args.ranks, forward, rules=args.rules, shim=args.shim, engine=args.engine,
-                  unfused=args.unfused, timeout=args.timeout, traceback="traceback" in args.show)
+    return launch(args.dir, args.ranks, rank_args(args), rules=args.rules, shim=args.shim, engine=args.engine,
+                  unfused=args.unfused, device=args.device, matmul=args.matmul, modules="kernels" in args.show,
+                  timeout=args.timeout, traceback="traceback" in args.show, include_dirs=args.include_dirs)
 
 
 def run_mpi(args) -> int:
@@ -135,25 +157,20 @@ def run_mpi(args) -> int:
     def emit(report) -> int:
         from ..runtime.distributed.report import render_text
 
+        show_timing(report, args)
         return emit_report(report, args, render_text)
 
     options = RankOptions(args.dir, args.device, args.repeat, args.timeout, Path(args.job) if args.job else None,
                           args.rules, args.shim, args.engine, args.unfused,
-                          _kernel_printer(None, args) if "kernels" in args.show else None, "traceback" in args.show,
-                          args.trace)
+                          _kernel_printer if "kernels" in args.show else None, "traceback" in args.show, args.trace,
+                          args.matmul, tuple(args.include_dirs or ()))
     return run_rank(options, emit)
 
 
-def _kernel_printer(modules: dict[str, str] | None, args=None):
+def _kernel_printer(modules: dict[str, str]):
     """`--show kernels`: each kernel's group, its members with their module paths (an
-    imported model's), and its source. A rank reads the paths from DIR when it first prints."""
+    imported model's), and its source."""
     def show(kernel, source: str) -> None:
-        nonlocal modules
-        if modules is None:
-            from ..workspace import Workspace
-
-            modules = module_paths(Workspace(args.dir, args.rules, args.shim, engine=args.engine,
-                                             include_dirs=args.include_dirs).program.facts)
         members = common.with_modules(kernel.members, modules)
         print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
         print(source, file=sys.stderr)

@@ -5,7 +5,8 @@
 3. codegen       each group lowered to one kernel and compiled for the device;
 4. inputs.py     program inputs, from DIR/data/*.npy or a fixed seed;
 5. reference.py  the unfused numpy reference (semantics.py: SPEC §4, the living definition);
-6. executor.py   the kernels run on one device queue per chip, partials all-reduced;
+6. executor.py   the kernels run on one device queue per chip, partials all-reduced (in one
+                 process, or as one MPI rank: world.py, distributed/);
 7. compare.py    every program output compared with the reference.
 
 >>> from tprules.workspace import Workspace                        # doctest: +SKIP
@@ -24,6 +25,7 @@ import numpy as np
 from ..ops import Ops
 from ..program.model import RunProgram
 from .compare import OutputCheck, compare
+from .executor import kernel_timing
 from .groups import BadPlan, ordered_groups, unfused
 from .trace import phases
 
@@ -86,30 +88,36 @@ class Prepared:
     as often as wanted (`run`), then report on a run (`report`)."""
 
     def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto",
-                 trace=None, share: bool = True):
+                 trace=None, share: bool = True, world=None):
         """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`;
         `trace` (runtime/trace.py) gets a slice per compile phase; `share` False: every
-        chip runs each spine kernel, even where the device's chips could share it (executor.py)."""
+        chip runs each spine kernel, even where the device's chips could share it (executor.py);
+        `world` (world.py): the chips this process holds, every chip unless given (one MPI
+        rank's: only its kernels are compiled, only its inputs read, `compiled[i]` None for the others)."""
         from ..codegen import lower
         from .devices import get_device
-        from .executor import Executor, shares_spine
+        from .executor import Executor, runs_here, shares_spine
         from .inputs import program_inputs
-        from .reference import reference
+        from .world import World
 
         self.prog = prog
         self.plan = plan
         self.trace = trace
+        self.world = world = world or World(prog.chips)
         phase = phases(trace)
         groups = ordered_groups(plan, prog)
         self.device = get_device(device, matmul) if isinstance(device, str) else device
         with phase("lower", groups=len(groups)):
             self.kernels = [lower(g, prog) for g in groups]
-        self.device.for_chips(prog.chips)
+        self.device.for_chips(len(world.chips))
         share = shares_spine(self.device, prog, share)
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled = []
         for k in self.kernels:
+            if not runs_here(k, world):
+                self.compiled.append(None)
+                continue
             with phase(f"compile {k.group}", group=k.group, kind=k.kind):
                 self.compiled.append(self.device.compile(k, shared=share and k.place == "spine"))
             if show_kernels:
@@ -118,10 +126,10 @@ class Prepared:
                 tick()
         self.compile_s = time.perf_counter() - started
         with phase("inputs"):
-            inputs = program_inputs(prog)
+            inputs = program_inputs(prog, {t for t in prog.inputs if world.holds(prog.tensors[t].home)})
         with phase("reference"):
-            self.expected = reference(prog, inputs)
-        self.executor = Executor(prog, self.device, self.compiled, inputs, share)
+            self.expected = world.reference(prog, inputs)
+        self.executor = Executor(prog, self.device, self.kernels, self.compiled, inputs, share, world)
 
     def run(self, progress=None):
         """One run of the whole program (an `executor.Execution`)."""
@@ -140,22 +148,29 @@ class Prepared:
             home = prog.tensors[t].home
             values[t] = per_chip[home if home in per_chip else min(per_chip)]
         return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
-                         len({c.source for c in self.compiled}), kinds, chips,
+                         len({c.source for c in self.compiled if c is not None}), kinds, chips,
                          compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
-                         best.moved_bytes, values, _core(self.device), prog.shim_source, _timing(best))
+                         best.moved_bytes, values, matmul_core(self.device), prog.shim_source,
+                         kernel_timing(best.kernel_seconds))
 
 
-def _timing(done) -> dict[str, tuple[int, float]]:
-    out: dict[str, tuple[int, float]] = {}
-    for kind, seconds in done.kernel_seconds:
-        runs, total = out.get(kind, (0, 0.0))
-        out[kind] = (runs + 1, total + seconds)
-    return out
-
-
-def _core(device) -> dict[str, str]:
+def matmul_core(device) -> dict[str, str]:
     core = getattr(device, "core", None)
     return {} if core is None else {"kind": core.kind, "library": core.library, "reason": core.reason}
+
+
+def run_plan(workspace, prog: RunProgram, device, matmul: str = "auto", *, baseline: bool = False, trace=None):
+    """The plan `run` runs: one kernel per statement with `baseline`, else the planner's,
+    its costs as on `device` (a `Device`, or a name made here with its `matmul` core), the
+    one that runs it. The launcher of `--ranks` plans with it too (distributed/job.py)."""
+    if baseline:
+        return unfused(prog)
+    from ..planner import plan as make_plan
+    from .devices import get_device
+
+    dev = get_device(device, matmul) if isinstance(device, str) else device
+    with phases(trace)("plan"):
+        return make_plan(workspace, machine=dev.machine)
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
@@ -175,13 +190,8 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
 
     prog = prog or RunProgram.from_workspace(workspace)
     dev = get_device(device, matmul) if isinstance(device, str) else device  # a name, or a Device
-    if baseline:
-        plan = unfused(prog)
-    elif plan is None:
-        from ..planner import plan as make_plan
-
-        with phases(trace)("plan"):
-            plan = make_plan(workspace, machine=dev.machine)  # costs as on the device that runs it
+    if baseline or plan is None:
+        plan = run_plan(workspace, prog, dev, baseline=baseline, trace=trace)
     prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace, share=share)
     best = done = None
     for _ in range(max(1, repeat)):
@@ -191,4 +201,4 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     return prepared.report(done, best)
 
 
-__all__ = ["BadPlan", "ChipStats", "Prepared", "RunReport", "RunProgram", "execute", "unfused"]
+__all__ = ["BadPlan", "ChipStats", "Prepared", "RunReport", "RunProgram", "execute", "run_plan", "unfused"]

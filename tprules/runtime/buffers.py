@@ -1,5 +1,5 @@
-"""A kernel's buffers on one chip, by parameter role: the one piece of the parameter loop
-that the one-process executor (executor.py) and the rank executor (distributed/) share."""
+"""A kernel's buffers on one chip, by parameter role (executor.py; on ranks a chip of
+another rank gets placeholders)."""
 
 from __future__ import annotations
 

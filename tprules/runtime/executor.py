@@ -1,19 +1,36 @@
-"""Run compiled kernels on one device queue per chip.
+"""Run compiled kernels on one device queue per chip, in one process or as one MPI rank.
 
 A kernel runs where its group's place says: on chip K, or on every chip (spine groups and
 folds). Every tensor is held by the chips that computed it (a spine tensor by all of
 them); a kernel that reads a tensor its chip does not hold first copies it from a chip
-that does. A fold alone is therefore a real all-reduce: each chip receives every other
-chip's partial into its own buffer and sums them there with the fold's kernel. A fold
-fused into a bigger group reads only its own chip's partial (a `local` parameter): the
-local sum that the collective_fold rule exists to refuse.
+that does, once the producer's kernel is done (its queue's `mark`). A fold alone is
+therefore a real all-reduce: each chip receives every other chip's partial into its own
+buffer and sums them there with the fold's kernel. A fold fused into a bigger group reads
+only its own chip's partial (a `local` parameter): the local sum that the collective_fold
+rule exists to refuse.
 
 On a device whose chips share the process's memory (`Device.shares_spine`, the CPU) a spine
 kernel runs once, on chip 0, and every other chip that reads what it wrote reads chip 0's
 buffer where it lies (`Queue.share_from`: no copy, only a wait for the kernel), instead of
 each chip computing the same value again. Nothing ever writes into a buffer a kernel reads,
-so sharing it is safe. The ranks of `--ranks`/`--mpi` keep a copy on each chip
-(distributed/executor.py).
+so sharing it is safe. The ranks of `--ranks`/`--mpi` keep a copy on each chip.
+
+The executor is parameterised by a world (world.py): which chips this process holds, and
+how it reaches the others. In one process (`World`) it holds every chip. As one MPI rank
+(`distributed.world.RankWorld`) every rank walks the whole ordered plan, so all ranks know
+where every tensor is held (a chip of another rank holds it as `REMOTE`) and take part in
+the same exchanges in the same order (so they cannot deadlock):
+
+- a kernel placed on chip k runs on the rank holding k; a spine kernel on every rank, on
+  each of its chips (replicated, as in real tensor parallelism);
+- a fold alone (a `collective` group) is an all-reduce: each rank first sums the partials
+  its own chips hold (in operand order, float32), then the world adds the ranks' sums, and
+  every chip receives the fold's value in its destination's dtype; an all-gather's fold
+  (a `cat`) is an all-gather of every rank's chips' slices, joined in chip order;
+- a tensor a chip needs from another rank's chip comes point-to-point through the world.
+
+The collectives run on host buffers: a GPU rank downloads its partials, reduces on the
+host, and uploads the result (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -24,14 +41,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen.ir import Kernel
+from ..ops import Ops
 from ..program.model import RunProgram
 from .buffers import buffers
 from .devices.base import Compiled, Queue
+from .semantics import store
+from .trace import HOST, member_modules
+from .world import Traffic, World
+
+REMOTE = None  # a chip of another rank holds the tensor
 
 
 @dataclass
 class Execution:
-    """What one run left: program outputs per chip that holds them, and per-chip counts."""
+    """What one run left: program outputs per chip (of this process) that holds them, and
+    per-chip counts."""
 
     outputs: dict[str, dict[int, np.ndarray]]
     kernels: dict[int, int]  # chip → kernels run
@@ -39,12 +63,13 @@ class Execution:
     busy: dict[int, float]
     seconds: float
     cpu: dict[int, float | None] = field(default_factory=dict)  # see Queue.cpu_seconds
-    transfers: int = 0
+    transfers: int = 0  # copies between chips of this process
     moved_bytes: int = 0
     held: dict[str, dict[int, object]] = field(default_factory=dict)
     threads: dict[int, int | None] = field(default_factory=dict)  # chip → CPU threads (see Queue.threads)
     process_cpu: float = 0.0  # processor time of the whole process (every thread) while the kernels ran
     kernel_seconds: list[tuple[str, float]] = field(default_factory=list)  # (kind, s) per kernel run, every chip
+    traffic: Traffic = field(default_factory=Traffic)  # what this process exchanged with other ranks
 
 
 def chips_of(kernel: Kernel, chips: int) -> list[int]:
@@ -53,99 +78,160 @@ def chips_of(kernel: Kernel, chips: int) -> list[int]:
     return list(range(chips))  # spine, or a fold's all-reduce
 
 
+def runs_here(kernel: Kernel, world: World) -> bool:
+    """Whether this process launches the kernel: one of its chips runs it (a fold alone on
+    ranks is a collective, not a kernel)."""
+    if kernel.place == "collective" and world.collectives:
+        return False
+    return any(world.holds(c) for c in chips_of(kernel, world.chips_total))
+
+
 def shares_spine(device, prog: RunProgram, share: bool = True) -> bool:
     """Whether spine kernels run once for all chips (see the module's docstring); `share`
     False keeps one on each chip wherever they run."""
     return share and device.shares_spine and prog.chips > 1
 
 
+def kernel_timing(runs) -> dict[str, tuple[int, float]]:
+    """Kernel kind → (runs, seconds added up), from (kind, seconds) per kernel run."""
+    out: dict[str, tuple[int, float]] = {}
+    for kind, seconds in runs:
+        n, total = out.get(kind, (0, 0.0))
+        out[kind] = (n + 1, total + seconds)
+    return out
+
+
 class Executor:
-    def __init__(self, prog: RunProgram, device, compiled: list[Compiled], inputs: dict[str, np.ndarray],
-                 share: bool = True):
-        """`share` False: every chip runs each spine kernel, even where they could share it."""
+    def __init__(self, prog: RunProgram, device, kernels: list[Kernel], compiled: list[Compiled | None],
+                 inputs: dict[str, np.ndarray], share: bool = True, world: World | None = None):
+        """`kernels` in an order where producers come first, `compiled[i]` kernel i as the
+        device runs it (None where no chip of this process runs it); `inputs` those of
+        this process's chips and the spine's; `share` False: every chip runs each spine
+        kernel, even where they could share it; `world`: one process holding every chip
+        unless given."""
         self.prog = prog
         self.device = device
-        self.compiled = compiled  # in an order where producers come first
+        self.kernels = kernels
+        self.compiled = compiled
         self.inputs = inputs
         self.share = shares_spine(device, prog, share)
+        self.world = world or World(prog.chips)
 
     def run(self, progress=None, trace=None) -> Execution:
-        """One run; `trace` (a runtime/trace.py `Trace`) gets every launch and copy of it."""
-        prog = self.prog
-        queues = self.device.queues(prog.chips)
+        """One run; `trace` (a runtime/trace.py `Trace`) gets every launch, copy and exchange of it."""
+        prog, world = self.prog, self.world
+        queues = {q.chip: q for q in self.device.queues(world.chips, world.gpu)}
         try:
             held: dict[str, dict[int, object]] = {}
-            for name, value in self.inputs.items():
-                home = prog.tensors[name].home
-                for c in ([home] if home is not None else range(prog.chips)):
-                    held.setdefault(name, {})[c] = queues[c].upload(value.reshape(prog.tensors[name].buffer_shape))
-            for q in queues:
+            for name in prog.inputs:
+                tensor = prog.tensors[name]
+                for c in ([tensor.home] if tensor.home is not None else range(prog.chips)):
+                    held.setdefault(name, {})[c] = (queues[c].upload(self.inputs[name].reshape(tensor.buffer_shape))
+                                                    if c in queues else REMOTE)
+            for q in queues.values():
                 q.synchronize()
                 if trace is not None:
                     q.start_trace()
-            run = _Run(prog, queues, held, self.share)
+            before = Traffic(*world.traffic.astuple())
+            run = _Run(prog, world, queues, held, self.share, trace)
             started, cpu = time.perf_counter(), time.process_time()
-            for compiled in self.compiled:
-                run.launch(compiled)
+            for kernel, compiled in zip(self.kernels, self.compiled):
+                run.launch(kernel, compiled)
                 if progress is not None:
                     progress()
-            for q in queues:
+            for q in queues.values():
                 q.synchronize()
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             if trace is not None:
                 trace.host("run", "run", started, started + seconds)
-                for q in queues:
+                for q in queues.values():
                     trace.queue_records(q.chip, q.take_trace(), prog, self.device.machine)
-            outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape) for c, buf in held[t].items()}
+            outputs = {t: {c: queues[c].download(buf).reshape(prog.tensors[t].shape)
+                           for c, buf in held[t].items() if c in queues}
                        for t in prog.outputs}
-            return Execution(outputs, run.kernels, run.launches, {q.chip: q.busy_seconds() for q in queues},
-                             seconds, {q.chip: q.cpu_seconds() for q in queues}, run.transfers, run.moved, held,
-                             {q.chip: q.threads for q in queues}, cpu,
-                             [t for q in queues for t in q.kernel_seconds()])
+            return Execution(outputs, run.kernels, run.launches, {c: q.busy_seconds() for c, q in queues.items()},
+                             seconds, {c: q.cpu_seconds() for c, q in queues.items()}, run.transfers, run.moved, held,
+                             {c: q.threads for c, q in queues.items()}, cpu,
+                             [t for q in queues.values() for t in q.kernel_seconds()], world.traffic.since(before))
         finally:
-            for q in queues:
+            for q in queues.values():
                 q.close()
 
 
 class _Run:
-    def __init__(self, prog: RunProgram, queues: list[Queue], held: dict, share: bool = False):
+    def __init__(self, prog: RunProgram, world: World, queues: dict[int, Queue], held: dict, share: bool = False,
+                 trace=None):
         self.prog = prog
+        self.world = world
         self.queues = queues
         self.held = held
         self.share = share
+        self.trace = trace
         self.shared: set[str] = set()  # tensors written by a spine kernel that ran once for all chips
         self.ready: dict[tuple[str, int], object] = {}  # (tensor, chip) → the chip's mark after its writer
-        self.kernels = {q.chip: 0 for q in queues}
-        self.launches = {q.chip: 0 for q in queues}
+        self.kernels = {c: 0 for c in queues}
+        self.launches = {c: 0 for c in queues}
         self.transfers = 0
         self.moved = 0
 
+    def source(self, tensor: str) -> int:
+        """The chip a copy of `tensor` comes from: its home when that holds it, else the lowest."""
+        where = self.held[tensor]
+        home = self.prog.tensors[tensor].home
+        return home if home in where else min(where)
+
     def on(self, tensor: str, chip: int):
-        """The tensor's buffer on `chip`, copied there from a chip that holds it if need be."""
+        """The tensor's buffer on `chip` (REMOTE for another rank's chip), moved there if need be."""
         where = self.held[tensor]
         if chip in where:
             return where[chip]
-        home = self.prog.tensors[tensor].home
-        source = home if home in where else min(where)
-        after = self.ready.get((tensor, source))
-        if tensor in self.shared:
-            where[chip] = self.queues[chip].share_from(self.queues[source], where[source], after)
-            return where[chip]
-        buf = self.queues[chip].copy_from(self.queues[source], where[source], after)
+        src = self.source(tensor)
+        here, there = chip in self.queues, src in self.queues
+        if here and there:
+            after = self.ready.get((tensor, src))
+            if tensor in self.shared:
+                buf = self.queues[chip].share_from(self.queues[src], where[src], after)
+            else:
+                buf = self.queues[chip].copy_from(self.queues[src], where[src], after)
+                self.transfers += 1
+                self.moved += buf.nbytes
+        elif there:
+            what = f"{tensor} from chip {src} to chip {chip}"
+            began = time.perf_counter()
+            data = self.queues[src].download(where[src])
+            self.world.send(data, self.world.owner(chip), what)
+            self._traced(f"send {what}", began, bytes=data.nbytes, to_rank=self.world.owner(chip))
+            buf = REMOTE
+        elif here:
+            what, info = f"{tensor} from chip {src} to chip {chip}", self.prog.tensors[tensor]
+            began = time.perf_counter()
+            data = self.world.recv(info.buffer_shape, info.storage, self.world.owner(src), what)
+            buf = self.queues[chip].upload(data)
+            self._traced(f"recv {what}", began, bytes=data.nbytes, from_rank=self.world.owner(src))
+        else:
+            buf = REMOTE
         where[chip] = buf
-        self.transfers += 1
-        self.moved += buf.nbytes
         return buf
 
-    def launch(self, compiled: Compiled) -> None:
-        kernel = compiled.kernel
+    def launch(self, kernel: Kernel, compiled: Compiled | None) -> None:
+        """Kernel `kernel` on each of its chips this process holds (`compiled`: as the device
+        runs it), or, on ranks, a fold alone as a collective."""
+        if kernel.place == "collective" and self.world.collectives:
+            for name in kernel.members:
+                fold = self.prog.statement(name)
+                self.allgather(fold, kernel.group) if fold.cls == Ops.CAT else self.allreduce(fold, kernel.group)
+            return
+        kernel = compiled.kernel if compiled is not None else kernel
         chips = chips_of(kernel, self.prog.chips)
         if self.share and kernel.place == "spine":
             chips = chips[:1]
             self.shared.update(p.tensor for p in kernel.params if p.role == "out")
         for chip in chips:
-            q = self.queues[chip]
-            q.launch(compiled, buffers(kernel, chip, q, self.on, self.held))
+            q = self.queues.get(chip)
+            bufs = buffers(kernel, chip, q, self.on, self.held, REMOTE)
+            if q is None:  # another rank's chip: only where its outputs are held was recorded
+                continue
+            q.launch(compiled, bufs)
             mark = q.mark()
             for p in kernel.params:
                 if p.role == "out":
@@ -153,3 +239,57 @@ class _Run:
             self.kernels[chip] += 1
             self.launches[chip] += compiled.launches
 
+    # -- a fold alone on ranks: a collective on the world's communicator ----------------------
+
+    def allreduce(self, fold, group: str = "") -> None:
+        """The fold as a collective: local partials summed first, then the world's all-reduce.
+        Its trace slice begins once the local partials are here (the wait for this rank's
+        chips is theirs)."""
+        out = self.prog.tensors[fold.writes]
+        partial = None
+        for t in fold.reads:
+            src = self.source(t)
+            if src in self.queues:
+                x = self.queues[src].download(self.held[t][src]).reshape(self.prog.tensors[t].shape)
+                x = x.astype(np.float32, copy=False)
+                partial = x if partial is None else partial + x  # operand order, as the fold's kernel adds
+        partial = np.broadcast_to(np.float32(0) if partial is None else partial, out.shape)
+        began = time.perf_counter()
+        value = store(self.world.allreduce(partial, f"the all-reduce {fold.name}"), out.dtype)
+        self._hold_everywhere(fold.writes, value)
+        self._traced(f"all_reduce {group or fold.name}", began, "collective", kind="all_reduce", group=group,
+                     members=[fold.name], bytes=partial.size * 4, peers=self._peers(), chips=list(self.world.chips),
+                     **member_modules(self.prog, [fold.name]))
+
+    def allgather(self, fold, group: str = "") -> None:
+        """An all-gather's fold as a collective: each rank gives its chips' slices (operand k
+        is chip k's), the world's all-gather, and every chip joins them in chip order along the axis."""
+        out = self.prog.tensors[fold.writes]
+        axis = int(dict(fold.attrs)["axis"]) % len(out.shape)
+        pieces, sizes, shapes = {}, {}, {}
+        for chip, t in enumerate(fold.reads):
+            info = self.prog.tensors[t]
+            shapes[chip], sizes[chip] = info.shape, int(np.prod(info.shape))
+            if chip in self.queues:
+                pieces[chip] = self.queues[chip].download(self.held[t][chip]).reshape(info.shape)
+        dtype = out.storage
+        began = time.perf_counter()
+        got = self.world.allgather(pieces, sizes, dtype, f"the all-gather {fold.name}")
+        value = store(np.concatenate([got[c].reshape(shapes[c]) for c in range(len(fold.reads))], axis=axis),
+                      out.dtype)
+        self._hold_everywhere(fold.writes, value)
+        self._traced(f"all_gather {group or fold.name}", began, "collective", kind="all_gather", group=group,
+                     members=[fold.name], bytes=int(sum(sizes.values())) * np.dtype(dtype).itemsize,
+                     peers=self._peers(), chips=list(self.world.chips), **member_modules(self.prog, [fold.name]))
+
+    def _hold_everywhere(self, tensor: str, value: np.ndarray) -> None:
+        shape = self.prog.tensors[tensor].buffer_shape
+        self.held[tensor] = {c: (self.queues[c].upload(value.reshape(shape)) if c in self.queues else REMOTE)
+                             for c in range(self.prog.chips)}
+
+    def _peers(self) -> list[int]:
+        return [r for r in range(self.world.size) if r != self.world.rank]
+
+    def _traced(self, name: str, began: float, cat: str = "transfer", **args) -> None:
+        if self.trace is not None:
+            self.trace.slice(name, cat, HOST, began, time.perf_counter(), **args)

@@ -10,6 +10,8 @@ previous one wrote.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ...errors import BadInput
@@ -119,5 +121,8 @@ class Device:
         device that `shares_spine`), not once on each."""
         raise NotImplementedError
 
-    def queues(self, chips: int) -> list[Queue]:
+    def queues(self, chips: Sequence[int], gpu: int | None = None) -> list[Queue]:
+        """A queue for each of `chips` (those of this process; after `for_chips`). `gpu`: the
+        GPU (mod the node's) that every chip shares (a rank's: `World.gpu`); None: chip i on
+        GPU i mod k."""
         raise NotImplementedError

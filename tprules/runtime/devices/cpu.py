@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Sequence
 
 import numpy as np
 
@@ -244,10 +245,10 @@ class CpuDevice(Device):
             self._compiled[source] = fn
         return CpuCompiled(kernel, source, fn, threads if shared else None)
 
-    def queues(self, chips: int) -> list[Queue]:
-        shares = [self.fixed] * chips if self.fixed else thread_shares(self.cores, chips)
+    def queues(self, chips: Sequence[int], gpu: int | None = None) -> list[Queue]:
+        shares = [self.fixed] * len(chips) if self.fixed else thread_shares(self.cores, len(chips))
         cores = Cores(self.cores)
-        return [CpuQueue(c, n, cores, self._pool(c, n)) for c, n in enumerate(shares)]
+        return [CpuQueue(c, n, cores, self._pool(c, n)) for c, n in zip(chips, shares)]
 
     def _pool(self, chip: int, threads: int) -> ThreadPoolExecutor:
         pool = self._pools.get((chip, threads))

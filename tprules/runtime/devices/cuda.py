@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Sequence
 
 import numpy as np
 
@@ -220,8 +221,9 @@ class CudaDevice(Device):
             self._compiled[source] = fn
         return CudaCompiled(kernel, source, fn, grids, self.core.provider)
 
-    def queues(self, chips: int) -> list[Queue]:
-        return [CudaQueue(self, c, self.gpus[c % len(self.gpus)]) for c in range(chips)]
+    def queues(self, chips: Sequence[int], gpu: int | None = None) -> list[Queue]:
+        n = len(self.gpus)
+        return [CudaQueue(self, c, self.gpus[(c if gpu is None else gpu) % n]) for c in chips]
 
 
 def signature(kernel) -> tuple:

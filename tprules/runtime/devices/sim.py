@@ -58,5 +58,5 @@ class SimDevice(CudaDevice):
     def describe(self) -> str:
         return "sim (Numba's CUDA simulator)" + ("" if self.core.own else f"; matmul: {self.core.library}")
 
-    def queues(self, chips: int):
-        return [SimQueue(self, c, self.gpus[0]) for c in range(chips)]
+    def queues(self, chips, gpu=None):
+        return [SimQueue(self, c, self.gpus[0]) for c in chips]

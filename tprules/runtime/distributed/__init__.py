@@ -1,14 +1,15 @@
 """Beyond one process: one MPI rank per group of chips (`tprules run DIR --ranks N`, or
 `mpiexec -n N tprules run DIR --mpi`).
 
-1. job.py        the program checked and planned once, before any rank starts; status records;
+1. job.py        the program checked and planned once (as one process plans it), before any
+                 rank starts; status records;
 2. launch.py     `--ranks N`: start the ranks with the MPI's own mpiexec, watch, name a failed rank;
 3. world.py      the one object owning the communicator and which chips a rank holds
                  (the only importer of mpi4py; collectives polled against a timeout);
-4. rank.py       one rank, start to end;
+4. rank.py       one rank, start to end: it prepares and runs as one process does
+                 (`runtime.Prepared` and runtime/executor.py), with its `RankWorld`;
 5. reference.py  the numpy reference, each rank for its own chips and the spine;
-6. executor.py   the rank's kernels on its chips' queues; a fold is Allreduce(SUM);
-7. collect.py    rank 0 gathers outputs and figures; report.py renders them.
+6. collect.py    rank 0 gathers outputs and figures; report.py renders them.
 
-Kernels, the planner and the one-process runtime never see MPI. See docs/distributed.md.
+Kernels, the planner and the executor never see MPI. See docs/distributed.md.
 """

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ChipStats
+from .. import ChipStats, matmul_core
 from ..compare import compare
+from ..executor import kernel_timing
 from ..reference import Values
 from .report import DistributedReport, RankStats
 
@@ -19,23 +20,28 @@ from .report import DistributedReport, RankStats
 @dataclass
 class RankShare:
     stats: RankStats  # figures of the rank's fastest run are filled in by collect
-    runs: list  # RankExecution per run (outputs kept for the last run only)
+    runs: list  # an executor.Execution per run (outputs kept for the last run only, no device buffers)
     reference: dict[str, np.ndarray]  # the reference's program outputs this rank computed
     sources: set[str]  # digests of the kernel sources the rank compiled
 
 
-def rank_share(world, prog, runs, reference, compiled, compile_s: float, wall_s: float) -> RankShare:
+def rank_share(world, prepared, runs, wall_s: float) -> RankShare:
+    """What this rank sends rank 0 of its runs of `prepared` (a runtime.Prepared)."""
+    for done in runs:
+        done.held = {}  # device buffers: neither sent nor kept
     for done in runs[:-1]:
         done.outputs = {}
-    stats = RankStats(world.rank, world.pid, world.host, list(world.chips), 0, 0.0, 0, 0, 0.0, 0, 0, compile_s, 0.0,
-                      wall_s)
-    outputs = {t: reference[t] for t in prog.outputs if t in reference}
-    digests = {hashlib.sha256(c.source.encode()).hexdigest() for c in compiled.values()}
+    stats = RankStats(world.rank, world.pid, world.host, list(world.chips), 0, 0.0, 0, 0, 0.0, 0, 0,
+                      prepared.compile_s, 0.0, wall_s)
+    reference = prepared.expected
+    outputs = {t: reference[t] for t in prepared.prog.outputs if t in reference}
+    digests = {hashlib.sha256(c.source.encode()).hexdigest() for c in prepared.compiled if c is not None}
     return RankShare(stats, runs, outputs, digests)
 
 
-def collect(job, kernels, device: str, world, shares: list[RankShare]) -> DistributedReport:
-    prog, plan = job.prog, job.plan
+def collect(job, prepared, world, shares: list[RankShare]) -> DistributedReport:
+    """Rank 0's report of every rank's `shares`, as one process's (`Prepared.report`) with a row per rank."""
+    prog, plan, kernels, device = job.prog, job.plan, prepared.kernels, prepared.device
     # the fastest run is the one whose slowest rank was fastest
     n = len(shares[0].runs)
     best = min(range(n), key=lambda i: max(s.runs[i].seconds for s in shares))
@@ -72,9 +78,10 @@ def collect(job, kernels, device: str, world, shares: list[RankShare]) -> Distri
     moved = sum(s.runs[best].moved_bytes for s in shares) + sum(r.message_bytes for r in ranks) // 2
     transfers = sum(s.runs[best].transfers for s in shares) + sum(r.messages for r in ranks) // 2
     wall = time.time() - job.launched if job.launched else max(r.wall_s for r in ranks)
+    timing = kernel_timing(t for s in shares for t in s.runs[best].kernel_seconds)
+    sources = len(set().union(*(s.sources for s in shares)))
     return DistributedReport(
-        prog.display, device, prog.shim, len(plan.groups), len(running), len(set().union(*(s.sources for s in shares))),
-        kinds, sorted(chips, key=lambda c: c.chip), compare(prog, outputs, ref), max(r.compile_s for r in ranks),
-        max(r.run_s for r in ranks), transfers, moved, values, ranks=ranks, mpi=world.library, collectives="host",
-        allreduces=ranks[0].allreduces, wall_s=wall,
-        shim_source=prog.shim_source)
+        prog.display, device.describe(), prog.shim, len(plan.groups), len(running), sources, kinds,
+        sorted(chips, key=lambda c: c.chip), compare(prog, outputs, ref), max(r.compile_s for r in ranks),
+        max(r.run_s for r in ranks), transfers, moved, values, matmul_core(device), prog.shim_source, timing,
+        ranks=ranks, mpi=world.library, collectives="host", allreduces=ranks[0].allreduces, wall_s=wall)

@@ -13,7 +13,7 @@ import json
 import os
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -22,6 +22,7 @@ class Job:
     prog: object  # RunProgram
     plan: object  # planner.plan.Plan
     launched: float | None = None  # time.time() when the launcher started, for the wall time
+    modules: dict[str, str] = field(default_factory=dict)  # statement → module path (--show kernels)
 
 
 def write_job(folder: Path, job: Job) -> None:
@@ -54,19 +55,23 @@ def read_statuses(folder: Path) -> dict[int, dict]:
     return records
 
 
-def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False, launched=None) -> Job:
-    """Load, check and plan the program once: every bad input is found here, before any
-    rank computes (the launcher calls this before it starts the ranks)."""
-    from ...planner import plan as make_plan
+def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False, device="cpu", matmul="auto",
+             modules=False, launched=None, include_dirs=()) -> Job:
+    """Load, check and plan the program once, as one process plans it for `device` with its
+    `matmul` core (`runtime.execute`): every bad input is found here, before any rank
+    computes (the launcher calls this before it starts the ranks). `modules`: keep the
+    statements' module paths (for --show kernels)."""
     from ...program.model import RunProgram
+    from ...verdicts import module_paths
     from ...workspace import Workspace
+    from .. import run_plan
+    from ..devices import get_device
     from ..groups import ordered_groups
-    from ..groups import unfused as unfused_plan
     from ..inputs import check_input_files
 
-    ws = Workspace(program_dir, rules, shim, engine=engine)
+    ws = Workspace(program_dir, rules, shim, engine=engine, include_dirs=include_dirs)
     prog = RunProgram.from_workspace(ws)
-    plan = unfused_plan(prog) if unfused else make_plan(ws)
+    plan = run_plan(ws, prog, get_device(device, matmul), baseline=unfused)  # (a device the ranks lack: here)
     ordered_groups(plan, prog)  # a plan that cannot run is bad input here, not in a rank
     check_input_files(prog)
-    return Job(prog, plan, launched)
+    return Job(prog, plan, launched, module_paths(ws.program.facts) if modules else {})

@@ -56,16 +56,20 @@ def launcher_flags(mpiexec: str) -> list[str]:
 
 
 def launch(program_dir: str, ranks: int, rank_args: list[str], *, rules=None, shim=None, engine="fast",
-           unfused=False, timeout: float = 600.0, traceback: bool = False) -> int:
+           unfused=False, device="cpu", matmul="auto", modules=False, timeout: float = 600.0,
+           traceback: bool = False, include_dirs=()) -> int:
     """Run `tprules run DIR --mpi RANK_ARGS` on `ranks` ranks; the exit status of the run.
-    With `traceback`, a failed run shows the ranks' own error output before its one line."""
+    The job is planned here as `plan_job` says (for `device` with its `matmul` core;
+    `modules`: with module paths). With `traceback`, a failed run shows the ranks' own error
+    output before its one line."""
     from ...errors import UsageError
 
     if ranks < 1:
         raise UsageError("--ranks takes a count of at least 1")
     launched = time.time()
     mpiexec = find_mpiexec()
-    job = plan_job(program_dir, rules=rules, shim=shim, engine=engine, unfused=unfused, launched=launched)
+    job = plan_job(program_dir, rules=rules, shim=shim, engine=engine, unfused=unfused, device=device, matmul=matmul,
+                   modules=modules, launched=launched, include_dirs=include_dirs)
     chips = job.prog.chips
     if ranks > chips:
         raise UsageError(f"refused: {ranks} ranks for the {chips} chip{'' if chips == 1 else 's'} of "

@@ -3,9 +3,10 @@
 1. connect: MPI up, this rank's place in the world (world.py);
 2. the job: read from the launcher's folder, or planned by rank 0 and broadcast, so that bad
    input stops every rank together with one message (from rank 0);
-3. prepare: lower every group (all ranks walk the whole plan), compile the kernels of this
-   rank's chips, read only the inputs its chips bind and the spine's;
-4. the reference for this rank's chips (reference.py), then the run (executor.py);
+3. prepare, as one process does (`runtime.Prepared` with this rank's world): lower every
+   group (all ranks walk the whole plan), compile the kernels of this rank's chips, read
+   only the inputs its chips bind and the spine's, the reference for its chips (reference.py);
+4. the runs (runtime/executor.py, with this rank's world);
 5. rank 0 gathers outputs and figures, compares, and reports (`emit`); every rank exits with
    rank 0's status.
 
@@ -38,9 +39,11 @@ class RankOptions:
     shim: str | None = None
     engine: str = "fast"
     unfused: bool = False
-    show_kernels: object = None  # callable(kernel, source), on rank 0
+    show_kernels: object = None  # callable(module paths) -> callable(kernel, source): the printer, on rank 0
     traceback: bool = False  # --show traceback: a failing rank prints its traceback before its line
     trace: str | None = None  # --trace OUT.json: every rank's trace, merged by rank 0 into one file
+    matmul: str = "auto"  # the device's matmul core (--matmul)
+    include_dirs: tuple = ()  # -I: the rules' include folders
 
 
 def run_rank(options: RankOptions, emit) -> int:
@@ -80,7 +83,8 @@ def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
     if world.rank == 0:
         try:
             payload = plan_job(options.program_dir, rules=options.rules, shim=options.shim, engine=options.engine,
-                               unfused=options.unfused)
+                               unfused=options.unfused, device=options.device, matmul=options.matmul,
+                               modules=options.show_kernels is not None, include_dirs=options.include_dirs)
         except BadInput as err:
             payload, code = err, 2
         except Exception as err:  # noqa: BLE001 - raised below, once every rank knows
@@ -152,46 +156,25 @@ def _fail(world: RankWorld, status: _Status, err: BaseException, traceback: bool
 def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: float, status=None) -> int:
     """Steps 3-5 on this rank, given its world and the job; rank 0 calls `emit(report)`.
     `status(state)` (optional) hears when the run proper begins."""
-    from ...codegen import lower
+    from .. import Prepared
     from ..devices import get_device
-    from ..groups import ordered_groups
-    from ..inputs import program_inputs
-    from ..trace import phases
     from .collect import collect, rank_share
-    from .executor import RankExecutor, runs_here
-    from .reference import rank_reference
 
-    prog = job.prog
-    device = get_device(options.device)
+    device = get_device(options.device, options.matmul)
     trace = _rank_trace(world, device, started) if options.trace else None
-    phase = phases(trace)
-    with phase("lower"):
-        kernels = [lower(g, prog) for g in ordered_groups(job.plan, prog)]
-    begun = time.perf_counter()
-    compiled = {}
-    for i, k in enumerate(kernels):
-        if runs_here(k, world):
-            with phase(f"compile {k.group}", group=k.group, kind=k.kind):
-                compiled[i] = device.compile(k)
-            if options.show_kernels and world.rank == 0:
-                options.show_kernels(k, compiled[i].source)
-    compile_s = time.perf_counter() - begun
-    mine = {t for t in prog.inputs if prog.tensors[t].home is None or prog.tensors[t].home in world.chips}
-    with phase("inputs"):
-        inputs = program_inputs(prog, mine)
-    with phase("reference"):
-        reference = rank_reference(prog, inputs, world)
-    executor = RankExecutor(prog, world, device, kernels, compiled, inputs)
+    show = options.show_kernels(job.modules) if options.show_kernels and world.rank == 0 else None
+    # as one process prepares (runtime/__init__.py), for this rank's chips; a spine kernel
+    # runs on each of them, as in real tensor parallelism (docs/distributed.md)
+    prepared = Prepared(job.prog, job.plan, device, show_kernels=show, trace=trace, share=False, world=world)
     if status is not None:
         status("running")
-    runs = [executor.run(trace) for _ in range(max(1, options.repeat))]
+    runs = [prepared.run() for _ in range(max(1, options.repeat))]
     wall = time.time() - started
-    share = rank_share(world, prog, runs, reference, compiled, compile_s, wall)
+    share = rank_share(world, prepared, runs, wall)
     if trace is not None:
         _write_trace(world, trace, options.trace, started, wall)
     shares = world.gather(share, "the outputs at rank 0")
     code = 0
     if world.rank == 0:
-        report = collect(job, kernels, device.describe(), world, shares)
-        code = emit(report)
+        code = emit(collect(job, prepared, world, shares))
     return world.bcast(code, "the exit status from rank 0")

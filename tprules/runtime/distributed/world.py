@@ -1,6 +1,7 @@
 """The one object that owns the MPI communicator and knows which chips each rank holds
 (as mpi4py's demos and Megatron's `parallel_state` do): kernels, the planner and the
-single-process runtime never see MPI, and nothing else in tprules imports mpi4py.
+executor never see MPI, and nothing else in tprules imports mpi4py. A `RankWorld` is the
+one-process `World` (runtime/world.py) with a communicator: the executor takes either.
 
 Rank r of a world of size N holds the chips k with k mod N == r.
 
@@ -16,12 +17,12 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from typing import NoReturn
 
 import numpy as np
 
 from ...errors import BadInput
+from ..world import Traffic, World
 
 INSTALL = "pip install -e '.[mpi]' (mpi4py and the mpich wheel)"
 DEFAULT_TIMEOUT = 600.0  # seconds, as torch.distributed's default: long compiles stay legal
@@ -54,29 +55,7 @@ def import_mpi(start: bool = True):
     return MPI
 
 
-@dataclass
-class Traffic:
-    """What a rank exchanged with the other ranks."""
-
-    allreduces: int = 0
-    allreduce_bytes: int = 0  # the rank's payload, summed over its all-reduces
-    allreduce_s: float = 0.0  # time in all-reduces, waiting for slower ranks included
-    messages: int = 0  # point-to-point, sent and received
-    message_bytes: int = 0
-    message_s: float = 0.0
-    allgathers: int = 0
-    allgather_bytes: int = 0  # the rank's payload (its chips' slices), summed over its all-gathers
-    allgather_s: float = 0.0
-
-    def since(self, before: "Traffic") -> "Traffic":
-        return Traffic(*(a - b for a, b in zip(self.astuple(), before.astuple())))
-
-    def astuple(self) -> tuple:
-        return (self.allreduces, self.allreduce_bytes, self.allreduce_s, self.messages, self.message_bytes,
-                self.message_s, self.allgathers, self.allgather_bytes, self.allgather_s)
-
-
-class RankWorld:
+class RankWorld(World):
     """One rank's view of the run: its communicator, rank, host, and chips.
 
     >>> world = RankWorld.connect(timeout=60)                   # doctest: +SKIP
@@ -111,18 +90,18 @@ class RankWorld:
         words = first.replace("Version:", "").replace(",", " ").split()
         return " ".join(words[:2]) if words else "MPI"
 
-    # -- chips ---------------------------------------------------------------------
+    collectives = True  # a fold alone is an all-reduce (or all-gather) on the communicator
 
-    def assign(self, chips: int) -> None:
-        """Hold the chips k with k mod size == rank, of a program on `chips` chips."""
-        self.chips_total = chips
-        self.chips = tuple(range(self.rank, chips, self.size))
+    @property
+    def gpu(self) -> int:
+        """Every chip of a rank shares its node-local GPU (local rank mod the node's GPUs)."""
+        return self.local_rank
 
-    def owner(self, chip: int) -> int:
-        return chip % self.size
+    def reference(self, prog, inputs: dict):
+        """The reference of every tensor this rank computes or receives (reference.py)."""
+        from .reference import rank_reference
 
-    def chips_of(self, rank: int) -> tuple[int, ...]:
-        return tuple(range(rank, self.chips_total, self.size))
+        return rank_reference(prog, inputs, self)
 
     def describe(self, rank: int | None = None) -> str:
         """`rank 1 (chips 1, 3)`: how messages name a rank."""
