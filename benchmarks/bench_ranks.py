@@ -66,10 +66,10 @@ def main(argv=None) -> int:
     add_layer_options(p)
     args = p.parse_args(argv)
 
-    from generate import llama_layer
+    from bench_run import example_layer
 
     with tempfile.TemporaryDirectory() as tmp:
-        b = llama_layer(args.tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
+        b = example_layer(args.tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
         b.facts["member"].clear()
         folder = b.write(Path(tmp) / "llama")
         configs = [None] + [int(n) for n in args.ranks.split(",")]

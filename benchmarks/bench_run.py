@@ -175,13 +175,22 @@ def torch_program(prog, out: str):
     return program
 
 
-def build(args, tp: int, tmp: Path):
-    from generate import llama_layer
+def example_layer(tp: int, **shape):
+    """facts/generate.py's Llama layer (loaded by its path: `generate` on sys.path is
+    benchmarks/generate.py, the model-scale generator)."""
+    import importlib.util
 
+    spec = importlib.util.spec_from_file_location("facts_generate", ROOT / "facts" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.llama_layer(tp, **shape)
+
+
+def build(args, tp: int, tmp: Path):
     from tprules.runtime import RunProgram
     from tprules.workspace import Workspace
 
-    b = llama_layer(tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
+    b = example_layer(tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
     b.facts["member"].clear()
     ws = Workspace(b.write(tmp / f"llama-tp{tp}"))
     return ws, RunProgram.from_workspace(ws)
