@@ -85,6 +85,24 @@ def test_a_wrong_lowering_is_refused_naming_its_statement_and_nothing_is_written
     assert not (tmp_path / "p").exists() and [p.name for p in tmp_path.iterdir()] == []
 
 
+def test_a_value_of_the_input_no_statement_computes_is_refused_not_folded(cli, hf_model, tmp_path, monkeypatch):
+    """A lowering that writes nothing for a node reading input_ids (injected): the reader of
+    that node is refused in one line naming the node's module and op, never folded."""
+    import torch
+
+    from tprules.frontends.aten import _table
+    from tprules.frontends.aten_table import OPS
+
+    if not OPS:
+        _table()
+    monkeypatch.setitem(OPS, torch.ops.aten.rsqrt.default, lambda ctx, n: None)
+    status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p")
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "LlamaForCausalLM: aten.rsqrt.default at model.layers.0.input_layernorm: its value depends on input_ids" \
+        in err
+    assert not (tmp_path / "p").exists()
+
+
 def test_no_verify_writes_the_program_unchecked(cli, hf_model, tmp_path, rsqrt_as_sigmoid):
     status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p", "--no-verify")
     assert status == 0 and err == ""
