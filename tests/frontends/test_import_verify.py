@@ -62,6 +62,27 @@ def test_dory_at_tp2_gives_torch_logits_for_ids_it_was_not_traced_with(tmp_path)
         assert rel < 1e-4, (seed, rel)
 
 
+def test_afmoe_with_its_zero_router_is_refused_naming_the_tied_top_k(tmp_path):
+    """Issue 39's afmoe: its init leaves the router's gate zero, every expert ties, and torch's
+    top-k picks among ties in its own order: the import says so instead of writing a program
+    whose logits are off torch's."""
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    from tprules.frontends.errors import ImportFailed
+    from tprules.frontends.importer import import_hf
+
+    from .tiny import MOE, TINY
+
+    config = CONFIG_MAPPING["afmoe"](**{**TINY, **MOE, "initializer_range": 0.02})
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "afmoe")
+    with pytest.raises(ImportFailed, match=r"first at statement \S+ \(topk_indices\) of model\.layers\.\d\.mlp\.router: "
+                                           r"aten\.topk\.default item 1 \(its operand ties"):
+        import_hf(tmp_path / "afmoe", 1, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
 @pytest.fixture
 def rsqrt_as_sigmoid(monkeypatch):
     """A deliberately wrong lowering: rsqrt (the RMS norm's) written as the class sigmoid."""

@@ -13,6 +13,7 @@ first program statement whose whole value differs from the graph's is named.
 
 from __future__ import annotations
 
+import operator
 from contextlib import nullcontext
 
 import numpy as np
@@ -66,8 +67,26 @@ def _first_difference(src, model, built, ids) -> str | None:
             if got is None or want is None or tuple(want.shape) != tuple(got.shape):
                 continue
             if _differs(got, want):
-                return f"statement {s.name} ({s.cls}) of {s.module or '(top)'}: {s.aten}"
+                return f"statement {s.name} ({s.cls}) of {s.module or '(top)'}: {_op(node)}{_ties(s, graph_values)}"
     return None
+
+
+def _op(node) -> str:
+    """The node's ATen op; an item of a multi-output op as that op and the item's number."""
+    if node.target is operator.getitem:
+        return f"{node.args[0].target} item {node.args[1]}"
+    return str(node.target)
+
+
+def _ties(s, graph_values) -> str:
+    """For a top-k whose k-th and next largest values are equal: why torch's choice differs."""
+    if s.cls not in ("topk_indices", "topk_values") or s.reads[0] not in graph_values:
+        return ""
+    x = -np.sort(-np.asarray(graph_values[s.reads[0]], np.float64), axis=-1)
+    k = int(s.attr("k", "1"))
+    if k >= x.shape[-1] or not np.any(x[..., k - 1] == x[..., k]):
+        return ""
+    return f" (its operand ties at the top-{k}'s boundary; torch's top-k breaks ties in no documented order)"
 
 
 def _first_program_difference(prog, values, src, model, built, ids) -> str | None:
