@@ -50,7 +50,11 @@ def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str]) -
     tol = tolerance(prog, OUTPUT)
     if rel <= tol:
         return
-    where = _first_difference(src, model, built, ids) or _first_program_difference(prog, values, src, model, built, ids)
+    try:
+        where = _first_difference(src, model, built, ids) or \
+            _first_program_difference(prog, values, src, model, built, ids)
+    finally:
+        _memo.clear()  # the graph's values, shared by the two searches only
     what = where or f"the output {OUTPUT}"
     raise ImportFailed(f"{src.architecture}: the imported program differs from torch on a second input "
                        f"(logits max rel err {rel:.1e} > {tol:g}); first at {what}; nothing written "
@@ -185,9 +189,12 @@ def _differs(got, want) -> bool:
 
 
 def _numpy(t) -> np.ndarray:
+    """A torch tensor as the program stores it (a boolean as an i8 0 or 1, floats as f32)."""
+    import torch
+
     a = t.detach().cpu()
-    if a.dtype == __import__("torch").bool:
-        return a.to(__import__("torch").int8).numpy()
+    if a.dtype == torch.bool:
+        return a.to(torch.int8).numpy()
     if a.is_floating_point():
         a = a.float()
     return a.numpy()
