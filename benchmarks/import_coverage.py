@@ -13,7 +13,9 @@ the logits of tprules' reference executor (and, with --device, of the fused prog
 that device) against torch's forward. Every architecture is tried with two weight seeds
 (WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its expected/, and ids
 from another seed against torch's forward on them (the import's own check before writing,
-frontends/verify.py, tries a third); a match is every combination matching. Prints a
+frontends/verify.py, tries a third); a mixture of experts also with a second expert count
+and top-k (EXPERTS, 8 experts, top-1, where its config has those fields); a match is every
+combination matching. Prints a
 Markdown table (the README's coverage table), a count per result and per refusal, and
 writes it as JSON.
 """
@@ -70,6 +72,9 @@ MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=3
 ROTARY = dict(rotary_dim=8)  # a partial rotary narrower than the tiny head (GPT-J, CodeGen)
 WEIGHT_SEEDS = (0, 1)  # each architecture's tiny model is made and imported with each
 INPUT_SEED = 1000  # ids of the second input: drawn from INPUT_SEED + the weight seed
+# a mixture of experts' second expert count and top-k (its config's own fields only); a
+# variant transformers cannot build is skipped and named in the row
+EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_experts_per_tok=1)
 
 
 def architectures() -> list[str]:
@@ -97,12 +102,22 @@ def fitted(model_type: str) -> dict:
     return out
 
 
-def tiny_model(model_type: str, folder: Path, seed: int = 0) -> None:
+def experts_fields(model_type: str) -> dict:
+    """EXPERTS' fields this model type's config defines (none: not a mixture of experts)."""
+    from transformers import CONFIG_MAPPING
+
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    if not any(k in defined for k in ("num_local_experts", "num_experts", "n_routed_experts")):
+        return {}
+    return {k: v for k, v in EXPERTS.items() if k in defined}
+
+
+def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     def build(fields):
-        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {})}
+        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {}), **(experts or {})}
         if "text_config" in getattr(CONFIG_MAPPING[model_type], "sub_configs", {}):
             fields = {"text_config": fields}
         config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
@@ -139,21 +154,28 @@ def drawn(model, config) -> None:
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
-    """Every weight seed of WEIGHT_SEEDS; the row is the first seed's that does not match
-    (or the last one's), the worst error over all of them."""
-    row: dict = {}
-    worst = 0.0
-    for seed in WEIGHT_SEEDS:
-        row = try_seed(model_type, work, tp, device, seed)
-        worst = max(worst, row.get("reference_rel_err", 0.0))
-        if row["result"] != "ok":
-            break
-    if "reference_rel_err" in row:
-        row["reference_rel_err"] = worst
+    """Every weight seed of WEIGHT_SEEDS (and for a mixture of experts, with its EXPERTS
+    count and top-k too); the row is the first combination that does not match (or the
+    first one's), with the worst error over all of them."""
+    worst, skipped, first = 0.0, [], None
+    second = experts_fields(model_type)
+    for experts in ([None, second] if second else [None]):
+        for seed in WEIGHT_SEEDS:
+            row = try_seed(model_type, work, tp, device, seed, experts)
+            if experts is not None and row["result"] == "no tiny model":
+                skipped.append(f"{experts}: {row['detail']}")
+                break
+            if row["result"] != "ok":
+                return {**row, "experts": experts}
+            worst = max(worst, row["reference_rel_err"])
+            first = first or row
+    row = {**first, "reference_rel_err": worst, "combinations": "weights x inputs" + (" x experts" if second else "")}
+    if skipped:
+        row["skipped"] = skipped
     return row
 
 
-def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int) -> dict:
+def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, experts: dict | None = None) -> dict:
     import numpy as np
 
     from tprules.errors import BadInput
@@ -165,9 +187,10 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int) -> di
     from tprules.workspace import Workspace
 
     row = {"model_type": model_type, "weight_seed": seed}
-    folder, out = work / "models" / f"{model_type}-w{seed}", work / "programs" / f"{model_type}-w{seed}-tp{tp}"
+    tag = f"w{seed}" + ("-experts" if experts else "")
+    folder, out = work / "models" / f"{model_type}-{tag}", work / "programs" / f"{model_type}-{tag}-tp{tp}"
     try:
-        tiny_model(model_type, folder, seed)
+        tiny_model(model_type, folder, seed, experts)
     except Exception as err:  # noqa: BLE001
         row.update(result="no tiny model", detail=f"transformers: {type(err).__name__}: {str(err)[:160]}")
         return row
