@@ -23,7 +23,7 @@ itself is timed in every round:
 - souffle      `souffle -F facts -D out rules.dl` on `tprules export DIR` (when souffle is on PATH)
 - souffle-compiled  the same rules compiled (`souffle -o`, C++ built once beforehand into the work
                folder and not timed; the rules are the same at every size), run on the same facts
-- clingo       `python -m clingo rules.lp facts.lp` on the rules translated by tprules/engine/asp.py
+- clingo       `python -m clingo rules.lp facts.lp` on the rules translated by tprules/datalog/engine/asp.py
 - pydatalog    `tprules check DIR --engine pydatalog` (one run, with a timeout; --pydatalog-sizes)
 
 A command that does not exist yet (or a tool that is not installed) is skipped with a note.
@@ -224,7 +224,7 @@ def import_command(size: str, base: Path, out: Path) -> list[str]:
 
 
 def write_clingo(program: Path, out: Path) -> None:
-    from tprules.engine.asp import facts_to_asp, program_to_asp
+    from tprules.datalog.engine.asp import facts_to_asp, program_to_asp
     from tprules.workspace import Workspace
 
     ws = Workspace(program)

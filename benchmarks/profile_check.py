@@ -41,16 +41,16 @@ PHASES = [
     ("read and encode facts", "tprules.program.load", "load_fact_dir", 1),
     ("well-formedness", "tprules.program.load", "check_wellformed", 1),
     ("topological order", "tprules.program.load", "topological_order", 1),
-    ("computed inputs (target, topo)", "tprules.program.facts", "FactBase.extend", 1),
+    ("computed inputs (target, topo)", "tprules.datalog.facts.base", "FactBase.extend", 1),
     ("engine set-up", "tprules.workspace", "make_engine", 0),
-    ("evaluate", "tprules.engine.columnar", "ColumnarEngine.evaluate", 0),
-    ("stratum", "tprules.engine.columnar", "ColumnarEngine._run_stratum", 1),
+    ("evaluate", "tprules.datalog.engine.columnar", "ColumnarEngine.evaluate", 0),
+    ("stratum", "tprules.datalog.engine.columnar", "ColumnarEngine._run_stratum", 1),
     ("verdicts (judge)", "tprules.workspace", "judge", 0),
     ("output (JSON)", "tprules.commands.common", "emit_json_lines", 0),
     ("verdicts as JSON lines", "tprules.verdicts", "VerdictTable.json_lines", 1),
 ]
 IMPORTS = ["numpy", "json", "tprules.cli", "tprules.commands.check", "tprules.workspace", "tprules.program.load",
-           "tprules.program.scan", "tprules.engine.columnar", "tprules.verdicts", "tprules.commands.common"]
+           "tprules.datalog.facts.scan", "tprules.datalog.engine.columnar", "tprules.verdicts", "tprules.commands.common"]
 
 
 def resident_mib() -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""The clingo translation (tprules/engine/asp.py) derives what tprules derives.
+"""The clingo translation (tprules/datalog/engine/asp.py) derives what tprules derives.
 
 Skipped where clingo is not installed (`pip install .[bench]`).
 """
@@ -10,9 +10,9 @@ from conftest import FACTS
 from hypothesis import HealthCheck, given, settings
 from strategies import rule_sets
 
-from tprules.analysis import check_program
-from tprules.engine.asp import ClingoEngine, facts_to_asp, predicate, program_to_asp, quote
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis import check_rules
+from tprules.datalog.engine.asp import ClingoEngine, facts_to_asp, predicate, program_to_asp, quote
+from tprules.datalog.lang.parser import parse_text
 from tprules.workspace import Workspace, make_engine
 
 clingo = pytest.importorskip("clingo")
@@ -52,7 +52,7 @@ per_key(X, N) :- e(X, _), N = max Y : e(X, Y).
 
 def test_aggregates_follow_souffle():
     # One atom: over its tuples (sum 5 + 5 counts twice); several: over distinct bindings.
-    checked = check_program(parse_text(AGGREGATES, "aggregates.dl"))
+    checked = check_rules(parse_text(AGGREGATES, "aggregates.dl"))
     facts = {"e": {(1, 5), (2, 5), (5, 1)}}
     answer = ClingoEngine(checked).evaluate(facts)
     assert answer.tuples("tuples") == {(3,)}
@@ -81,6 +81,6 @@ def test_show_lists_only_the_asked_relations():
 @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rule_set=rule_sets())
 def test_random_rule_sets_agree_with_clingo(rule_set):
-    checked = check_program(parse_text(rule_set.text, "random.dl"))
+    checked = check_rules(parse_text(rule_set.text, "random.dl"))
     fast = make_engine("fast", checked).evaluate(rule_set.facts)
     assert _differences(checked, fast, ClingoEngine(checked).evaluate(rule_set.facts)) == [], rule_set.text

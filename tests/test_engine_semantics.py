@@ -23,11 +23,11 @@ import pytest
 from conftest import DATA
 from helpers import case_dirs, case_ids, needs_souffle, read_tsv, run_souffle, skip_unless_64_bit, tsv_lines
 
-from tprules.analysis import check_program
+from tprules.datalog.analysis import check_rules
+from tprules.datalog.facts import souffle_io
+from tprules.datalog.lang.parser import parse_file
 from tprules.deep import on_large_stack
 from tprules.errors import RuleError
-from tprules.lang.parser import parse_file
-from tprules.program import souffle_io
 from tprules.workspace import ENGINES, make_engine
 
 CASES = case_dirs(DATA / "engine")
@@ -35,7 +35,7 @@ CASES = case_dirs(DATA / "engine")
 
 @lru_cache(maxsize=None)  # parsed and checked once for the three engines and Soufflé
 def load_case(case: Path):
-    checked = check_program(parse_file(case / "program.dl", f"{case.name}/program.dl"))
+    checked = check_rules(parse_file(case / "program.dl", f"{case.name}/program.dl"))
     facts = {}
     for chan in souffle_io.channels(checked):
         if chan.kind == "input":
@@ -130,18 +130,18 @@ ABOVE = ["0\t3", "1\t2", "4\t1"]
 
 @pytest.mark.parametrize("engine", ["fast", "compiled"])
 def test_an_aggregate_correlated_through_a_comparison(engine):
-    from tprules.lang.parser import parse_text
+    from tprules.datalog.lang.parser import parse_text
 
-    model = make_engine(engine, check_program(parse_text(CORRELATED, "correlated.dl"))).evaluate({})
+    model = make_engine(engine, check_rules(parse_text(CORRELATED, "correlated.dl"))).evaluate({})
     assert tsv_lines(model.tuples("above")) == ABOVE
 
 
 def test_pydatalog_refuses_an_aggregate_it_cannot_group():
+    from tprules.datalog.lang.parser import parse_text
     from tprules.errors import RuleError
-    from tprules.lang.parser import parse_text
 
     with pytest.raises(RuleError) as err:
-        make_engine("pydatalog", check_program(parse_text(CORRELATED, "correlated.dl"))).evaluate({})
+        make_engine("pydatalog", check_rules(parse_text(CORRELATED, "correlated.dl"))).evaluate({})
     assert str(err.value).startswith("correlated.dl:8:28: rule error: ")
     assert "--engine fast" in str(err.value)
 
@@ -155,10 +155,10 @@ def test_souffle_agrees_on_the_correlated_aggregate(tmp_path):
 
 
 def test_division_by_zero_is_a_rule_error_naming_the_rule():
+    from tprules.datalog.lang.parser import parse_text
     from tprules.errors import RuleError
-    from tprules.lang.parser import parse_text
 
-    checked = check_program(parse_text(".decl n(x: number)\nn(0).\n.decl q(x: number)\nq(1 / X) :- n(X).\n", "z.dl"))
+    checked = check_rules(parse_text(".decl n(x: number)\nn(0).\n.decl q(x: number)\nq(1 / X) :- n(X).\n", "z.dl"))
     for engine in ENGINES:
         with pytest.raises(RuleError, match="division by zero"):
             make_engine(engine, checked).evaluate({})
@@ -166,7 +166,7 @@ def test_division_by_zero_is_a_rule_error_naming_the_rule():
 
 def test_a_program_folder_gives_a_nullary_relation_by_a_line(tmp_path):
     # SPEC §2's reader (check, plan, why): a line makes a zero-arity relation true, as in Soufflé.
-    from tprules.program.facts import load_fact_dir
+    from tprules.datalog.facts.base import load_fact_dir
 
     (tmp_path / "on.facts").write_text("()\n")
     (tmp_path / "off.facts").write_text("")

@@ -20,10 +20,10 @@ from conftest import FACTS
 from hypothesis import HealthCheck, given, reject, settings
 from strategies import rule_sets, tp_programs
 
-from tprules.analysis import check_program
-from tprules.engine.evaluate import Model
-from tprules.engine.pydatalog_backend import PyDatalogEngine
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis import check_rules
+from tprules.datalog.engine.evaluate import Model
+from tprules.datalog.engine.pydatalog_backend import PyDatalogEngine
+from tprules.datalog.lang.parser import parse_text
 from tprules.workspace import Workspace, make_engine
 
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if (p / "op.facts").exists())
@@ -72,7 +72,7 @@ def test_random_tp_programs_agree_with_pydatalog(cli, program):
 
 def _rule_set_models(rule_set) -> tuple:
     """The checked rule set and each Python engine's model of it."""
-    checked = check_program(parse_text(rule_set.text, "random.dl"))
+    checked = check_rules(parse_text(rule_set.text, "random.dl"))
     return checked, {name: make_engine(name, checked).evaluate(rule_set.facts) for name in PYTHON_ENGINES}
 
 
@@ -151,7 +151,7 @@ mod(X, Y) :- e(X, Y), X % -3 = Y.
 def test_pydatalog_compares_negated_expressions():
     # Regression: pyDatalog raised "Did you mean to assert or retract a fact?" on any
     # `(0 - x) == y`, which the engine wrote for `-x` and for a negative division's sign case.
-    checked = check_program(parse_text(NEGATED_EXPRESSIONS, "negated.dl"))
+    checked = check_rules(parse_text(NEGATED_EXPRESSIONS, "negated.dl"))
     facts = {"e": {(x, y) for x in range(-4, 5) for y in range(-4, 5)}}
     fast = make_engine("fast", checked).evaluate(facts)
     assert fast.tuples("div") == {(x,) for x in range(-2, 3)}
@@ -174,7 +174,7 @@ no_minimum(N) :- e(X), N = min Y : { e(Y), !e(Y), Y != X }.
 def test_an_aggregate_whose_body_empties_before_binding_everything(engine):
     # Regression: the fast engine's aggregate read the columns of a body that had stopped
     # early (the negation, ready first, emptied it before the atom bound anything): KeyError.
-    checked = check_program(parse_text(EMPTY_EARLY, "empty.dl"))
+    checked = check_rules(parse_text(EMPTY_EARLY, "empty.dl"))
     model = make_engine(engine, checked).evaluate({"e": {(0,), (1,)}})
     assert model.tuples("none_counted") == {(0,)}
     assert model.tuples("none_summed") == {(0,)}

@@ -15,13 +15,13 @@ from conftest import FACTS
 from hypothesis import HealthCheck, given, settings
 from strategies import tp_programs
 
-from tprules.engine.constant import constant_value
+from tprules.datalog.lang import ast
+from tprules.datalog.lang.constant import constant_value
+from tprules.datalog.lang.printer import print_rule
 from tprules.explain.explainer import Explainer
 from tprules.explain.proof import AggregateValue, Checked, Computed, Derived, Elided, Fact, Shown, Unproven, WhyNot
 from tprules.explain.query import read_atom
 from tprules.explain.terms import atom_text
-from tprules.lang import ast
-from tprules.lang.printer import print_rule
 from tprules.workspace import Workspace
 
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if (p / "op.facts").exists())

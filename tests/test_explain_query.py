@@ -7,14 +7,14 @@ import doctest
 import pytest
 from conftest import RULES
 
+import tprules.datalog.lang.parser
 import tprules.explain.query
-import tprules.lang.parser
 import tprules.repl.complete
-from tprules.analysis.program import load_rules
+from tprules.datalog.analysis.checked import load_rules
+from tprules.datalog.lang import ast
+from tprules.datalog.lang.parser import parse_atom, parse_body
 from tprules.errors import RuleSyntaxError
 from tprules.explain.query import QueryError, query_variables, read_atom, read_query
-from tprules.lang import ast
-from tprules.lang.parser import parse_atom, parse_body
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def checked():
     return load_rules(RULES)
 
 
-@pytest.mark.parametrize("module", [tprules.explain.query, tprules.lang.parser, tprules.repl.complete])
+@pytest.mark.parametrize("module", [tprules.explain.query, tprules.datalog.lang.parser, tprules.repl.complete])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from conftest import FACTS, RULES
 
-from tprules.analysis.program import check_program, load_rules
-from tprules.engine.evaluate import Evaluator
+from tprules.datalog.analysis.checked import check_rules, load_rules
+from tprules.datalog.engine.evaluate import Evaluator
+from tprules.datalog.lang import ast
+from tprules.datalog.lang.parser import parse_text
+from tprules.datalog.lang.printer import print_rules
 from tprules.explain.access import SCANS_BEFORE_INDEX, ColumnarAccess, TupleAccess
 from tprules.explain.query import read_atom, read_query
 from tprules.explain.solve import Solver
-from tprules.lang import ast
-from tprules.lang.parser import parse_text
-from tprules.lang.printer import print_program
 from tprules.workspace import Workspace
 
 QUERIES = [
@@ -39,8 +39,8 @@ def test_queries_agree_with_the_compiled_engine(workspace, query):
     ours = {tuple(env[n] for n in names) for env, _ in Solver(workspace.model).solutions(body, {})}
     # The same body as a rule of the rule program, evaluated by the engine.
     decl = f".decl answer({', '.join(f'{n.lower()}: {_type(workspace, body, n)}' for n in names)})"
-    text = print_program(workspace.checked.program) + f"{decl}\nanswer({', '.join(names)}) :- {query}.\n"
-    model = Evaluator(check_program(parse_text(text))).evaluate(workspace.program.facts.relations)
+    text = print_rules(workspace.checked.program) + f"{decl}\nanswer({', '.join(names)}) :- {query}.\n"
+    model = Evaluator(check_rules(parse_text(text))).evaluate(workspace.program.facts.relations)
     assert ours == model.tuples("answer")
     assert ours, "a query that finds nothing shows nothing"
 

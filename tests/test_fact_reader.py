@@ -1,4 +1,4 @@
-"""The columnar fact reader (numpy over the bytes, program/scan.py) reads every file
+"""The columnar fact reader (numpy over the bytes, datalog/facts/scan.py) reads every file
 exactly as the line reader, which defines SPEC §2's layout: the same rows, the same line
 of each row, the same error, and one id per symbol across the files read together.
 
@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tprules.datalog.facts import scan
+from tprules.datalog.facts.base import FactBase, load_fact_dir
+from tprules.datalog.facts.columns import Symbols, decode_rows
+from tprules.datalog.facts.reader import read_files, read_lines
 from tprules.errors import FactError
-from tprules.program import scan
-from tprules.program.columns import Symbols, decode_rows
-from tprules.program.facts import FactBase, load_fact_dir
-from tprules.program.reader import read_files, read_lines
 
 TYPES = [("symbol",), ("number",), ("symbol", "number"), ("symbol", "symbol"), ("symbol", "number", "symbol"),
          ("number", "number")]

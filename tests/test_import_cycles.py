@@ -1,5 +1,6 @@
-"""Imports flow one way (STYLE.md): no cycle between the package's modules, counting the
-imports inside functions too (a lazy import hides a cycle from Python, not from a reader)."""
+"""Imports flow one way (STYLE.md): no cycle between the package's modules, and no import
+from a layer of the pipeline to one above it (LAYERS), counting the imports inside
+functions too (a lazy import hides a cycle from Python, not from a reader)."""
 
 from __future__ import annotations
 
@@ -70,15 +71,75 @@ def test_function_level_imports_count():
     assert not g.has_edge("tprules.codegen.batched", "tprules.codegen.cuda")
 
 
-def _edges_between(graph, source: str, target: str) -> list[tuple[str, str]]:
-    def inside(m, pkg):
-        return m == pkg or m.startswith(pkg + ".")
-    return [(a, b) for a, b in graph.edges() if inside(a, source) and inside(b, target)]
+# The pipeline's layers (STYLE.md), upstream first: a module imports only from a lower layer
+# or from its own unit. A unit is a top-level module, a package, or a package of the Datalog
+# wing (`tprules.datalog.lang`). Units on one layer are siblings and import neither way.
+LAYERS = {
+    # the floor: positions, settings, paths, the version; none imports another unit
+    "tprules.pos": 0, "tprules.version": 0, "tprules.config": 0, "tprules.paths": 0,
+    "tprules.deep": 0, "tprules.heap": 0, "tprules.progress": 0,
+    "tprules.errors": 1,
+    # the Datalog wing: rule text and its values -> checks | fact files -> engines
+    "tprules.datalog": 2, "tprules.datalog.lang": 2,
+    "tprules.datalog.analysis": 3, "tprules.datalog.facts": 3,
+    "tprules.datalog.engine": 4,
+    # the tensor program on the wing: its class table, its facts, the verdicts on it
+    "tprules.ops": 5,
+    "tprules.program": 6,
+    "tprules.verdicts": 7,
+    "tprules.workspace": 8,
+    # beside one another: kernels (the planner prices a group by lowering it), proofs,
+    # importers, the Shim API
+    "tprules.codegen": 9, "tprules.explain": 9, "tprules.frontends": 9, "tprules.shim": 9,
+    "tprules.planner": 10,
+    "tprules.runtime": 11, "tprules.golden": 11, "tprules.repl": 11,
+    "tprules.lsp": 12,
+    "tprules.commands": 13,
+    "tprules.cli": 14, "tprules": 14,  # the command line and the package's face (the Shim API)
+    "tprules.__main__": 15,
+}
 
 
-def test_the_pipeline_runs_one_way():
+def unit(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:3] if len(parts) > 2 and parts[1] == "datalog" else parts[:2])
+
+
+def unplaced(graph: nx.DiGraph, layers: dict[str, int]) -> list[str]:
+    return sorted({unit(m) for m in graph} - set(layers))
+
+
+def back_up_imports(graph: nx.DiGraph, layers: dict[str, int]) -> list[tuple[str, str]]:
+    """Imports from a unit to one on its own layer or above (every import counts: see
+    import_graph); a unit with no layer is `unplaced`'s to report."""
+    def up(a: str, b: str) -> bool:
+        return unit(a) != unit(b) and layers.get(unit(b), -1) >= layers.get(unit(a), 1 << 30)
+    return sorted((a, b) for a, b in graph.edges() if up(a, b))
+
+
+def test_every_module_has_a_layer():
     g = import_graph()
-    assert _edges_between(g, "tprules.codegen", "tprules.runtime") == []  # runtime reads codegen
-    assert _edges_between(g, "tprules.ops", "tprules.codegen") == []  # the class table is upstream
-    assert _edges_between(g, "tprules.ops", "tprules.runtime") == []
-    assert _edges_between(g, "tprules.errors", "tprules.lang") == []  # Pos has one home: tprules.pos
+    assert unplaced(g, LAYERS) == [], "units with no layer in LAYERS: a new package needs its place"
+    assert sorted(set(LAYERS) - {unit(m) for m in g}) == [], "LAYERS names a unit that is gone"
+
+
+def test_no_import_runs_back_up_the_layers():
+    found = back_up_imports(import_graph(), LAYERS)
+    assert not found, "imports up the layers: " + "; ".join(f"{a} -> {b}" for a, b in found)
+
+
+def test_a_back_up_import_is_reported():
+    g = nx.DiGraph([("tprules.datalog.lang.printer", "tprules.datalog.engine.values"),  # up
+                    ("tprules.datalog.engine.evaluate", "tprules.datalog.lang.ast"),  # down
+                    ("tprules.planner.cost", "tprules.planner.state"),  # within a unit
+                    ("tprules.shim.graph", "tprules.codegen.lower")])  # sideways: siblings
+    assert back_up_imports(g, LAYERS) == [("tprules.datalog.lang.printer", "tprules.datalog.engine.values"),
+                                          ("tprules.shim.graph", "tprules.codegen.lower")]
+
+
+def test_a_unit_without_a_layer_is_reported():
+    g = nx.DiGraph([("tprules.newthing.a", "tprules.errors"), ("tprules.datalog.lang.ast", "tprules.pos")])
+    assert unplaced(g, LAYERS) == ["tprules.newthing"]
+    assert unit("tprules.datalog.facts.scan") == "tprules.datalog.facts" and unit("tprules") == "tprules"
+    assert unit("tprules.codegen.cuda") == "tprules.codegen"
+

@@ -12,10 +12,10 @@ import pytest
 from conftest import DATA, RULES
 from helpers import needs_souffle, read_tsv, run_souffle
 
+from tprules.datalog.lang import ast
+from tprules.datalog.lang.parser import parse_file, parse_text
+from tprules.datalog.lang.printer import print_rules
 from tprules.errors import RuleSyntaxError
-from tprules.lang import ast
-from tprules.lang.parser import parse_file, parse_text
-from tprules.lang.printer import print_program
 from tprules.workspace import ENGINES
 
 SNIPPETS = sorted((DATA / "lang" / "roundtrip").glob("*.dl"))
@@ -38,10 +38,10 @@ def nodes(value):
 @pytest.mark.parametrize("path", ALL, ids=IDS)
 def test_round_trip_is_equal(path):
     program = parse_file(path)
-    text = print_program(program)
+    text = print_rules(program)
     again = parse_text(text, "printed.dl")
     assert again == program
-    assert print_program(again) == text  # printing is a fixed point
+    assert print_rules(again) == text  # printing is a fixed point
 
 
 @pytest.mark.parametrize("path", ALL, ids=IDS)
@@ -49,7 +49,7 @@ def test_round_trip_keeps_every_item(path):
     program = parse_file(path)
     assert program.items, "a snippet with nothing in it proves nothing"
     kinds = [type(n).__name__ for n in nodes(program.items)]
-    again = [type(n).__name__ for n in nodes(parse_text(print_program(program)).items)]
+    again = [type(n).__name__ for n in nodes(parse_text(print_rules(program)).items)]
     assert kinds == again
 
 
@@ -74,7 +74,7 @@ def test_equality_ignores_positions_only():
     ],
 )
 def test_printer_parenthesizes_only_where_needed(text, printed):
-    assert printed in print_program(parse_text(text))
+    assert printed in print_rules(parse_text(text))
 
 
 def test_negative_literal_is_a_number():
@@ -153,7 +153,7 @@ def test_a_subsumptive_clause_keeps_both_heads_with_positions():
     (rule,) = parse_text(text, "rules/s.dl").rules
     assert (rule.head.rel, rule.dominating.rel) == ("d", "d")
     assert str(rule.pos) == "rules/s.dl:2:1" and str(rule.dominating.pos) == "rules/s.dl:3:3"
-    assert not rule.is_fact and print_program(parse_text(text)).splitlines()[-1] == "d(x, c1) <= d(x, c2) :- c2 <= c1."
+    assert not rule.is_fact and print_rules(parse_text(text)).splitlines()[-1] == "d(x, c1) <= d(x, c2) :- c2 <= c1."
 
 
 def test_a_subsumptive_clause_is_written_with_less_or_equal():
@@ -176,7 +176,7 @@ def test_souffle_reads_printed_text_the_same(path, tmp_path):
             for name in directive.names:
                 (facts / f"{name}.facts").touch()
     printed = tmp_path / "printed.dl"
-    printed.write_text(print_program(program))
+    printed.write_text(print_rules(program))
     run_souffle(path, facts, tmp_path / "original")
     run_souffle(printed, facts, tmp_path / "printed")
     outputs = sorted(p.name for p in (tmp_path / "original").iterdir())
@@ -192,12 +192,12 @@ CHECKED = [p for p in SNIPPETS if p.name != "nested_aggregates.dl"]  # the check
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("path", CHECKED, ids=[p.name for p in CHECKED])
 def test_engines_agree_with_souffle_on_snippets(path, engine, tmp_path):
-    from tprules.analysis import check_program
+    from tprules.datalog.analysis import check_rules
+    from tprules.datalog.facts.souffle_io import lines_of
     from tprules.errors import RuleError
-    from tprules.program.souffle_io import lines_of
     from tprules.workspace import make_engine
 
-    checked = check_program(parse_file(path))
+    checked = check_rules(parse_file(path))
     facts = tmp_path / "facts"
     facts.mkdir()
     for name in checked.inputs:

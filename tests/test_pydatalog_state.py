@@ -10,10 +10,10 @@ import threading
 from conftest import DATA
 from pyDatalog import pyDatalog
 
-from tprules.analysis import check_program
-from tprules.analysis.program import load_rules
-from tprules.engine.pydatalog_backend import PyDatalogEngine
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis import check_rules
+from tprules.datalog.analysis.checked import load_rules
+from tprules.datalog.engine.pydatalog_backend import PyDatalogEngine
+from tprules.datalog.lang.parser import parse_text
 
 CLOSURE = """
 .decl edge(a: number, b: number)
@@ -35,7 +35,7 @@ FORWARD = {(1, 2), (2, 3)}
 
 
 def engine(text: str) -> PyDatalogEngine:
-    return PyDatalogEngine(check_program(parse_text(text)))
+    return PyDatalogEngine(check_rules(parse_text(text)))
 
 
 def test_two_engines_interleaved_give_independent_answers():

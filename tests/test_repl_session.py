@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import FACTS
@@ -111,11 +112,47 @@ def test_an_internal_error_is_one_line_and_the_session_goes_on(session, monkeypa
     assert say(session, '?- legal("mm1_gelu_0").') == "true.\n"
 
 
-def test_format_json_answers_parse(session):
-    say(session, ":format json")
-    for line in ['?- legal(F).', '?- legal("x").', 'why legal("mm1_gelu_0")', 'whynot legal("mm2_bias")',
-                 ':rules refused', ':facts member', ':relations', ':plan', '?- nosuch(X).', 'bogus']:
-        json.loads(say(session, line))
+def test_format_json_answers_say_what_the_text_says(session):
+    assert json.loads(say(session, ":format json")) == {"format": "json"}
+
+    def ask(line: str):
+        return json.loads(say(session, line))
+
+    legal = ask("?- legal(F).")
+    assert legal["variables"] == ["F"] and legal["count"] == len(legal["rows"]) == 3 and not legal["stopped"]
+    assert sorted(r[0] for r in legal["rows"]) == ["bias_residual", "gelu_mm2_1", "mm1_gelu_0"]
+    assert ask('?- legal("x").') == {"holds": False}
+    why = ask('why legal("mm1_gelu_0")')
+    assert why["holds"] and why["why_not"] is None
+    assert why["fusions"][0]["members"] == [{"statement": "mm1_0", "place": "chip:0"},
+                                            {"statement": "gelu_0", "place": "chip:0"}]
+    proof = why["proofs"][0]
+    assert proof["tuple"] == 'legal("mm1_gelu_0")' and proof["rule"]["file"].endswith("/tp.dl")
+    assert proof["rule"]["text"] == "legal(F) :- candidate(F), !refused(F, _)."
+    whynot = ask('whynot legal("mm2_bias")')
+    assert not whynot["holds"] and whynot["proofs"] == []
+    assert whynot["fusions"][0]["reasons"] == ["chip_and_spine", "cycle"]
+    blocking = whynot["why_not"]["rules"][0]["blocking"]
+    assert [b["tuple"] for b in blocking] == ['refused("mm2_bias", "chip_and_spine")', 'refused("mm2_bias", "cycle")']
+    rules = ask(":rules refused")
+    assert rules["relation"] == "refused" and all(r["text"].startswith("refused(") for r in rules["rules"])
+    assert ("tp.dl", 12, 'refused(F, "collective_fold") :- member(F, O), is_fold(O).') \
+        in [(Path(r["file"]).name, r["line"], r["text"]) for r in rules["rules"]]
+    member = ask(":facts member")
+    assert member["columns"] == ["f", "o"] and member["count"] == len(member["tuples"]) == 20
+    assert {"values": ["mm2_bias", "bias"], "at": f"{session.workspace.program.display}/member.facts:14"} \
+        in member["tuples"]
+    relations = {r["relation"]: r for r in ask(":relations")["relations"]}
+    assert relations["refused"]["kind"] == "derived" and relations["member"]["kind"] == "input"
+    assert relations["member"]["tuples"] == 20
+    plan = ask(":plan")
+    assert plan["shim"] == session.workspace.shim
+    assert [(g["members"], g["place"]) for g in plan["groups"]] == [
+        (["mm1_0", "gelu_0", "mm2_0"], "chip:0"), (["mm1_1", "gelu_1", "mm2_1"], "chip:1"),
+        (["allreduce"], "collective"), (["bias", "residual"], "spine")]
+    assert ask("?- nosuch(X).") == {"error": "unknown relation nosuch", "kind": "query error", "column": 4}
+    assert ask("bogus") == {"error": "unknown command 'bogus'; :help lists the commands", "kind": "error",
+                            "column": None}
 
 
 # ---- completion ---------------------------------------------------------------------

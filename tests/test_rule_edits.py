@@ -20,9 +20,9 @@ import pytest
 from conftest import FACTS, RULES
 from test_reasons import SPEC_REASONS
 
+from tprules.datalog.lang import ast
+from tprules.datalog.lang.parser import parse_file
 from tprules.golden.corpus import example_programs, meant_for
-from tprules.lang import ast
-from tprules.lang.parser import parse_file
 
 PROGRAMS = example_programs(FACTS)
 REFUSING = ("refused", "base_refused")

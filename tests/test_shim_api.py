@@ -222,7 +222,7 @@ def test_asking_many_is_one_batch(monkeypatch):
 
 
 def test_graph_and_manifest_round_trip_the_facts():
-    from tprules.program.facts import load_fact_dir
+    from tprules.datalog.facts.base import load_fact_dir
     from tprules.program.schema import PROGRAM
 
     facts = load_fact_dir(FACTS / "relocated-head-tp2", {n: r.types for n, r in PROGRAM.items()}, strict=False)

@@ -4,10 +4,10 @@ same tuples and the same round of first derivation (which proofs rely on)."""
 
 from __future__ import annotations
 
-from tprules.analysis.program import check_program
-from tprules.engine.columnar import ColumnarEngine
-from tprules.engine.evaluate import Evaluator
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis.checked import check_rules
+from tprules.datalog.engine.columnar import ColumnarEngine
+from tprules.datalog.engine.evaluate import Evaluator
+from tprules.datalog.lang.parser import parse_text
 
 CHAIN = """
 .decl a(x: number)
@@ -23,7 +23,7 @@ a(x) :- b(x), c(y), d(y).
 
 
 def test_one_tuple_per_round_matches_across_engines():
-    checked = check_program(parse_text(CHAIN))
+    checked = check_rules(parse_text(CHAIN))
     fast_engine = ColumnarEngine(checked)
     fast = fast_engine.evaluate({})
     compiled = Evaluator(checked).evaluate({})
@@ -36,7 +36,7 @@ def test_one_tuple_per_round_matches_across_engines():
 
 
 def test_a_wide_recursion_stays_columnar():
-    checked = check_program(parse_text("""
+    checked = check_rules(parse_text("""
 .decl e(x: number, y: number)
 .decl p(x: number, y: number)
 e(x, x + 1) :- x = range(0, 400), x % 10 != 9.  // 40 chains of 10: every round adds 40 or more

@@ -13,8 +13,8 @@ from conftest import FACTS
 from hypothesis import HealthCheck, given, settings
 from strategies import rule_sets
 
-from tprules.analysis import check_program
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis import check_rules
+from tprules.datalog.lang.parser import parse_text
 from tprules.workspace import ENGINES, Workspace, make_engine
 
 SOUFFLE = shutil.which("souffle")
@@ -51,7 +51,7 @@ def test_examples_agree_with_souffle(cli, tmp_path, example):
 @settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rule_set=rule_sets(souffle_compatible=True))
 def test_random_rule_sets_agree_with_souffle(rule_set):
-    checked = check_program(parse_text(rule_set.text, "random.dl"))
+    checked = check_rules(parse_text(rule_set.text, "random.dl"))
     models = {engine: make_engine(engine, checked).evaluate(rule_set.facts) for engine in ("fast", "compiled")}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -81,7 +81,7 @@ def test_an_aggregate_target_bound_outside_is_the_aggregates_own_as_in_souffle(t
     # Soufflé 2.5 makes a variable of an aggregate's target local to the aggregate even when
     # the rule binds it outside (souffle PR #1693): (1, 0) here, where binding it outside
     # would mean (1, 1). tprules reads it the same way.
-    checked = check_program(parse_text(TARGET_SCOPING, "scoping.dl"))
+    checked = check_rules(parse_text(TARGET_SCOPING, "scoping.dl"))
     model = make_engine(engine, checked).evaluate({"e": {(0,), (1,), (2,)}})
     assert model.tuples("smallest") == {(1, 0)}
     (tmp_path / "rules.dl").write_text(TARGET_SCOPING)

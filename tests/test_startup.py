@@ -16,7 +16,8 @@ import pytest
 HEAVY = ("numba", "llvmlite", "scipy", "torch", "transformers", "networkx", "prompt_toolkit", "pyDatalog", "pyarrow",
          "tprules.runtime", "tprules.codegen", "tprules.planner", "tprules.frontends",
          # with the rules cached: no rule checker's pass, and no OpenSSL (3.5 MiB resident) for the cache's key
-         "tprules.analysis.magic", "tprules.analysis.components", "tprules.analysis.witnesses", "tprules.lang.parser",
+         "tprules.datalog.analysis.magic", "tprules.datalog.analysis.components", "tprules.datalog.analysis.witnesses",
+         "tprules.datalog.lang.parser",
          "lark", "_hashlib")
 
 SCRIPT = """
@@ -42,7 +43,7 @@ def test_check_imports_nothing_it_does_not_use():
 @pytest.mark.parametrize("command", [["plan", "--format", "json"], ["check"], ["check", "--format", "json"]])
 def test_judging_never_loads_numpy_ma(command):
     """`np.unique` imports numpy.ma on its first call (8 ms of start-up); tprules' own
-    sort-based `unique` (program/columns.py) does not."""
+    sort-based `unique` (datalog/facts/columns.py) does not."""
     program = "facts/llama-layer-tp4"
     done = subprocess.run([sys.executable, "-c", SCRIPT, program, command[0], program, *command[1:]],
                           capture_output=True, text=True, timeout=120)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tprules.analysis.program import check_program
-from tprules.engine.columnar import ColumnarEngine
-from tprules.engine.evaluate import Evaluator
-from tprules.lang.parser import parse_text
+from tprules.datalog.analysis.checked import check_rules
+from tprules.datalog.engine.columnar import ColumnarEngine
+from tprules.datalog.engine.evaluate import Evaluator
+from tprules.datalog.lang.parser import parse_text
 
 ENGINES = {"fast": ColumnarEngine, "compiled": Evaluator}
 
@@ -41,7 +41,7 @@ sp(s, x, m) :- reach(s, x, _), m = min d : { reach(s, x, d) }.
 
 
 def distances(rules: str, engine: str, edges: set[tuple[int, int, int]]) -> set[tuple]:
-    checked = check_program(parse_text(rules))
+    checked = check_rules(parse_text(rules))
     return set(ENGINES[engine](checked).evaluate({"edge": edges}).tuples("sp"))
 
 
@@ -83,6 +83,6 @@ def test_a_subsumptive_relation_records_the_round_of_each_tuple(engine):
     are round 0), one round after node i - 1's; the whole-relation rounds recorded none."""
     rules = SUBSUMPTIVE.replace("dist(s, s, 0) :- node(s).", "dist(0, 0, 0).")
     edges = {(i, i + 1, 1) for i in range(30)} | {(0, 30, 100)}  # the long edge's distance is later dominated
-    model = ENGINES[engine](check_program(parse_text(rules))).evaluate({"edge": edges})
+    model = ENGINES[engine](check_rules(parse_text(rules))).evaluate({"edge": edges})
     rounds = {t: model.rounds["dist"][t] for t in model.tuples("dist")}
     assert rounds == {(0, i, i): max(i - 1, 0) for i in range(31)}

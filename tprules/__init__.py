@@ -1,7 +1,8 @@
 """tprules: declarative fusion legality for tensor-parallel programs.
 
-Rule text → AST (`lang`) → checks and strata (`analysis`) → engines (`engine`) →
-verdicts (`verdicts`) → planner (`planner`) → kernels (`codegen`) → devices (`runtime`);
+Rule text → AST (`datalog.lang`) → checks and strata (`datalog.analysis`) → engines
+(`datalog.engine`) → verdicts (`verdicts`) → planner (`planner`) → kernels (`codegen`) →
+devices (`runtime`);
 the REPL, reports, golden snapshots and the Shim API sit beside that pipeline.
 
 The Shim API is the package's face, as a compiler's fusion optimizer uses it:

@@ -10,7 +10,6 @@ import os
 import sys
 
 from .commands import COMMANDS
-from .config import set_include_dirs
 from .errors import BadInput
 from .heap import keep_freed_memory
 
@@ -114,7 +113,6 @@ def _main(argv: list[str] | None) -> int:
     try:
         show = parse_show(getattr(args, "show", None))
         args.show = show
-        set_include_dirs(getattr(args, "include_dirs", ()))
         return int(args.handler(args) or 0)
     except BadInput as err:
         sys.stdout.flush()

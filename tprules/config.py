@@ -17,19 +17,6 @@ def cache_dir() -> Path:
     return Path(base) / "tprules"
 
 
-_INCLUDE_DIRS: tuple[Path, ...] = ()
-
-
-def set_include_dirs(folders) -> None:
-    """The `-I` folders of this command, searched by `#include` in rule files."""
-    global _INCLUDE_DIRS
-    _INCLUDE_DIRS = tuple(Path(f) for f in folders or ())
-
-
-def include_dirs() -> tuple[Path, ...]:
-    return _INCLUDE_DIRS
-
-
 def default_rules_dir() -> Path:
     return PROJECT_ROOT / "rules"
 

@@ -14,9 +14,9 @@ from json.encoder import encode_basestring_ascii as quote
 
 import numpy as np
 
-from .errors import RuleError
-from .program.columns import I64, Symbols, encode_rows, unique
-from .program.facts import FactBase
+from .datalog.facts.base import FactBase
+from .datalog.facts.columns import I64, Symbols, encode_rows, unique
+from .errors import RuleError, UsageError
 
 # Relations the tools read from the model, besides `legal` and `refused`. They are defined
 # in rules/place.dl; SPEC §3 fixes their meaning.
@@ -139,7 +139,7 @@ class VerdictTable:
         """Per fusion: whether a member lies under module `prefix` (the path or one below it)."""
         names = self.symbols.names
         inside = [modules.get(names[i], "") for i in self.members.tolist()]
-        hit = np.array([m == prefix or m.startswith(prefix + ".") for m in inside], dtype=bool)
+        hit = np.array([under(m, prefix) for m in inside], dtype=bool)
         counts = np.add.reduceat(hit.astype(I64), self.member_start[:-1]) if len(hit) else np.zeros(0, dtype=I64)
         return counts > 0 if len(self.fusions) else np.zeros(0, dtype=bool)
 
@@ -262,3 +262,18 @@ def place_ids(model, symbols: Symbols) -> dict[int, str]:
 def module_paths(facts) -> dict[str, str]:
     """Statement → module path, an imported model's `attr module` (empty for other programs)."""
     return {o: v for o, _, v in facts.matching("attr", 1, "module")}
+
+
+def under(module: str, prefix: str) -> bool:
+    """Whether a module path is `prefix` or lies below it."""
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:
+    """`modules` (statement → module path) when some statement lies under `prefix`; else a
+    usage error naming the prefix (a typo would otherwise show an empty table)."""
+    if not any(under(m, prefix) for m in modules.values()):
+        what = "the program names no module paths (attr module)" if not modules else \
+            "no statement lies under it"
+        raise UsageError(f"--module {prefix}: {what}")
+    return modules

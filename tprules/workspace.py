@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis.program import CheckedProgram, load_rules
 from .config import default_rules_dir
-from .engine.options import ENGINE_TABLE
+from .datalog.analysis.checked import CheckedRules, load_rules
+from .datalog.engine.options import ENGINE_TABLE
+from .datalog.facts.columns import isin
 from .errors import RuleError
-from .program.columns import isin
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .verdicts import Verdict, VerdictTable, judge, places
 
@@ -25,7 +25,7 @@ ENGINES = tuple(ENGINE_TABLE)
 VERDICT_RELATIONS = ("legal", "refused")
 
 
-def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | None = None):
+def make_engine(name: str, checked: CheckedRules, program: LoadedProgram | None = None):
     """The engine that evaluates a checked program: `fast` (numpy columns), `compiled`
     (generated Python joins, tuple at a time) or `pydatalog` (the reference). The fast
     engine shares a loaded program's symbol table, so its encoded facts are reused."""
@@ -34,18 +34,22 @@ def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | Non
     return ENGINE_TABLE[name].make(checked, program)
 
 
-def load_checked_rules(rules_dir: Path | None) -> CheckedProgram:
-    checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir())
+def load_checked_rules(rules_dir: Path | None, include_dirs=()) -> CheckedRules:
+    """The rules of a folder (default: the project's rules/), checked against SPEC §2's schema;
+    `#include` searches `include_dirs` (the command's `-I` folders) after the including file's."""
+    checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir(), include_dirs=include_dirs)
     check_rule_schema(checked)
     return checked
 
 
 class Workspace:
     def __init__(self, program_dir: Path | str, rules_dir: Path | str | None = None, shim: str | None = None,
-                 engine: str = "fast", checked: CheckedProgram | None = None, one_pass: bool = False):
+                 engine: str = "fast", checked: CheckedRules | None = None, one_pass: bool = False,
+                 include_dirs=()):
         """`one_pass`: the workspace evaluates once (`check`), and its engine may drop
-        what only a later evaluation would reuse."""
-        self.checked = checked if checked is not None else load_checked_rules(rules_dir)
+        what only a later evaluation would reuse. `include_dirs`: the `-I` folders the
+        rules' `#include` searches."""
+        self.checked = checked if checked is not None else load_checked_rules(rules_dir, include_dirs)
         self.program: LoadedProgram = load_program(Path(program_dir), self.checked, shim)
         self.engine_name = engine
         self.engine = make_engine(engine, self.checked, self.program)
@@ -53,7 +57,7 @@ class Workspace:
             self.engine.one_pass = True
 
     @classmethod
-    def from_program(cls, program: LoadedProgram, checked: CheckedProgram, engine: str = "fast") -> "Workspace":
+    def from_program(cls, program: LoadedProgram, checked: CheckedRules, engine: str = "fast") -> "Workspace":
         """A workspace over an already loaded program (e.g. one tprules.shim built from a graph)."""
         ws = cls.__new__(cls)
         ws.checked, ws.program, ws.engine_name = checked, program, engine
@@ -115,7 +119,7 @@ class Workspace:
         return self._evaluate(facts, targets=VERDICT_RELATIONS + PLACE_RELATIONS)
 
     def _dependent(self, seeds: frozenset[str]) -> frozenset[str]:
-        from .analysis.locality import dependent_relations
+        from .datalog.analysis.locality import dependent_relations
 
         cache = self.__dict__.setdefault("_dependent_cache", {})
         if seeds not in cache:
@@ -123,7 +127,7 @@ class Workspace:
         return cache[seeds]
 
     def _local(self, seeds: frozenset[str]) -> bool:
-        from .analysis.locality import is_candidate_local
+        from .datalog.analysis.locality import is_candidate_local
 
         if seeds == {"member"}:
             return self.checked.candidate_local
@@ -155,7 +159,7 @@ class Workspace:
 
         Each proposal gets the verdict `check` would give it alone. Only the strata that
         depend on `member` are evaluated again, over the proposals' member facts; when the
-        rules are candidate-local (see analysis/locality.py) all proposals share one
+        rules are candidate-local (see datalog/analysis/locality.py) all proposals share one
         evaluation, else each gets its own.
 
         `facts` are further inputs keyed by the proposal in their first column (a Python

@@ -1,4 +1,4 @@
-"""The columnar engine's keys (tprules/engine/keys.py) against their plain definitions, on
+"""The columnar engine's keys (tprules/datalog/engine/keys.py) against their plain definitions, on
 random columns: narrow and wide types, negative values, spans too wide for one key."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tprules.engine.keys import KeyIndex, dedupe_rows, distinct_rows
+from tprules.datalog.engine.keys import KeyIndex, dedupe_rows, distinct_rows
 
 DTYPES = [np.int16, np.int32, np.int64]
 
@@ -58,8 +58,8 @@ def test_a_key_index_joins_and_finds_as_a_nested_loop(width, views, here, other)
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(tables(), st.booleans(), st.booleans(), st.booleans())
 def test_unique_is_numpys_unique(rows, index, inverse, counts):
-    """program/columns.py's `unique` (one stable sort, no numpy.ma) answers as np.unique."""
-    from tprules.program.columns import unique
+    """datalog/facts/columns.py's `unique` (one stable sort, no numpy.ma) answers as np.unique."""
+    from tprules.datalog.facts.columns import unique
 
     values = rows[:, 0]
     ours = unique(values, return_index=index, return_inverse=inverse, return_counts=counts)

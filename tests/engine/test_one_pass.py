@@ -3,7 +3,7 @@ reads it; the verdicts are the same, and an engine that evaluates again keeps th
 
 from __future__ import annotations
 
-from tprules.engine import columnar
+from tprules.datalog.engine import columnar
 from tprules.workspace import Workspace
 
 PROGRAM = "facts/llama-layer-tp4"

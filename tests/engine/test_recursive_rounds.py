@@ -1,12 +1,12 @@
-"""A recursive stratum's bookkeeping (engine/columnar.py): the keys seen so far kept as sorted
+"""A recursive stratum's bookkeeping (datalog/engine/columnar.py): the keys seen so far kept as sorted
 runs that merge as they grow, and a linear stratum's relation grown by a list of rounds."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tprules.engine.columnar import _linear, _Seen
-from tprules.lang.parser import parse_text
+from tprules.datalog.engine.columnar import _linear, _Seen
+from tprules.datalog.lang.parser import parse_text
 
 
 def test_seen_keeps_exactly_the_rows_not_seen_before_over_many_rounds():

@@ -105,11 +105,11 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
 def test_an_op_outside_the_table_names_the_op_and_the_module(cli, hf_model, tmp_path, monkeypatch):
     import torch
 
-    from tprules.frontends import aten
+    from tprules.frontends import aten, lower
 
-    if not aten.OPS:  # the table is filled on first use
-        aten._table()
-    monkeypatch.delitem(aten.OPS, torch.ops.aten.rsqrt.default)
+    table = aten.build_table()  # a table of this test's own, without rsqrt
+    del table.ops[torch.ops.aten.rsqrt.default]
+    monkeypatch.setattr(lower, "op_table", lambda: table)
     status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "out")
     assert (status, out) == (2, "")
     assert err.strip().endswith("import: LlamaForCausalLM: aten.rsqrt.default at model.layers.0.input_layernorm: "
@@ -157,12 +157,33 @@ def test_every_command_works_on_an_imported_folder(cli, imported, tmp_path):
     refused = next(f["fusion"] for f in fusions if "spans_chips" in f["reasons"])
     status, out, _ = cli("why", folder, f'refused("{refused}", "spans_chips")')
     assert status == 0 and "spans_chips" in out and "member.facts" in out
-    assert cli("lint", folder)[0] == 0
+    status, out, _ = cli("lint", folder)
+    assert status == 0 and out.startswith("ok: ") and f"{statements} statements" in out
     snapshots = tmp_path / "golden"
-    assert cli("golden", "--snapshots", snapshots, "--update", folder)[0] == 0
+    status, out, _ = cli("golden", "--snapshots", snapshots, "--update", folder)
+    assert status == 0 and "new snapshot" in out and "0 updated" in out
+    (shim,) = [p for p in (snapshots / folder.name).iterdir()]
+    legal = sorted(f["fusion"] for f in fusions if f["legal"])
+    assert (shim / "legal.tsv").read_text().split() == legal  # the snapshot holds what check says
     status, out, _ = cli("golden", "--snapshots", snapshots, folder)
-    assert status == 0, out
+    assert status == 0 and "1 match, 0 differ" in out, out
+    (shim / "legal.tsv").write_text("\n".join(legal[1:]) + "\n")  # a verdict the snapshot no longer has
+    status, out, _ = cli("golden", "--snapshots", snapshots, folder)
+    assert status == 1 and "0 match, 1 differ" in out and legal[0] in out, out
     from tprules.config import default_rules_dir
 
     status, out, _ = cli("diff", "--old", default_rules_dir(), "--new", default_rules_dir(), folder)
-    assert status == 0
+    assert status == 0 and "1 judged" in out and f"no verdict differs ({len(fusions)} verdicts compared)" in out, out
+
+
+def test_the_op_table_is_an_object_not_process_state():
+    import torch
+
+    from tprules.frontends import aten
+
+    shared, own = aten.op_table(), aten.build_table()
+    assert shared is aten.op_table() and set(shared.ops) == set(own.ops) and own.skip == shared.skip
+    with pytest.raises(TypeError):
+        shared.ops[torch.ops.aten.rsqrt.default] = None  # the shared table is read-only
+    del own.ops[torch.ops.aten.rsqrt.default]  # a table of one's own changes nothing else
+    assert torch.ops.aten.rsqrt.default in aten.op_table().ops and torch.ops.aten.rsqrt.default in aten.build_table().ops

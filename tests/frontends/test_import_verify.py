@@ -83,17 +83,22 @@ def test_afmoe_with_its_zero_router_is_refused_naming_the_tied_top_k(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
+def _with_lowering(monkeypatch, op, fn) -> None:
+    """Every import of the test lowers `op` with `fn` (a copy of the op table, the lowerer's)."""
+    from tprules.frontends import lower
+    from tprules.frontends.aten import build_table
+
+    table = build_table()
+    table.ops[op] = fn
+    monkeypatch.setattr(lower, "op_table", lambda: table)
+
+
 @pytest.fixture
 def rsqrt_as_sigmoid(monkeypatch):
     """A deliberately wrong lowering: rsqrt (the RMS norm's) written as the class sigmoid."""
     import torch
 
-    from tprules.frontends.aten import _table
-    from tprules.frontends.aten_table import OPS
-
-    if not OPS:
-        _table()
-    monkeypatch.setitem(OPS, torch.ops.aten.rsqrt.default, lambda ctx, n: ctx.emit(n, "sigmoid", [n.args[0]]))
+    _with_lowering(monkeypatch, torch.ops.aten.rsqrt.default, lambda ctx, n: ctx.emit(n, "sigmoid", [n.args[0]]))
 
 
 def test_a_wrong_lowering_is_refused_naming_its_statement_and_nothing_is_written(cli, hf_model, tmp_path,
@@ -111,12 +116,7 @@ def test_a_value_of_the_input_no_statement_computes_is_refused_not_folded(cli, h
     that node is refused in one line naming the node's module and op, never folded."""
     import torch
 
-    from tprules.frontends.aten import _table
-    from tprules.frontends.aten_table import OPS
-
-    if not OPS:
-        _table()
-    monkeypatch.setitem(OPS, torch.ops.aten.rsqrt.default, lambda ctx, n: None)
+    _with_lowering(monkeypatch, torch.ops.aten.rsqrt.default, lambda ctx, n: None)
     status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p")
     assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "LlamaForCausalLM: aten.rsqrt.default at model.layers.0.input_layernorm: its value depends on input_ids" \

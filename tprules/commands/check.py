@@ -24,13 +24,13 @@ def run(args) -> int:
     from ..workspace import Workspace
 
     started = time.perf_counter()
-    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, one_pass=True)
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, one_pass=True, include_dirs=args.include_dirs)
     verdicts = ws.verdict_table()
-    from ..verdicts import MemberNotes, place_ids
+    from ..verdicts import MemberNotes, known_module, place_ids
 
     notes = MemberNotes.of(ws.program.facts)
     if args.module is not None:
-        verdicts = verdicts.keep(verdicts.under_module(common.known_module(notes.modules, args.module), args.module))
+        verdicts = verdicts.keep(verdicts.under_module(known_module(notes.modules, args.module), args.module))
     if args.format == "json":
         common.emit_json_lines({"shim": ws.shim, "shim_source": ws.shim_source}, "fusions",
                                verdicts.json_chunks(notes))

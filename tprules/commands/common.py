@@ -88,11 +88,6 @@ def add_module(parser) -> None:
                              "(e.g. model.layers.3.mlp)")
 
 
-def under(module: str, prefix: str) -> bool:
-    """Whether a module path is `prefix` or lies below it."""
-    return module == prefix or module.startswith(prefix + ".")
-
-
 def with_modules(members, modules: dict[str, str]) -> str:
     """Members as run shows them: each run of members under one module path, then that path
     in parentheses (`embedding (model.embed_tokens), pow_1, mean (model.norm)`); a member with
@@ -105,15 +100,3 @@ def with_modules(members, modules: dict[str, str]) -> str:
             out.append(", ".join(run) + (f" ({here})" if here else ""))
             run = []
     return ", ".join(out)
-
-
-def known_module(modules: dict[str, str], prefix: str) -> dict[str, str]:
-    """`modules` (statement → module path) when some statement lies under `prefix`; else a
-    usage error naming the prefix (a typo would otherwise show an empty table)."""
-    from ..errors import UsageError
-
-    if not any(under(m, prefix) for m in modules.values()):
-        what = "the program names no module paths (attr module)" if not modules else \
-            "no statement lies under it"
-        raise UsageError(f"--module {prefix}: {what}")
-    return modules

@@ -117,7 +117,7 @@ def run(args) -> int:
 
     arch = nvvm.parse_arch(args.arch)
     compiler = nvvm.Compiler(arch)
-    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, include_dirs=args.include_dirs)
     report = build_program(ws, unfused=args.unfused, matmul=args.matmul, compiler=compiler)
     if args.out:
         nvvm.write(report.builds, Path(args.out))

@@ -29,30 +29,33 @@ def add_parser(sub):
     return p
 
 
-def load(program: str, magic: str = ""):
-    """Parse and check a .dl file or a folder of them (with magic sets when `magic` is given)."""
-    from ..analysis.program import check_program, load_rules
-    from ..config import include_dirs
+def load(program: str, magic: str = "", include_dirs=()):
+    """Parse and check a .dl file or a folder of them (with magic sets when `magic` is given);
+    `#include` searches `include_dirs` (the -I folders) after the including file's folder."""
+    from ..datalog.analysis.checked import check_rules, load_rules
+    from ..datalog.lang.parser import parse_file
     from ..errors import UsageError
-    from ..lang.parser import parse_file
     from ..paths import display_path
 
     path = Path(program)
     if magic:
-        return _with_magic(path, magic)
+        return _with_magic(path, magic, include_dirs)
     if path.is_dir():
-        return load_rules(path, use_cache=False)
+        return load_rules(path, use_cache=False, include_dirs=include_dirs)
     if not path.is_file():
         raise UsageError(f"no such program: {program} (a .dl file or a folder of them)")
-    return check_program(parse_file(path, display_path(path), include_dirs()), display_path(path))
+    return check_rules(parse_file(path, display_path(path), _folders(include_dirs)), display_path(path))
 
 
-def _with_magic(path: Path, magic: str):
-    from ..analysis.program import check_program
-    from ..config import include_dirs
+def _folders(include_dirs) -> tuple[Path, ...]:
+    return tuple(Path(f) for f in include_dirs)
+
+
+def _with_magic(path: Path, magic: str, include_dirs=()):
+    from ..datalog.analysis.checked import check_rules
+    from ..datalog.lang import ast
+    from ..datalog.lang.parser import parse_file
     from ..errors import UsageError
-    from ..lang import ast
-    from ..lang.parser import parse_file
     from ..paths import display_path
 
     files = sorted(path.glob("*.dl")) if path.is_dir() else [path]
@@ -60,9 +63,9 @@ def _with_magic(path: Path, magic: str):
         raise UsageError(f"no such program: {path} (a .dl file or a folder of them)")
     items: list = []
     for f in files:
-        items.extend(parse_file(f, display_path(f), include_dirs()).items)
+        items.extend(parse_file(f, display_path(f), _folders(include_dirs)).items)
     items.append(ast.Pragma("magic-transform", magic, ast.Pos("--magic-transform", 0, 0)))
-    return check_program(ast.Program(tuple(items)), display_path(path))
+    return check_rules(ast.RuleSource(tuple(items)), display_path(path))
 
 
 def run(args) -> int:
@@ -72,11 +75,11 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..engine import values
-    from ..program import souffle_io
+    from ..datalog.facts import souffle_io
+    from ..datalog.lang import values
     from ..workspace import make_engine
 
-    checked = load(args.program, args.magic_transform)
+    checked = load(args.program, args.magic_transform, args.include_dirs)
     chans = souffle_io.channels(checked)
     facts_dir = Path(args.facts)
     read: dict[str, list[tuple]] = {}
@@ -84,14 +87,13 @@ def _run(args) -> int:
         if chan.kind == "input":
             rows = souffle_io.read_input(chan, checked.decls[chan.rel].types, facts_dir)
             read.setdefault(chan.rel, []).extend(souffle_io.records_read(checked, chan.rel, rows))
-    values.reset_counter()
     facts = {rel: set(rows) for rel, rows in read.items()}
     if "strata" in args.show:
         for stratum in checked.strata:
             print(f"stratum {stratum.index} ({'recursive' if stratum.recursive else 'plain'}): "
                   f"{', '.join(stratum.relations)}")
     wanted = sorted({c.rel for c in chans if c.kind in ("output", "printsize")})
-    with values.symbol_table(souffle_io.symbols_in_order(checked, read)):  # ord's, for this evaluation
+    with values.evaluation(souffle_io.symbols_in_order(checked, read)):  # ord's table and autoinc()'s counter
         model = make_engine(args.engine, checked).evaluate(facts, targets=wanted)
     souffle_io.write_outputs(model, checked, chans, args.output)
     return 0

@@ -35,7 +35,7 @@ def run(args) -> int:
     from ..program.load import load_program
     from ..workspace import load_checked_rules
 
-    checked = load_checked_rules(args.rules)
+    checked = load_checked_rules(args.rules, args.include_dirs)
     program = load_program(args.dir, checked, args.shim)
     out = Path(args.out)
     rules_dir = Path(args.rules) if args.rules else default_rules_dir()

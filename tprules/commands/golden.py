@@ -37,7 +37,7 @@ def run(args) -> int:
     whole = not args.dirs
     programs = example_programs() if whole else expand(args.dirs)
     check_distinct(programs)
-    golden = Golden(args.snapshots or SNAPSHOTS_DIR, args.rules, args.engine, args.update)
+    golden = Golden(args.snapshots or SNAPSHOTS_DIR, args.rules, args.engine, args.update, args.include_dirs)
     results = [golden.program(p) for p in programs]
     stale = golden.stale_programs(programs) if whole else ()
     golden.commit()  # every program loaded: now write

@@ -15,23 +15,23 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..analysis.program import load_rules
     from ..config import default_rules_dir
+    from ..datalog.analysis.checked import load_rules
     from ..program.load import check_rule_schema, load_program
 
     rules_dir = args.rules or default_rules_dir()
-    checked = load_rules(rules_dir, use_cache=False)
+    checked = load_rules(rules_dir, use_cache=False, include_dirs=args.include_dirs)
     check_rule_schema(checked)
     if "strata" in args.show:
         for stratum in checked.strata:
             kind = "recursive" if stratum.recursive else "plain"
             print(f"stratum {stratum.index} ({kind}): {', '.join(stratum.relations)}")
     if "ast" in args.show:
-        from ..lang.printer import print_program
+        from ..datalog.lang.printer import print_rules
 
-        print(print_program(checked.program), end="")
+        print(print_rules(checked.program), end="")
     if "code" in args.show:
-        from ..engine.evaluate import Evaluator
+        from ..datalog.engine.evaluate import Evaluator
 
         print(Evaluator(checked).source())
     rules = len(checked.program.rules)

@@ -6,7 +6,7 @@ import sys
 import time
 from dataclasses import replace
 
-from ..verdicts import module_paths
+from ..verdicts import known_module, module_paths, under
 from . import common
 
 
@@ -31,16 +31,16 @@ def run(args) -> int:
     from ..workspace import Workspace
 
     started = time.perf_counter()
-    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, include_dirs=args.include_dirs)
     stats = Stats()
     result = plan(ws, stats=stats, machine=None if args.machine == "none" else args.machine, progress=Progress())
     from ..planner.render import fold_labels, render_dot, render_text
 
     modules = module_paths(ws.program.facts)
     if args.module is not None:
-        common.known_module(modules, args.module)
+        known_module(modules, args.module)
         result = replace(result, groups=tuple(g for g in result.groups
-                                              if any(common.under(modules.get(o, ""), args.module) for o in g.members)))
+                                              if any(under(modules.get(o, ""), args.module) for o in g.members)))
     if args.format == "json":
         data = result.to_json()
         if modules:  # each member's module path, in the order of members

@@ -23,7 +23,7 @@ def run(args) -> int:
     from ..repl.session import Session
     from ..repl.terminal import run_piped, run_terminal
 
-    session = Session(args.dir, args.rules, args.shim, depth_of(args.depth))
+    session = Session(args.dir, args.rules, args.shim, depth_of(args.depth), args.include_dirs)
     if sys.stdin.isatty():
         run_terminal(session, args.width)
     else:

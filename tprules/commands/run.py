@@ -52,7 +52,7 @@ def run(args) -> int:
         return run_ranks(args)
     if args.mpi:
         return run_mpi(args)
-    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine)
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, include_dirs=args.include_dirs)
     trace = _trace(args, ws)
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
@@ -152,7 +152,8 @@ def _kernel_printer(modules: dict[str, str] | None, args=None):
         if modules is None:
             from ..workspace import Workspace
 
-            modules = module_paths(Workspace(args.dir, args.rules, args.shim, engine=args.engine).program.facts)
+            modules = module_paths(Workspace(args.dir, args.rules, args.shim, engine=args.engine,
+                                             include_dirs=args.include_dirs).program.facts)
         members = common.with_modules(kernel.members, modules)
         print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
         print(source, file=sys.stderr)

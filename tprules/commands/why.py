@@ -79,7 +79,7 @@ def run(args) -> int:
     from ..workspace import Workspace
 
     depth = depth_of(args.depth)
-    ws = Workspace(args.dir, args.rules, args.shim)
+    ws = Workspace(args.dir, args.rules, args.shim, include_dirs=args.include_dirs)
     atom = read_atom(args.atom, ws.checked)
     _ = ws.model  # evaluated before the clock starts: `why` is timed after loading
     settle_after_loading()

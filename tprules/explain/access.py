@@ -155,7 +155,7 @@ class ColumnarAccess:
 
     def column_symbols(self, rel: str, col: int) -> set[str]:
         """The symbols in one column of a relation (empty for an unknown relation or column)."""
-        from ..program.columns import distinct
+        from ..datalog.facts.columns import distinct
 
         rows = self.model.arrays.get(rel)
         decl = self.model.checked.decls.get(rel)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..lang import ast
-from ..lang.printer import print_literal
+from ..datalog.lang import ast
+from ..datalog.lang.printer import print_literal
 from .proof import Explanation, Fusion, Proof, WhyNot
 from .prove import DEFAULT_DEPTH, Prover
 from .terms import constant

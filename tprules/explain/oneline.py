@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lang import ast
+from ..datalog.lang import ast
 from .proof import Attempt, Derived, Elided, Proof, Shown, WhyNot, where
 from .terms import constant
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from ..lang.ast import Pos
+from ..datalog.lang.ast import Pos
 
 
 def where(pos: Pos | None) -> str | None:

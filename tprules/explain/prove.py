@@ -10,11 +10,11 @@ files are leaves with the rule file:line.
 
 from __future__ import annotations
 
-from ..analysis.program import CheckedProgram
-from ..engine.constant import constant_value
-from ..lang import ast
-from ..lang.printer import print_rule_origin, print_term
-from ..program.facts import FactBase
+from ..datalog.analysis.checked import CheckedRules
+from ..datalog.facts.base import FactBase
+from ..datalog.lang import ast
+from ..datalog.lang.constant import constant_value
+from ..datalog.lang.printer import print_rule_origin, print_term
 from ..program.schema import COMPUTED
 from .proof import AggregateValue, Checked, Computed, Derived, Elided, Fact, Proof, Shown, Unproven
 from .solve import Solver
@@ -28,7 +28,7 @@ COMPUTED_NOTES = {"target": "the shim asked", "topo": "topological order"}  # sh
 class Prover:
     """Builds proof trees; keeps the ids of elided subtrees so they can be expanded later."""
 
-    def __init__(self, checked: CheckedProgram, model, facts: FactBase, depth: int | None = DEFAULT_DEPTH):
+    def __init__(self, checked: CheckedRules, model, facts: FactBase, depth: int | None = DEFAULT_DEPTH):
         self.checked, self.model, self.facts = checked, model, facts
         self.solver = Solver(model)
         self.depth = depth  # None: no limit

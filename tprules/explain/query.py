@@ -1,9 +1,9 @@
 """Read what a user asks about: one atom (`why`) or a query body (`?- body.`), checked
 against the rule program's declarations with the same checkers as rule files.
 
->>> from tprules.analysis.program import check_program
->>> from tprules.lang.parser import parse_text
->>> checked = check_program(parse_text('.decl e(a: symbol, b: number)\\n.input e'))
+>>> from tprules.datalog.analysis.checked import check_rules
+>>> from tprules.datalog.lang.parser import parse_text
+>>> checked = check_rules(parse_text('.decl e(a: symbol, b: number)\\n.input e'))
 >>> read_atom('e("x", N)', checked)
 Atom(rel='e', args=(Str(value='x'), Var(name='N')))
 >>> read_atom('e(1, 2)', checked)
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import difflib
 
-from ..analysis import checks
-from ..engine.constant import constant_value
+from ..datalog.analysis import checks
+from ..datalog.lang import ast
+from ..datalog.lang.constant import constant_value
 from ..errors import BadInput
-from ..lang import ast
 
 
 class QueryError(BadInput):
@@ -39,7 +39,7 @@ def _strip_period(text: str) -> str:
 
 def read_atom(text: str, checked, filename: str = "<atom>") -> ast.Atom:
     """Parse and check an atom to explain: constants, variables and `_` as arguments."""
-    from ..lang.parser import parse_atom
+    from ..datalog.lang.parser import parse_atom
 
     atom = parse_atom(_strip_period(text), filename)
     _check_atom(checked.decls, atom)
@@ -60,7 +60,7 @@ def read_atom(text: str, checked, filename: str = "<atom>") -> ast.Atom:
 def _records_as_constants(atom: ast.Atom, checked) -> ast.Atom:
     """A record, nil or ADT value without variables among the arguments, as the symbol that
     holds it (a tuple to explain is named by its values)."""
-    from ..analysis.records import record_constant
+    from ..datalog.analysis.records import record_constant
 
     args = list(atom.args)
     decl = checked.decls[atom.rel]
@@ -85,9 +85,9 @@ def _all_subterms(term: ast.Term):
 def read_query(text: str, checked, filename: str = "<query>") -> tuple[tuple[ast.Literal, ...], list[str]]:
     """Parse and check a query body: every relation declared, types consistent, every variable
     bound. Returns the body to solve (its records desugared as a rule body's are, see
-    analysis/records.py) and its named variables as written (the answer's columns)."""
-    from ..analysis.records import desugar_query
-    from ..lang.parser import parse_body
+    datalog/analysis/records.py) and its named variables as written (the answer's columns)."""
+    from ..datalog.analysis.records import desugar_query
+    from ..datalog.lang.parser import parse_body
 
     written = parse_body(_strip_period(text), filename)
     for atom, _ in ast.body_atoms(written):
@@ -149,14 +149,14 @@ def _check_atom(decls, atom: ast.Atom) -> None:
 def _check(checked, body: tuple[ast.Literal, ...], safe: bool) -> tuple[ast.Literal, ...]:
     """The body with its types written in (as a rule's: records' functors need them), or
     the first problem as a QueryError."""
-    from ..analysis.types import resolve_types
+    from ..datalog.analysis.types import resolve_types
 
     decls = checked.decls
     for atom, _ in ast.body_atoms(body):
         _check_atom(decls, atom)
-    program = ast.Program((ast.Rule(_QUERY_HEAD, body),))
+    program = ast.RuleSource((ast.Rule(_QUERY_HEAD, body),))
     problems = checks._Problems()
-    typenames = resolve_types(ast.Program(checked.program.types), problems)
+    typenames = resolve_types(ast.RuleSource(checked.program.types), problems)
     typed = checks.check_types(program, decls, problems, typenames)
     if safe and not problems:
         checks.check_safety(program, problems)

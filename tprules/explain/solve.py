@@ -9,7 +9,7 @@ each positive atom matched) using the model's hash indexes. Two orders:
 - `source`: the first literal, in the order written, that can be evaluated (why-not:
   "the first body literal that fails").
 
-Aggregates follow the engine (engine/compile.py): one positive atom in the body runs
+Aggregates follow the engine (datalog/engine/compile.py): one positive atom in the body runs
 over its matching tuples, several over distinct bindings of the named variables.
 """
 
@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..analysis.checks import outside_vars
-from ..engine import values
-from ..engine.compile import one_positive_atom
-from ..engine.constant import arithmetic, kind_of
-from ..lang import ast
+from ..datalog.analysis.checks import outside_vars
+from ..datalog.engine.compile import one_positive_atom
+from ..datalog.lang import ast, values
+from ..datalog.lang.constant import arithmetic, kind_of
 from .access import reader
 from .query import QueryError
 
@@ -267,7 +266,7 @@ class Solver:
             if best is not None:
                 _, i, access = best
                 return i, (self.fetch(access), access.binds)
-        from ..lang.printer import print_body
+        from ..datalog.lang.printer import print_body
 
         unbound = sorted(set().union(*(plan.lits[i].needs for i in pending)) - env.keys())
         raise QueryError(f"cannot evaluate {print_body(tuple(plan.body[i] for i in pending))}: "

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..lang import ast
-from ..lang.printer import print_literal, print_term
+from ..datalog.lang import ast
+from ..datalog.lang.printer import print_literal, print_term
 
 
 def constant(value) -> ast.Term:

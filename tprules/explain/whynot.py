@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..lang import ast
-from ..lang.printer import print_literal, print_rule_origin
+from ..datalog.lang import ast
+from ..datalog.lang.printer import print_literal, print_rule_origin
 from ..program.schema import COMPUTED
 from .proof import Attempt, WhyNot
 from .prove import Prover, unify

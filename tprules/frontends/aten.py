@@ -8,6 +8,8 @@ module path, and what is missing.
         a, b = n.args
         ...
 
+(`lowering` is the table's own decorator: `build_table` makes a new `OpTable` and fills it.)
+
 lower.py walks the traced graph in order and calls the table for every node that depends
 on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...). The
 ops of real models beyond the first table are aten_more.py's, the indexed ops (gather,
@@ -16,14 +18,31 @@ scatter) aten_indexed.py's and complex rotary aten_complex.py's, all merged into
 
 from __future__ import annotations
 
+from functools import cache
+
 from . import aten_complex, aten_indexed, aten_more
-from .aten_table import CAT, OPS, SKIP, arg, lowering, over_axes
+from .aten_table import OpTable, arg, over_axes
 
 
-def _table():
+@cache
+def op_table() -> OpTable:
+    """The op table every import reads: built on first use, read-only."""
+    return build_table().frozen()
+
+
+def build_table() -> OpTable:
+    """A new op table, filled: this module's lowerings, then aten_more's, aten_indexed's
+    and aten_complex's (which wraps the real mul)."""
     import torch
 
     aten = torch.ops.aten
+    table = OpTable()
+    _fill(table, aten)
+    return table
+
+
+def _fill(table: OpTable, aten) -> None:
+    lowering, OPS, SKIP, CAT = table.lowering, table.ops, table.skip, table.cat
     SKIP.update({aten._assert_tensor_metadata.default, aten._assert_scalar.default,
                  aten.sym_constrain_range_for_size.default})
 
@@ -238,9 +257,9 @@ def _table():
             return ctx.alias(n, xs[0])
         ctx.emit(n, "cat", xs, axis=axis)
 
-    aten_more.register(aten)
+    aten_more.register(table, aten)
     OPS.update(aten_indexed.table(aten))
-    aten_complex.register(aten)  # (wraps the real mul above)
+    aten_complex.register(table, aten)  # (wraps the real mul above)
 
     @lowering(aten.reciprocal.default)
     def reciprocal(ctx, n):

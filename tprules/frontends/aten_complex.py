@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from .aten_table import OPS, lowering
+from .aten_table import OpTable
 
 
-def register(aten):
+def register(table: OpTable, aten) -> None:
     """Complex rotary (DeepSeek-V2's and Llama 4's `view_as_complex`) as real pairs: a complex
     value is its real and imaginary parts, each a real tensor; a complex constant (the
     rotary table, `polar`) folds into two real constants; a product is four real products.
     Any other op on a complex value is refused (the op table's `unsupported`)."""
+    lowering, OPS = table.lowering, table.ops
     import torch
 
     def parts_of(ctx, x):

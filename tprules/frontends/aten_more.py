@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .aten_table import OPS, SUM_SLICES, arg, lowering, over_axes
+from .aten_table import SUM_SLICES, OpTable, arg, over_axes
 
 
-def register(aten):
+def register(table: OpTable, aten) -> None:
     """The ops of real models beyond the first table: comparisons, log1p, clamp, reductions
     over any axes, repeat, select, and writes into a slice (functionally: a new tensor)."""
+    lowering, OPS = table.lowering, table.ops
     unary = {aten.log1p.default: "log1p", aten.log.default: "log"}
     for op, cls in unary.items():
         OPS[op] = lambda ctx, n, cls=cls: ctx.emit(n, cls, [n.args[0]])

@@ -4,20 +4,34 @@ dtypes, and the helpers more than one module's lowerings call."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Callable
 
-OPS: dict[object, Callable] = {}
-SKIP: set = set()  # ops that compute nothing (assertions)
-CAT: set = set()  # ops that may read an empty tensor (they drop it)
 SUM_SLICES = 64  # a sum over one axis of at most this size is slices and an n-ary sum
 
 
-def lowering(*ops):
-    def register(fn):
-        for op in ops:
-            OPS[op] = fn
-        return fn
-    return register
+@dataclass
+class OpTable:
+    """ATen op → its lowering, and the ops the lowerer treats apart. One is filled by
+    `aten.build_table()` and handed to the lowerer (no module-level table filled in import
+    order); `frozen()` is the read-only copy a process shares."""
+
+    ops: Mapping[object, Callable] = field(default_factory=dict)
+    skip: frozenset | set = field(default_factory=set)  # ops that compute nothing (assertions)
+    cat: frozenset | set = field(default_factory=set)  # ops that may read an empty tensor (they drop it)
+
+    def lowering(self, *ops):
+        """A decorator: the function lowers each of `ops`."""
+        def register(fn):
+            for op in ops:
+                self.ops[op] = fn  # type: ignore[index]
+            return fn
+        return register
+
+    def frozen(self) -> "OpTable":
+        return OpTable(MappingProxyType(dict(self.ops)), frozenset(self.skip), frozenset(self.cat))
 
 
 # torch dtype → tensor dtype; a boolean is kept as an i8 0 or 1

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lang.ast import Pos
+from ..datalog.lang.ast import Pos
 from ..paths import display_path
 from .errors import ImportFailed
 from .styles import style

@@ -8,8 +8,8 @@ for is refused in one line naming its module path and ATen op.
 from __future__ import annotations
 
 from .. import ops
-from .aten import _table
-from .aten_table import CAT, DTYPES, OPS, SKIP
+from .aten import op_table
+from .aten_table import DTYPES, OpTable
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT, Graph, Stmt, Value
@@ -18,9 +18,8 @@ from .graph import INPUT, OUTPUT, Graph, Stmt, Value
 class Lowerer:
     """The traced program as statements of registry classes (a `Graph`)."""
 
-    def __init__(self, program, constants: Constants, arch: str):
-        if not OPS:
-            _table()
+    def __init__(self, program, constants: Constants, arch: str, table: OpTable | None = None):
+        self.table = op_table() if table is None else table
         self.program = program
         self.c = constants
         self.arch = arch
@@ -44,12 +43,12 @@ class Lowerer:
                 self.names[n] = self.graph.add_value(Value(INPUT, self.shape(n), self.dtype(n), "input"))
             elif n.op == "call_function" and n in self.c.dynamic:
                 self.module = _module(n) or self.module
-                if n.target in SKIP:
+                if n.target in self.table.skip:
                     continue
-                if _is_empty(n) and n.target not in CAT:
+                if _is_empty(n) and n.target not in self.table.cat:
                     self.empty.add(n)  # no statement: a cat drops it, anything else reading it is refused
                     continue
-                fn = OPS.get(n.target)
+                fn = self.table.ops.get(n.target)
                 if fn is None:
                     self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
                 self.current = n

@@ -63,11 +63,11 @@ class Golden:
     """
 
     def __init__(self, snapshots: Path | str = SNAPSHOTS_DIR, rules: Path | str | None = None,
-                 engine: str = "fast", update: bool = False):
+                 engine: str = "fast", update: bool = False, include_dirs=()):
         from ..workspace import load_checked_rules
 
         self.snapshots = Path(snapshots)
-        self.checked = load_checked_rules(Path(rules) if rules is not None else None)
+        self.checked = load_checked_rules(Path(rules) if rules is not None else None, include_dirs)
         self.engine = engine
         self.update = update
         self._pending: list = []  # what commit() writes and removes

@@ -40,7 +40,7 @@ def expand(dirs: list[Path | str]) -> list[Path]:
 
 def meant_for(program: Path) -> list[str]:
     """The shims a program is meant for: its own shim.facts, else the default shim."""
-    from ..program.facts import FactBase, read_facts_file
+    from ..datalog.facts.base import FactBase, read_facts_file
 
     path = Path(program) / "shim.facts"
     if not path.exists():

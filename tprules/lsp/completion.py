@@ -8,15 +8,15 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from ..analysis.domains import column_domains
-from ..lang.ast import Str as _Str
+from ..datalog.analysis.domains import column_domains
+from ..datalog.lang.ast import Str as _Str
 from ..repl.complete import string_column
-from .program import ProgramView
+from .folder_model import FolderModel
 from .ruleset import RuleSet
 from .text import statement_before
 
 
-def complete(rs: RuleSet, path: Path, position: types.Position, program: ProgramView | None) -> types.CompletionList:
+def complete(rs: RuleSet, path: Path, position: types.Position, program: FolderModel | None) -> types.CompletionList:
     before = statement_before(rs.file_of(path).text, position.line, position.character)
     if before.count('"') % 2 == 1:
         return types.CompletionList(is_incomplete=False, items=_in_string(rs, before, program))
@@ -32,7 +32,7 @@ def _rules(n: int) -> str:
     return f"reason code ({n} rule{'' if n == 1 else 's'})"
 
 
-def _in_string(rs: RuleSet, before: str, program: ProgramView | None) -> list[types.CompletionItem]:
+def _in_string(rs: RuleSet, before: str, program: FolderModel | None) -> list[types.CompletionItem]:
     where = string_column(before)
     domains = column_domains(rs.rules)
     reasons = rs.reasons()

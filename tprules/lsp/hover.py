@@ -10,14 +10,14 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from ..lang import ast
+from ..datalog.lang import ast
+from .folder_model import FolderModel
 from .navigation import resolve
-from .program import ProgramView
 from .ruleset import RuleSet
 from .text import comment_above
 
 
-def hover(rs: RuleSet, path: Path, position: types.Position, program: ProgramView | None) -> types.Hover | None:
+def hover(rs: RuleSet, path: Path, position: types.Position, program: FolderModel | None) -> types.Hover | None:
     found = resolve(rs, path, position)
     if found is None or found[0] == "string":
         return None
@@ -29,7 +29,7 @@ def hover(rs: RuleSet, path: Path, position: types.Position, program: ProgramVie
                        range=where)
 
 
-def _relations(rs: RuleSet, names: list[str], program: ProgramView | None) -> list[str]:
+def _relations(rs: RuleSet, names: list[str], program: FolderModel | None) -> list[str]:
     names = [n for n in names if n in rs.decls]
     if not names:
         return []
@@ -51,7 +51,7 @@ def _relations(rs: RuleSet, names: list[str], program: ProgramView | None) -> li
     return parts
 
 
-def _derived(rs: RuleSet, rel: str, program: ProgramView | None) -> str:
+def _derived(rs: RuleSet, rel: str, program: FolderModel | None) -> str:
     """How a relation gets its tuples: its rules, its fact file, its subsumptive clauses."""
     heads = [u.rule for u in rs.uses(rel) if u.role == "head"]
     rules = len({id(r) for r in heads if r.dominating is None})

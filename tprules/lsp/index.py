@@ -1,6 +1,6 @@
 """Which relation (or component) each name written in a rule folder stands for.
 
-The folder's items are read with their components expanded (analysis/components.py), so
+The folder's items are read with their components expanded (datalog/analysis/components.py), so
 a name means what the checks and the engines take it to mean: `refused` written inside
 `.comp Backend` is `cuda.refused` and `cpu.refused` (one relation per instance), and
 `cuda.refused` written outside is the first of them. Every expanded item keeps the
@@ -8,7 +8,7 @@ position it was written at (the original file, line and column, through `#includ
 macros), so each declaration and each atom is an `Occurrence` there: both heads of a
 subsumptive clause are uses of its relation.
 
->>> from tprules.lang.parser import parse_text
+>>> from tprules.datalog.lang.parser import parse_text
 >>> text = '.comp C { .decl r(x: number) r(1). }\\n.init a = C\\n.decl s(x: number)\\ns(x) :- a.r(x).'
 >>> index = Index.of(parse_text(text).items, {"<text>": text}.get)
 >>> [(o.name, o.role, f"{o.pos.line}:{o.pos.col}", o.length) for o in index.named("a.r")]
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..datalog.lang import ast
 from ..errors import BadInput
-from ..lang import ast
 from .text import QNAME
 
 USE_ROLES = ("head", "dominating", "positive", "negative", "aggregate")  # an atom of a rule
@@ -53,10 +53,10 @@ class Index:
     @classmethod
     def of(cls, items: tuple[ast.Item, ...], text_of: Callable[[str], str | None]) -> "Index":
         """`text_of(file)`: a file's text (for how long each name is as written there)."""
-        from ..analysis.components import expand_components
+        from ..datalog.analysis.components import expand_components
 
         try:
-            expanded = expand_components(ast.Program(tuple(items))).items
+            expanded = expand_components(ast.RuleSource(tuple(items))).items
         except BadInput:  # a malformed component: its diagnostic says so; the rest still navigates
             expanded = tuple(i for i in items if not isinstance(i, (ast.Component, ast.Init, ast.Override)))
         texts: dict[str, list[str]] = {}

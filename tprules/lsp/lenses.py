@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from .program import ProgramView
+from .folder_model import FolderModel
 from .ruleset import RuleSet
 from .text import name_range
 
@@ -18,7 +18,7 @@ def title(verb: str, count: int, display: str) -> str:
     return f"derives {count} tuple{'' if count == 1 else 's'}"
 
 
-def lenses(rs: RuleSet, path: Path, program: ProgramView) -> list[types.CodeLens]:
+def lenses(rs: RuleSet, path: Path, program: FolderModel) -> list[types.CodeLens]:
     """The lenses of one file, for the rules `program` was evaluated with (checked rules
     carry their source positions, so each lens sits on its rule's head). A rule of a
     component is one rule for each instance: its lens names each instance's relation."""

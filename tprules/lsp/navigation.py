@@ -9,8 +9,8 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from ..lang import ast
-from ..lang.printer import print_term
+from ..datalog.lang import ast
+from ..datalog.lang.printer import print_term
 from .index import COMPONENT_ROLES, USE_ROLES, Occurrence
 from .ruleset import RuleSet
 from .text import lines_of, name_range, qualified_at, token_range, word_at

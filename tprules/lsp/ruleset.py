@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..analysis.program import CheckedProgram, check_program
+from ..datalog.analysis.checked import CheckedRules, check_rules
+from ..datalog.lang import ast
 from ..errors import BadInput, BadInputs, RuleError
-from ..lang import ast
 from .index import USE_ROLES, Index, Occurrence
 
 
@@ -32,7 +32,7 @@ class RuleSet:
     folder: Path
     files: dict[str, RuleFile]  # by name
     problems: list[BadInput]
-    checked: CheckedProgram | None  # None while any problem stands
+    checked: CheckedRules | None  # None while any problem stands
     items: tuple[ast.Item, ...] = ()  # every file's items (a file that does not parse: its last good ones)
     generation: int = 0
     _index: Index | None = field(default=None, repr=False)
@@ -42,7 +42,7 @@ class RuleSet:
         """Parse and check every `.dl` file of `folder`; `buffers` are open documents' texts by
         path. A file that does not parse keeps `previous`'s items for the program-wide checks,
         so one half-typed rule does not bury the folder under "not declared" errors."""
-        from ..lang.parser import parse_with_includes
+        from ..datalog.lang.parser import parse_with_includes
         from ..paths import display_path
 
         folder = folder.resolve()
@@ -85,7 +85,7 @@ class RuleSet:
             problems.append(RuleError(f"no .dl rule files in {display_path(folder)}"))
         else:
             try:
-                checked = check_program(ast.Program(tuple(items)), display_path(folder))
+                checked = check_rules(ast.RuleSource(tuple(items)), display_path(folder))
                 _check_schema(checked)
             except BadInputs as err:
                 problems.extend(err.problems)
@@ -158,7 +158,7 @@ class RuleSet:
             return ""
 
 
-def _check_schema(checked: CheckedProgram) -> None:
+def _check_schema(checked: CheckedRules) -> None:
     """The checks `tprules lint` adds for a TP rule folder (SPEC §2's relations as declared)."""
     from ..program.load import check_rule_schema
 

@@ -13,10 +13,10 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from .. import __version__
 from ..errors import BadInput
+from ..version import __version__
 from . import completion, diagnostics, hover, lenses, navigation
-from .program import ProgramView
+from .folder_model import FolderModel
 from .ruleset import RuleSet
 from .settings import Settings, from_options, from_toml
 
@@ -33,7 +33,7 @@ class RuleServer(LanguageServer):
         self.rules: Path | None = None  # `--rules`: checked as soon as the client connects
         self.settings = Settings()
         self.rulesets: dict[Path, RuleSet] = {}
-        self.programs: dict[Path, ProgramView] = {}  # by rule folder: the last one its good rules built
+        self.programs: dict[Path, FolderModel] = {}  # by rule folder: the last one its good rules built
         self.told: set[str] = set()  # messages already shown (a broken program is said once)
 
     # -- state --------------------------------------------------------------------------
@@ -69,7 +69,7 @@ class RuleServer(LanguageServer):
         if previous is not None and previous.checked is rs.checked:
             return
         try:
-            self.programs[folder] = ProgramView.build(self.settings.program, rs.checked, self.settings.shim, previous)
+            self.programs[folder] = FolderModel.build(self.settings.program, rs.checked, self.settings.shim, previous)
         except BadInput as err:
             self.programs.pop(folder, None)
             self.say(f"program {self.settings.program} (from {self.settings.origin}): {err}", types.MessageType.Warning)
@@ -77,7 +77,7 @@ class RuleServer(LanguageServer):
         if _client_refreshes_lenses(self):
             self.workspace_code_lens_refresh(None)
 
-    def program(self, path: Path) -> ProgramView | None:
+    def program(self, path: Path) -> FolderModel | None:
         self.ruleset(path)
         return self.programs.get(path.parent)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..codegen.cost import MACHINES, Machine, estimate
-from ..engine.keys import unique_sorted
+from ..datalog.engine.keys import unique_sorted
 from ..ops import Ops
 
 TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie merges, as without a model

@@ -39,7 +39,7 @@ from itertools import chain
 
 import numpy as np
 
-from ..program.columns import distinct, isin, unique
+from ..datalog.facts.columns import distinct, isin, unique
 from .cost import TIE
 from .index import PlanIndex
 from .state import ONLY_CONSUMER, ONLY_PRODUCER, GroupArrays

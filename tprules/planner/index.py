@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ops
+from ..datalog.facts.columns import distinct, isin
 from ..ops import Ops
-from ..program.columns import distinct, isin
 
 I64 = np.int64
 

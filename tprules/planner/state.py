@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.keys import unique_sorted
-from ..program.columns import isin
+from ..datalog.engine.keys import unique_sorted
+from ..datalog.facts.columns import isin
 from .groups import GroupGraph, path_between
 
 I64 = np.int64

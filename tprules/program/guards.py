@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..datalog.facts.columns import Columns, unique
 from ..ops import Ops
-from .columns import Columns, unique
 from .schema import DTYPES
 
 I64 = np.int64

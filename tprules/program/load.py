@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.program import CheckedProgram
 from ..config import DEFAULT_SHIM, shim_library_dir
+from ..datalog.analysis.checked import CheckedRules
+from ..datalog.facts.base import FactBase, load_fact_dir
+from ..datalog.facts.columns import Columns, Symbols
+from ..datalog.lang.ast import Pos
 from ..errors import FactError, RuleError, UsageError
-from ..lang.ast import Pos
 from ..paths import display_path
-from .columns import Columns, Symbols
-from .facts import FactBase, load_fact_dir
 from .order import topological_order
 from .schema import COMPUTED, PROGRAM, SHIM, SPEC
 from .shimsource import LIBRARY, shadow
@@ -49,7 +49,7 @@ class LoadedProgram:
         return {o: i for i, o in enumerate(self.order)}
 
 
-def check_rule_schema(checked: CheckedProgram) -> None:
+def check_rule_schema(checked: CheckedRules) -> None:
     """A rule file's declaration of a SPEC §2 relation must match SPEC §2."""
     problems = []
     for name, decl in checked.decls.items():
@@ -62,7 +62,7 @@ def check_rule_schema(checked: CheckedProgram) -> None:
     for name in checked.inputs:
         if name not in SPEC and name not in checked.decls:
             problems.append(RuleError(f".input of undeclared relation {name}"))
-    from ..analysis.program import derived_inputs
+    from ..datalog.analysis.checked import derived_inputs
 
     problems.extend(derived_inputs(checked))
     from ..errors import raise_all
@@ -70,7 +70,7 @@ def check_rule_schema(checked: CheckedProgram) -> None:
     raise_all(problems)
 
 
-def fact_schema(checked: CheckedProgram) -> dict[str, tuple[str, ...]]:
+def fact_schema(checked: CheckedRules) -> dict[str, tuple[str, ...]]:
     """Types of every relation a program folder may hold."""
     schema = {name: rel.types for name, rel in {**PROGRAM, **SHIM}.items()}
     for name in checked.inputs:
@@ -94,7 +94,7 @@ def choose_shim(facts: FactBase, own_shims: set[tuple], requested: str | None) -
     return DEFAULT_SHIM
 
 
-def load_program(directory: Path, checked: CheckedProgram, shim: str | None = None,
+def load_program(directory: Path, checked: CheckedRules, shim: str | None = None,
                  library: Path | None = None) -> LoadedProgram:
     directory = Path(directory)
     display = display_path(directory)
@@ -130,7 +130,7 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     ids = facts.symbols.encode(order, len(order))
     topo = np.stack([ids, np.arange(len(order), dtype=ids.dtype)], axis=1)
     facts.append("topo", topo.astype(np.int32) if len(facts.symbols.names) <= np.iinfo(np.int32).max else topo,
-                  types=COMPUTED["topo"].types)  # int32 as the facts read (program/scan.py)
+                  types=COMPUTED["topo"].types)  # int32 as the facts read (datalog/facts/scan.py)
     for rel, tuples in (computed or {}).items():
         facts.extend(rel, tuples, types=COMPUTED[rel].types if rel in COMPUTED else None)
     return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources, ids)

@@ -12,8 +12,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..datalog.facts.base import FactBase
 from ..errors import IllFormed
-from .facts import FactBase
 
 
 def data_flow(facts: FactBase) -> dict[str, set[str]]:

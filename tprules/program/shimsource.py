@@ -9,7 +9,7 @@ class answered exactly once) and the limits apply to the program's description o
 own. `shim.facts` only names shims: a library shim that the program's `shim.facts` names
 is chosen, not described, and stays the library's.
 
->>> from tprules.program.facts import FactBase
+>>> from tprules.datalog.facts.base import FactBase
 >>> own, lib = FactBase(), FactBase()
 >>> own.add("shim", ("gpu",)); own.add("shim", ("cpu",))
 >>> own.add("limit", ("gpu", "max_members", 4))
@@ -24,7 +24,7 @@ is chosen, not described, and stays the library's.
 
 from __future__ import annotations
 
-from .facts import FactBase
+from ..datalog.facts.base import FactBase
 
 # The relations that make up a shim, keyed by the shim in their first column; all but
 # `shim` (which only names it) describe it.

@@ -4,7 +4,7 @@
 every statement's shape: what `run` needs. The planner's cost model needs much less: for
 each statement a few small integers that say what its kernel depends on (`signatures`),
 and the objects themselves only for the groups it lowers, one per distinct shape. A
-`ProgramView` gives both, from the columns the loader already holds (program/columns.py):
+`ProgramView` gives both, from the columns the loader already holds (datalog/facts/columns.py):
 
 - `statement(name)`, `position`, `tensors`, `readers`: RunProgram's interface for
   codegen (codegen/lower.py, schedule.py), each object made on first use;
@@ -36,7 +36,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .columns import distinct, isin
+from ..datalog.facts.columns import distinct, isin
 from .model import DTYPES, Statement, Tensor, shape_problem
 
 I64 = np.int64

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..datalog.facts.base import FactBase
+from ..datalog.facts.columns import Columns
 from ..errors import BadInput, IllFormed, raise_all
 from ..pos import Pos
 from . import guards
-from .columns import Columns
-from .facts import FactBase
 from .schema import COLLECTIVES, DTYPES, LEVELS, LIMIT_KEYS, SPEC
 
 

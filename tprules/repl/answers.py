@@ -61,8 +61,7 @@ def query(session, body, names: list[str]):
 
 def _inside(session) -> set[str]:
     """The statements under `:module`, and the candidate fusions holding one."""
-    from ..commands.common import under
-    from ..verdicts import MemberNotes
+    from ..verdicts import MemberNotes, under
 
     facts = session.workspace.program.facts
     modules = MemberNotes.of(facts).modules
@@ -71,7 +70,7 @@ def _inside(session) -> set[str]:
 
 
 def rules(session, rel: str):
-    from ..lang.printer import print_rule_origin
+    from ..datalog.lang.printer import print_rule_origin
 
     checked = session.workspace.checked
     found = checked.rules_for(rel)

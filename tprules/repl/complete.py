@@ -1,7 +1,7 @@
 """Completion for the REPL: commands, relation names, and the symbols of the model.
 
 Inside a string argument it completes the constants of that column's domain (the columns
-the rules join it with, analysis/domains.py): fusion ids inside `legal("`, statement ids
+the rules join it with, datalog/analysis/domains.py): fusion ids inside `legal("`, statement ids
 inside `on_chip("` or `op("`; every symbol of the model where the column is unknown.
 """
 
@@ -96,7 +96,7 @@ def _prefixed(words: list[str], prefix: str) -> list[str]:
 
 
 def domain_symbols(read, domains: dict, relations, rel: str, col: int) -> list[str] | None:
-    """The constants found in any column of (rel, col)'s domain (analysis/domains.py) in a
+    """The constants found in any column of (rel, col)'s domain (datalog/analysis/domains.py) in a
     model's reader, sorted; None for a relation the rules do not declare (a typo, or one
     being written: every symbol). The REPL and the language server complete from it."""
     if rel not in relations:
@@ -122,7 +122,7 @@ class ReplCompleter(Completer):
     def _refresh(self) -> None:
         if self._generation == self.session.generation:
             return
-        from ..analysis.domains import column_domains
+        from ..datalog.analysis.domains import column_domains
 
         checked = self.session.workspace.checked
         self._relations = sorted(checked.decls)

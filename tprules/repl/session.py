@@ -70,8 +70,9 @@ _BY_NAME = {c.name: c for c in COMMANDS}
 
 class Session:
     def __init__(self, program_dir: Path | str, rules_dir: Path | str | None = None, shim: str | None = None,
-                 depth: int | None = DEFAULT_DEPTH):
+                 depth: int | None = DEFAULT_DEPTH, include_dirs=()):
         self.program_dir, self.rules_dir, self.shim = Path(program_dir), rules_dir, shim
+        self.include_dirs = tuple(include_dirs)  # the -I folders: every :reload searches them too
         self.format = "text"
         self.depth = depth
         self.module: str | None = None  # :module PREFIX
@@ -86,7 +87,7 @@ class Session:
 
         gc.unfreeze()  # what an earlier load froze may be collected again once replaced
         try:
-            ws = Workspace(self.program_dir, self.rules_dir, self.shim)
+            ws = Workspace(self.program_dir, self.rules_dir, self.shim, include_dirs=self.include_dirs)
             _ = ws.model  # evaluate now: an evaluation error is a load error
         finally:
             gc.freeze()  # the loaded model stays until the next :reload; see commands/why.py
@@ -152,7 +153,7 @@ class Session:
     def whynot(self, rest: str):
         atom = self._atom(rest)
         if self.explainer.holds(atom):
-            from ..lang.printer import print_literal
+            from ..datalog.lang.printer import print_literal
 
             text = print_literal(atom)
             raise ReplError(f"{text} holds; ask `why {text}`")
@@ -215,8 +216,7 @@ class Session:
         return answers.plan(self)
 
     def set_module(self, rest: str):
-        from ..commands.common import known_module
-        from ..verdicts import MemberNotes
+        from ..verdicts import MemberNotes, known_module
 
         word = rest.strip()
         if not word:

@@ -14,8 +14,8 @@ import zlib
 import numpy as np
 
 from .. import ops
+from ..datalog.lang.ast import Pos
 from ..errors import IllFormed
-from ..lang.ast import Pos
 from ..ops import Ops
 from ..program.model import RunProgram, Tensor
 from .semantics import store

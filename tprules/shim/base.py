@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..datalog.facts.base import FactBase
 from ..errors import UsageError
-from ..program.facts import FactBase
 from ..program.shimsource import LIBRARY, SHIM_RELATIONS
 from .graph import AnyOp, Op, TensorGraph
 from .protocol import Fit, QuantFormat, Refusal, Support
@@ -132,7 +132,7 @@ def load_shims(program_dir: Path | str | None = None,
     """The shim library's facts with a program folder's own shims shadowing it, checked, and
     where each shim is described (program/shimsource.py)."""
     from ..config import shim_library_dir
-    from ..program.facts import load_fact_dir
+    from ..datalog.facts.base import load_fact_dir
     from ..program.schema import SHIM
     from ..program.shimsource import shadow
     from ..program.wellformed import check_wellformed

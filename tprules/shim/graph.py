@@ -251,7 +251,7 @@ class TensorGraph:
     @classmethod
     def load(cls, directory: Path | str) -> "TensorGraph":
         """The graph of a program folder's facts (SPEC §2; well-formedness is checked when a shim asks)."""
-        from ..program.facts import load_fact_dir
+        from ..datalog.facts.base import load_fact_dir
         from ..program.schema import PROGRAM
 
         return cls.from_facts(load_fact_dir(Path(directory), {n: r.types for n, r in PROGRAM.items()}, strict=False))

@@ -54,7 +54,7 @@ class Manifest:
     @classmethod
     def load(cls, directory: Path | str) -> "Manifest":
         """The manifest of a program folder's facts (SPEC §2)."""
-        from ..program.facts import load_fact_dir
+        from ..datalog.facts.base import load_fact_dir
         from ..program.schema import PROGRAM
 
         return cls.from_facts(load_fact_dir(Path(directory), {n: r.types for n, r in PROGRAM.items()}, strict=False))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..datalog.facts.base import FactBase
+from ..datalog.lang.ast import Pos
 from ..errors import RuleError
-from ..lang.ast import Pos
-from ..program.facts import FactBase
 
 GRAPH = "<graph>"  # where facts built from a graph say they come from, in error messages
 

@@ -1,2 +1,0 @@
-"""Engines that evaluate a checked program: the compiled set-at-a-time evaluator (fast path)
-and pyDatalog (the reference), plus proofs over an evaluated model."""
