@@ -10,8 +10,14 @@ each try with the small state-space, linear-attention and latent-attention field
 that its config defines; a matrix its init leaves all zeros, a router's gate, drawn instead),
 a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and
 the logits of tprules' reference executor (and, with --device, of the fused program on
-that device) against torch's forward. Prints a Markdown
-table (the README's coverage table), a count per result and per refusal, and writes it as JSON.
+that device) against torch's forward. Every architecture is tried with two weight seeds
+(WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its expected/, and ids
+from another seed against torch's forward on them (the import's own check before writing,
+frontends/verify.py, tries a third); a mixture of experts also with a second expert count
+and top-k (EXPERTS, 8 experts, top-1, where its config has those fields); a match is every
+combination matching. Prints a
+Markdown table (the README's coverage table), a count per result and per refusal, and
+writes it as JSON.
 """
 
 from __future__ import annotations
@@ -64,6 +70,11 @@ MOE = dict(num_local_experts=4, num_experts=4, n_routed_experts=4, num_experts_p
 MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
            num_key_value_heads=4)
 ROTARY = dict(rotary_dim=8)  # a partial rotary narrower than the tiny head (GPT-J, CodeGen)
+WEIGHT_SEEDS = (0, 1)  # each architecture's tiny model is made and imported with each
+INPUT_SEED = 1000  # ids of the second input: drawn from INPUT_SEED + the weight seed
+# a mixture of experts' second expert count and top-k (its config's own fields only); a
+# variant transformers cannot build is skipped and named in the row
+EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_experts_per_tok=1)
 
 
 def architectures() -> list[str]:
@@ -91,16 +102,26 @@ def fitted(model_type: str) -> dict:
     return out
 
 
-def tiny_model(model_type: str, folder: Path) -> None:
+def experts_fields(model_type: str) -> dict:
+    """EXPERTS' fields this model type's config defines (none: not a mixture of experts)."""
+    from transformers import CONFIG_MAPPING
+
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    if not any(k in defined for k in ("num_local_experts", "num_experts", "n_routed_experts")):
+        return {}
+    return {k: v for k, v in EXPERTS.items() if k in defined}
+
+
+def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
     def build(fields):
-        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {})}
+        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {}), **(experts or {})}
         if "text_config" in getattr(CONFIG_MAPPING[model_type], "sub_configs", {}):
             fields = {"text_config": fields}
         config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config).eval()
         drawn(model, config)
         model.save_pretrained(folder)
@@ -133,6 +154,28 @@ def drawn(model, config) -> None:
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
+    """Every weight seed of WEIGHT_SEEDS (and for a mixture of experts, with its EXPERTS
+    count and top-k too); the row is the first combination that does not match (or the
+    first one's), with the worst error over all of them."""
+    worst, skipped, first = 0.0, [], None
+    second = experts_fields(model_type)
+    for experts in ([None, second] if second else [None]):
+        for seed in WEIGHT_SEEDS:
+            row = try_seed(model_type, work, tp, device, seed, experts)
+            if experts is not None and row["result"] == "no tiny model":
+                skipped.append(f"{experts}: {row['detail']}")
+                break
+            if row["result"] != "ok":
+                return {**row, "experts": experts}
+            worst = max(worst, row["reference_rel_err"])
+            first = first or row
+    row = {**first, "reference_rel_err": worst, "combinations": "weights x inputs" + (" x experts" if second else "")}
+    if skipped:
+        row["skipped"] = skipped
+    return row
+
+
+def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, experts: dict | None = None) -> dict:
     import numpy as np
 
     from tprules.errors import BadInput
@@ -143,10 +186,11 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
 
-    row = {"model_type": model_type}
-    folder, out = work / "models" / model_type, work / "programs" / f"{model_type}-tp{tp}"
+    row = {"model_type": model_type, "weight_seed": seed}
+    tag = f"w{seed}" + ("-experts" if experts else "")
+    folder, out = work / "models" / f"{model_type}-{tag}", work / "programs" / f"{model_type}-{tag}-tp{tp}"
     try:
-        tiny_model(model_type, folder)
+        tiny_model(model_type, folder, seed, experts)
     except Exception as err:  # noqa: BLE001
         row.update(result="no tiny model", detail=f"transformers: {type(err).__name__}: {str(err)[:160]}")
         return row
@@ -154,17 +198,24 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     try:
         report = import_hf(folder, tp, out)
     except BadInput as err:
-        row.update(result="refused", detail=str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err))
+        detail = str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err)
+        mismatch = "differs from torch on a second input" in detail  # the import's own check (verify.py)
+        row.update(result="MISMATCH" if mismatch else "refused", detail=detail)
         return row
     except Exception as err:  # noqa: BLE001
         row.update(result="crash", detail=f"{type(err).__name__}: {err}"[:200], trace=traceback.format_exc())
         return row
     row.update(architecture=report.architecture, import_s=round(time.perf_counter() - started, 2),
-               statements=report.statements, candidates=report.candidates)
+               statements=report.statements, candidates=report.candidates,
+               verify_s=round(report.seconds.get("verify", 0.0), 3))
     ws = Workspace(out)
     prog = RunProgram.from_workspace(ws)
-    ref = reference(prog, program_inputs(prog)).get("logits")
-    _, rel = errors(ref, np.load(out / "expected" / "logits.npy"))
+    inputs = program_inputs(prog)
+    _, rel = errors(reference(prog, inputs).get("logits"), np.load(out / "expected" / "logits.npy"))
+    other = np.random.default_rng(INPUT_SEED + seed).integers(0, _vocab(folder), size=inputs["input_ids"].shape)
+    inputs["input_ids"] = other.astype(np.int64)
+    _, rel_other = errors(reference(prog, inputs).get("logits"), _torch_logits(folder, inputs["input_ids"]))
+    rel = max(rel, rel_other)
     row.update(reference_rel_err=rel, result="ok" if rel <= 1e-4 else "MISMATCH")
     if device != "none":
         try:
@@ -175,6 +226,24 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
         row.update(run_ok=run.ok, run_rel_err=max(o.expected.max_rel_err for o in run.outputs if o.expected))
         row["result"] = "ok" if row["result"] == "ok" and run.ok else "MISMATCH"
     return row
+
+
+def _vocab(folder: Path) -> int:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder)
+    return int(getattr(config, "vocab_size", None) or config.get_text_config().vocab_size)
+
+
+def _torch_logits(folder: Path, ids):
+    """torch's forward of the saved model on `ids`, as the importer builds it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32,
+                                                 experts_implementation="batched_mm").eval()
+    with torch.no_grad():
+        return model(input_ids=torch.from_numpy(ids), use_cache=False).logits.float().numpy()
 
 
 def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: float) -> dict:
@@ -218,6 +287,7 @@ def main(argv: list[str]) -> int:
     import transformers
 
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
     work = Path(args.work)
     types = args.only.split(",") if args.only else architectures()
     rows = []

@@ -38,11 +38,13 @@ class ImportReport:
 
 
 def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | None = None, plan=None,
-              seed: int = 0, no_data: bool = False, every_layer: bool = False, progress=None) -> ImportReport:
+              seed: int = 0, no_data: bool = False, every_layer: bool = False, progress=None,
+              verify: bool = True) -> ImportReport:
     """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips.
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
-    (stamp.py); `every_layer` traces every layer instead (the same facts, slower)."""
+    (stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
+    data, `verify` first checks the program against torch on a second input (verify.py)."""
     from .startup import load_extra
 
     clock = _Clock()
@@ -90,8 +92,10 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
                 "layer_kinds": built.kinds, "traced_layers": built.traced}
         from .write import write_folder
 
-        write_folder(Path(out), built.facts, data, expected, info, validate=_wellformed, progress=progress)
+        checked = _Checked(src, model, built, seed, batch, seq, verify and not no_data)
+        write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
         clock.tick("write")
+        clock.move("write", "verify", checked.seconds)
     finally:
         progress.close()
     return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
@@ -113,6 +117,9 @@ class _Built:
     graph: object
     kinds: int | None = None
     traced: int | None = None
+    names: dict = field(default_factory=dict)  # fx node → the graph value holding it (the lowerer's)
+    output: object = None  # the fx node of the logits
+    reduce: object = None  # the context the graph was traced in (the reduced model), if any
 
 
 def _lowered(src, model, batch, seq, arch, tag=None):
@@ -157,7 +164,7 @@ def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
     b = tpp.builder
     inputs = [(v.name, v, tpp.placement[v.name], None) for v in graph.inputs]
     return _Built(b, len(b.statements), candidates, len(b.shapes), len(b.facts["fold"]), sorted(graph.folded),
-                  inputs, constants, graph)
+                  inputs, constants, graph, names=lowerer.names, output=lowerer.output)
 
 
 def _stampable(plan: dict[str, str]) -> bool:
@@ -209,7 +216,8 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     candidates = add_candidates(facts)
     clock.tick("stamp")
     return _Built(facts, facts.rows("op"), candidates, facts.rows("tensor"), facts.rows("fold"), folded, inputs,
-                  constants, graph, kinds.kinds, len(kinds.order))
+                  constants, graph, kinds.kinds, len(kinds.order), lowerer.names, lowerer.output,
+                  lambda: reduced(model, kinds))
 
 
 def _data(src, model, built: _Built, tp, batch, seq, seed):
@@ -248,6 +256,30 @@ def _numpy(t) -> np.ndarray:
     return a.numpy()
 
 
+class _Checked:
+    """write_folder's check of the written folder: well-formed, then (`verify`) the reference
+    on a second input against torch (verify.py), its seconds kept for the timing line."""
+
+    def __init__(self, src, model, built: _Built, seed: int, batch: int, seq: int, verify: bool):
+        self.src, self.model, self.built = src, model, built
+        self.seed, self.batch, self.seq, self.verify = seed, batch, seq, verify
+        self.seconds = 0.0
+
+    def __call__(self, folder: Path) -> None:
+        _wellformed(folder)
+        if not self.verify:
+            return
+        from .verify import second_ids, verify
+
+        started = time.perf_counter()
+        ids = second_ids(self.seed, int(self.src.config.vocab_size), self.batch, self.seq)
+        names = [name for name, v, _, _ in self.built.inputs if v.role == "input"]
+        try:
+            verify(folder, self.src, self.model, self.built, ids, names)
+        finally:
+            self.seconds = time.perf_counter() - started
+
+
 def _wellformed(folder: Path) -> None:
     """The folder must pass tprules' own checks before it replaces DIR."""
     from ..program.load import load_program
@@ -282,6 +314,12 @@ class _Clock:
         now = time.perf_counter()
         self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.last
         self.last = now
+
+    def move(self, phase: str, to: str, seconds: float) -> None:
+        """`seconds` of `phase` counted as `to` instead (a part timed inside another)."""
+        if seconds:
+            self.seconds[phase] -= seconds
+            self.seconds[to] = self.seconds.get(to, 0.0) + seconds
 
 
 __all__ = ["INPUT", "OUTPUT", "ImportReport", "import_hf"]

@@ -1,6 +1,8 @@
 """Walk the traced program in order: every node that depends on `input_ids` goes through
 the op table (aten.py) and becomes a statement of the `Graph`; the constants it reads
-become inputs (constants.py); the forward's output is the tensor `logits`.
+become inputs (constants.py); the forward's output is the tensor `logits`. A value that
+depends on `input_ids` is never folded into a constant: one the table writes no statement
+for is refused in one line naming its module path and ATen op.
 """
 
 from __future__ import annotations
@@ -96,8 +98,9 @@ class Lowerer:
                                            "a product, view_as_real")
         if x in self.empty:
             self.unsupported(x, f"an empty tensor {list(self.shape(x))} read by something other than a cat")
-        if x in self.c.dynamic:
-            raise AssertionError(f"{x.name} is read before it is lowered")
+        if x in self.c.dynamic:  # never folded: a constant would hold the traced input's value
+            self.unsupported(x, f"its value depends on {INPUT}, and the op table computes no statement for it; "
+                                "tprules folds only values of weights, buffers and shapes")
         found = self.c.resolve(x)
         if isinstance(found, Weight):
             name = self._weight(found.fqn, x)
@@ -115,6 +118,8 @@ class Lowerer:
         return self.graph.add_value(Value(fqn, self.shape(node), self.dtype(node), "weight", fqn.rsplit(".", 1)[0]))
 
     def _folded(self, n) -> str:
+        if n in self.c.dynamic:
+            self.unsupported(n, f"its value depends on {INPUT}; tprules folds only values of weights, buffers and shapes")
         key = self.c.key(n)
         if key in self.folded_keys:  # the same constant folded already (another layer's copy)
             return self.folded_keys[key]

@@ -1,0 +1,203 @@
+"""`tprules import` checks itself before it writes: the program's reference (runtime/reference.py)
+on a second input, drawn from another seed than the one written to data/, against torch's
+forward on that input. A program specialised to the ids it was traced with, or a wrong
+lowering, is refused in one line naming the first statement whose value differs, its
+module path and ATen op; nothing is written.
+
+Where the first difference lies is found on the traced graph before tensor parallelism
+(graph.py): each statement computed in numpy from the values before it and compared with
+torch's value of the node it lowers (torch.fx's interpreter over the traced program). A
+graph that agrees everywhere while the program does not points at the sharding: then the
+first program statement whose whole value differs from the graph's is named.
+"""
+
+from __future__ import annotations
+
+import operator
+from contextlib import nullcontext
+
+import numpy as np
+
+from .errors import ImportFailed
+from .graph import INPUT, OUTPUT
+
+STATEMENT_TOLERANCE = 1e-3  # a statement's relative error that names it (float32 reassociation stays far below)
+
+
+def second_ids(seed: int, vocab: int, batch: int, seq: int) -> np.ndarray:
+    """The check's input: drawn from a stream other than data/input_ids.npy's (seed `seed`)."""
+    return np.random.default_rng([seed, 1]).integers(0, vocab, size=(batch, seq)).astype(np.int64)
+
+
+def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str]) -> None:
+    """Raise ImportFailed unless the program in `folder` gives torch's logits for `ids`."""
+    import torch
+
+    from ..program.model import RunProgram
+    from ..runtime.compare import errors, tolerance
+    from ..runtime.inputs import program_inputs
+    from ..runtime.reference import reference
+    from ..workspace import Workspace
+
+    prog = RunProgram.from_workspace(Workspace(folder))
+    inputs = program_inputs(prog)
+    for name in input_names:
+        inputs[name] = ids
+    values = reference(prog, inputs)
+    with torch.no_grad():
+        want = _numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits)
+    _, rel = errors(values.get(OUTPUT), want)
+    tol = tolerance(prog, OUTPUT)
+    if rel <= tol:
+        return
+    try:
+        where = _first_difference(src, model, built, ids) or \
+            _first_program_difference(prog, values, src, model, built, ids)
+    finally:
+        _memo.clear()  # the graph's values, shared by the two searches only
+    what = where or f"the output {OUTPUT}"
+    raise ImportFailed(f"{src.architecture}: the imported program differs from torch on a second input "
+                       f"(logits max rel err {rel:.1e} > {tol:g}); first at {what}; nothing written "
+                       "(--no-verify skips this check)", src.where())
+
+
+def _first_difference(src, model, built, ids) -> str | None:
+    """The first statement of the traced graph whose value differs from torch's node."""
+    graph_values, torch_values, nodes_of = _graph_values(model, built, ids)
+    for s in built.graph.stmts:
+        got = graph_values.get(s.writes)
+        for node in nodes_of.get(s.writes, ()):
+            want = torch_values.get(node)
+            if got is None or want is None or tuple(want.shape) != tuple(got.shape):
+                continue
+            if _differs(got, want):
+                return f"statement {s.name} ({s.cls}) of {s.module or '(top)'}: {_op(node)}{_ties(s, graph_values)}"
+    return None
+
+
+def _op(node) -> str:
+    """The node's ATen op; an item of a multi-output op as that op and the item's number."""
+    if node.target is operator.getitem:
+        return f"{node.args[0].target} item {node.args[1]}"
+    return str(node.target)
+
+
+def _ties(s, graph_values) -> str:
+    """For a top-k whose k-th and next largest values are equal: why torch's choice differs."""
+    if s.cls not in ("topk_indices", "topk_values") or s.reads[0] not in graph_values:
+        return ""
+    x = -np.sort(-np.asarray(graph_values[s.reads[0]], np.float64), axis=-1)
+    k = int(s.attr("k", "1"))
+    if k >= x.shape[-1] or not np.any(x[..., k - 1] == x[..., k]):
+        return ""
+    return f" (its operand ties at the top-{k}'s boundary; torch's top-k breaks ties in no documented order)"
+
+
+def _first_program_difference(prog, values, src, model, built, ids) -> str | None:
+    """The first program statement writing a spine tensor (a whole value) that differs from the
+    traced graph's value of the same name."""
+    graph_values, _, _ = _graph_values(model, built, ids)
+    for s in prog.statements:
+        want = graph_values.get(s.writes)
+        tensor = prog.tensors[s.writes]
+        if want is None or tensor.home is not None or tuple(tensor.shape) != tuple(want.shape):
+            continue  # a chip's tensor may be a split or a share of a sum: only the spine's are whole
+        got = values.get(s.writes)
+        if _differs(got, want):
+            return f"statement {s.name} ({s.cls}) of {s.attr('module') or '(top)'}: {s.attr('aten')}"
+    return None
+
+
+_memo: dict = {}
+
+
+def _graph_values(model, built, ids):
+    """(graph value → numpy value, fx node → torch's numpy value, graph value → its fx nodes)."""
+    key = (id(built), ids.tobytes())
+    if key in _memo:
+        return _memo[key]
+    import torch
+
+    from ..runtime.semantics import apply
+
+    c, graph = built.constants, built.graph
+    with built.reduce() if built.reduce is not None else nullcontext():
+        named = dict(model.named_parameters(remove_duplicate=False))
+        named.update(model.named_buffers(remove_duplicate=False))
+        named.update(c.program.constants)
+        torch_values = _node_values(c, named, torch.from_numpy(ids))
+    out: dict[str, np.ndarray] = {}
+    for v in graph.values.values():
+        if v.role == "input":
+            out[v.name] = ids
+        elif v.role == "weight":
+            out[v.name] = _numpy(named[v.name])
+        elif v.role == "folded":
+            node = graph.folded[v.name]
+            value = torch_values.get(node)
+            out[v.name] = value if value is not None else _numpy(c.value(node))
+    for s in graph.stmts:
+        shape, dtype = graph.values[s.writes].shape, graph.values[s.writes].dtype
+        try:
+            value = apply(s.cls, dict(s.attrs), [out[r] for r in s.reads], {}, dtype, shape)
+        except Exception:  # noqa: BLE001 - a statement numpy cannot compute: the rest is unknown
+            break
+        out[s.writes] = np.asarray(value).reshape(shape)
+    nodes_of: dict[str, list] = {}
+    renamed = built.names.get(built.output)  # the value graph.py renamed to the output's name
+    for node, value in built.names.items():
+        nodes_of.setdefault(OUTPUT if value == renamed else value, []).append(node)
+    _memo.clear()
+    _memo[key] = out, torch_values, nodes_of
+    return _memo[key]
+
+
+def _node_values(c, named: dict, ids) -> dict:
+    """Every tensor node's value in torch, the traced program run on `ids`."""
+    import torch
+    import torch.fx
+
+    args = []
+    for spec in c.program.graph_signature.input_specs:
+        if spec.arg.name in c.user_inputs:
+            args.append(ids)
+        elif spec.target is not None:
+            args.append(named[spec.target])
+        else:  # a constant argument (use_cache=False)
+            args.append(getattr(spec.arg, "value", None))
+    found: dict = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            if isinstance(result, torch.Tensor) and not result.is_complex():
+                found[n] = _numpy(result)
+            return result
+
+    with torch.no_grad():
+        Recorder(c.program.graph_module).run(*args)
+    return found
+
+
+def _differs(got, want) -> bool:
+    from ..runtime.compare import errors
+
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype.kind in "iub" or want.dtype.kind in "iub":
+        return bool(np.any(got.astype(np.int64) != want.astype(np.int64)))
+    return errors(got, want)[1] > STATEMENT_TOLERANCE
+
+
+def _numpy(t) -> np.ndarray:
+    """A torch tensor as the program stores it (a boolean as an i8 0 or 1, floats as f32)."""
+    import torch
+
+    a = t.detach().cpu()
+    if a.dtype == torch.bool:
+        return a.to(torch.int8).numpy()
+    if a.is_floating_point():
+        a = a.float()
+    return a.numpy()
+
+
+__all__ = ["INPUT", "second_ids", "verify"]
