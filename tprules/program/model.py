@@ -8,18 +8,15 @@ shape is a clear `file:line` error before anything is computed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import prod
 from pathlib import Path
-
-import numpy as np
 
 from .. import ops
 from ..errors import IllFormed
 from ..ops import Ops
+from .records import Statement, Tensor
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")
 QUANT_FORMATS = ("int8_two_pass",)
-INTEGER = {"i8": np.int8, "i32": np.int32, "i64": np.int64}  # how integer dtypes are stored
 
 # the kinds, as codegen asks for them (tprules/ops)
 MATMUL, BMM = Ops.MATMUL, Ops.BMM
@@ -29,44 +26,6 @@ POINTWISE = ops.ELEMENTWISE  # one output element from the same element of each 
 INDEXED = ops.INDEXED  # read an operand at another index than the one they write
 WINDOW = ops.WINDOW  # a weighted sum over a window of an operand, computed where read (codegen/window.py)
 LAYOUT = ops.LAYOUT - {Ops.TRANSPOSE}  # lowered as index reads (codegen/layout.py); transpose is a stage's flip
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    home: int | None  # the chip that owns it; None for a spine tensor
-
-    @property
-    def size(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def storage(self) -> np.dtype:
-        """How values of this dtype are kept in buffers (f16 and bf16 as rounded f32)."""
-        return np.dtype(INTEGER.get(self.dtype, np.float32))
-
-    @property
-    def buffer_shape(self) -> tuple[int, ...]:
-        return self.shape or (1,)  # a scalar lives in a one-element buffer
-
-
-@dataclass(frozen=True)
-class Statement:
-    name: str
-    cls: str
-    reads: tuple[str, ...]
-    writes: str
-    attrs: tuple[tuple[str, str], ...] = ()
-    fold: bool = False
-    quantized: tuple[tuple[int, str], ...] = ()  # (operand, format) the shim reads quantized
-
-    def attr(self, key: str, default: str | None = None) -> str | None:
-        return dict(self.attrs).get(key, default)
-
-    def quant_format(self, operand: int) -> str | None:
-        return dict(self.quantized).get(operand)
 
 
 @dataclass
