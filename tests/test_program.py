@@ -95,7 +95,11 @@ def assert_index_is_computed_from_the_program(ws: Workspace) -> None:
 
 def assert_plan_is_the_shim_api_plan(ws: Workspace) -> None:
     facts = ws.program.facts
-    g = TensorGraph.from_facts(facts)
+    g = TensorGraph.from_program(ws.tensor_program)
+    assert [(o.name, o.cls, o.reads, o.writes, o.attrs) for o in g.ops] == \
+        [(o.name, o.cls, o.reads, o.writes, o.attrs) for o in TensorGraph.from_facts(facts).ops]
+    assert [(t.name, t.shape, t.dtype) for t in g.tensors] == \
+        [(t.name, t.shape, t.dtype) for t in TensorGraph.from_facts(facts).tensors]
     tp = TensorParallelShim(FactShim(ws.shim, facts, checked=ws.checked), Manifest.from_facts(facts), checked=ws.checked)
     tp.bind(g, ws)
     cost = KernelCost(checked_view(ws), shim_machine(ws.shim))

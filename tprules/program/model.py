@@ -79,6 +79,7 @@ class Program:
         self.tix[tensors[:, 0]] = np.arange(len(tensors), dtype=I64)
         self.dtype = tensors[:, 1]
         ops = columns["op"]
+        self.facts_order = ops[:, 0]  # the statements' symbol ids in op.facts order
         self.cls = np.empty(n, dtype=I64)
         self.cls[self.at[ops[:, 0]]] = ops[:, 1]
         writes = columns["writes"]

@@ -229,6 +229,16 @@ class TensorGraph:
         return g
 
     @classmethod
+    def from_program(cls, prog) -> "TensorGraph":
+        """The graph of a loaded program (program/model.py `Program`), holding the program's
+        own `Statement` and `Tensor` records, added in the order of its op and tensor facts
+        (as `from_facts` adds them): no fact is read again."""
+        g = cls()
+        g._tensors.update(prog.tensors.items())
+        g.add_ops(prog.statement_at(k) for k in prog.at[prog.facts_order].tolist())
+        return g
+
+    @classmethod
     def load(cls, directory: Path | str) -> "TensorGraph":
         """The graph of a program folder's facts (SPEC §2; well-formedness is checked when a shim asks)."""
         from ..program.facts import load_fact_dir
