@@ -119,8 +119,24 @@ class Program:
 
     @cached_property
     def statements(self) -> tuple[Statement, ...]:
-        """Every statement, in program order."""
-        return tuple(self.statement_at(k) for k in range(len(self)))
+        """Every statement, in program order (made at once; those made before are kept)."""
+        text, names, tensors, sig, made = self.text, self.names, self.tensor_names, self.signatures, self._statements
+        owner, key, value = self._attrs
+        keys, values = [text[i] for i in key.tolist()], [text[i] for i in value.tolist()]
+        ends = np.searchsorted(owner, np.arange(len(self) + 1)).tolist()
+        classes = [text[c] for c in self.cls.tolist()]
+        quantized = self._quantized
+        out = []
+        for k, (reads, cls, writes, fold) in enumerate(zip(sig.reads, classes, sig.writes, self.fold.tolist())):
+            found = made.get(k)
+            if found is None:
+                a, b = ends[k], ends[k + 1]
+                q = tuple(sorted((i, f) for (c, i), f in quantized.items() if c == cls and i < len(reads))) \
+                    if quantized else ()
+                found = made[k] = Statement(names[k], cls, tuple(tensors[t] for t in reads), tensors[writes],
+                                            tuple(zip(keys[a:b], values[a:b])), fold, q)
+            out.append(found)
+        return tuple(out)
 
     @cached_property
     def by_name(self) -> dict[str, Statement]:
