@@ -303,7 +303,7 @@ class Program:
         line; checked once (on the signatures first, `shapes_ok`)."""
         if not self._checked:
             if not self.shapes_ok():
-                check_shapes(self.statements, self.facts)  # raises the error, if there is one
+                check_shapes(self, self.facts)  # raises the error, if there is one
             self._checked = True
 
     def shapes_ok(self) -> bool:

@@ -47,11 +47,11 @@ def statement_shape(s: Statement, shapes: list[tuple[int, ...]], out: tuple[int,
     return ops.shape_of(s.cls, dict(s.attrs), shapes, out)
 
 
-def check_shapes(statements, facts) -> None:
-    """Raise the first problem of the tensors (`fact_tensors`) or of the statements, in
-    order, naming its fact's file and line; nothing when all is well."""
+def check_shapes(prog, facts) -> None:
+    """Raise the first problem of the tensors (`fact_tensors`) or of the program's
+    statements, in order, naming its fact's file and line; nothing when all is well."""
     tensors = fact_tensors(facts)
-    for s in statements:
+    for s in prog.statements:
         problem = shape_problem(s, tensors)
         if problem is not None:
             raise IllFormed(problem, facts.where("op", (s.name, s.cls)))
