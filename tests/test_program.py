@@ -134,6 +134,17 @@ def test_one_workspace_builds_its_program_once():
     assert len(prog._statements) <= 1 + len(set(prog.signatures.checked.tolist())) < len(prog)
 
 
+def test_a_pickled_program_keeps_its_places_and_leaves_the_workspace():
+    import pickle
+
+    ws = Workspace(FACTS / "megatron-mlp-tp2")
+    prog = Program.from_workspace(ws)
+    again = pickle.loads(pickle.dumps(prog))  # as a `--ranks` job carries it
+    assert again.places == ws.places() and again._places is None
+    assert again.statements == prog.statements and dict(again.tensors) == dict(prog.tensors)
+    assert b"Workspace" not in pickle.dumps(prog)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_order_written_out_of_order_is_found_on_the_ids(seed, tmp_path):
     folder = tmp_path / "program"

@@ -105,6 +105,12 @@ class Program:
     def __len__(self) -> int:
         return len(self.names)
 
+    def __getstate__(self) -> dict:
+        """Pickled (a `--ranks` job) with its places as they are, not the workspace that found them."""
+        state = dict(self.__dict__)
+        state["places"], state["_places"] = self.places, None
+        return state
+
     @classmethod
     def from_workspace(cls, ws) -> "Program":
         """The workspace's program (`Workspace.tensor_program`, built once), its shapes checked."""
