@@ -109,6 +109,8 @@ class Program:
         """Pickled (a `--ranks` job) with its places as they are, not the workspace that found them."""
         state = dict(self.__dict__)
         state["places"], state["_places"] = self.places, None
+        for name in ("signatures", "operand_table", "_shape_table", "by_name", "writer"):
+            state.pop(name, None)  # found again from the columns when asked
         return state
 
     @classmethod
