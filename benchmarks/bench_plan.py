@@ -53,7 +53,7 @@ class Clock:
 
 def phases(folder: str, shim: str | None) -> None:
     sys.path.insert(0, str(ROOT))
-    from tprules.planner import KernelCost, PlanIndex, checked_view, registry_kinds, rules_asker, shim_machine
+    from tprules.planner import KernelCost, PlanIndex, checked_view, rules_asker, shim_machine
     from tprules.planner.greedy import Greedy
     from tprules.verdicts import place_ids
     from tprules.workspace import Workspace
@@ -61,7 +61,7 @@ def phases(folder: str, shim: str | None) -> None:
     clock = Clock()
     ws = Workspace(folder, shim=shim)
     clock.lap("load + check facts")
-    index = PlanIndex.from_program(ws.program, registry_kinds())
+    index = PlanIndex.of(ws.tensor_program)
     clock.lap("index (data flow, kinds)")
     on = place_ids(ws.places_model, ws.program.facts.symbols)
     places = [on.get(i, "") for i in index.ids.tolist()]

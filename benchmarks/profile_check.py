@@ -40,7 +40,7 @@ PHASES = [
     ("load program", "tprules.workspace", "load_program", 0),
     ("read and encode facts", "tprules.program.load", "load_fact_dir", 1),
     ("well-formedness", "tprules.program.load", "check_wellformed", 1),
-    ("topological order", "tprules.program.load", "topological_order", 1),
+    ("topological order", "tprules.program.load", "topological_ids", 1),
     ("computed inputs (target, topo)", "tprules.datalog.facts.base", "FactBase.extend", 1),
     ("engine set-up", "tprules.workspace", "make_engine", 0),
     ("evaluate", "tprules.datalog.engine.columnar", "ColumnarEngine.evaluate", 0),

@@ -14,9 +14,10 @@ from conftest import ROOT
 
 MODULES = ["tprules.shim.protocol", "tprules.shim.graph", "tprules.shim.manifest", "tprules.shim.base",
            "tprules.shim.tp", "tprules.planner", "tprules.planner.groups",
-           "tprules.planner.index", "tprules.planner.shapes", "tprules.program.view", "tprules",
-           "tprules.program.shimsource", "tprules.datalog.analysis.domains",
-           "tprules.repl.complete", "tprules.ops", "tprules.ops.layout", "tprules.program.axes"]
+           "tprules.planner.index", "tprules.planner.shapes", "tprules.program.view", "tprules.program.model",
+           "tprules.program.records", "tprules", "tprules.program.shimsource",
+           "tprules.datalog.analysis.domains", "tprules.repl.complete", "tprules.ops", "tprules.ops.layout",
+           "tprules.program.axes"]
 
 
 @pytest.mark.parametrize("name", MODULES)

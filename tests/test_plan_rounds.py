@@ -219,11 +219,11 @@ def reference_horizontal(g: Greedy) -> set[int]:
 @pytest.mark.parametrize("siblings", [1, 2, 8])
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_horizontal_proposals_are_each_tensors_reader_groups(example, siblings, monkeypatch):
-    from tprules.planner import PlanIndex, registry_kinds
+    from tprules.planner import PlanIndex
 
     monkeypatch.setattr(greedy, "SIBLINGS_ALL_PAIRS", siblings)
     ws = Workspace(FACTS / example)
-    index = PlanIndex.from_program(ws.program, registry_kinds())
+    index = PlanIndex.of(ws.tensor_program)
     g = Greedy(index, lambda names, owner, statements: [True] * len(names), [""] * len(index))
     for _ in range(3):
         pairs, _ = g.horizontal()

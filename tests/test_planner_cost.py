@@ -18,7 +18,6 @@ from tprules.planner import Stats, plan
 from tprules.planner.cost import KernelCost
 from tprules.planner.plan import Group
 from tprules.program.builder import ProgramBuilder
-from tprules.program.view import ProgramView
 from tprules.runtime import RunProgram
 from tprules.workspace import Workspace
 
@@ -110,7 +109,7 @@ def test_recomputation_is_counted(tmp_path):
 def test_estimates_are_shared_by_groups_of_the_same_shape(tmp_path):
     from conftest import FACTS
 
-    cost = KernelCost(ProgramView(Workspace(FACTS / "llama-layer-tp4").program), "cpu")
+    cost = KernelCost(Workspace(FACTS / "llama-layer-tp4").tensor_program, "cpu")
     same = [cost.seconds([f"gate_{c}", f"up_{c}", f"silu_{c}", f"swiglu_{c}"]) for c in range(4)]
     assert len(set(same)) == 1 and cost.lowered == 1
 

@@ -19,6 +19,7 @@ from .datalog.engine.options import ENGINE_TABLE
 from .datalog.facts.columns import isin
 from .errors import RuleError
 from .program.load import LoadedProgram, check_rule_schema, load_program
+from .program.model import Program
 from .verdicts import Verdict, VerdictTable, judge, places
 
 ENGINES = tuple(ENGINE_TABLE)
@@ -101,6 +102,12 @@ class Workspace:
 
     def places(self) -> dict[str, str]:
         return places(self.places_model)
+
+    @cached_property
+    def tensor_program(self) -> Program:
+        """The program as the planner, the cost model, codegen and the runtime read it: one
+        view of the loaded columns, built once (`Program.from_workspace` checks its shapes)."""
+        return Program(self.program, self.places)
 
     @property
     def places_model(self):

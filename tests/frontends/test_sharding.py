@@ -116,18 +116,18 @@ def test_a_replicated_operand_as_wide_as_a_split_one_is_sliced_per_chip():
     # x @ w.T split on its columns (colwise), plus a replicated bias [1, 8] as wide as the
     # split axis: each chip adds its own block of the bias (a slice, no communication);
     # the module's colwise_gather_output gathers the sum at the boundary.
-    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
 
     g = Graph()
-    g.add_value(Value("x", (2, 4), "f32", "input"))
-    g.add_value(Value("w", (8, 4), "f32", "weight", "lin"))
-    g.add_value(Value("b", (1, 8), "f32", "weight", "other"))
-    g.add_value(Value("m", (2, 8), "f32", "activation", "lin"))
-    g.add_value(Value(OUTPUT, (2, 8), "f32", "activation", "lin"))
-    g.stmts += [Stmt("m", "matmul", ("x", "w"), "m", (("transpose_b", "1"),), "lin", "aten.mm.default"),
-                Stmt("add", "add", ("m", "b"), OUTPUT, (), "lin", "aten.add.Tensor")]
+    g.add_value(Tensor("x", (2, 4), "f32", role="input"))
+    g.add_value(Tensor("w", (8, 4), "f32", role="weight", module="lin"))
+    g.add_value(Tensor("b", (1, 8), "f32", role="weight", module="other"))
+    g.add_value(Tensor("m", (2, 8), "f32", role="activation", module="lin"))
+    g.add_value(Tensor(OUTPUT, (2, 8), "f32", role="activation", module="lin"))
+    g.stmts += [Statement("m", "matmul", ("x", "w"), "m", (("transpose_b", "1"),), module="lin", aten="aten.mm.default"),
+                Statement("add", "add", ("m", "b"), OUTPUT, (), module="lin", aten="aten.add.Tensor")]
     tpp = Sharder(g, 2, "Tiny", lambda path: style("colwise_gather_output") if path == "lin" else None).run(
         {"w": S((plain(0, 2, 8),))})
     facts = tpp.builder.facts
@@ -142,7 +142,7 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     # Qwen4-Exp: the flattened hidden state r is one statement (the lowering shares the same
     # view) for the rowwise_split_input linear `a` and its unplanned sibling `b`. Inside `a`
     # each chip reads its slice of r; `b` reads r whole, the view computed again on the spine.
-    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
     from tprules.runtime import RunProgram
@@ -151,16 +151,16 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     from tprules.workspace import Workspace
 
     g = Graph()
-    g.add_value(Value("x", (1, 2, 8), "f32", "input"))
-    g.add_value(Value("wa", (3, 8), "f32", "weight", "a"))
-    g.add_value(Value("wb", (3, 8), "f32", "weight", "b"))
+    g.add_value(Tensor("x", (1, 2, 8), "f32", role="input"))
+    g.add_value(Tensor("wa", (3, 8), "f32", role="weight", module="a"))
+    g.add_value(Tensor("wb", (3, 8), "f32", role="weight", module="b"))
     for name, shape, module in (("r", (2, 8), "a"), ("ya", (2, 3), "a"), ("yb", (2, 3), "b"), (OUTPUT, (2, 3), "")):
-        g.add_value(Value(name, shape, "f32", "activation", module))
+        g.add_value(Tensor(name, shape, "f32", role="activation", module=module))
     mm = (("transpose_b", "1"),)
-    g.stmts += [Stmt("r", "reshape", ("x",), "r", (), "a", "aten.view.default"),
-                Stmt("ma", "matmul", ("r", "wa"), "ya", mm, "a", "aten.mm.default"),
-                Stmt("mb", "matmul", ("r", "wb"), "yb", mm, "b", "aten.mm.default"),
-                Stmt("add", "add", ("ya", "yb"), OUTPUT, (), "", "aten.add.Tensor")]
+    g.stmts += [Statement("r", "reshape", ("x",), "r", (), module="a", aten="aten.view.default"),
+                Statement("ma", "matmul", ("r", "wa"), "ya", mm, module="a", aten="aten.mm.default"),
+                Statement("mb", "matmul", ("r", "wb"), "yb", mm, module="b", aten="aten.mm.default"),
+                Statement("add", "add", ("ya", "yb"), OUTPUT, (), module="", aten="aten.add.Tensor")]
     tpp = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None).run(
         {"wa": S((plain(1, 2, 8),))})
     b = tpp.builder
@@ -178,21 +178,22 @@ def test_a_write_of_a_replicated_key_beside_split_heads_reads_each_chip_s_block(
     # MLA's key (deepseek_v2): the heads' own keys, split by head, and the one rotary key
     # expanded over every head (replicated), written side by side (a cat on the last axis):
     # each chip writes its heads' block of the rotary key (a slice, no communication).
-    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
 
     g = Graph()
-    g.add_value(Value("x", (4, 8), "f32", "input"))
-    g.add_value(Value("w", (16, 8), "f32", "weight", "attn.kv_b_proj"))
-    g.add_value(Value("rot", (1, 4, 4, 2), "f32", "weight", "attn"))
+    g.add_value(Tensor("x", (4, 8), "f32", role="input"))
+    g.add_value(Tensor("w", (16, 8), "f32", role="weight", module="attn.kv_b_proj"))
+    g.add_value(Tensor("rot", (1, 4, 4, 2), "f32", role="weight", module="attn"))
     for name, shape in (("kv", (4, 16)), ("k", (1, 4, 4, 4)), ("h", (1, 4, 4, 6))):
-        g.add_value(Value(name, shape, "f32", "activation", "attn"))
-    g.add_value(Value(OUTPUT, (1, 4, 4, 6), "f32", "activation", "attn"))
-    g.stmts += [Stmt("kv", "matmul", ("x", "w"), "kv", (("transpose_b", "1"),), "attn.kv_b_proj", "aten.mm.default"),
-                Stmt("k", "reshape", ("kv",), "k", (), "attn", "aten.view.default"),
-                Stmt("h", "cat", ("k", "rot"), "h", (("axis", "3"),), "attn", "aten.slice_scatter.default"),
-                Stmt("out", "scale", ("h",), OUTPUT, (("factor", "2.0"),), "attn", "aten.mul.Tensor")]
+        g.add_value(Tensor(name, shape, "f32", role="activation", module="attn"))
+    g.add_value(Tensor(OUTPUT, (1, 4, 4, 6), "f32", role="activation", module="attn"))
+    g.stmts += [Statement("kv", "matmul", ("x", "w"), "kv", (("transpose_b", "1"),), module="attn.kv_b_proj",
+                          aten="aten.mm.default"),
+                Statement("k", "reshape", ("kv",), "k", (), module="attn", aten="aten.view.default"),
+                Statement("h", "cat", ("k", "rot"), "h", (("axis", "3"),), module="attn", aten="aten.slice_scatter.default"),
+                Statement("out", "scale", ("h",), OUTPUT, (("factor", "2.0"),), module="attn", aten="aten.mul.Tensor")]
     styles = {"attn.kv_b_proj": "colwise", "attn": "colwise_gather_output"}
     tpp = Sharder(g, 2, "Tiny", lambda path: style(styles[path]) if path in styles else None).run(
         {"w": S((plain(0, 2, 16),))})
@@ -208,23 +209,23 @@ def test_a_view_shared_with_a_split_input_module_is_whole_again_outside_it():
     # qwen4_exp's hyper-connection: one view of the normed input feeds both a rowwise_split_input
     # projection (so the view is each chip's slice) and a sibling projection outside that
     # module, which needs the whole view: it is computed again on the spine from the input.
-    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
 
     g = Graph()
-    g.add_value(Value("x", (1, 4, 8), "f32", "input"))
-    g.add_value(Value("wd", (6, 8), "f32", "weight", "hc.down"))
-    g.add_value(Value("wi", (2, 8), "f32", "weight", "hc.inject"))
+    g.add_value(Tensor("x", (1, 4, 8), "f32", role="input"))
+    g.add_value(Tensor("wd", (6, 8), "f32", role="weight", module="hc.down"))
+    g.add_value(Tensor("wi", (2, 8), "f32", role="weight", module="hc.inject"))
     for name, shape, module in (("h", (1, 4, 8), "hc"), ("v", (4, 8), "hc.down"), ("d", (4, 6), "hc.down"),
                                 ("i", (4, 2), "hc.inject")):
-        g.add_value(Value(name, shape, "f32", "activation", module))
-    g.add_value(Value(OUTPUT, (4, 6), "f32", "activation", "hc"))
-    g.stmts += [Stmt("h", "tanh", ("x",), "h", (), "hc", "aten.tanh.default"),
-                Stmt("v", "reshape", ("h",), "v", (), "hc.down", "aten.view.default"),
-                Stmt("d", "matmul", ("v", "wd"), "d", (("transpose_b", "1"),), "hc.down", "aten.mm.default"),
-                Stmt("i", "matmul", ("v", "wi"), "i", (("transpose_b", "1"),), "hc.inject", "aten.mm.default"),
-                Stmt("out", "add", ("d", "i"), OUTPUT, (), "hc", "aten.add.Tensor")]
+        g.add_value(Tensor(name, shape, "f32", role="activation", module=module))
+    g.add_value(Tensor(OUTPUT, (4, 6), "f32", role="activation", module="hc"))
+    g.stmts += [Statement("h", "tanh", ("x",), "h", (), module="hc", aten="aten.tanh.default"),
+                Statement("v", "reshape", ("h",), "v", (), module="hc.down", aten="aten.view.default"),
+                Statement("d", "matmul", ("v", "wd"), "d", (("transpose_b", "1"),), module="hc.down", aten="aten.mm.default"),
+                Statement("i", "matmul", ("v", "wi"), "i", (("transpose_b", "1"),), module="hc.inject", aten="aten.mm.default"),
+                Statement("out", "add", ("d", "i"), OUTPUT, (), module="hc", aten="aten.add.Tensor")]
     styles = {"hc.down": "rowwise_split_input"}
     tpp = Sharder(g, 2, "Tiny", lambda path: style(styles[path]) if path in styles else None).run(
         {"wd": S((plain(1, 2, 8),))})
@@ -238,7 +239,7 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     # moe_identity_expert (LongCat-Flash's zero-computation experts): the expert passes its
     # replicated input through; each chip takes 1 / N of it (a partial), so that the fold
     # that sums the experts' partial outputs counts the identity expert once, not N times.
-    from tprules.frontends.graph import OUTPUT, Graph, Stmt, Value
+    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
     from tprules.runtime import RunProgram
@@ -247,11 +248,11 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     from tprules.workspace import Workspace
 
     g = Graph()
-    g.add_value(Value("x", (2, 4), "f32", "input"))
-    g.add_value(Value("y", (2, 4), "f32", "activation", "moe.identity"))
-    g.add_value(Value(OUTPUT, (2, 4), "f32", "activation", ""))
-    g.stmts += [Stmt("pass", "scale", ("x",), "y", (("factor", "1.0"),), "moe.identity", "aten.mul.Tensor"),
-                Stmt("out", "add", ("y", "x"), OUTPUT, (), "", "aten.add.Tensor")]
+    g.add_value(Tensor("x", (2, 4), "f32", role="input"))
+    g.add_value(Tensor("y", (2, 4), "f32", role="activation", module="moe.identity"))
+    g.add_value(Tensor(OUTPUT, (2, 4), "f32", role="activation", module=""))
+    g.stmts += [Statement("pass", "scale", ("x",), "y", (("factor", "1.0"),), module="moe.identity", aten="aten.mul.Tensor"),
+                Statement("out", "add", ("y", "x"), OUTPUT, (), module="", aten="aten.add.Tensor")]
     tpp = Sharder(g, 2, "Tiny", lambda path: style("moe_identity_expert") if path == "moe.identity" else None).run({})
     b = tpp.builder
     assert {("share_x@0", "scale"), ("share_x@1", "scale")} <= set(b.facts["op"])

@@ -112,7 +112,7 @@ class _Built:
     tensors: int
     folds: int
     folded: list[str]
-    inputs: list  # (full name, reduced Value, placement, weight renamer)
+    inputs: list  # (full name, reduced Tensor, placement, weight renamer)
     constants: object
     graph: object
     kinds: int | None = None

@@ -12,7 +12,7 @@ from .aten import op_table
 from .aten_table import DTYPES, OpTable
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
-from .graph import INPUT, OUTPUT, Graph, Stmt, Value
+from .graph import INPUT, OUTPUT, Graph, Statement, Tensor
 
 
 class Lowerer:
@@ -40,7 +40,7 @@ class Lowerer:
             if n.op == "placeholder" and n in self.c.dynamic:
                 if len(self.c.user_inputs) != 1:
                     raise ImportFailed(f"{self.arch}: the forward takes {len(self.c.user_inputs)} inputs; expected input_ids")
-                self.names[n] = self.graph.add_value(Value(INPUT, self.shape(n), self.dtype(n), "input"))
+                self.names[n] = self.graph.add_value(Tensor(INPUT, self.shape(n), self.dtype(n), role="input"))
             elif n.op == "call_function" and n in self.c.dynamic:
                 self.module = _module(n) or self.module
                 if n.target in self.table.skip:
@@ -115,7 +115,7 @@ class Lowerer:
         node = n
         while node.op != "placeholder":  # the weight's own shape, through the identity ops
             node = node.args[0]
-        return self.graph.add_value(Value(fqn, self.shape(node), self.dtype(node), "weight", fqn.rsplit(".", 1)[0]))
+        return self.graph.add_value(Tensor(fqn, self.shape(node), self.dtype(node), role="weight", module=fqn.rsplit(".", 1)[0]))
 
     def _folded(self, n) -> str:
         if n in self.c.dynamic:
@@ -125,7 +125,7 @@ class Lowerer:
             return self.folded_keys[key]
         self.graph.folded[n.name] = n
         self.folded_keys[key] = n.name
-        return self.graph.add_value(Value(n.name, self.shape(n), self.dtype(n), "folded", _module(n)))
+        return self.graph.add_value(Tensor(n.name, self.shape(n), self.dtype(n), role="folded", module=_module(n)))
 
     def emit(self, n, cls: str, operands: list, value_of=None, **attrs) -> None:
         if cls not in ops.CLASSES:  # the op table names classes; the registry (tprules/ops) defines them
@@ -138,9 +138,9 @@ class Lowerer:
         if key in self.computed:  # the same statement again (q, k and v each view the hidden state)
             self.names[n] = self.computed[key]
             return
-        name = self.graph.add_value(Value(n.name, shape, dtype, "activation", self.module))
+        name = self.graph.add_value(Tensor(n.name, shape, dtype, role="activation", module=self.module))
         self.names[n] = self.computed[key] = name
-        self.graph.stmts.append(Stmt(n.name, cls, reads, name, pairs, self.module, str(n.target)))
+        self.graph.stmts.append(Statement(n.name, cls, reads, name, pairs, module=self.module, aten=str(n.target)))
 
     def part(self, n, tag: str, cls: str, operands: list, shape, dtype: str | None = None, **attrs) -> str:
         """A statement of a lowering that writes `n` in several (its value named `n__tag`):
@@ -166,14 +166,15 @@ class Lowerer:
             self.c._values[node] = value
             self.graph.folded[node.name] = node
             self.folded_keys[key] = node.name
-            self.graph.add_value(Value(node.name, tuple(value.shape), dtype, "folded", self.module))
+            self.graph.add_value(Tensor(node.name, tuple(value.shape), dtype, role="folded", module=self.module))
         return self.folded_keys[key]
     def extra(self, n, suffix: str, cls: str, operands: list, shape, **attrs) -> str:
         """A statement of its own for part of node `n` (a slice of a sum over an axis); its value."""
         reads = tuple(self.value(x) for x in operands)
-        name = self.graph.add_value(Value(f"{n.name}_{suffix}", tuple(shape), self.dtype(n), "activation", self.module))
+        name = self.graph.add_value(Tensor(f"{n.name}_{suffix}", tuple(shape), self.dtype(n), role="activation",
+                                           module=self.module))
         pairs = tuple((k, str(v)) for k, v in attrs.items())
-        self.graph.stmts.append(Stmt(name, cls, reads, name, pairs, self.module, str(n.target)))
+        self.graph.stmts.append(Statement(name, cls, reads, name, pairs, module=self.module, aten=str(n.target)))
         return name
 
     def dtype_of(self, n, meta) -> str:
@@ -194,9 +195,10 @@ class Lowerer:
         if writer is None:
             raise ImportFailed(f"{self.arch}: the logits are not computed by any statement")
         old = g.values.pop(value)
-        g.values[OUTPUT] = Value(OUTPUT, old.shape, old.dtype, old.role, old.module)
-        g.stmts = [Stmt(s.name, s.cls, tuple(OUTPUT if r == value else r for r in s.reads),
-                        OUTPUT if s.writes == value else s.writes, s.attrs, s.module, s.aten) for s in g.stmts]
+        g.values[OUTPUT] = Tensor(OUTPUT, old.shape, old.dtype, role=old.role, module=old.module)
+        g.stmts = [Statement(s.name, s.cls, tuple(OUTPUT if r == value else r for r in s.reads),
+                             OUTPUT if s.writes == value else s.writes, s.attrs, module=s.module, aten=s.aten)
+                   for s in g.stmts]
 
 
 class _Meta:

@@ -21,7 +21,7 @@ from functools import cached_property
 from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
-from .graph import OUTPUT, Graph, Stmt, Value
+from .graph import OUTPUT, Graph, Statement, Tensor
 from .hf import plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
 from .sharding import (
@@ -46,7 +46,7 @@ class Heads:
 class TPProgram:
     builder: ProgramBuilder
     placement: dict[str, Placement]  # whole value → placement
-    inputs: list[Value] = field(default_factory=list)
+    inputs: list[Tensor] = field(default_factory=list)
 
     def local_names(self, value: str, tp: int) -> list[tuple[str, int | None]]:
         """(tensor, chip) of each copy of a whole value: one spine tensor, or one per chip."""
@@ -77,7 +77,7 @@ def check_heads(source, heads: Heads, tp: int) -> None:
                           "chips nor replicate evenly on them")
 
 
-def weight_placement(arch: str, value: Value, style: Style | None, tp: int, heads: Heads) -> Placement:
+def weight_placement(arch: str, value: Tensor, style: Style | None, tp: int, heads: Heads) -> Placement:
     """Where a weight lives under its plan style (styles.py says what each kind means)."""
     kind = style.weight if style is not None else None
     if kind in (None, "replicate") or tp == 1:
@@ -149,14 +149,14 @@ class Sharder:
                                "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
         return TPProgram(self.b, self.place, self.g.inputs)
 
-    def _derived(self, name: str, like: Value, module: str, placement: Placement) -> None:
+    def _derived(self, name: str, like: Tensor, module: str, placement: Placement) -> None:
         """A value the sharding adds (a slice, share, block or whole twin of `like`): its
         shape and dtype, placed and declared on its chips or the spine."""
-        self.g.values[name] = Value(name, like.shape, like.dtype, "activation", module)
+        self.g.values[name] = Tensor(name, like.shape, like.dtype, role="activation", module=module)
         self.place[name] = placement
         self._declare(self.g.values[name])
 
-    def _declare(self, v: Value) -> None:
+    def _declare(self, v: Tensor) -> None:
         p = self.place[v.name]
         shape = local_shape(p, v.shape, self.tp)
         if isinstance(p, Replicate):
@@ -278,7 +278,7 @@ class Sharder:
         return twin
 
     @cached_property
-    def writers(self) -> dict[str, Stmt]:
+    def writers(self) -> dict[str, Statement]:
         return {st.writes: st for st in self.g.stmts}
 
     def _share(self, value: str, module: str, s: Style) -> str:
@@ -346,7 +346,7 @@ class Sharder:
 
     # -- statements -------------------------------------------------------------------
 
-    def _statement(self, st: Stmt) -> None:
+    def _statement(self, st: Statement) -> None:
         module = st.module or ""
         for r in st.reads:
             self._leaving(r, module)
@@ -385,7 +385,7 @@ class Sharder:
             mine = attrs if k is None or local is None else {**attrs, **local(k)}
             self.b.stmt(name, st.cls, [self._local(r, k) for r in reads], self._local(st.writes, k), **mine)
 
-    def _embedding(self, st: Stmt, reads: list[str], out) -> Placement | None:
+    def _embedding(self, st: Statement, reads: list[str], out) -> Placement | None:
         """A split table the plan made vocabulary-parallel (a partial: zeros outside each chip's
         rows) or hidden-parallel (split on the last axis); None for the table rule."""
         table, ids = reads

@@ -40,12 +40,12 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
 
     The questions are those a `TensorParallelShim` over the workspace's `FactShim` answers
     (tprules.shim: the TP rules and the base rules in one evaluation), asked of the
-    workspace directly, and the program is read from its columns (`PlanIndex`,
-    `ProgramView`): no graph of Python objects is built. `plan_graph` plans any
-    `TensorGraph` for any shim.
+    workspace directly, and the program is the workspace's one `Program` (program/model.py),
+    read as arrays (`PlanIndex.of`): no graph of Python objects is built. `plan_graph` plans
+    any `TensorGraph` for any shim.
     """
-    program = workspace.program
-    index = PlanIndex.from_program(program, registry_kinds())
+    program = workspace.tensor_program
+    index = PlanIndex.of(program)
     from ..verdicts import place_ids
 
     on = place_ids(workspace.places_model, program.facts.symbols)
@@ -83,18 +83,14 @@ def rules_asker(workspace, index: PlanIndex):
 def checked_view(workspace):
     """The workspace's program as the cost model reads it, its shapes checked (SPEC §4): a
     bad shape is the error `run` gives, naming the first bad statement's file and line."""
-    from ..program.view import ProgramView
+    from ..program.model import Program
 
-    view = ProgramView(workspace.program)
-    if not view.shapes_ok():
-        from ..program.model import RunProgram
-
-        RunProgram.from_workspace(workspace)  # raises the error
-    return view
+    return Program.from_workspace(workspace)
 
 
 def registry_kinds() -> dict[str, str]:
-    """class → kind (SPEC §4), from the shim library's class registry."""
+    """class → kind (SPEC §4), from the shim library's class registry on disk (what
+    `plan_graph` asks by default; `plan` reads the registry loaded with the program)."""
     from ..shim.base import library_facts
 
     return {cls: kind for cls, kind, _ in library_facts()["registry"]}

@@ -30,7 +30,7 @@ TIE = 1e-9  # estimates this close are equal (the sums round differently); a tie
 class KernelCost:
     """Estimated seconds of a group of statements as one kernel on `machine`.
 
-    `view` is a program/view.py `ProgramView`: statements are its positions, and what a
+    `view` is the program (program/model.py `Program`): statements are its positions, and what a
     group's kernel depends on is read off its signatures; the statements of a group are
     made into objects only to lower the first group of each shape.
     """

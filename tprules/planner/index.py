@@ -6,9 +6,9 @@ the data flow, whether each statement is a matmul or elementwise, the statement 
 propose first (`first_src` → `first_dst`: a matmul's elementwise epilogue, also through views
 of its result, and attention's chain; see `priority_pairs`), and the tensors two or more
 statements read (horizontal fusion). A
-`PlanIndex` is built straight from a loaded program's encoded columns
-(`from_program`: no Python object per statement), or from any `TensorGraph`
-(`from_graph`, for a compiler's own shim).
+`PlanIndex` is computed from the program's own arrays (`of`: program/model.py `Program`,
+no Python object per statement), or from any `TensorGraph` (`from_graph`, for a
+compiler's own shim).
 
 >>> from tprules.shim import TensorGraph
 >>> ix = PlanIndex.from_graph(TensorGraph.load("facts/megatron-mlp-tp2"), {"matmul": "matmul"})
@@ -52,21 +52,17 @@ class PlanIndex:
         return {o: k for k, o in enumerate(self.names)}
 
     @classmethod
-    def from_program(cls, loaded, kinds: dict[str, str]) -> "PlanIndex":
-        """From a `LoadedProgram`'s columns (SPEC §2 `op`, `reads`, `writes`) and its order."""
-        columns = loaded.columns
-        symbols = columns.symbols
-        names = list(loaded.order)
-        order = loaded.order_ids
-        at = np.full(len(symbols.names), -1, dtype=I64)  # symbol id → statement
-        at[order] = np.arange(len(names), dtype=I64)
-        ops, reads, writes = columns["op"], columns["reads"], columns["writes"]
-        cls_of = np.empty(len(names), dtype=I64)
-        cls_of[at[ops[:, 0]]] = ops[:, 1]
-        writer = np.full(len(symbols.names), -1, dtype=I64)  # tensor id → its writer
-        writer[writes[:, 1]] = at[writes[:, 0]]
-        reader, tensor = at[reads[:, 0]], reads[:, 2]
-        return cls._build(names, cls_of, symbols.names, kinds, writer[tensor], reader, tensor, order)
+    def of(cls, program) -> "PlanIndex":
+        """From the arrays of a `Program` (program/model.py: each statement's class, what it
+        reads and writes) and the class registry loaded with it: no Python object per statement."""
+        tensor_ids = program.tensor_ids  # tensor index → symbol id
+        n = len(program)
+        writer = np.full(len(program.text), -1, dtype=I64)  # tensor symbol id → its writer
+        writer[tensor_ids[program.out]] = np.arange(n, dtype=I64)
+        reader, read = program.read_rows
+        tensor = tensor_ids[read]
+        return cls._build(program.names, program.cls, program.text, program.kinds, writer[tensor], reader, tensor,
+                          program.loaded.order_ids)
 
     @classmethod
     def from_graph(cls, g, kinds: dict[str, str]) -> "PlanIndex":

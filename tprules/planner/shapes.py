@@ -14,8 +14,7 @@ only: two groups have equal sequences exactly when `_shape_key` gives them equal
 the bytes of the sequence can stand for that key.
 
 >>> from tprules.workspace import Workspace
->>> from tprules.program.view import ProgramView
->>> view = ProgramView(Workspace("facts/megatron-mlp-tp2").program)
+>>> view = Workspace("facts/megatron-mlp-tp2").tensor_program
 >>> at = [view.position[o] for o in ("mm1_0", "gelu_0", "mm1_1", "gelu_1", "mm1_0", "mm2_0")]
 >>> keys = shape_keys(view, np.array([0, 0, 1, 1, 2, 2]), np.array(at))
 >>> keys[0] == keys[1], keys[0] == keys[2]  # each chip's matmul and GELU, and a matmul with a later one

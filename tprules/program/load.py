@@ -15,7 +15,7 @@ from ..datalog.facts.columns import Columns, Symbols
 from ..datalog.lang.ast import Pos
 from ..errors import FactError, RuleError, UsageError
 from ..paths import display_path
-from .order import topological_order
+from .order import topological_ids
 from .schema import COMPUTED, PROGRAM, SHIM, SPEC
 from .shimsource import LIBRARY, shadow
 from .wellformed import check_wellformed
@@ -29,10 +29,15 @@ class LoadedProgram:
     display: str
     facts: FactBase
     shim: str
-    order: list[str]  # statements in topological order, program order first
+    order_ids: np.ndarray  # statements in topological order, program order first, as the facts' symbol ids
     columns: Columns | None = None  # the SPEC relations encoded, shared with the fast engine
     shim_sources: dict[str, str] | None = None  # shim → "program" | "library" | "graph" (shimsource.py)
-    order_ids: np.ndarray | None = None  # `order` in the facts' symbol ids
+
+    @cached_property
+    def order(self) -> list[str]:
+        """The statements in topological order, by name."""
+        names = self.facts.symbols.names
+        return [names[i] for i in self.order_ids.tolist()]
 
     @property
     def shim_source(self) -> str:
@@ -125,12 +130,11 @@ def prepare_program(facts: FactBase, own_shims: set[tuple], shim: str | None, di
     columns = Columns(facts, {rel: r.types for rel, r in SPEC.items()})
     check_wellformed(facts, program=display, columns=columns, shadowed=shadowed)
     chosen = choose_shim(facts, own_shims, shim)
-    order = topological_order(facts, columns)
+    ids = topological_ids(facts, columns)
     facts.extend("target", [(chosen,)], types=COMPUTED["target"].types)
-    ids = facts.symbols.encode(order, len(order))
-    topo = np.stack([ids, np.arange(len(order), dtype=ids.dtype)], axis=1)
+    topo = np.stack([ids, np.arange(len(ids), dtype=ids.dtype)], axis=1)
     facts.append("topo", topo.astype(np.int32) if len(facts.symbols.names) <= np.iinfo(np.int32).max else topo,
                   types=COMPUTED["topo"].types)  # int32 as the facts read (datalog/facts/scan.py)
     for rel, tuples in (computed or {}).items():
         facts.extend(rel, tuples, types=COMPUTED[rel].types if rel in COMPUTED else None)
-    return LoadedProgram(directory, display, facts, chosen, order, columns, shim_sources, ids)
+    return LoadedProgram(directory, display, facts, chosen, ids, columns, shim_sources)

@@ -40,6 +40,44 @@ def _in_order(columns, statements: np.ndarray) -> bool:
     return bool(np.all(rank[producer[made]] < rank[reads[made, 0]]))
 
 
+def topological_ids(facts: FactBase, columns) -> np.ndarray:
+    """`topological_order` in the facts' symbol ids, found on the encoded columns: a program
+    written in order is its `op` column as it stands; any other is ordered by Kahn's
+    algorithm over statement indices (a cycle raises as `topological_order` does)."""
+    ids = columns["op"][:, 0]
+    if _in_order(columns, ids):
+        return ids
+    size = len(columns.symbols.names)
+    n = len(ids)
+    at = np.full(size, -1, dtype=np.int64)  # symbol id → statement index in op.facts order
+    at[ids] = np.arange(n)
+    writes, reads = columns["writes"], columns["reads"]
+    writer = np.full(size, -1, dtype=np.int64)
+    writer[writes[:, 1]] = at[writes[:, 0]]
+    producer, reader = writer[reads[:, 2]], at[reads[:, 0]]
+    made = producer >= 0
+    flow = np.unique(producer[made] * max(n, 1) + reader[made])
+    src, dst = (flow // max(n, 1)).tolist(), (flow % max(n, 1)).tolist()
+    succ: dict[int, list[int]] = defaultdict(list)
+    indegree = [0] * n
+    for a, b in zip(src, dst):
+        succ[a].append(b)
+        indegree[b] += 1
+    ready = [k for k in range(n) if indegree[k] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for nxt in succ.get(k, ()):
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                heapq.heappush(ready, nxt)
+    if len(order) < n:
+        topological_order(facts)  # raises the error that names a cycle
+    return ids[np.array(order, dtype=np.int64)]
+
+
 def topological_order(facts: FactBase, columns=None) -> list[str]:
     """Every statement, producers before consumers, ties in program (op.facts) order.
     `columns` are the facts encoded: a program written in order is recognised on them."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen.ir import Kernel
-from ..program.model import INTEGER
+from ..program.records import INTEGER
 
 QUANT_SCALE = "scale"  # the role of a quantized read's scale: its max starts at zero
 

@@ -1,4 +1,5 @@
-"""The program as a compiler holds it: tensors, statements (`Op`) and fused ops over a networkx graph.
+"""The program as a compiler holds it: tensors, statements (`Op`, the program's `Statement`) and fused
+ops over a networkx graph.
 
 >>> g = TensorGraph()
 >>> for t in ("x", "w", "h", "a"):
@@ -17,30 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..program.records import Statement, Tensor
 
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Op:
-    """One statement: `writes = cls(*reads)` with its parameters (SPEC §2 `op`, `reads`, `writes`, `attr`)."""
-
-    name: str
-    cls: str
-    reads: tuple[str, ...]
-    writes: str
-    attrs: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def statements(self) -> tuple[str, ...]:
-        return (self.name,)
-
-    def attr(self, key: str, default: str | None = None) -> str | None:
-        return next((v for k, v in self.attrs if k == key), default)
+Op = Statement  # a statement, as the Shim API names it: the program's own record (program/records.py)
 
 
 @dataclass(frozen=True)
@@ -91,7 +71,7 @@ class TensorGraph:
     def add_tensor(self, name: str, dtype: str = "f32", shape: Iterable[int] = ()) -> Tensor:
         if name in self._tensors:
             raise ValueError(f"tensor {name} declared twice")
-        tensor = Tensor(name, dtype, tuple(int(s) for s in shape))
+        tensor = Tensor(name, tuple(int(s) for s in shape), dtype)
         self._tensors[name] = tensor
         self.version += 1
         return tensor
@@ -233,7 +213,7 @@ class TensorGraph:
             if t in tensors:
                 raise ValueError(f"tensor {t} declared twice")
             dims = shapes.get(t, {})
-            tensors[t] = Tensor(t, dtype, tuple(dims[a] for a in sorted(dims)))
+            tensors[t] = Tensor(t, tuple(dims[a] for a in sorted(dims)), dtype)
         operands: dict[str, dict[int, str]] = {}
         for o, i, t in facts.tuples("reads"):
             operands.setdefault(o, {})[i] = t
@@ -246,6 +226,16 @@ class TensorGraph:
             reads = operands.get(o, {})
             ops.append(Op(o, cls_, tuple(reads[i] for i in sorted(reads)), output[o], tuple(attrs.get(o, ()))))
         g.add_ops(ops)
+        return g
+
+    @classmethod
+    def from_program(cls, prog) -> "TensorGraph":
+        """The graph of a loaded program (program/model.py `Program`), holding the program's
+        own `Statement` and `Tensor` records, added in the order of its op and tensor facts
+        (as `from_facts` adds them): no fact is read again."""
+        g = cls()
+        g._tensors.update(prog.tensors.items())
+        g.add_ops(prog.statement_at(k) for k in prog.at[prog.facts_order].tolist())
         return g
 
     @classmethod

@@ -1,0 +1,190 @@
+"""The one loaded program (program/model.py `Program`): the objects it makes when asked
+say what the facts say, the planner's index is computed from it, one workspace builds it
+once, and plans through it are the Shim API's plans, on every example and on random programs."""
+
+from __future__ import annotations
+
+import random
+import shutil
+
+import pytest
+from conftest import FACTS
+from hypothesis import HealthCheck, given, settings
+from strategies import tp_programs
+
+from tprules.planner import KernelCost, checked_view, plan, plan_graph, registry_kinds, shim_machine
+from tprules.planner.index import PlanIndex
+from tprules.program.model import Program
+from tprules.program.order import topological_order
+from tprules.program.shapes import fact_tensors
+from tprules.program.view import PROVENANCE
+from tprules.shim import FactShim, Manifest, TensorGraph, TensorParallelShim
+from tprules.workspace import Workspace
+
+EXAMPLES = sorted(p.name for p in FACTS.iterdir() if p.is_dir() and (p / "op.facts").exists())
+SHIMS = ("cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32")
+RANDOM = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def same_partition(ids: list[int], values: list) -> bool:
+    """Equal ids exactly for equal values."""
+    return len(set(ids)) == len(set(values)) == len(set(zip(ids, values)))
+
+
+def from_facts(ws: Workspace) -> tuple[list[tuple], dict]:
+    """Each statement as a tuple read straight off the fact tuples, in topological order,
+    and each tensor (what the program's objects must say)."""
+    facts = ws.program.facts
+    operands: dict[str, dict[int, str]] = {}
+    for o, i, t in facts.tuples("reads"):
+        operands.setdefault(o, {})[i] = t
+    writes, class_of = dict(facts.tuples("writes")), dict(facts.tuples("op"))
+    attrs: dict[str, list] = {}
+    for o, key, value in facts.ordered("attr"):
+        attrs.setdefault(o, []).append((key, value))
+    folds = {o for o, _ in facts.tuples("fold")}
+    quantized = {(c, i): f for s, c, i, f in facts.tuples("quantized") if s == ws.shim}
+    out = []
+    for o in topological_order(facts):
+        reads = tuple(t for _, t in sorted(operands.get(o, {}).items()))
+        q = tuple(sorted((i, f) for (c, i), f in quantized.items() if c == class_of[o] and i < len(reads)))
+        out.append((o, class_of[o], reads, writes[o], tuple(attrs.get(o, ())), o in folds, q))
+    return out, fact_tensors(facts)
+
+
+def assert_program_says_what_the_facts_say(ws: Workspace) -> None:
+    prog = Program.from_workspace(ws)
+    statements, tensors = from_facts(ws)
+    assert prog.names == [s[0] for s in statements]
+    assert [(s.name, s.cls, s.reads, s.writes, s.attrs, s.fold, s.quantized) for s in prog.statements] == statements
+    assert [prog.statement(s[0]) for s in statements] == list(prog.statements)
+    assert dict(prog.position) == {s[0]: k for k, s in enumerate(statements)}
+    assert dict(prog.tensors) == tensors and list(prog.tensors) == list(tensors)
+    readers: dict[str, list[str]] = {}
+    for s in statements:
+        for t in dict.fromkeys(s[2]):
+            readers.setdefault(t, []).append(s[0])
+    assert dict(prog.readers) == {t: tuple(r) for t, r in readers.items()}
+    assert dict(prog.writer) == {s[3]: s[0] for s in statements}
+    assert prog.places == ws.places()
+    assert prog.where[statements[0][0]] == ws.program.facts.where("op", statements[0][:2])
+    sig = prog.signatures
+    listed = [prog.tensors[t] for t in prog.tensor_names]
+    assert same_partition(sig.tensor, [(t.shape, t.dtype) for t in listed])
+    assert same_partition(sig.statement, [
+        (s.cls, tuple(a for a in s.attrs if a[0] not in PROVENANCE), s.quantized, s.fold, len(s.reads),
+         prog.tensors[s.writes].shape, prog.tensors[s.writes].dtype) for s in prog.statements])
+    assert same_partition(sig.alone, [(sig.statement[k], tuple((list(dict.fromkeys(s.reads)).index(t),
+                                                                  prog.tensors[t].shape, prog.tensors[t].dtype)
+                                                                 for t in s.reads))
+                                      for k, s in enumerate(prog.statements)])
+
+
+def assert_index_is_computed_from_the_program(ws: Workspace) -> None:
+    prog = ws.tensor_program
+    index = PlanIndex.of(prog)
+    assert prog.kinds == registry_kinds()  # the registry loaded with the program: the library's
+    assert index.names is prog.names and index.ids.tolist() == prog.loaded.order_ids.tolist()
+    writer = {s.writes: k for k, s in enumerate(prog.statements)}
+    flow = sorted({(writer[t], k) for k, s in enumerate(prog.statements) for t in s.reads if t in writer})
+    assert list(zip(index.src.tolist(), index.dst.tolist())) == flow
+    assert index.matmul.tolist() == [prog.kinds.get(s.cls) == "matmul" for s in prog.statements]
+    assert index.elementwise.tolist() == [prog.kinds.get(s.cls) == "elementwise" for s in prog.statements]
+    assert sorted(index.shared) == sorted(list(prog.position[o] for o in r) for r in prog.readers.values() if len(r) > 1)
+
+
+def assert_plan_is_the_shim_api_plan(ws: Workspace) -> None:
+    facts = ws.program.facts
+    g = TensorGraph.from_program(ws.tensor_program)
+    assert [(o.name, o.cls, o.reads, o.writes, o.attrs) for o in g.ops] == \
+        [(o.name, o.cls, o.reads, o.writes, o.attrs) for o in TensorGraph.from_facts(facts).ops]
+    assert [(t.name, t.shape, t.dtype) for t in g.tensors] == \
+        [(t.name, t.shape, t.dtype) for t in TensorGraph.from_facts(facts).tensors]
+    tp = TensorParallelShim(FactShim(ws.shim, facts, checked=ws.checked), Manifest.from_facts(facts), checked=ws.checked)
+    tp.bind(g, ws)
+    cost = KernelCost(checked_view(ws), shim_machine(ws.shim))
+    assert plan(ws) == plan_graph(g, tp, name=ws.shim, cost=cost)
+
+
+@pytest.mark.parametrize("shim", SHIMS)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_the_program_says_what_the_facts_say(example, shim):
+    ws = Workspace(FACTS / example, shim=shim)
+    assert_program_says_what_the_facts_say(ws)
+    assert_index_is_computed_from_the_program(ws)
+    assert_plan_is_the_shim_api_plan(ws)
+
+
+@RANDOM
+@given(program=tp_programs(candidates=False))
+def test_the_program_says_what_the_facts_say_on_random_programs(program, tmp_path):
+    ws = Workspace(program.write(tmp_path / "program"))
+    assert_program_says_what_the_facts_say(ws)
+    assert_index_is_computed_from_the_program(ws)
+    assert_plan_is_the_shim_api_plan(ws)
+
+
+def test_one_workspace_builds_its_program_once():
+    ws = Workspace(FACTS / "megatron-mlp-tp2")
+    prog = ws.tensor_program
+    assert not prog._statements  # nothing made before it is asked
+    prog.statement("gelu_0")
+    assert list(prog._statements) == [prog.position["gelu_0"]]
+    assert Program.from_workspace(ws) is prog and checked_view(ws) is prog  # checked: one per distinct statement
+    assert len(prog._statements) <= 1 + len(set(prog.signatures.checked.tolist())) < len(prog)
+
+
+def test_a_pickled_program_keeps_its_places_and_leaves_the_workspace():
+    import pickle
+
+    ws = Workspace(FACTS / "megatron-mlp-tp2")
+    prog = Program.from_workspace(ws)
+    again = pickle.loads(pickle.dumps(prog))  # as a `--ranks` job carries it
+    assert again.places == ws.places() and again._places is None
+    assert again.statements == prog.statements and dict(again.tensors) == dict(prog.tensors)
+    assert b"Workspace" not in pickle.dumps(prog)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_order_written_out_of_order_is_found_on_the_ids(seed, tmp_path):
+    folder = tmp_path / "program"
+    shutil.copytree(FACTS / "llama-layer-tp4", folder)
+    lines = (folder / "op.facts").read_text().splitlines()
+    random.Random(seed).shuffle(lines)
+    (folder / "op.facts").write_text("\n".join(lines) + "\n")
+    loaded = Workspace(folder).program
+    assert loaded.order == topological_order(loaded.facts) != [o for o, _ in loaded.facts.ordered("op")]
+
+
+def broken(tmp_path, edit) -> str:
+    folder = tmp_path / "program"
+    shutil.copytree(FACTS / "megatron-mlp-tp2", folder)
+    path = folder / "shape.facts"
+    path.write_text(edit(path.read_text()))
+    return str(folder)
+
+
+SHAPE_FAULTS = {
+    "an axis of size 0": (lambda text: text.replace("h_0\t1\t32", "h_0\t1\t0"), "shape.facts:"),
+    "an axis given twice": (lambda text: text + "h_0\t0\t7\n", "shape.facts:"),
+    "an axis missing": (lambda text: text.replace("h_0\t0\t8", "h_0\t2\t8"), "tensor.facts:"),
+    "a shape that does not fit": (lambda text: text.replace("h_0\t1\t32", "h_0\t1\t33"), "op.facts:"),
+}
+
+
+@pytest.mark.parametrize("fault", SHAPE_FAULTS, ids=list(SHAPE_FAULTS))
+def test_plan_names_a_bad_shape_as_run_does(fault, tmp_path, cli):
+    edit, where = SHAPE_FAULTS[fault]
+    folder = broken(tmp_path, edit)
+    ws = Workspace(folder)
+    assert not ws.tensor_program.shapes_ok()
+    with pytest.raises(Exception) as raised:
+        Program.from_workspace(ws)
+    assert where in str(raised.value)
+    status, out, err = cli("plan", folder)
+    assert (status, out) == (2, "")
+    assert err.rstrip("\n").endswith(str(raised.value))
+    status, _, err = cli("run", folder)
+    assert status == 2 and err.rstrip("\n").endswith(str(raised.value))
+    status, _, err = cli("plan", folder, "--machine", "none")  # no cost model: shapes are not its business
+    assert status == 0, err
