@@ -88,12 +88,12 @@ LAYERS = {
     "tprules.program": 6,
     "tprules.verdicts": 7,
     "tprules.workspace": 8,
-    # beside one another: kernels (the planner prices a group by lowering it), proofs,
-    # importers, the Shim API
-    "tprules.codegen": 9, "tprules.explain": 9, "tprules.frontends": 9, "tprules.shim": 9,
+    # beside one another: kernels (the planner prices a group by lowering it), proofs, the Shim API
+    "tprules.codegen": 9, "tprules.explain": 9, "tprules.shim": 9,
     "tprules.planner": 10,
     "tprules.runtime": 11, "tprules.golden": 11, "tprules.repl": 11,
     "tprules.lsp": 12,
+    "tprules.frontends": 12,  # the importer writes a program and checks it with the runtime's reference
     "tprules.commands": 13,
     "tprules.cli": 14, "tprules": 14,  # the command line and the package's face (the Shim API)
     "tprules.__main__": 15,
