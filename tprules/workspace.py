@@ -34,7 +34,7 @@ def make_engine(name: str, checked: CheckedProgram, program: LoadedProgram | Non
     return ENGINE_TABLE[name].make(checked, program)
 
 
-def load_checked_rules(rules_dir: Path | None) -> CheckedProgram:
+def load_checked_rules(rules_dir: Path | str | None) -> CheckedProgram:
     checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir())
     check_rule_schema(checked)
     return checked
