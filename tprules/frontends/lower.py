@@ -5,6 +5,8 @@ become inputs (constants.py); the forward's output is the tensor `logits`.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from .. import ops
 from .aten import _table
 from .aten_table import CAT, DTYPES, OPS, SKIP
@@ -24,7 +26,7 @@ class Lowerer:
         self.arch = arch
         self.graph = Graph()
         self.names: dict = {}  # fx node → the value holding it
-        self.folded_keys: dict[tuple, str] = {}
+        self.folded_keys: dict[int | tuple, str] = {}  # a constant's key (Constants.key, or a lowering's) → its value
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
         self.current = None  # the node being lowered
@@ -75,7 +77,7 @@ class Lowerer:
     def is_tensor(self, x) -> bool:
         return hasattr(x, "op")
 
-    def unsupported(self, n, what: str):
+    def unsupported(self, n, what: str) -> NoReturn:
         op = str(n.target) if hasattr(n.target, "_schema") else getattr(n.target, "__name__", str(n.target))
         raise ImportFailed(f"{self.arch}: {op} at {_module(n) or self.module or '(top)'}: {what}")
 
@@ -209,7 +211,8 @@ class _Filled:
     all_input_nodes: list = []
 
     def __init__(self, name, module):
-        self.name, self.meta = name, {"nn_module_stack": {}}
+        self.name = name
+        self.meta: dict[str, dict] = {"nn_module_stack": {}}
         self.module = module
 
 
