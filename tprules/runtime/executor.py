@@ -126,7 +126,7 @@ class _Run:
         if chip in where:
             return where[chip]
         home = self.prog.tensors[tensor].home
-        source = home if home in where else min(where)
+        source = home if home is not None and home in where else min(where)
         after = self.ready.get((tensor, source))
         if tensor in self.shared:
             where[chip] = self.queues[chip].share_from(self.queues[source], where[source], after)

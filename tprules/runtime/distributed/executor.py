@@ -151,7 +151,7 @@ class _RankRun:
         """The chip a copy of `tensor` comes from: its home when that holds it, else the lowest."""
         where = self.held[tensor]
         home = self.prog.tensors[tensor].home
-        return home if home in where else min(where)
+        return home if home is not None and home in where else min(where)
 
     def on(self, tensor: str, chip: int):
         """The tensor's buffer on `chip` (REMOTE for another rank's chip), moved there if need be."""
@@ -197,7 +197,7 @@ class _RankRun:
         for chip in chips_of(kernel, self.prog.chips):
             q = self.queues.get(chip)
             bufs = buffers(kernel, chip, q, self.on, self.held, REMOTE)
-            if q is not None:
+            if q is not None and compiled is not None:  # None: a collective's (above)
                 q.launch(compiled, bufs)
                 self.kernels[chip] += 1
                 self.launches[chip] += compiled.launches

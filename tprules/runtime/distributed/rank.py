@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ class RankOptions:
     shim: str | None = None
     engine: str = "fast"
     unfused: bool = False
-    show_kernels: object = None  # callable(kernel, source), on rank 0
+    show_kernels: Callable[..., object] | None = None  # callable(kernel, source), on rank 0
     traceback: bool = False  # --show traceback: a failing rank prints its traceback before its line
     trace: str | None = None  # --trace OUT.json: every rank's trace, merged by rank 0 into one file
 
@@ -76,7 +77,8 @@ def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
     """The job, or (None, exit status) when rank 0 could not make it; rank 0 then raises."""
     if options.job is not None:
         return read_job(options.job), 0
-    payload, code = None, 0
+    payload: Job | BaseException | None = None
+    code = 0
     if world.rank == 0:
         try:
             payload = plan_job(options.program_dir, rules=options.rules, shim=options.shim, engine=options.engine,
@@ -87,6 +89,7 @@ def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
             payload, code = err, 3
     shared = world.bcast(code or payload, "the plan from rank 0")
     if code:
+        assert isinstance(payload, BaseException)
         raise payload  # rank 0 prints it
     return (None, shared) if isinstance(shared, int) else (shared, 0)
 
@@ -187,7 +190,7 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
     runs = [executor.run(trace) for _ in range(max(1, options.repeat))]
     wall = time.time() - started
     share = rank_share(world, prog, runs, reference, compiled, compile_s, wall)
-    if trace is not None:
+    if trace is not None and options.trace is not None:
         _write_trace(world, trace, options.trace, started, wall)
     shares = world.gather(share, "the outputs at rank 0")
     code = 0
