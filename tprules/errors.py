@@ -6,6 +6,8 @@ having printed nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .pos import Pos
 
 
@@ -68,7 +70,7 @@ class UsageError(BadInput):
 class BadInputs(BadInput):
     """Several problems found together (lint reports them all)."""
 
-    def __init__(self, problems: list[BadInput], in_order: bool = False):
+    def __init__(self, problems: Sequence[BadInput], in_order: bool = False):
         assert problems
         super().__init__(problems[0].message, problems[0].pos)
         self.problems = list(problems) if in_order else sorted(problems, key=lambda p: (p.pos or Pos("", 0, 0),
@@ -78,7 +80,7 @@ class BadInputs(BadInput):
         return "\n".join(str(p) for p in self.problems)
 
 
-def raise_all(problems: list[BadInput], in_order: bool = False) -> None:
+def raise_all(problems: Sequence[BadInput], in_order: bool = False) -> None:
     """Raise nothing, the one problem, or all of them together (sorted by position, or
     `in_order` as given)."""
     if len(problems) == 1:

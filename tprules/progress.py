@@ -8,14 +8,19 @@ terminal, nothing at all when it is piped (scripts and tests see no difference).
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported only when a bar is drawn
+    from rich.progress import Progress as Bar
+    from rich.progress import TaskID
 
 
 class Progress:
     def __init__(self, enabled: bool | None = None, stream=None):
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
-        self._bar = None
-        self._task = None
+        self._bar: Bar | None = None
+        self._task: TaskID | None = None  # set only while there is a bar
         self._total = 1
 
     def phase(self, what: str, total: int) -> None:
@@ -35,11 +40,11 @@ class Progress:
         self._task = self._bar.add_task(what, total=self._total)
 
     def advance(self, n: int = 1) -> None:
-        if self.enabled and self._task is not None:
+        if self.enabled and self._task is not None and self._bar is not None:
             self._bar.advance(self._task, n)
 
     def _finish(self) -> None:
-        if self._task is not None:
+        if self._task is not None and self._bar is not None:
             self._bar.update(self._task, completed=self._total)
 
     def close(self) -> None:

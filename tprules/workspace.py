@@ -35,7 +35,7 @@ def make_engine(name: str, checked: CheckedRules, program: LoadedProgram | None 
     return ENGINE_TABLE[name].make(checked, program)
 
 
-def load_checked_rules(rules_dir: Path | None, include_dirs=()) -> CheckedRules:
+def load_checked_rules(rules_dir: Path | str | None, include_dirs=()) -> CheckedRules:
     """The rules of a folder (default: the project's rules/), checked against SPEC §2's schema;
     `#include` searches `include_dirs` (the command's `-I` folders) after the including file's."""
     checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir(), include_dirs=include_dirs)

@@ -42,6 +42,7 @@ from .ir import (
     Remap,
     RowOut,
     RowStage,
+    Stage,
     children,
     params_read,
 )
@@ -153,7 +154,8 @@ def fold(kernel: Kernel) -> Kernel:
     found = chains(kernel)
     if not found:
         return kernel
-    stages, n = [], 0
+    stages: list[Stage] = []
+    n = 0
     for c in found:
         stages.extend(kernel.stages[n:c.first])
         stages.append(AttentionStage(tuple(kernel.stages[c.first:c.last + 1]), c.local))
@@ -166,7 +168,7 @@ def unfold(kernel: Kernel, keep=lambda stage: False) -> Kernel:
     """The kernel with each `AttentionStage` that `keep` does not keep back in its stages."""
     if not any(isinstance(s, AttentionStage) and not keep(s) for s in kernel.stages):
         return kernel
-    stages = []
+    stages: list[Stage] = []
     for s in kernel.stages:
         stages.extend(s.stages if isinstance(s, AttentionStage) and not keep(s) else (s,))
     return replace(kernel, stages=tuple(stages))

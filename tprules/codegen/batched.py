@@ -93,7 +93,7 @@ def operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, 
     `e` is one, else `e` computed once into a buffer of the kernel's own."""
     v = view_of(e, {p.name: p.dtype for p in kernel.params})
     how = block(v, *e.shape[1:]) if v is not None else None
-    if how is None:
+    if v is None or how is None:
         batch, rows, cols = e.shape
         name, r, c = src.fresh("opnd"), src.fresh("r"), src.fresh("c")
         src.line(f"{name} = np.empty({batch * rows * cols}, np.float32)")

@@ -31,6 +31,7 @@ def load(source: str, flavour: str):
             tmp.write_text(source)
             os.replace(tmp, path)  # atomic: another process may write the same file
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None  # a .py file has both
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

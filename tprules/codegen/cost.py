@@ -216,7 +216,7 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
         for op in stage.rows:
             # each reduction pass evaluates the input again: rmsnorm's sum of squares;
             # softmax's max, then its sum of exp (and an exp again in the pass that stores)
-            passes = ops.CLASSES[op.cls].passes
+            passes: float = ops.CLASSES[op.cls].passes
             if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
                 passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
             reads = _evaluate([op.x], n, 0, tiled)
@@ -267,7 +267,8 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0, tiled: frozenset[str]
     buffer smaller than the pass (a broadcast mask, a norm's weight) is read from memory once."""
     seen: set[Expr] = set()
     loads: dict[str, int] = {}  # buffer → its elements
-    ops = transcendental = 0
+    ops: float = 0
+    transcendental: float = 0
 
     def walk(e: Expr) -> None:
         nonlocal ops, transcendental

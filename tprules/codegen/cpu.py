@@ -7,6 +7,8 @@ without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import attention, attention_cpu, batched, cpu_gemm
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
 from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowOut, RowStage, children
@@ -217,5 +219,5 @@ def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str
     return {"m": m, "d": d}
 
 
-RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
+RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
           BatchedMatmulStage: batched.render_cpu}

@@ -72,7 +72,7 @@ def blas_operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[
     one (views.py), else `e` computed into a buffer of the kernel's own."""
     v = view_of(e, {p.name: p.dtype for p in kernel.params})
     how = block(v, *e.shape) if v is not None else None
-    if how is None:
+    if v is None or how is None:
         return materialize(src, e, kernel, parallel), 0, e.shape[1], False
     return v.param, v.offset, how[1], how[0]
 
@@ -83,9 +83,9 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
     parallel = threads > 1
     operands = []
     for mm in stage.matmuls:
-        a = blas_operand(src, mm.a, kernel, parallel)
-        b = blas_operand(src, mm.b, kernel, parallel)
-        operands.append((a, (*b[:3], b[3] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
+        a_block = blas_operand(src, mm.a, kernel, parallel)
+        b_block = blas_operand(src, mm.b, kernel, parallel)
+        operands.append((a_block, (*b_block[:3], b_block[3] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
     direct = direct_stores(stage, kernel)
     rows, cols, tm, tn = tile_plan(m, n, threads, len(stage.matmuls))
     t, i0, j0, mb, nb = (src.fresh(s) for s in ("t", "i0", "j0", "mb", "nb"))
@@ -99,6 +99,7 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
         for index, ((a, a0, lda, ta), (b, b0, ldb, tb)) in enumerate(operands):
             a_off = _plus(a0, f"{i0} * {lda}" if not ta else i0)
             b_off = _plus(b0, j0 if not tb else f"{j0} * {ldb}")
+            c_off: int | str
             if index in direct:
                 c, c_off, ldc = direct[index], f"{i0} * {n} + {j0}", n
             else:

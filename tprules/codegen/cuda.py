@@ -23,6 +23,7 @@ stages split around a library's gemm where there is one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 
 from . import attention, attention_cuda, batched, typed
@@ -294,5 +295,5 @@ def attention_stage(src: Source, stage: AttentionStage, kernel: Kernel, target: 
     attention_cuda.render(src, stage, kernel, target)
 
 
-RENDER = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row,
+RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row,
           BatchedMatmulStage: batched.render_cuda, AttentionStage: attention_stage}

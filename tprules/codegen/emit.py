@@ -158,7 +158,9 @@ constant = ops.constant  # a float32 constant, exactly
 
 def reduction(cls: str) -> str:
     """How a row class reduces its row (its entry's `reduction`)."""
-    return ops.CLASSES[cls].reduction
+    found = ops.CLASSES[cls].reduction
+    assert found is not None  # every row class has one (checked at import, ops/base.py)
+    return found
 
 def convert(text: str, dtype: str) -> str:
     """A float32 value as its destination dtype keeps it (still a float32)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 
 from ..ops import Ops
-from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Store, Transpose
+from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Stage, Store, Transpose
 from .views import block, view_of
 
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
@@ -78,7 +78,7 @@ def view_block(e: Expr, kernel: Kernel) -> tuple[str, bool, tuple[int, int]] | N
     of a float32 buffer whose block a library reads as it lies (views.py), else None."""
     v = view_of(e, {p.name: p.dtype for p in kernel.params})
     how = block(v, *e.shape) if v is not None and len(e.shape) == 2 else None
-    return None if how is None else (v.param, how[0], (v.offset, how[1]))
+    return None if v is None or how is None else (v.param, how[0], (v.offset, how[1]))
 
 
 def _split(stage: MatmulStage, kernel: Kernel, params: list[Param]) -> list:
@@ -103,7 +103,7 @@ def _split(stage: MatmulStage, kernel: Kernel, params: list[Param]) -> list:
         c = direct.get(index) or _scratch(params, (stage.m, stage.n))
         results[index] = c
         gemms.append(Gemm(a, ta, b, flipped != mm.transpose_b, c, stage.m, stage.n, stage.k, a_at, b_at))
-    out = [Pointwise(shape, tuple(stores)) for shape, stores in prologue.items()]
+    out: list[Stage] = [Pointwise(shape, tuple(stores)) for shape, stores in prologue.items()]
     out.extend(gemms)
     epilogue = tuple(Store(st.param, _read_results(st.value, results), st.flip) for st in stage.stores
                      if not (isinstance(st.value, Acc) and direct.get(st.value.index) == st.param))
@@ -117,7 +117,7 @@ def _read_results(e, results: dict[int, str]):
     if isinstance(e, Acc):
         load = Load(results[e.index], e.shape)
         return load if e.dtype == "f32" else Op(Ops.CAST.value, (load,), e.shape, e.dtype)
-    if not is_dataclass(e):
+    if not is_dataclass(e) or isinstance(e, type):
         return e
     changes = {}
     for f in fields(e):

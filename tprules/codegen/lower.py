@@ -7,6 +7,8 @@ to the same source and compile once.
 
 from __future__ import annotations
 
+from typing import cast
+
 from .. import ops
 from ..ops import Ops
 from ..program.model import BMM, LAYOUT, MATMUL, ROW, WINDOW, RunProgram, Statement
@@ -73,6 +75,7 @@ class Lowering:
 
     def _value(self, t: str | None, stage: int, fold: Statement | None) -> Expr:
         if t is LOCAL:
+            assert fold is not None  # LOCAL is a fold's own partial
             return Load(self.local_param(fold), self.prog.tensors[fold.reads[0]].shape)
         info = self.prog.tensors[t]
         if t not in self.produced or self.sched.store_at.get(t, stage) < stage:
@@ -125,7 +128,7 @@ class Lowering:
                 s = self.prog.statement(o)
                 w = self.operand(s, 1, s.reads[1], i) if len(s.reads) > 1 else None
                 b = self.operand(s, 2, s.reads[2], i) if len(s.reads) > 2 else None
-                eps = float(s.attr("eps", ops.CLASSES[s.cls].eps or "1e-6"))
+                eps = float(cast(str, s.attr("eps", ops.CLASSES[s.cls].eps or "1e-6")))  # a default: never None
                 rows.append(RowOp(s.cls, self.operand(s, 0, s.reads[0], i), w, eps, b))
         stores = tuple(self.store(t, i) for t in plan.stores)
         if plan.kind == MATMUL:

@@ -141,6 +141,7 @@ class Compiler:
         return b
 
     def _assemble(self, b: Build) -> None:
+        assert b.ptx is not None and self.ptxas is not None  # a kernel compiled, and ptxas found
         with tempfile.TemporaryDirectory(prefix="tprules-ptxas-") as tmp:
             ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
             ptx.write_text(b.ptx)

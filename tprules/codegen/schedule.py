@@ -51,7 +51,7 @@ def operands(s: Statement, produced: dict[str, Statement], fused: bool) -> list[
     """What a member reads. A fold fused with others reads only what the chip it runs on
     holds: the partials computed in this group, else its own partial (LOCAL)."""
     if s.fold and fused:
-        inside = [t for t in s.reads if t in produced]
+        inside: list[str | None] = [t for t in s.reads if t in produced]
         return inside or [LOCAL]
     return list(s.reads)
 
@@ -64,7 +64,7 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
     stages: list[StagePlan] = []
     bound: dict[str, int] = {}
     floating: dict[str, int] = {}  # tensor → first stage that may compute it
-    stored: set[str] = set()
+    stored: set[str | None] = set()  # tensors (an operand that is inline is never LOCAL)
     flipped: set[str] = set()  # bound transposes: stored by their stage, never read in it
 
     def ready(t: str | None) -> int:
@@ -89,7 +89,7 @@ def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
         if s.cls == MATMUL:
             first = max(ready(u) for u in reads)
             m, k = shape(reads[0])
-            dims = (m, shape(t)[1], k)
+            dims: tuple[int, ...] = (m, shape(t)[1], k)
             if cur >= 0 and stages[cur].kind == MATMUL and stages[cur].dims == dims and first <= cur:
                 stages[cur].anchors.append(s.name)
             else:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import NoReturn
 
 from .emit import HELPERS as HELPER_SOURCE
 
@@ -80,7 +81,7 @@ class _Checker:
     def __init__(self, env: dict[str, object]):
         self.env = env
 
-    def fail(self, node, message: str):
+    def fail(self, node, message: str) -> NoReturn:
         raise KernelTypeError(getattr(node, "lineno", 0), message)
 
     # -- statements ------------------------------------------------------------------------

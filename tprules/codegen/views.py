@@ -99,7 +99,7 @@ def view_of(e: Expr, dtypes: dict[str, str]) -> View | None:
         return View(inner.param, inner.offset, tuple(inner.axes[d] for d in e.params))
     if e.kind == Ops.EXPAND:
         lead = len(e.shape) - len(inner.axes)
-        axes = [((n, 0),) for n in e.shape[:lead]]
+        axes: list[tuple[Factor, ...]] = [((n, 0),) for n in e.shape[:lead]]
         for a, factors in enumerate(inner.axes):
             n = e.shape[lead + a]
             axes.append(((n, 0),) if inner.shape[a] == 1 and n != 1 else factors)
@@ -113,8 +113,8 @@ def view_of(e: Expr, dtypes: dict[str, str]) -> View | None:
         axes[axis] = ((e.shape[axis], stride * step),)
         return View(inner.param, inner.offset + start * stride, tuple(axes))
     if e.kind == Ops.RESHAPE:
-        axes = _regroup([f for a in inner.axes for f in a if f[0] != 1], e.shape)
-        return None if axes is None else View(inner.param, inner.offset, axes)
+        regrouped = _regroup([f for a in inner.axes for f in a if f[0] != 1], e.shape)
+        return None if regrouped is None else View(inner.param, inner.offset, regrouped)
     return None
 
 

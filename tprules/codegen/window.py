@@ -59,7 +59,11 @@ def _put(scope, e: PutAlong, idx: tuple[str, ...]) -> str:
             inner = type(scope)(src, acc=scope.acc, row=scope.row)  # a tap's values stay in the tap
             tap = tuple(j if d == e.axis else i for d, i in enumerate(idx))
             with src.block(f"if {inner.index(e.index, tap)} == {idx[e.axis]}:"):
-                put = ops.constant(e.value) if e.source is None else inner.at(e.source, tap)
+                if e.source is not None:
+                    put = inner.at(e.source, tap)
+                else:
+                    assert e.value is not None  # a put_along puts its source or its value
+                    put = ops.constant(e.value)
                 src.line(f"{out} = {put}")
     return out
 

@@ -68,7 +68,7 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
     compiler = compiler or nvvm.Compiler(nvvm.parse_arch(arch))  # first: no NVVM, nothing else is done
     prog = RunProgram.from_workspace(ws)
     if fused is not None:
-        groups = [Group("+".join(ms), tuple(sorted(ms, key=prog.position.get)), _place(prog, ms)) for ms in fused]
+        groups = [Group("+".join(ms), tuple(sorted(ms, key=prog.position.__getitem__)), _place(prog, ms)) for ms in fused]
     else:
         if unfused:
             plan = one_each(prog)

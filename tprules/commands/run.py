@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..verdicts import module_paths
 from . import common
@@ -194,7 +195,7 @@ class progress_bar:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.bar = None
+        self.bar: Any = None  # a rich Progress while entered
 
     def __enter__(self):
         if not self.enabled:

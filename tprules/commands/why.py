@@ -73,7 +73,7 @@ def print_renderable(renderable, args) -> None:
 def run(args) -> int:
     from ..errors import UsageError
     from ..explain.explainer import Explainer
-    from ..explain.proof import to_json
+    from ..explain.proof import Explanation, Proof, WhyNot, to_json
     from ..explain.query import read_atom
     from ..explain.render import Renderer
     from ..workspace import Workspace
@@ -85,6 +85,7 @@ def run(args) -> int:
     settle_after_loading()
     started = time.perf_counter()
     explainer = Explainer.of(ws, depth)
+    answer: Explanation | Proof | WhyNot  # the whole answer, or the subtree asked for
     try:
         answer = explainer.explain(atom)
         if args.subproof is not None:

@@ -116,7 +116,7 @@ class ColumnarAccess:
                 return np.zeros(0, dtype=np.int64)
             hit = self._column(rel, col) == code
             mask = hit if mask is None else mask & hit
-        return np.flatnonzero(mask)
+        return np.flatnonzero(mask) if mask is not None else np.zeros(0, dtype=np.intp)  # no column: no row
 
     def count(self, rel: str) -> int:
         return len(self.model.arrays.get(rel, ()))

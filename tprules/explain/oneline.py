@@ -97,10 +97,11 @@ class _Plain:
         if not telling:
             chains = "; ".join(f"{' → '.join([*via, where(a.pos)])} from {self._empty_at(a)}, which is empty"
                                for via, a in failures)
-            rules = tuple(dict.fromkeys(where(a.pos) for _, a in failures))
-            return rules, f"no rule derives it: only {chains}"
+            named = tuple(dict.fromkeys(where(a.pos) for _, a in failures))
+            return named, f"no rule derives it: only {chains}"
         failures = telling
-        rules, parts = [], []
+        rules: list[str] = []
+        parts: list[str] = []
         for via, attempt in failures[:FAILURES_SHOWN]:
             rules.append(where(attempt.pos))
             chain = " → ".join([*via, where(attempt.pos)])
@@ -136,7 +137,8 @@ class _Plain:
         return rule is not None and len(rule.body) == 1 and isinstance(rule.body[0], ast.Atom)
 
     def _blocked(self, blocked) -> tuple[tuple[str, ...], str]:
-        rules, parts = [], []
+        rules: list[str] = []
+        parts: list[str] = []
         proofs = [p for _, a in blocked for p in a.blocking]
         for proof in proofs[:BLOCKERS_SHOWN]:
             found, why = self.proof(proof)

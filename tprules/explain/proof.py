@@ -8,11 +8,15 @@ JSON by `to_json` here. Tuples are kept as the atom text the user would write
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Union, overload
 
 from ..datalog.lang.ast import Pos
 
 
+@overload
+def where(pos: Pos) -> str: ...
+@overload
+def where(pos: Pos | None) -> str | None: ...
 def where(pos: Pos | None) -> str | None:
     """`file:line` of a position (the column is noise in a proof)."""
     return None if pos is None else f"{pos.file}:{pos.line}"
@@ -153,6 +157,10 @@ class Explanation:
 # ---- JSON ------------------------------------------------------------------------
 
 
+@overload
+def _at(pos: Pos) -> dict: ...
+@overload
+def _at(pos: Pos | None) -> dict | None: ...
 def _at(pos: Pos | None) -> dict | None:
     return None if pos is None else {"file": pos.file, "line": pos.line}
 

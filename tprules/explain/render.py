@@ -149,6 +149,7 @@ class Renderer:
             for proof in expl.proofs:
                 parts.append(self.proof(proof))
         else:
+            assert expl.why_not is not None  # what does not hold is explained
             parts.append(self.why_not(expl.why_not))
         return Group(*parts)
 

@@ -16,6 +16,7 @@ over its matching tuples, several over distinct bindings of the named variables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..datalog.analysis.checks import outside_vars
 from ..datalog.engine.compile import one_positive_atom
@@ -145,7 +146,8 @@ class Solver:
 
     def access(self, atom: ast.Atom, env: dict) -> "_Access | None":
         """How to look an atom up under `env`: its bound columns and their values."""
-        cols, key, binds, same, seen = [], [], [], [], {}
+        cols, key, binds, same = [], [], [], []
+        seen: dict[str, int] = {}
         for i, arg in enumerate(atom.args):
             if isinstance(arg, ast.Wildcard):
                 continue
@@ -200,8 +202,8 @@ class Solver:
         atoms of `late` relations are joined after others as bound.
         """
         plan = self.plan(body, head)
-        order = "source" if order == "source" else ("join", late)
-        yield from self._search(plan, tuple(range(len(body))), dict(env), {}, admit, order)
+        how = "source" if order == "source" else ("join", late)
+        yield from self._search(plan, tuple(range(len(body))), dict(env), {}, admit, how)
 
     def deepest(self, body, env: dict, head: ast.Atom | None, limit: int) -> Reach:
         """Walk the body in source order; report the deepest literal reached and its bindings."""
@@ -229,7 +231,7 @@ class Solver:
                 return False
             if lit.needs <= env.keys():
                 return True
-            cmp = lit.lit
+            cmp = cast(ast.Comparison, lit.lit)
             if cmp.op == "=":
                 for var, other in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
                     if isinstance(var, ast.Var) and var.name not in env:
@@ -244,7 +246,7 @@ class Solver:
             for i in pending:
                 lit = plan.lits[i]
                 if lit.kind == "atom":
-                    found = self.lookup(lit.lit, env)
+                    found = self.lookup(cast(ast.Atom, lit.lit), env)
                     if found is not None:
                         return i, found
                 elif self._ready(lit, env):
@@ -258,7 +260,7 @@ class Solver:
             for i in pending:
                 lit = plan.lits[i]
                 if lit.kind == "atom":
-                    access = self.access(lit.lit, env)
+                    access = self.access(cast(ast.Atom, lit.lit), env)
                     if access is not None:
                         rank = self.rank(access, i, order[1])
                         if best is None or rank < best[0]:
@@ -292,9 +294,9 @@ class Solver:
                 yield env, matched
         else:
             self._tick()
-            new = self.compare(lit, env)
-            if new is not None:
-                yield new, matched
+            compared = self.compare(lit, env)
+            if compared is not None:
+                yield compared, matched
 
     def _search(self, plan, pending, env, matched, admit, order):
         if not pending:
@@ -328,7 +330,7 @@ class Solver:
         aggs = self.aggregate_values(lit, env)
         if aggs is None:
             return None
-        cmp = lit.lit
+        cmp = cast(ast.Comparison, lit.lit)
         if cmp.op == "=":
             for var, other in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
                 if isinstance(var, ast.Var) and var.name not in env:
@@ -365,10 +367,12 @@ class Solver:
             for sol, matched in self.solutions(agg.body, inner):
                 witness = (atoms[0], matched[atoms[0]]) if single else tuple(sol.get(v) for v in local)
                 acc[witness] = 1 if agg.target is None else self.value(agg.target, sol)
-                witnesses.setdefault(witness, tuple((agg.body[i].rel, matched[i]) for i in atoms if i in matched))
+                witnesses.setdefault(witness, tuple((cast(ast.Atom, agg.body[i]).rel, matched[i])
+                                                    for i in atoms if i in matched))
         finally:
             self.limit = saved
         values = list(acc.values())
+        value: object
         match agg.func:
             case "count":
                 value = len(values)

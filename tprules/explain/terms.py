@@ -37,12 +37,16 @@ def substitute(term: ast.Term, env: dict, aggs: dict | None = None) -> ast.Term:
     return term
 
 
+def substitute_atom(atom: ast.Atom, env: dict, aggs: dict | None = None) -> ast.Atom:
+    return ast.Atom(atom.rel, tuple(substitute(a, env, aggs) for a in atom.args), atom.pos)
+
+
 def substitute_literal(lit: ast.Literal, env: dict, aggs: dict | None = None) -> ast.Literal:
     match lit:
-        case ast.Atom(rel, args):
-            return ast.Atom(rel, tuple(substitute(a, env, aggs) for a in args), lit.pos)
+        case ast.Atom():
+            return substitute_atom(lit, env, aggs)
         case ast.Negation(atom):
-            return ast.Negation(substitute_literal(atom, env, aggs), lit.pos)
+            return ast.Negation(substitute_atom(atom, env, aggs), lit.pos)
         case ast.Comparison(op, left, right):
             return ast.Comparison(op, substitute(left, env, aggs), substitute(right, env, aggs), lit.pos)
     raise TypeError(lit)

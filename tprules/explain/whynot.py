@@ -13,7 +13,7 @@ from ..datalog.lang.printer import print_literal, print_rule_origin
 from ..program.schema import COMPUTED
 from .proof import Attempt, WhyNot
 from .prove import Prover, unify
-from .terms import atom_text, bindings, instantiated, pattern_key, substitute_literal
+from .terms import atom_text, bindings, instantiated, pattern_key, substitute_atom
 
 BLOCKING_SHOWN = 8  # blocking tuples proven under a failing negation
 SEARCH_BUDGET = 200_000  # tuples tried per rule before a why-not search reports what it has
@@ -88,7 +88,7 @@ class WhyNotFinder:
         lit = rule.body[reach.failed]
         match lit:
             case ast.Atom(rel):
-                pattern = substitute_literal(lit, reach.env)
+                pattern = substitute_atom(lit, reach.env)
                 failed = print_literal(pattern)
                 if not self.prover.is_derived(rel):
                     return Attempt(rule.pos, text, bound, failed, self._no_fact(rel) + stopped)
@@ -97,7 +97,7 @@ class WhyNotFinder:
                 return Attempt(rule.pos, text, bound, failed, "no tuple matches" + stopped,
                                nested=self._nested(pattern, level))
             case ast.Negation(atom):
-                pattern = substitute_literal(atom, reach.env)
+                pattern = substitute_atom(atom, reach.env)
                 blockers = self.solver.matching(pattern)
                 proofs = tuple(self.prover.prove(atom.rel, t, level + 1) for t in blockers[:BLOCKING_SHOWN])
                 noun = "tuple" if len(blockers) == 1 else "tuples"
@@ -123,6 +123,7 @@ class WhyNotFinder:
             unified = unify(clause.head, asked)
             if unified is None:
                 continue
+            assert clause.dominating is not None  # a subsumptive clause
             # the clause's body: the dominated tuple (gone from the model), then the rest
             for found, _ in self.solver.solutions(clause.body[1:], unified[0], clause.head):
                 dominating = tuple(self.solver.value(t, found) for t in clause.dominating.args)

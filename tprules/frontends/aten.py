@@ -21,11 +21,11 @@ from __future__ import annotations
 from functools import cache
 
 from . import aten_complex, aten_indexed, aten_more
-from .aten_table import OpTable, arg, over_axes
+from .aten_table import Lowerings, OpTable, arg, over_axes
 
 
 @cache
-def op_table() -> OpTable:
+def op_table() -> Lowerings:
     """The op table every import reads: built on first use, read-only."""
     return build_table().frozen()
 

@@ -14,24 +14,33 @@ SUM_SLICES = 64  # a sum over one axis of at most this size is slices and an n-a
 
 @dataclass
 class OpTable:
-    """ATen op → its lowering, and the ops the lowerer treats apart. One is filled by
-    `aten.build_table()` and handed to the lowerer (no module-level table filled in import
-    order); `frozen()` is the read-only copy a process shares."""
+    """ATen op → its lowering, and the ops the lowerer treats apart, being filled by
+    `aten.build_table()` (no module-level table filled in import order). `frozen()` is the
+    read-only `Lowerings` a process shares and the lowerer reads."""
 
-    ops: Mapping[object, Callable] = field(default_factory=dict)
-    skip: frozenset | set = field(default_factory=set)  # ops that compute nothing (assertions)
-    cat: frozenset | set = field(default_factory=set)  # ops that may read an empty tensor (they drop it)
+    ops: dict[object, Callable] = field(default_factory=dict)
+    skip: set = field(default_factory=set)  # ops that compute nothing (assertions)
+    cat: set = field(default_factory=set)  # ops that may read an empty tensor (they drop it)
 
     def lowering(self, *ops):
         """A decorator: the function lowers each of `ops`."""
         def register(fn):
             for op in ops:
-                self.ops[op] = fn  # type: ignore[index]
+                self.ops[op] = fn
             return fn
         return register
 
-    def frozen(self) -> "OpTable":
-        return OpTable(MappingProxyType(dict(self.ops)), frozenset(self.skip), frozenset(self.cat))
+    def frozen(self) -> "Lowerings":
+        return Lowerings(MappingProxyType(dict(self.ops)), frozenset(self.skip), frozenset(self.cat))
+
+
+@dataclass(frozen=True)
+class Lowerings:
+    """An op table, read-only (what `OpTable.frozen` gives)."""
+
+    ops: Mapping[object, Callable]
+    skip: frozenset
+    cat: frozenset
 
 
 # torch dtype → tensor dtype; a boolean is kept as an i8 0 or 1

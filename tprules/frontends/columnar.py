@@ -10,6 +10,7 @@ with numpy over interned columns.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ ARITY = {"op": 2, "reads": 3, "writes": 2, "tensor": 2, "shape": 3, "attr": 3, "
          "spine": 1, "fold": 2, "section": 2, "relocated": 2, "member": 2}
 
 
-def strings(values) -> "object":
+def strings(values) -> Any:
     """A pyarrow string array of `values` (a list or an object array of str)."""
     import pyarrow as pa
 
@@ -56,7 +57,7 @@ class FactColumns:
         return directory
 
 
-def _intern(column) -> tuple[np.ndarray, object]:
+def _intern(column) -> tuple[np.ndarray, Any]:  # (codes, a pyarrow Array)
     """(codes, dictionary): codes number the distinct strings in order of first appearance."""
     import pyarrow as pa
 

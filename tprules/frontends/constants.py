@@ -99,7 +99,7 @@ class Constants:
         the number of its (op, operands' keys, arguments)."""
         if node not in self._keys:
             if node.op == "placeholder":
-                k = ("weight", self.fqn.get(node.name, node.name))
+                k: tuple[str, ...] = ("weight", self.fqn.get(node.name, node.name))
             else:
                 k = (str(node.target), repr(_map(node.args, self.key)), repr(_map(node.kwargs, self.key)))
             self._keys[node] = self._numbers.setdefault(k, len(self._numbers))

@@ -91,7 +91,7 @@ def _one_listing_of_cia_ops():
     if listing is None:
         yield
         return
-    done = []
+    done: list[bool] = []
 
     def once():
         if not done:

@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..datalog.lang.ast import Pos
 from ..paths import display_path
@@ -22,7 +23,7 @@ from .styles import style
 class Source:
     directory: Path
     display: str
-    config: object  # a transformers PretrainedConfig
+    config: Any  # a transformers PretrainedConfig (its fields depend on the model type)
     architecture: str
     plan: dict[str, str]  # module (or parameter) pattern → a style transformers registers (styles.py)
     weights: list[Path]

@@ -10,12 +10,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UsageError
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
+
+if TYPE_CHECKING:
+    from .constants import Constants
+    from .graph import Graph
 
 
 @dataclass
@@ -113,8 +118,8 @@ class _Built:
     folds: int
     folded: list[str]
     inputs: list  # (full name, reduced Tensor, placement, weight renamer)
-    constants: object
-    graph: object
+    constants: Constants
+    graph: Graph
     kinds: int | None = None
     traced: int | None = None
     names: dict = field(default_factory=dict)  # fx node → the graph value holding it (the lowerer's)
@@ -188,7 +193,7 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     from .tp import plan_placements
 
     progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers", 1)
-    segments = {}
+    segments: dict[str, Any] = {}  # the Segments and the graph tagged with them
 
     def tag(lowerer, program):
         segments["s"] = Segments(program, kinds)

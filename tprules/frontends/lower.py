@@ -7,9 +7,11 @@ for is refused in one line naming its module path and ATen op.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from .. import ops
 from .aten import op_table
-from .aten_table import DTYPES, OpTable
+from .aten_table import DTYPES, Lowerings, OpTable
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT, Graph, Statement, Tensor
@@ -18,14 +20,14 @@ from .graph import INPUT, OUTPUT, Graph, Statement, Tensor
 class Lowerer:
     """The traced program as statements of registry classes (a `Graph`)."""
 
-    def __init__(self, program, constants: Constants, arch: str, table: OpTable | None = None):
-        self.table = op_table() if table is None else table
+    def __init__(self, program, constants: Constants, arch: str, table: Lowerings | OpTable | None = None):
+        self.table: Lowerings | OpTable = op_table() if table is None else table
         self.program = program
         self.c = constants
         self.arch = arch
         self.graph = Graph()
         self.names: dict = {}  # fx node → the value holding it
-        self.folded_keys: dict[tuple, str] = {}
+        self.folded_keys: dict[int | tuple, str] = {}  # a constant's key (Constants.key, or a lowering's) → its value
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
         self.current = None  # the node being lowered
@@ -76,7 +78,7 @@ class Lowerer:
     def is_tensor(self, x) -> bool:
         return hasattr(x, "op")
 
-    def unsupported(self, n, what: str):
+    def unsupported(self, n, what: str) -> NoReturn:
         op = str(n.target) if hasattr(n.target, "_schema") else getattr(n.target, "__name__", str(n.target))
         raise ImportFailed(f"{self.arch}: {op} at {_module(n) or self.module or '(top)'}: {what}")
 
@@ -215,7 +217,8 @@ class _Filled:
     all_input_nodes: list = []
 
     def __init__(self, name, module):
-        self.name, self.meta = name, {"nn_module_stack": {}}
+        self.name = name
+        self.meta: dict[str, dict] = {"nn_module_stack": {}}
         self.module = module
 
 

@@ -72,6 +72,12 @@ class Shard:
     def on(self, axis: int) -> Split | None:
         return next((s for s in self.splits if s.axis == axis), None)
 
+    def at(self, axis: int) -> Split:
+        """The split of an axis that is split."""
+        found = self.on(axis)
+        assert found is not None, (self, axis)
+        return found
+
     def block(self, chip: int, tp: int) -> dict[int, int]:
         """Chip `chip`'s block index on each split axis."""
         q = chip // self.replication(tp)
@@ -89,7 +95,7 @@ class Shard:
         """Chip `chip`'s block of a whole array (numpy or torch): on each split axis, seen as
         [outer, factor, inner], its block of the factor (a packed weight's slice of each part)."""
         for axis, digit in self.block(chip, tp).items():
-            split = self.on(axis)
+            split = self.at(axis)
             shape = tuple(value.shape)
             outer = shape[axis] // (split.factor * split.inner)
             size = split.factor // split.parts

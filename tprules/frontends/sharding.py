@@ -75,9 +75,9 @@ def matmul(attrs, ins, shapes, out, tp, transpose_b=False, **_) -> Placement:
     if isinstance(a, Replicate) and isinstance(b, Replicate):
         return REPLICATE
     if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {n_axis}:
-        return Shard((b.on(n_axis).moved(1),))
+        return Shard((b.at(n_axis).moved(1),))
     if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {1} and set(b.axes()) == {k_axis} \
-            and a.on(1).moved(0) == b.on(k_axis).moved(0) and a.replication(tp) == 1:
+            and a.at(1).moved(0) == b.at(k_axis).moved(0) and a.replication(tp) == 1:
         return PARTIAL
     if isinstance(a, Shard) and set(a.axes()) == {0} and isinstance(b, Replicate):
         return a
@@ -98,7 +98,7 @@ def bmm(attrs, ins, shapes, out, tp, **_) -> Placement:
     if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {2}:
         return b
     if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {2} and set(b.axes()) == {1} \
-            and a.on(2).moved(0) == b.on(1).moved(0) and a.replication(tp) == 1:
+            and a.at(2).moved(0) == b.at(1).moved(0) and a.replication(tp) == 1:
         return PARTIAL
     raise NotShardable(f"operands placed {a} and {b} (heads split differently; needs a redistribution)")
 
@@ -114,7 +114,7 @@ def reshape(attrs, ins, shapes, out, tp, **_) -> Placement:
         return x
     splits: list[tuple[int, Split]] = []  # (position of the source split: the chip digit's order, split)
     for into, outof in axis_groups(shape, out):
-        factors = [_factor(x.on(a), a, into, shape) for a in into if x.on(a) is not None]
+        factors = [_factor(split_a, a, into, shape) for a in into if (split_a := x.on(a)) is not None]
         if not factors:
             continue
         order = [f for f in sorted(factors, key=lambda f: -f[0])]
@@ -203,7 +203,7 @@ def slice_(attrs, ins, shapes, out, tp, **_) -> Placement:
     (x,) = ins
     axis = int(attrs["axis"]) % len(out)
     if isinstance(x, Shard) and axis in x.axes():
-        split = x.on(axis)
+        split = x.at(axis)
         packed = _packed_slice(split, attrs, shapes[0][axis])
         if packed is None:
             raise NotShardable(f"a slice of axis {axis}, which is split ({x})")
@@ -293,7 +293,7 @@ def conv1d(attrs, ins, shapes, out, tp, **_) -> Placement:
     if isinstance(x, Shard) and set(x.axes()) == {0} and all(isinstance(p, Replicate) for p in ins[1:]):
         return x
     if isinstance(x, Shard) and set(x.axes()) == {1} and isinstance(w, Shard) and set(w.axes()) == {0} \
-            and groups == shapes[0][1] and shapes[1][0] == groups and x.on(1) == w.on(0).moved(1) \
+            and groups == shapes[0][1] and shapes[1][0] == groups and x.on(1) == w.at(0).moved(1) \
             and all(p == w for p in ins[2:]):
         return x
     raise NotShardable(f"operands placed {', '.join(map(str, ins))} (a conv1d is split by whole channels only "
@@ -305,8 +305,9 @@ RULES = {Ops.MATMUL: matmul, Ops.CONV1D: conv1d, Ops.BMM: bmm, Ops.RESHAPE: resh
          Ops.TAKE_ALONG: along, Ops.PUT_ALONG: along, **{c: row for c in ops.ROW}}
 # Linear in a partial operand (the others replicated): a sum of partials, so taken through
 # where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
-LINEAR = {Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",
-          Ops.PERMUTE: "one", Ops.EXPAND: "one", Ops.ADD: "all", Ops.SUB: "all", Ops.SUM: "all", Ops.NEG: "one"}
+LINEAR: dict[str, str] = {
+    Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",
+    Ops.PERMUTE: "one", Ops.EXPAND: "one", Ops.ADD: "all", Ops.SUB: "all", Ops.SUM: "all", Ops.NEG: "one"}
 
 
 def partial_through(cls: str, ins) -> bool:

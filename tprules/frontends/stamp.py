@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -130,6 +131,8 @@ def tag_lowerer(lowerer, segments: Segments) -> TaggedGraph:
 
 class TaggingSharder(Sharder):
     """The Sharder, tagging every fact row with the segment that added it."""
+
+    g: TaggedGraph
 
     def __init__(self, graph: TaggedGraph, tp: int, arch: str, styles=None):
         super().__init__(graph, tp, arch, styles)
@@ -281,7 +284,7 @@ class Stamper:
                         columns[rel, c, id(rs)] = ("ids", pa.array(np.array(ids, dtype=np.int64)))
         if progress is not None:
             progress.phase("stamp layers", self.layers + 2)
-        names: dict[tuple[int, int], np.ndarray] = {}
+        names: dict[tuple[int, int], Any] = {}  # pyarrow string arrays
         for t, i in sorted({(t, i) for parts in layout.values() for t, i, _ in parts if t != PRE}):
             table = tokens[t]
             memo: dict[str, str] = {}
@@ -326,7 +329,7 @@ class Stamper:
                 parts.append((self.post, self.layers, rs))
                 j += 1
             else:  # a sweep over the traced layers, in order
-                sweep = {}
+                sweep: dict[int, list[tuple]] = {}
                 while j < len(runs) and runs[j][0] not in (PRE, self.post) and all(runs[j][0] > t for t in sweep):
                     sweep[runs[j][0]] = runs[j][1]
                     j += 1

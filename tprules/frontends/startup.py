@@ -22,6 +22,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 from contextlib import contextmanager
+from typing import Any, cast
 
 from .errors import MissingExtra
 
@@ -66,7 +67,7 @@ def _losses_without_scipy():
         utils.is_scipy_available = available
         for name, module in list(sys.modules.items()):
             if name.startswith("transformers.") and getattr(module, "__dict__", {}).get("is_scipy_available") is absent:
-                module.is_scipy_available = available
+                cast(Any, module).is_scipy_available = available  # a module's own name, patched back
 
 
 class _UnboundedScanCache(importlib.abc.MetaPathFinder):
@@ -84,10 +85,10 @@ class _UnboundedScanCache(importlib.abc.MetaPathFinder):
         def exec_module(module):
             run(module)
             scan = getattr(module, _SCAN, None)
-            if hasattr(scan, "cache_info") and hasattr(scan, "__wrapped__"):
+            if scan is not None and hasattr(scan, "cache_info") and hasattr(scan, "__wrapped__"):
                 setattr(module, _SCAN, functools.lru_cache(maxsize=None)(scan.__wrapped__))
 
-        spec.loader.exec_module = exec_module
+        cast(Any, spec.loader).exec_module = exec_module  # this module's loading, patched
         return spec
 
 

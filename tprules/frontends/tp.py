@@ -68,7 +68,7 @@ def check_experts(source) -> None:
 
 def check_heads(source, heads: Heads, tp: int) -> None:
     """Heads must split over the chips; key/value heads may be fewer than chips (replicated)."""
-    if heads.heads is None:
+    if heads.heads is None or heads.kv is None:  # kv is None only where heads is (hf.head_counts)
         return
     if heads.heads % tp:
         raise source.fail(f"{heads.heads} attention heads ({heads.kv} key/value heads) do not split over --tp {tp} chips")
@@ -82,6 +82,7 @@ def weight_placement(arch: str, value: Tensor, style: Style | None, tp: int, hea
     kind = style.weight if style is not None else None
     if kind in (None, "replicate") or tp == 1:
         return REPLICATE
+    assert style is not None  # it has a kind
     module = value.module
     shape = value.shape
     rank = len(shape)
@@ -217,6 +218,7 @@ class Sharder:
     def _gather(self, value: str, module: str, s: Style) -> None:
         """The all-gather of a value split over the chips: its spine tensor is the value's own name."""
         p = self.place[value]
+        assert isinstance(p, Shard)  # gathered only when split (_leaving)
         v = self.g.values[value]
         split = p.splits[0]
         if len(p.splits) != 1 or split.parts != self.tp or not split.plain(v.shape[split.axis]):
@@ -299,8 +301,8 @@ class Sharder:
         (an elementwise one's, a cat's, a gather's: sharding.BLOCKWISE): each chip's own block of
         them (a slice per chip and axis, no communication: DTensor's Replicate → Shard; attention
         sinks beside split heads; MLA's shared rotary key written beside the heads' own keys)."""
-        shard = next((_rank_aligned(self.place[r], len(out), len(self.g.values[r].shape)) for r in reads
-                      if isinstance(self.place[r], Shard)), None)
+        shard = next((_rank_aligned(placed, len(out), len(self.g.values[r].shape)) for r in reads
+                      if isinstance(placed := self.place[r], Shard)), None)
         if shard is None:
             return reads
         local = []

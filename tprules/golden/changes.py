@@ -118,7 +118,8 @@ def verdict_changes(old: Verdicts, new: Verdicts, old_side: Side | None,
 
 def reason_counts(changes) -> dict[str, tuple[int, int]]:
     """reason → (refusals gone, refusals new) over verdict changes."""
-    gone, new = Counter(), Counter()
+    gone: Counter[str] = Counter()
+    new: Counter[str] = Counter()
     for change in changes:
         for t in change.tuples:
             if t.rel == "refused":

@@ -112,7 +112,7 @@ class Golden:
         stored = read(target.folder)
         malformed = tuple(rel for rel in RELATIONS if not _canonical(target.folder / f"{rel}.tsv", stored[rel]))
         relations = compare(stored, actual)
-        verdicts = ()
+        verdicts: tuple[VerdictChange, ...] = ()
         if any(c.rel in VERDICTS for c in relations):
             before = verdicts_of(stored["legal"] or (), stored["refused"] or ())
             verdicts = verdict_changes(before, actual.verdicts(), None, Side(ws))

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BadInput, raise_all
 from ..paths import display_path
 from .changes import Side, VerdictChange, reason_counts, verdict_changes
 from .corpus import meant_for
+
+if TYPE_CHECKING:
+    from ..datalog.analysis.checked import CheckedRules
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ def load_both(old: Path | str, new: Path | str):
     """Both rule sets, checked; the problems of both reported together."""
     from ..workspace import load_checked_rules
 
-    loaded, problems = [], []
+    loaded: list[CheckedRules] = []
+    problems: list[BadInput] = []
     for rules in (old, new):
         try:
             loaded.append(load_checked_rules(Path(rules)))

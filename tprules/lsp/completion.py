@@ -17,7 +17,9 @@ from .text import statement_before
 
 
 def complete(rs: RuleSet, path: Path, position: types.Position, program: FolderModel | None) -> types.CompletionList:
-    before = statement_before(rs.file_of(path).text, position.line, position.character)
+    file = rs.file_of(path)
+    assert file is not None  # asked in a file of the set
+    before = statement_before(file.text, position.line, position.character)
     if before.count('"') % 2 == 1:
         return types.CompletionList(is_incomplete=False, items=_in_string(rs, before, program))
     items = []

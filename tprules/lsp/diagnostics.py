@@ -38,9 +38,9 @@ def by_file(rs: RuleSet) -> dict[str, list[types.Diagnostic]]:
                 range=token_range(rs.text_of(name), Pos(name, line, 0)), message=str(problem),
                 severity=types.DiagnosticSeverity.Error, code=problem.code, source=SOURCE))
             continue
-        name = problem.pos.file if here else first
-        if name is not None:
-            found[name].append(diagnostic(problem, rs.text_of(name), here))
+        at = problem.pos.file if here and problem.pos is not None else first
+        if at is not None:
+            found[at].append(diagnostic(problem, rs.text_of(at), here))
     return found
 
 

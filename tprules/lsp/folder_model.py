@@ -11,9 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..datalog.analysis.checked import CheckedRules
 from ..datalog.lang import ast
+
+if TYPE_CHECKING:
+    from ..datalog.engine.column_model import ColumnarModel
+    from ..program.load import LoadedProgram
 
 REFUSALS = ("refused", "base_refused")  # a rule deriving these refuses candidates
 
@@ -23,8 +28,8 @@ class FolderModel:
     directory: Path
     display: str
     checked: CheckedRules
-    loaded: object  # program.load.LoadedProgram
-    model: object
+    loaded: LoadedProgram
+    model: ColumnarModel  # the fast engine's
     incremental: bool = False  # whether this model was evaluated on top of the previous one
     _derived: dict[int, tuple[str, int]] = field(default_factory=dict, repr=False)
 

@@ -53,7 +53,7 @@ def _relations(rs: RuleSet, names: list[str], program: FolderModel | None) -> li
 
 def _derived(rs: RuleSet, rel: str, program: FolderModel | None) -> str:
     """How a relation gets its tuples: its rules, its fact file, its subsumptive clauses."""
-    heads = [u.rule for u in rs.uses(rel) if u.role == "head"]
+    heads = [u.rule for u in rs.uses(rel) if u.role == "head" and u.rule is not None]  # a head has its rule
     rules = len({id(r) for r in heads if r.dominating is None})
     clauses = len({id(r) for r in heads if r.dominating is not None})
     inputs = {n for item in rs.index.items if isinstance(item, ast.Directive) and item.kind == "input"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from ..pos import Pos
 from .folder_model import FolderModel
 from .ruleset import RuleSet
 from .text import name_range
@@ -23,7 +24,7 @@ def lenses(rs: RuleSet, path: Path, program: FolderModel) -> list[types.CodeLens
     carry their source positions, so each lens sits on its rule's head). A rule of a
     component is one rule for each instance: its lens names each instance's relation."""
     name = next((n for n, f in rs.files.items() if f.path == path.resolve()), None)
-    heads: dict[object, list] = {}
+    heads: dict[Pos, list] = {}
     for rule in program.checked.program.rules:
         if rule.is_fact or rule.pos.file != name:
             continue

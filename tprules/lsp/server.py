@@ -35,6 +35,7 @@ class RuleServer(LanguageServer):
         self.rulesets: dict[Path, RuleSet] = {}
         self.programs: dict[Path, FolderModel] = {}  # by rule folder: the last one its good rules built
         self.told: set[str] = set()  # messages already shown (a broken program is said once)
+        self._init_options: object = None  # the client's initializationOptions
 
     # -- state --------------------------------------------------------------------------
 
@@ -65,6 +66,7 @@ class RuleServer(LanguageServer):
             self.evaluate(folder, rs)
 
     def evaluate(self, folder: Path, rs: RuleSet) -> None:
+        assert rs.checked is not None and self.settings.program is not None  # refresh asks only then
         previous = self.programs.get(folder)
         if previous is not None and previous.checked is rs.checked:
             return

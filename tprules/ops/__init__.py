@@ -21,8 +21,9 @@ __all__ = ["CLASSES", "ELEMENTWISE", "INDEXED", "KINDS", "LAYOUT", "MATMULS", "N
            "ROW", "SHAPED", "WINDOW", "check_attrs", "constant", "dims", "fmt_shape", "require", "shape_of"]
 
 
-def _table() -> dict[Ops, OpClass]:
-    entries: dict[Ops, OpClass] = {}
+# Keyed by `Ops`, a StrEnum: a class's name (a str) finds its entry as well.
+def _table() -> dict[str, OpClass]:
+    entries: dict[str, OpClass] = {}
     for module in (matmul, elementwise, row, layout, window):
         for c in module.CLASSES:
             if c.op in entries:
@@ -34,7 +35,7 @@ def _table() -> dict[Ops, OpClass]:
     return {op: entries[op] for op in Ops}  # registry order
 
 
-CLASSES: dict[Ops, OpClass] = _table()
+CLASSES: dict[str, OpClass] = _table()
 
 # The kinds, as sets over the vocabulary
 MATMULS = frozenset(op for op, c in CLASSES.items() if c.kind == "matmul")

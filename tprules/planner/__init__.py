@@ -49,6 +49,7 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
     from ..verdicts import place_ids
 
     on = place_ids(workspace.places_model, program.facts.symbols)
+    assert index.ids is not None  # from_program's
     places = [on.get(i, "") for i in index.ids.tolist()]
     cost = None
     if machine is not None:
@@ -66,6 +67,7 @@ def rules_asker(workspace, index: PlanIndex):
     from .greedy import member_lists
 
     symbols, ids = workspace.program.facts.symbols, index.ids
+    assert ids is not None  # from_program's
 
     def ask(fusions: list[str], owner, statements) -> list[bool]:
         fusion_ids = np.asarray(symbols.intern(fusions, distinct=True))

@@ -120,7 +120,7 @@ class KernelCost:
         writes, reads, readers, statement, tensor = sig.writes, sig.reads, sig.readers, sig.statement, sig.tensor
         index = {writes[k]: i for i, k in enumerate(members)}
         inside = set(members)
-        outside = {}
+        outside: dict[int, int] = {}
         key = []
         for k in members:
             # a member's output by its index i >= 0; an input j (with its shape's id s) as -1 - j - s * 2**32

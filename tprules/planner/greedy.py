@@ -115,7 +115,7 @@ class Greedy:
                 changed |= merged > 0
         return self.groups
 
-    def run_pass(self, propose, disjoint: bool) -> int:
+    def run_pass(self, propose: Callable[[], tuple[np.ndarray, np.ndarray]], disjoint: bool) -> int:
         """Rounds of one kind of proposal until a round has none left to ask or apply; returns the merges."""
         merged = 0
         while True:
@@ -126,7 +126,7 @@ class Greedy:
             self.ask(*chosen)
             merged += self.settle(*chosen, disjoint)
 
-    def choose(self, pairs: np.ndarray, why: np.ndarray, disjoint: bool) -> tuple[np.ndarray, ...]:
+    def choose(self, pairs: np.ndarray, why: np.ndarray, disjoint: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Proposals (pair numbers, best first; `why`: nonzero when known to keep the groups
         acyclic, state.py) worth asking or applying; with `disjoint`, each group once, the
         first in order taken. Returns their groups a and b, the number of their pair in either

@@ -21,6 +21,7 @@ False
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import cast
 
 
 def reached_before(succ: Callable[[int], Iterable[int]], pos, lo: int, hi: int) -> set[int] | None:
@@ -106,7 +107,8 @@ class GroupGraph:
         group `group_of[k]`, each group's members and slot, `src[e]` → `dst[e]` the edges
         between groups; groups that merges make are numbered `next_id`, `next_id + 1`, ..."""
         gg = cls.__new__(cls)
-        gg.group_of, gg.members, gg.pos = group_of, members, pos
+        # statements numbered here where __init__ names them: the graph only looks them up
+        gg.group_of, gg.members, gg.pos = cast(dict, group_of), cast(dict, members), pos
         gg.succ = {g: set() for g in members}
         gg.pred = {g: set() for g in members}
         succ, pred = gg.succ, gg.pred
@@ -134,7 +136,8 @@ class GroupGraph:
         """Groups after `lo`'s slot from which `hi` is reached, not through lo."""
         pos, pred = self.pos, self.pred
         limit = pos[lo]
-        return _bounded(pred.__getitem__, [p for p in pred[hi] if p != lo and pos[p] > limit], lambda p: pos[p] > limit)
+        found = _bounded(pred.__getitem__, [p for p in pred[hi] if p != lo and pos[p] > limit], lambda p: pos[p] > limit)
+        return cast("set[int]", found)  # None only with a `stop`
 
     def ordered(self, a: int, b: int) -> tuple[int, int]:
         return (a, b) if self.pos[a] < self.pos[b] else (b, a)
@@ -192,15 +195,15 @@ class GroupGraph:
         into.discard(hi)
         succ[new], pred[new] = out, into
         for s in out:
-            p = pred[s]
-            p.discard(lo)
-            p.discard(hi)
-            p.add(new)
+            preds = pred[s]
+            preds.discard(lo)
+            preds.discard(hi)
+            preds.add(new)
         for p in into:
-            s = succ[p]
-            s.discard(lo)
-            s.discard(hi)
-            s.add(new)
+            succs = succ[p]
+            succs.discard(lo)
+            succs.discard(hi)
+            succs.add(new)
         del pos[lo], pos[hi]
         return new
 

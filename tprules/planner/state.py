@@ -49,7 +49,11 @@ class GroupArrays:
         self._changed()
 
     def _changed(self) -> None:
-        self._edges = self._members = self._succ = self._starts = None
+        # made on first use after each change
+        self._edges: np.ndarray | None = None
+        self._members: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._succ: tuple[list[int], list[int], list[int], list[int], list[int], list[int]] | None = None
+        self._starts: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- what the groups are now ---------------------------------------------------
 
@@ -116,11 +120,11 @@ class GroupArrays:
     def can_merge(self, a: int, b: int) -> bool:
         """Whether merging groups a and b keeps the graph of groups acyclic (as `GroupGraph.can_merge`)."""
         if self._succ is None:  # as lists: the search below reads them an element at a time
-            src, dst = np.divmod(self.edges(), self.wide)
-            by_dst = np.argsort(dst, kind="stable")
-            self._succ = (dst.tolist(), np.searchsorted(src, np.arange(self.wide + 1)).tolist(),
-                          np.bincount(dst, minlength=self.wide).tolist(), self.pos.tolist(),
-                          src[by_dst].tolist(), np.searchsorted(dst[by_dst], np.arange(self.wide + 1)).tolist())
+            heads, tails = np.divmod(self.edges(), self.wide)
+            by_tail = np.argsort(tails, kind="stable")
+            self._succ = (tails.tolist(), np.searchsorted(heads, np.arange(self.wide + 1)).tolist(),
+                          np.bincount(tails, minlength=self.wide).tolist(), self.pos.tolist(),
+                          heads[by_tail].tolist(), np.searchsorted(tails[by_tail], np.arange(self.wide + 1)).tolist())
         dst, start, into, pos, src, into_start = self._succ
         lo, hi = (a, b) if pos[a] < pos[b] else (b, a)
         out = dst[start[lo]:start[lo + 1]]

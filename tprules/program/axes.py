@@ -15,7 +15,8 @@ def axis_groups(shape, out) -> list[tuple[list[int], list[int]]]:
     >>> axis_groups((1, 4), (4,))
     [([0], []), ([1], [0])]
     """
-    groups, i, j = [], 0, 0
+    groups: list[tuple[list[int], list[int]]] = []
+    i, j = 0, 0
     while i < len(shape) or j < len(out):
         if i < len(shape) and shape[i] == 1:
             groups.append(([i], []))

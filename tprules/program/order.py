@@ -120,7 +120,7 @@ def _a_cycle(succ: dict[str, set[str]], stuck: set[str], rank: dict[str, int]) -
     import networkx as nx
 
     graph = nx.DiGraph((a, b) for a in stuck for b in succ.get(a, ()) if b in stuck)
-    edges = nx.find_cycle(graph, source=min(stuck, key=rank.get))
+    edges = nx.find_cycle(graph, source=min(stuck, key=rank.__getitem__))
     cycle = [a for a, _ in edges]
-    start = cycle.index(min(cycle, key=rank.get))
+    start = cycle.index(min(cycle, key=rank.__getitem__))
     return cycle[start:] + cycle[:start]

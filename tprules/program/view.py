@@ -91,7 +91,7 @@ class Spans(Sequence):
     def __len__(self) -> int:
         return len(self.ends)
 
-    def __getitem__(self, k: int) -> tuple[int, ...]:
+    def __getitem__(self, k: int) -> tuple[int, ...]:  # type: ignore[override]  # by index only, no slices
         ends = self.ends
         if k < 0:
             k += len(ends)

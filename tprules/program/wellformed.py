@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NoReturn
 
 from ..datalog.facts.base import FactBase
 from ..datalog.facts.columns import Columns
@@ -23,8 +24,12 @@ def _problem(facts: FactBase, rel: str, tup: tuple, message: str) -> IllFormed:
     return IllFormed(message, pos)
 
 
-def _fail(facts: FactBase, rel: str, tup: tuple, message: str):
+def _fail(facts: FactBase, rel: str, tup: tuple, message: str) -> NoReturn:
     raise _problem(facts, rel, tup, message)
+
+
+def _line_of(pos: Pos | None) -> int:
+    return pos.line if pos is not None else 0  # a tuple added without a file: first
 
 
 def check_statements(facts: FactBase) -> None:
@@ -148,7 +153,7 @@ def check_places(facts: FactBase, home: dict[str, int | None], only_folds: bool 
         if tup[0] in folds:
             by_fold[tup[0]].append(tup)
     for tuples in by_fold.values():  # file order, for the first offending line
-        tuples.sort(key=lambda r: facts.where("reads", r).line)
+        tuples.sort(key=lambda r: _line_of(facts.where("reads", r)))
     output = dict(facts.tuples("writes"))
     kinds = dict(facts.tuples("collective"))
     for tup in facts.ordered("fold"):

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from ..errors import BadInput
 from ..explain.prove import DEFAULT_DEPTH
 from . import answers
+
+if TYPE_CHECKING:
+    from ..explain.explainer import Explainer
 
 QUIT = object()  # what `:quit` answers
 
@@ -78,7 +82,7 @@ class Session:
         self.module: str | None = None  # :module PREFIX
         self.workspace = self._load()  # a bad first load is the command's error (exit 2)
         self.generation = 0  # bumped by every successful :reload (completion caches follow it)
-        self._explainer = None
+        self._explainer: Explainer | None = None  # made on the first question that needs it
 
     def _load(self):
         import gc

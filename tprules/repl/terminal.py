@@ -29,7 +29,7 @@ def run_piped(session: Session, lines, write, width: int, ascii: bool = False) -
 
 def run_terminal(session: Session, width: int | None = None) -> None:
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.history import FileHistory, History
     from rich.console import Console
 
     from .complete import ReplCompleter
@@ -38,12 +38,12 @@ def run_terminal(session: Session, width: int | None = None) -> None:
     history = cache_dir() / "repl_history"
     try:
         history.parent.mkdir(parents=True, exist_ok=True)
-        store = FileHistory(str(history))
+        store: History = FileHistory(str(history))
     except OSError:  # no history rather than no REPL
         from prompt_toolkit.history import InMemoryHistory
 
         store = InMemoryHistory()
-    prompt = PromptSession(history=store, completer=ReplCompleter(session, [c.name for c in COMMANDS]))
+    prompt: PromptSession[str] = PromptSession(history=store, completer=ReplCompleter(session, [c.name for c in COMMANDS]))
     ws = session.workspace
     console.print(Text(f"tprules repl: {ws.program.display} (shim {ws.program.shim_label}, rules {ws.checked.source}); "
                        f":help lists the commands, Ctrl-D leaves", style="dim"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from .compare import OutputCheck, compare
 from .executor import kernel_timing
 from .groups import BadPlan, ordered_groups, unfused
 from .trace import phases
+
+if TYPE_CHECKING:
+    from .devices.base import Compiled
 
 
 @dataclass
@@ -113,15 +117,16 @@ class Prepared:
         share = shares_spine(self.device, prog, share)
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
-        self.compiled = []
+        self.compiled: list[Compiled | None] = []
         for k in self.kernels:
             if not runs_here(k, world):
                 self.compiled.append(None)
                 continue
             with phase(f"compile {k.group}", group=k.group, kind=k.kind):
-                self.compiled.append(self.device.compile(k, shared=share and k.place == "spine"))
+                compiled = self.device.compile(k, shared=share and k.place == "spine")
+            self.compiled.append(compiled)
             if show_kernels:
-                show_kernels(k, self.compiled[-1].source)
+                show_kernels(k, compiled.source)
             if tick:
                 tick()
         self.compile_s = time.perf_counter() - started

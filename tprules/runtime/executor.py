@@ -178,7 +178,7 @@ class _Run:
         """The chip a copy of `tensor` comes from: its home when that holds it, else the lowest."""
         where = self.held[tensor]
         home = self.prog.tensors[tensor].home
-        return home if home in where else min(where)
+        return home if home is not None and home in where else min(where)
 
     def on(self, tensor: str, chip: int):
         """The tensor's buffer on `chip` (REMOTE for another rank's chip), moved there if need be."""
@@ -225,16 +225,17 @@ class _Run:
         chips = chips_of(kernel, self.prog.chips)
         if self.share and kernel.place == "spine":
             chips = chips[:1]
-            self.shared.update(p.tensor for p in kernel.params if p.role == "out")
+            self.shared.update(p.tensor for p in kernel.params if p.role == "out" and p.tensor is not None)
         for chip in chips:
             q = self.queues.get(chip)
             bufs = buffers(kernel, chip, q, self.on, self.held, REMOTE)
             if q is None:  # another rank's chip: only where its outputs are held was recorded
                 continue
+            assert compiled is not None  # compiled for every kernel that runs on a chip held here
             q.launch(compiled, bufs)
             mark = q.mark()
             for p in kernel.params:
-                if p.role == "out":
+                if p.role == "out" and p.tensor is not None:
                     self.ready[(p.tensor, chip)] = mark
             self.kernels[chip] += 1
             self.launches[chip] += compiled.launches

@@ -61,7 +61,7 @@ def generate(tensor: Tensor, role: str) -> np.ndarray:
 
 
 def _roles(prog: RunProgram) -> dict[str, str]:
-    roles = {}
+    roles: dict[str, str] = {}
     for s in prog.statements:
         if s.cls == Ops.MATMUL:
             k = prog.tensors[s.reads[0]].shape[-1]

@@ -13,7 +13,7 @@ def seconds(s: float) -> str:
     return f"{s * 1e6:.0f} µs"
 
 
-def size(n: int) -> str:
+def size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"

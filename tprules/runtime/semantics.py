@@ -47,7 +47,7 @@ def store(x: np.ndarray, dtype: str) -> np.ndarray:
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """Round float32 to bfloat16 precision (nearest, ties to even), kept as float32."""
-    bits = np.ascontiguousarray(x, F32).view(np.uint32).astype(np.uint64)
+    bits: np.ndarray = np.ascontiguousarray(x, F32).view(np.uint32).astype(np.uint64)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     out = bits.astype(np.uint32).view(F32)
     return np.where(np.isfinite(x), out, x).astype(F32)

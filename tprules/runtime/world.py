@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass
 class Traffic:
@@ -71,6 +73,21 @@ class World:
     def holds(self, chip: int | None) -> bool:
         """Whether this process holds `chip` (None: the spine, which every process holds)."""
         return chip is None or self.owner(chip) == self.rank
+
+    # -- the communicator: one process holds every chip, so it never exchanges anything
+    # (the executor calls these only where `collectives` is set or a chip is another rank's)
+
+    def send(self, array: np.ndarray, to: int, what: str) -> None:
+        raise AssertionError(f"one process sends nothing: {what}")
+
+    def recv(self, shape, dtype, source: int, what: str) -> np.ndarray:
+        raise AssertionError(f"one process receives nothing: {what}")
+
+    def allreduce(self, partial: np.ndarray, what: str) -> np.ndarray:
+        raise AssertionError(f"one process runs a fold as its kernel: {what}")
+
+    def allgather(self, pieces: dict[int, np.ndarray], sizes: dict[int, int], dtype, what: str) -> dict[int, np.ndarray]:
+        raise AssertionError(f"one process runs a fold as its kernel: {what}")
 
     @property
     def gpu(self) -> int | None:

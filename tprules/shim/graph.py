@@ -194,6 +194,7 @@ class TensorGraph:
     def position(self) -> dict[str, int]:
         """Statement → its index in `order()`."""
         self.order()
+        assert self._order is not None  # order() made it
         return self._order[2]
 
     def __len__(self) -> int:

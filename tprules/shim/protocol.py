@@ -22,7 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .graph import Op, TensorGraph
+    from .graph import AnyOp, TensorGraph
 
 
 class Support(str, Enum):
@@ -122,11 +122,11 @@ class Shim(Protocol):
         """What the chip's backend does with statements of class `cls`."""
         ...
 
-    def fits(self, op: "Op", g: "TensorGraph") -> Fit:
+    def fits(self, op: "AnyOp", g: "TensorGraph") -> Fit:
         """Whether the chip builds `op` (a statement or a fused op) as it stands in `g`."""
         ...
 
-    def activation(self, consumer: "Op", operand: int, g: "TensorGraph") -> QuantFormat | None:
+    def activation(self, consumer: "AnyOp", operand: int, g: "TensorGraph") -> QuantFormat | None:
         """The quantized form in which `consumer` reads operand `operand`, or None for its values."""
         ...
 

@@ -8,6 +8,7 @@ question after that only evaluates the strata that depend on candidates (`Worksp
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..datalog.facts.base import FactBase
 from ..datalog.lang.ast import Pos
@@ -34,7 +35,7 @@ def open_session(relations: dict[str, list[tuple]], shim: str, checked, engine: 
     from ..workspace import Workspace
 
     facts = fact_base(relations)
-    program = prepare_program(facts, FactBase(), shim, Path(GRAPH), GRAPH, computed)
+    program = prepare_program(facts, set(), shim, Path(GRAPH), GRAPH, computed)  # `shim` is named: no own shim needed
     return Workspace.from_program(program, checked, engine)
 
 
@@ -42,7 +43,7 @@ class SessionCache:
     """One session per graph version: a graph edited after a question gets a fresh session."""
 
     def __init__(self):
-        self._entries: dict[int, tuple[object, int, object]] = {}
+        self._entries: dict[int, tuple[Any, int, object]] = {}  # id → (graph, its version, session)
 
     def get(self, g):
         entry = self._entries.get(id(g))

@@ -39,7 +39,7 @@ class TensorParallelShim:
         self.manifest = manifest
         self._rules, self._engine, self._checked = rules, engine, checked
         self._sessions = SessionCache()
-        self._sources = None
+        self._sources: dict[str, Refusal] | None = None  # by reason, made on the first refusal
 
     @property
     def checked(self):
@@ -130,7 +130,7 @@ class TensorParallelShim:
             relations = g.to_facts()
             relations.update(self.manifest.to_facts())
             computed = None
-            if self.answered_by_rules:
+            if isinstance(self.base, FactShim):  # answered_by_rules
                 relations.update(self.base.shim_facts())
             else:
                 require_inputs(self.checked, "base_answers", "base_refusal")

@@ -258,7 +258,8 @@ def lift_head_aggregates(program: ast.RuleSource) -> ast.RuleSource:
     items = []
     for item in program.items:
         if isinstance(item, ast.Rule) and any(ast.aggregates_in(t) for t in item.head.args):
-            extra, args = [], []
+            extra: list[ast.Literal] = []
+            args: list[ast.Term] = []
             for term in item.head.args:
                 for agg in ast.aggregates_in(term):
                     var = ast.Var(f".h{len(extra) + 1}", agg.pos)
@@ -275,7 +276,7 @@ def shadow_aggregate_targets(program: ast.RuleSource) -> ast.RuleSource:
     """As Soufflé 2.5: a variable of an aggregate's target is the aggregate's own, even
     where the rule uses the same name outside it (`Y = min Z + Y : { a(Z), b(Y) }`). Such
     a variable is renamed inside the aggregate (`Y.1`), so every later pass sees two."""
-    items = []
+    items: list[ast.Item] = []
     changed = False
     for item in program.items:
         if isinstance(item, ast.Rule) and not item.is_fact:

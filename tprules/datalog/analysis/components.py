@@ -58,6 +58,12 @@ class _Scope:
     def items(self):
         return self.comp.items if self.comp is not None else ()
 
+    @property
+    def component(self) -> ast.Component:
+        """The component of any scope but the program's."""
+        assert self.comp is not None
+        return self.comp
+
 
 class _Expander:
     def __init__(self, top: _Scope):
@@ -75,7 +81,7 @@ class _Expander:
     def problem(self, message: str, pos: ast.Pos) -> None:
         self.problems.append(RuleError(message, pos))
 
-    def lookup(self, scope: _Scope, name: str, binding: dict[str, str]) -> _Scope | None:
+    def lookup(self, scope: _Scope | None, name: str, binding: dict[str, str]) -> _Scope | None:
         """A component by name, as seen from a scope: its nested ones, then outward."""
         name = binding.get(name, name)
         while scope is not None:
@@ -85,10 +91,10 @@ class _Expander:
         return None
 
     def bind(self, target: _Scope, given: ast.CompType, binding: dict[str, str]) -> dict[str, str] | None:
-        formal = target.comp.type.params
+        formal = target.component.type.params
         if len(formal) != len(given.params):
             want = f"{len(formal)} type parameter{'s' if len(formal) != 1 else ''}"
-            self.problem(f"component {target.comp.type.name} takes {want}"
+            self.problem(f"component {target.component.type.name} takes {want}"
                          f"{' (' + ', '.join(formal) + ')' if formal else ''} but is given {len(given.params)}",
                          given.pos)
             return None
@@ -119,7 +125,7 @@ class _Expander:
 
     def collect(self, scope: _Scope, binding: dict[str, str], content: _Content, orphans: list[ast.Rule],
                 overridden: frozenset[str], depth: int, path: str, origin: str) -> None:
-        comp = scope.comp
+        comp = scope.component
         below = overridden | {o.rel for o in _of(scope, ast.Override)}
         for base in comp.bases:
             found = self.lookup(scope.parent, base.name, binding) if scope.parent is not None else None
@@ -159,21 +165,21 @@ class _Expander:
     def check_bases(self, scope: _Scope) -> None:
         """Unknown bases, and inheritance cycles."""
         for child in scope.children.values():
-            for base in child.comp.bases:
-                if self.lookup(scope, base.name, {}) is None and base.name not in child.comp.type.params:
-                    self.problem(f"base component {base.name} of {child.comp.type.name} is not declared"
+            for base in child.component.bases:
+                if self.lookup(scope, base.name, {}) is None and base.name not in child.component.type.params:
+                    self.problem(f"base component {base.name} of {child.component.type.name} is not declared"
                                  f"{_known(scope)}", base.pos)
             cycle = self.cycle(child, [])
             if cycle and frozenset(cycle) not in self.cycles:  # one line per cycle, at its first component
                 self.cycles.add(frozenset(cycle))
-                self.problem("inheritance cycle: " + " : ".join(cycle), child.comp.type.pos)
+                self.problem("inheritance cycle: " + " : ".join(cycle), child.component.type.pos)
             self.check_bases(child)
 
     def cycle(self, scope: _Scope, seen: list[str]) -> list[str] | None:
-        name = scope.comp.type.name
+        name = scope.component.type.name
         if name in seen:
             return seen + [name] if seen[0] == name else None
-        for base in scope.comp.bases:
+        for base in scope.component.bases:
             found = self.lookup(scope.parent, base.name, {})
             if found is not None:
                 loop = self.cycle(found, seen + [name])
@@ -186,7 +192,7 @@ def _of(scope: _Scope, kind) -> list:
     return [i for i in scope.items if isinstance(i, kind)]
 
 
-def _known(scope: _Scope) -> str:
+def _known(scope: _Scope | None) -> str:
     names = set()
     while scope is not None:
         names |= set(scope.children)
@@ -281,7 +287,7 @@ def expand_components(program: ast.RuleSource) -> ast.RuleSource:
                 continue
             orphans: list[ast.Rule] = []
             content = expander.instantiate(item, top, orphans, frozenset(), {}, 1, "")
-            items += content.types + content.decls + content.rules + orphans + content.directives
+            items += [*content.types, *content.decls, *content.rules, *orphans, *content.directives]
         elif not isinstance(item, (ast.Component, ast.Override)):
             items.append(item)
     raise_all(expander.problems)

@@ -24,7 +24,7 @@ from ..lang import ast
 Column = tuple[str, int]  # (relation, 0-based column)
 
 
-def _atoms_and_equalities(node) -> Iterator[object]:
+def _atoms_and_equalities(node) -> Iterator[ast.Atom | ast.Comparison]:
     """Every atom and every `=` comparison inside a rule part, however deeply nested."""
     if isinstance(node, ast.Atom):
         yield node
@@ -76,7 +76,7 @@ def column_domains(rules: Iterable[ast.Rule]) -> dict[Column, frozenset[Column]]
                 meet(node.left.name, ("=", node.left.name, id(rule)))
                 meet(node.right.name, ("=", node.left.name, id(rule)))
     groups: dict[object, set[Column]] = {}
-    for node in list(sets.parent):
-        if isinstance(node, tuple) and len(node) == 2:
-            groups.setdefault(sets.find(node), set()).add(node)
+    for key in list(sets.parent):
+        if isinstance(key, tuple) and len(key) == 2:
+            groups.setdefault(sets.find(key), set()).add(key)
     return {col: frozenset(group) for group in groups.values() for col in group}

@@ -67,7 +67,7 @@ def _lift_ranges(term: ast.Term, fresh: _Fresh, extra: list) -> ast.Term:
 
 
 def _atom(atom: ast.Atom, fresh: _Fresh, extra: list, lift_all: bool) -> ast.Atom:
-    args = []
+    args: list[ast.Term] = []
     for arg in atom.args:
         if lift_all and _needs_lifting(arg) or not lift_all and (ast.aggregates_in(arg) or ast.functors_in(arg, "range")):
             var = fresh.var("e", arg)
@@ -146,14 +146,18 @@ def _fold(term: ast.Term) -> tuple[ast.Term, bool]:
     return node(value, term.pos, kind), True
 
 
+def _fold_atom(atom: ast.Atom) -> ast.Atom:
+    new = tuple(fold_constants(a) for a in atom.args)
+    return atom if all(a is b for a, b in zip(new, atom.args)) else dataclasses.replace(atom, args=new)
+
+
 def _fold_literal(lit: ast.Literal) -> ast.Literal:
     match lit:
-        case ast.Atom(_, args):
-            new = tuple(fold_constants(a) for a in args)
-            return lit if all(a is b for a, b in zip(new, args)) else dataclasses.replace(lit, args=new)
+        case ast.Atom():
+            return _fold_atom(lit)
         case ast.Negation(atom):
-            new = _fold_literal(atom)
-            return lit if new is atom else dataclasses.replace(lit, atom=new)
+            folded = _fold_atom(atom)
+            return lit if folded is atom else dataclasses.replace(lit, atom=folded)
         case ast.Comparison(_, left, right):
             a, b = fold_constants(left), fold_constants(right)
             return lit if a is left and b is right else dataclasses.replace(lit, left=a, right=b)
@@ -162,7 +166,7 @@ def _fold_literal(lit: ast.Literal) -> ast.Literal:
 
 def normalise_rule(rule: ast.Rule) -> ast.Rule:
     """The rule in the engines' normal form (the rule itself when nothing changes)."""
-    head = _fold_literal(rule.head)
+    head = _fold_atom(rule.head)
     body = tuple(_fold_literal(lit) for lit in rule.body)
     if head is not rule.head or any(a is not b for a, b in zip(body, rule.body)):
         rule = dataclasses.replace(rule, head=head, body=body)

@@ -302,7 +302,7 @@ class _Rule:
             cols = [ast.Var(f".c{j}", pos) for j in range(decl.arity)]
             fields = [ast.Var(f".g{j}", pos) for j in range(len(kinds))]
             tag = f"${pattern.name}" if isinstance(pattern, ast.Branch) else f"[{len(pattern.args)}"
-            body = (ast.Atom(atom.rel, tuple(cols), pos),
+            body: tuple[ast.Literal, ...] = (ast.Atom(atom.rel, tuple(cols), pos),
                     ast.Comparison("=", ast.Functor(".tag", (cols[column],), pos), ast.Str(tag, pos), pos),
                     *(ast.Comparison("=", g, ast.Functor(f".field:{j}:{k}", (cols[column],), pos), pos)
                       for j, (g, k) in enumerate(zip(fields, kinds))))

@@ -193,7 +193,7 @@ class Typer:
         columns = self._columns(atom)
         if not columns:
             return atom
-        args = []
+        args: list[ast.Term] = []
         for term, attr in columns:
             if isinstance(term, (ast.Var, ast.Wildcard)):  # a variable's conflicting uses were reported once
                 args.append(dataclasses.replace(term, type=attr.kind))
@@ -209,7 +209,7 @@ class Typer:
         return dataclasses.replace(atom, args=tuple(args))
 
     def _literals(self, body) -> tuple[ast.Literal, ...]:
-        out = []
+        out: list[ast.Literal] = []
         for lit in body:
             match lit:
                 case ast.Atom():
@@ -290,17 +290,17 @@ class Typer:
             case ast.Functor():
                 return self._functor(term, want)
             case ast.Cast(operand, to):
-                kind = self.typenames.get(to)
-                if kind is None:
+                to_kind = self.typenames.get(to)
+                if to_kind is None:
                     self.problems.add(f"as(..., {to}): type {to} is not declared", term.pos)
                     return term
                 found = self.infer(operand)
-                if found not in (None, INT, kind):
-                    self.problems.add(f"as(..., {to}) turns a{_n(found)} {found} into a{_n(kind)} {kind}; tprules "
+                if found not in (None, INT, to_kind):
+                    self.problems.add(f"as(..., {to}) turns a{_n(found)} {found} into a{_n(to_kind)} {to_kind}; tprules "
                                       "supports as() within one primitive type only (use to_number, to_float, ...)",
                                       term.pos)
                     return term
-                return dataclasses.replace(term, term=self.term(operand, kind), type=kind)
+                return dataclasses.replace(term, term=self.term(operand, to_kind), type=to_kind)
             case ast.Aggregate():
                 return self._aggregate(term)
         return term
@@ -316,6 +316,7 @@ class Typer:
             right = self.expect(right, ("symbol",), "operand of '+'")
             return dataclasses.replace(term, left=left, right=right, type="symbol")
         kind = self._numeric(term, want)
+        kinds: tuple[str, ...]
         if op in LOGIC or op in BITWISE:
             kinds = ("number", "unsigned") if kind != "unsigned" else ("unsigned",)
             kind = kinds[0] if kind == "float" else kind
@@ -367,8 +368,8 @@ class Typer:
         wanted = name.split(":")[-1].split("|") if ":" in name else []
         typed = []
         for i, arg in enumerate(args):
-            kind = self.typenames.get(wanted[i]) if i < len(wanted) else None
-            typed.append(self.expect(arg, (kind,) if kind else _ANY, f"field {i + 1} of a record"))
+            field_kind = self.typenames.get(wanted[i]) if i < len(wanted) else None
+            typed.append(self.expect(arg, (field_kind,) if field_kind else _ANY, f"field {i + 1} of a record"))
         return dataclasses.replace(term, args=tuple(typed), type="symbol")
 
     def _aggregate(self, term: ast.Aggregate) -> ast.Term:
@@ -376,6 +377,7 @@ class Typer:
         if term.func == "count":
             return dataclasses.replace(term, body=body, type="number")
         # As Soufflé 2.5: a mean is of floats (convert a number with to_float)
+        assert term.target is not None  # only a count has no target
         target = self.expect(term.target, ("float",) if term.func == "mean" else NUMERIC, f"target of {term.func}")
         kind = "float" if term.func == "mean" else (getattr(target, "type", "") or "number")
         return dataclasses.replace(term, target=target, body=body, type=kind)

@@ -60,7 +60,7 @@ def _witnessed(rule: ast.Rule, fresh) -> ast.Rule:
 def expand_witnesses(program: ast.RuleSource) -> ast.RuleSource:
     """The program with every min/max witness written out (see the module's doc)."""
     fresh = itertools.count(1)
-    items = []
+    items: list[ast.Item] = []
     changed = False
     for item in program.items:
         if isinstance(item, ast.Rule) and not item.is_fact:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..analysis.checked import CheckedRules
 from ..analysis.checks import outside_vars
@@ -153,7 +153,7 @@ def program_to_asp(checked: CheckedRules, show: Iterable[str] | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
-def facts_to_asp(relations: dict[str, Iterable[tuple]]) -> str:
+def facts_to_asp(relations: Mapping[str, Iterable[tuple]]) -> str:
     """Facts as clingo atoms, one a line: `op("mm0", "matmul").`"""
     out: list[str] = []
     for rel, tuples in relations.items():

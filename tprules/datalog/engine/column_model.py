@@ -4,6 +4,7 @@ someone asks (proofs, verdicts), so it answers like `evaluate.Model`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import numpy as np
 
@@ -64,8 +65,11 @@ class ColumnarModel(Model):
                  parent: "ColumnarModel | None" = None):
         self.checked, self.symbols, self.arrays = checked, symbols, arrays
         self.round_arrays: dict[str, np.ndarray] = {}
-        super().__init__(_Relations(self), parent=None)
-        self.rounds = _Rounds(self)
+        relations = _Relations(self)
+        self.decoded = relations.decoded  # the relations decoded so far (the engine drops what it changes)
+        # Read-only mappings where Model has dicts: only the tuple engine writes a Model's own.
+        super().__init__(cast(dict, relations), parent=None)
+        self.rounds = cast(dict, _Rounds(self))
         self._parent_model = parent
 
     def decode_rows(self, rel: str, rows: np.ndarray) -> list[tuple]:

@@ -102,10 +102,10 @@ class TermValues:
             case ast.BinOp(op, left, right) if kind_of(left) == "symbol":  # `+` concatenates
                 return self._per_value(term, op, (left, right), cols, n)
             case ast.BinOp(op, left, right):
-                operand = kind_of(left)
-                a = np.asarray(self.value(left, cols, n), dtype=DTYPES[operand])
-                b = np.asarray(self.value(right, cols, n), dtype=DTYPES[operand])
-                return self._binary(op, operand, a, b, n)
+                operand_kind = kind_of(left)
+                a = np.asarray(self.value(left, cols, n), dtype=DTYPES[operand_kind])
+                b = np.asarray(self.value(right, cols, n), dtype=DTYPES[operand_kind])
+                return self._binary(op, operand_kind, a, b, n)
             case ast.Functor(name, args):
                 return self._functor(term, name, args, cols, n)
         raise TypeError(term)
@@ -159,7 +159,7 @@ class TermValues:
                 result = fold(result, more)
             return result
         if name == "bnot":
-            return ~np.asarray(self.value(args[0], cols, n), dtype=DTYPES[kind])
+            return np.invert(np.asarray(self.value(args[0], cols, n), dtype=DTYPES[kind]))
         if name == "lnot":
             return (np.asarray(self.value(args[0], cols, n)) == 0).astype(DTYPES[kind])
         source = kind_of(args[0]) if args else ""
@@ -211,12 +211,13 @@ class TermValues:
         kind = kind_of(gen)
         bounds = [np.broadcast_to(np.asarray(self.value(a, cols, n), dtype=DTYPES[kind]), (n,)) for a in gen.args]
         if kind == "float" or len(bounds) == 3 or kind == "unsigned":  # rare: one row at a time
-            rows, found = [], []
+            at: list[int] = []
+            found: list = []
             for i, args in enumerate(zip(*(b.tolist() for b in bounds))):
                 got = values.range_values(kind, *args)
-                rows.extend([i] * len(got))
+                at.extend([i] * len(got))
                 found.extend(got)
-            return np.asarray(rows, dtype=I64), np.asarray(found, dtype=DTYPES[kind])
+            return np.asarray(at, dtype=I64), np.asarray(found, dtype=DTYPES[kind])
         start, stop = bounds
         step = np.where(start <= stop, 1, -1).astype(I64)
         counts = np.abs(stop - start)

@@ -13,6 +13,7 @@ relation into Python tuples only when someone asks for it (proofs, verdicts).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from .column_values import encode_typed
 from .keys import KeyIndex, anti_join_mask, distinct_rows, joint_keys, unique_sorted
 from .options import Capabilities
 from .rule_run import RuleRun, Table
+
+if TYPE_CHECKING:
+    from .evaluate import Evaluator
 
 I64 = np.int64
 
@@ -43,7 +47,7 @@ class ColumnarEngine:
             for value in ast.string_constants(rule):
                 self.symbols.one(value)
         self.indexes: dict[tuple, tuple[np.ndarray, KeyIndex]] = {}  # sorted keys of unchanged relations
-        self._tuples = None  # the compiled engine, for recursive strata whose rounds are small
+        self._tuples: Evaluator | None = None  # the compiled engine, for recursive strata whose rounds are small
         self._narrowable: dict[str, bool] = {}
         # An engine whose evaluation is not followed by others (`check`): the key index of a
         # relation no later stratum reads is dropped as the strata run (a third of what a
@@ -66,8 +70,9 @@ class ColumnarEngine:
             arrays = {rel: np.zeros((0, d.arity), dtype=I64) for rel, d in decls.items()}
         else:
             arrays = dict(base.arrays)
-        given, decoded = [], {}
-        encoded = facts.rows if getattr(facts, "symbols", None) is self.symbols else None
+        given: list[str] = []
+        decoded: dict[str, set] = {}
+        encoded = getattr(facts, "rows", None) if getattr(facts, "symbols", None) is self.symbols else None
         for rel in facts:
             if rel in decls:
                 rows = encoded(rel) if encoded is not None else None
@@ -78,7 +83,7 @@ class ColumnarEngine:
                 given.append(rel)
         model = ColumnarModel(self.checked, self.symbols, arrays, parent=base)
         for rel, tuples in decoded.items():  # inputs decode to the very sets given
-            model.relations.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
+            model.decoded[rel] = tuples if isinstance(tuples, set) else set(tuples)
         given_arrays = {rel: arrays[rel] for rel in given}
         strata = [s for s in needed_strata(self.checked.strata, targets)
                   if only is None or set(s.relations) & only]
@@ -100,7 +105,7 @@ class ColumnarEngine:
             arrays[rel] = self._facts_of(stratum, rel)
             if rel in given:  # facts written in rule files add to the given facts (an input may have both)
                 arrays[rel] = dedupe(np.concatenate([arrays[rel], given[rel]]))
-                model.relations.decoded.pop(rel, None)
+                model.decoded.pop(rel, None)
         rules = [r for r in stratum.rules if not r.is_fact]
         if not stratum.recursive:
             for rule in rules:
@@ -123,7 +128,7 @@ class ColumnarEngine:
                 for rel in rels}
         if shrinks:  # facts dominated by facts go before the first round
             self._delete_dominated(stratum, arrays, None, rounds)
-        produced = {rel: [] for rel in rels}
+        produced: dict[str, list[np.ndarray]] = {rel: [] for rel in rels}
         choices = {rel: choice_of(self.checked.decls[rel], map(tuple, arrays[rel].tolist())) for rel in rels}
         for rule in rules:
             produced[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
@@ -131,7 +136,8 @@ class ColumnarEngine:
         # `_Seen` keeps the keys) grows by a list of rounds, joined once: copying the whole
         # relation every round is quadratic in the rounds (16.7 million `escapes` tuples
         # in about 140 rounds on a DeepSeek-V3-sized program).
-        grown = {rel: [] for rel in rels if seen[rel].fixed and choices[rel] is None} if _linear(rules, rels) else {}
+        grown: dict[str, list[np.ndarray]] = \
+            {rel: [] for rel in rels if seen[rel].fixed and choices[rel] is None} if _linear(rules, rels) else {}
         step, small = 0, 0
         while True:
             if small >= _SMALL_ROUNDS:  # rounds of a few tuples: tuple at a time from here on
@@ -142,8 +148,9 @@ class ColumnarEngine:
             for rel in rels:
                 new = np.concatenate(produced[rel]) if produced[rel] else arrays[rel][:0]
                 new = self.narrow(rel, seen[rel].fresh(new, arrays[rel]))  # the next round joins narrow columns
-                if choices[rel] is not None and len(new):
-                    new = np.asarray(choices[rel].admit(map(tuple, new.tolist())), dtype=I64).reshape(-1, new.shape[1])
+                choice = choices[rel]
+                if choice is not None and len(new):
+                    new = np.asarray(choice.admit(map(tuple, new.tolist())), dtype=I64).reshape(-1, new.shape[1])
                 delta[rel] = new
                 if rel in grown:
                     grown[rel].append(new)
@@ -172,7 +179,7 @@ class ColumnarEngine:
         its delta and round numbers). With `delta` (semi-naive), only what a new tuple
         dominates and the new tuples any tuple dominates; without, every dominated tuple."""
         rels = frozenset(stratum.relations)
-        found = {rel: [] for rel in rels}
+        found: dict[str, list[np.ndarray]] = {rel: [] for rel in rels}
         for rule in stratum.subsumptions:
             if delta is None:
                 found[rule.head.rel].append(self._fire(rule, arrays, {}, None, rels, unique=False))
@@ -204,7 +211,9 @@ class ColumnarEngine:
         """The fired rows a choice-domain admits (stored values stand for values: equal iff equal)."""
         existing = set(map(tuple, rows.tolist()))
         new = set(map(tuple, dedupe(fired).tolist())) - existing
-        admitted = choice_of(self.checked.decls[rel], existing).admit(new)
+        choice = choice_of(self.checked.decls[rel], existing)
+        assert choice is not None  # asked only of a relation with a choice-domain
+        admitted = choice.admit(new)
         return np.asarray(admitted, dtype=I64).reshape(-1, rows.shape[1])
 
     def _finish_by_tuples(self, model: ColumnarModel, stratum: Stratum, produced: dict[str, list[np.ndarray]],
@@ -230,7 +239,7 @@ class ColumnarEngine:
         stats = ModelStats(tuples)
         compiled = [c for c in self._tuples._compile(stratum, stats) if c.delta is not None]
         deleting = [c for c in self._tuples.deleting(stratum, stats) if c.delta is not None]
-        derived = {rel: {} for rel in rels}
+        derived: dict[str, dict] = {rel: {} for rel in rels}
         if deleting:  # the rounds delete too: every relation goes back whole, with its rounds
             for rel in rels:
                 derived[rel] = dict(zip(model.decode_rows(rel, arrays[rel]), np.concatenate(rounds[rel]).tolist()))
@@ -239,12 +248,12 @@ class ColumnarEngine:
             if deleting:
                 arrays[rel] = self.encode(rel, list(derived[rel]))
                 rounds[rel] = [np.fromiter(derived[rel].values(), dtype=I64, count=len(derived[rel]))]
-                model.relations.decoded.pop(rel, None)
+                model.decoded.pop(rel, None)
             elif derived[rel]:
                 new = list(derived[rel])
                 arrays[rel] = np.concatenate([arrays[rel], self.encode(rel, new)])
                 rounds[rel].append(np.fromiter(derived[rel].values(), dtype=I64, count=len(new)))
-                model.relations.decoded.pop(rel, None)
+                model.decoded.pop(rel, None)
 
     def _fire(self, rule: ast.Rule, arrays, delta, delta_index: int | None, stratum=frozenset(),
               unique: bool = True) -> np.ndarray:

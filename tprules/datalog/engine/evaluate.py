@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
+from typing import Any, cast
 
 from ...errors import RuleError
 from ..analysis.checked import CheckedRules
@@ -102,7 +103,7 @@ class Model:
         rels = set(rels)
         self._indexes = {k: v for k, v in self._indexes.items() if not (k[0] in rels and len(k) == 3)}
 
-    def built_indexes(self, rel: str) -> list[tuple[dict, object]]:
+    def built_indexes(self, rel: str) -> list[tuple[dict, Callable[[tuple], Any]]]:
         """(index, key function) of every hash index of `rel` built so far."""
         return [(index, itemgetter(*cols)) for (ix_rel, cols, *kind), index in self._indexes.items()
                 if ix_rel == rel and cols and not kind]
@@ -198,7 +199,7 @@ class Evaluator:
         relations, and only strata with a relation in `only` are evaluated again.
         """
         if base is None:
-            relations = {name: set() for name in self.checked.decls}
+            relations: dict[str, set] = {name: set() for name in self.checked.decls}
         else:
             relations = dict(base.relations)
         for name, tuples in facts.items():
@@ -236,7 +237,7 @@ class Evaluator:
             self._delete(model, [c for c in deleting if c.delta is None])
         full = [c for c in compiled if c.delta is None]
         rounds = {rel: {t: 0 for t in relations[rel]} for rel in stratum.relations}
-        delta = {rel: set() for rel in stratum.relations}
+        delta: dict[str, set] = {rel: set() for rel in stratum.relations}
         for c in full:
             delta[c.rule.head.rel] |= _call(self._runner(c, model), c, {})
         deltas = [c for c in compiled if c.delta is not None]
@@ -276,7 +277,7 @@ class Evaluator:
         return self._function(compiled)(model.relations, model.index, model.unique_index)
 
     def run_rounds(self, model: Model, stratum: Stratum, deltas: list[CompiledRule], delta: dict[str, set],
-                   rounds: dict[str, dict], step: int, deleting: list[CompiledRule] = ()) -> int:
+                   rounds: dict[str, dict], step: int, deleting: Sequence[CompiledRule] = ()) -> int:
         """Semi-naive rounds from `delta` (tuples derived, not yet added) to the fixpoint; returns the last step.
 
         Every rule's relations and indexes are looked up once (`_runner`), and each round
@@ -288,7 +289,8 @@ class Evaluator:
         its indexes and the delta.
         """
         relations = model.relations
-        runners = [(c, c.rule.head.rel, self._runner(c, model)) for c in deltas]
+        # each semi-naive version reads the delta of one relation
+        runners = [(c, cast(str, c.delta), c.rule.head.rel, self._runner(c, model)) for c in deltas]
         deleters = [(c, c.rule.head.rel, self._runner(c, model)) for c in deleting]
         rels = tuple(stratum.relations)
         model.forget_derived_all(rels)
@@ -300,8 +302,9 @@ class Evaluator:
             for rel in rels:
                 fresh = delta[rel]
                 fresh -= own[rel]
-                if fresh and choices[rel] is not None:
-                    fresh = delta[rel] = set(choices[rel].admit(fresh))
+                choice = choices[rel]
+                if fresh and choice is not None:
+                    fresh = delta[rel] = set(choice.admit(fresh))
                 if fresh:
                     grew = True
                     own[rel] |= fresh
@@ -315,9 +318,9 @@ class Evaluator:
             if deleters:
                 _delete_dominated(deleters, delta, own, indexes, rounds)
             step += 1
-            produced = {rel: set() for rel in rels}
-            for c, head, run in runners:
-                if delta[c.delta]:
+            produced: dict[str, set] = {rel: set() for rel in rels}
+            for c, read, head, run in runners:
+                if delta[read]:
                     produced[head] |= _call(run, c, delta)
             delta = produced
 

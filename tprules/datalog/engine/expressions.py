@@ -45,7 +45,7 @@ def python_expr(term: ast.Term, name_of: Callable[[ast.Var], str],
     """Python source computing the term (each variable written as `name_of(var)` says)."""
     if depth(term) > _DEEP and not ast.aggregates_in(term):
         index = _register(term)
-        names = {}
+        names: dict[str, str] = {}
         for var in _variables(term):
             names.setdefault(var.name, name_of(var))
         env = ", ".join(f"{name!r}: {text}" for name, text in sorted(names.items()))

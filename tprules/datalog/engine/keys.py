@@ -34,7 +34,8 @@ def joint_keys(left: list, right: list) -> tuple[np.ndarray, np.ndarray]:
     nr = len(right[0]) if right else 0
     if not left:
         return np.zeros(nl, dtype=I64), np.zeros(nr, dtype=I64)
-    lk = rk = None
+    lk: np.ndarray | None = None
+    rk: np.ndarray
     size = 1
     for j, column in enumerate(left):
         a = np.asarray(column, dtype=I64)
@@ -54,6 +55,7 @@ def joint_keys(left: list, right: list) -> tuple[np.ndarray, np.ndarray]:
         lk = lk * span + (a - lo)
         rk = rk * span + (b - lo)
         size *= span
+    assert lk is not None  # left has a column
     return lk, rk
 
 
@@ -84,10 +86,11 @@ def distinct_rows(rows: np.ndarray) -> np.ndarray:
             return rows[dedupe_rows(list(rows.T))]
         ranges.append((lo, span))
         size *= span
-    keys = None
+    keys: np.ndarray | None = None
     for (lo, span), column in zip(ranges, rows.T):
         part = column.astype(I64) - lo
         keys = part if keys is None else keys * span + part
+    assert keys is not None  # rows have a column
     keys = np.sort(keys)
     head = np.empty(len(keys), dtype=bool)
     head[:1] = True
@@ -119,7 +122,7 @@ class KeyIndex:
         positions in key order are sorted for on the first join only: an existence test
         or an anti-join needs just the sorted keys."""
         self.n = len(columns[0]) if columns else 0
-        self._ranges = []  # per column: (lo, span) or the sorted distinct values
+        self._ranges: list[tuple[int, int] | np.ndarray] = []  # per column: (lo, span) or the sorted distinct values
         size = 1
         for column in columns:
             lo = int(column.min()) if self.n else 0
@@ -135,7 +138,8 @@ class KeyIndex:
         # Keys below 2**31 are kept (and looked up) as int32: half the memory of an index
         # that a later stratum or a planner's question reuses.
         self._key = np.int32 if size < _I32 else I64
-        self._columns, self._order = columns, None
+        self._columns: list | None = columns
+        self._order: np.ndarray | None = None
         if views:  # the keys themselves are sorted (nothing else needs their order now)
             keys.sort()
             self.sorted = keys.astype(self._key, copy=False)
@@ -181,6 +185,7 @@ class KeyIndex:
     def order(self) -> np.ndarray:
         """The positions of the rows in key order (made on the first join, with `views`)."""
         if self._order is None:
+            assert self._columns is not None  # dropped only once the order is made
             self._order = self._sorted_positions(self._own_keys(self._columns))
         return self._order
 
@@ -269,7 +274,7 @@ class KeyIndex:
         small = np.int32 if self.n < _I32 else I64
         first = np.where(found, left // self._rest, 0)
         base = self._bucket_starts[first].astype(small, copy=False)
-        width = np.where(found, self._bucket_counts[first], 0).astype(small, copy=False)
+        width: np.ndarray = np.where(found, self._bucket_counts[first], 0).astype(small, copy=False)
         del first
         lo = None if first_only else np.zeros(len(left), dtype=small)
         counts = np.zeros(len(left), dtype=bool if first_only else small)
@@ -277,7 +282,7 @@ class KeyIndex:
         for k in range(self._width):
             equal = k < width
             equal &= self.sorted[np.minimum(base + k, last)] == left
-            if first_only:
+            if lo is None:  # first_only
                 counts |= equal
                 continue
             fresh = equal & (counts == 0)

@@ -109,7 +109,7 @@ class _Translator:
         bound = set(bound)
         pending = list(body)
         while pending:
-            lit = next((x for x in pending if isinstance(x, ast.Atom)), None)
+            lit: ast.Literal | None = next((x for x in pending if isinstance(x, ast.Atom)), None)
             if lit is None:
                 lit = next((x for x in pending if _ready(x, bound, self.aggregates)), pending[0])
             pending.remove(lit)
@@ -419,19 +419,20 @@ class PyDatalogEngine:
         if not set(outer) <= positive:
             raise RuleError("the pydatalog engine needs each outer variable of an aggregate bound by an atom "
                             "inside it; use --engine fast", agg.pos)
-        has_target = agg.target is not None
-        if has_target:  # the target becomes a variable bound at the end of the body
-            body = body + (ast.Comparison("=", ast.Var(".t", agg.pos, kind_of(agg.target)), agg.target, agg.pos,
-                                          kind_of(agg.target)),)
+        target = agg.target
+        has_target = target is not None
+        if target is not None:  # the target becomes a variable bound at the end of the body
+            body = body + (ast.Comparison("=", ast.Var(".t", agg.pos, kind_of(target)), target, agg.pos,
+                                          kind_of(target)),)
         translator = _Translator(rels, {}, self._names)
         head = [_var(v) for v in outer + witness] + ([_var(".t")] if has_target else [])
         clauses = [f"{name}({', '.join(head) or _UNIT}) <= {' & '.join(variant)}"
                    for variant in translator.body(None, body, set())]
         self._load(translator.helpers + clauses)
-        groups: dict[tuple, dict[tuple, int]] = {}
+        groups: dict[tuple, dict[tuple, int | float]] = {}
         rows = self._ask(name, len(head))
         _raise_computed_error(rows, agg.pos)
-        target_kind = kind_of(agg.target) if has_target else "number"
+        target_kind = kind_of(target) if target is not None else "number"
         for row in rows:
             key = row[: len(outer)]
             found = row[len(outer): len(row) - (1 if has_target else 0)]
@@ -457,9 +458,9 @@ def _witnessed(body: tuple, outer: list[str]) -> tuple[tuple, list[str]]:
         return body, sorted(named - set(outer))
     atom = atoms[0]
     args = tuple(ast.Var(f".w{i}", t.pos, t.type) if isinstance(t, ast.Wildcard) else t for i, t in enumerate(atom.args))
-    named = ast.Atom(atom.rel, args, atom.pos)
-    body = tuple(named if lit is atom else lit for lit in body)
-    return body, sorted(ast.literal_vars(named) - set(outer))
+    named_atom = ast.Atom(atom.rel, args, atom.pos)
+    body = tuple(named_atom if lit is atom else lit for lit in body)
+    return body, sorted(ast.literal_vars(named_atom) - set(outer))
 
 
 def _sum(kind: str):

@@ -100,8 +100,9 @@ class RuleRun:
         if not new and rowid is None:  # an existence test: keep the rows that match, never multiply them
             if not shared:
                 return table if len(rows) else table.take(np.zeros(0, dtype=I64))
-            index = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
-            return table.where(index.contains([v for _, v in shared]))
+            tested = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
+            return table.where(tested.contains([v for _, v in shared]))
+        index: KeyIndex | None
         if shared:
             index = self.key_index(atom, rows, tuple(i for i, _ in shared), from_delta)
             li, ri = index.join([v for _, v in shared])
@@ -220,7 +221,7 @@ class RuleRun:
         # every join then copies fewer of them (a body's rows are never deduplicated, so
         # dropping a column changes no count).
         uses = [_uses(lit) for lit in body] if head is not None and rowid is None else None
-        kept = set().union(*(ast.term_vars(t) | _aggregate_vars(t) for t in head.args)) if uses else set()
+        kept = set().union(*(ast.term_vars(t) | _aggregate_vars(t) for t in head.args)) if uses and head is not None else set()
         if delta_index is not None:
             pending.remove(delta_index)
             table = self.join_atom(table, body[delta_index], True)

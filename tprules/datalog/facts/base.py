@@ -95,7 +95,9 @@ class FactBase:
         if found is None:
             if not self.has(rel) or rel not in self.types:
                 return set()
-            found = self._tuples[rel] = set(self._decode(rel, self.rows(rel)))
+            rows = self.rows(rel)
+            assert rows is not None  # its types are known
+            found = self._tuples[rel] = set(self._decode(rel, rows))
         return found
 
     def ordered(self, rel: str) -> list[tuple]:
@@ -103,7 +105,8 @@ class FactBase:
         found = self._ordered.get(rel)
         if found is None:
             if all(c.file is not None for c in self.chunks(rel)):
-                found = self._decode(rel, self.rows(rel)) if rel in self.types else []
+                rows = self.rows(rel)  # None where its types are unknown
+                found = self._decode(rel, rows) if rows is not None else []
             else:
                 origins = self._origins_of(rel)
                 found = list(origins) + sorted(t for t in self.tuples(rel) if t not in origins)

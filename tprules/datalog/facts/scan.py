@@ -64,7 +64,7 @@ class Joined:
         """The file's bytes (`size` as found on disk; a file that changed since is read whole)."""
         self._reserve(size)
         with open(path, "rb") as f:
-            got = f.readinto(memoryview(self._bytes)[self._end:self._end + size])
+            got = f.readinto(self._bytes.data[self._end:self._end + size])
             rest = f.read()
         if rest:
             self._reserve(got + len(rest))
@@ -250,8 +250,9 @@ class Interner:
         narrow = len(self.symbols.names) <= _I32.max and all(
             not len(c) or (_I32.min <= int(c.min()) and int(c.max()) <= _I32.max) for c in split.numbers.values())
         rows = np.empty((split.rows, len(split.spans) + len(split.numbers)), dtype=np.int32 if narrow else I64)
-        for k, i in enumerate(split.spans if ids is not None else ()):
-            rows[:, i] = ids[k]
+        if ids is not None:
+            for k, i in enumerate(split.spans):
+                rows[:, i] = ids[k]
         for i, column in split.numbers.items():
             rows[:, i] = column
         return rows

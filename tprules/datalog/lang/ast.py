@@ -473,7 +473,7 @@ def string_constants(node) -> set[str]:
         case Aggregate(_, target, body):
             found = string_constants(target) if target is not None else set()
             return found.union(*(string_constants(lit) for lit in body))
-    found: set[str] = set()
+    found = set()
     for part in subterms(node):
         found |= string_constants(part)
     return found

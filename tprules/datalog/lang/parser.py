@@ -88,6 +88,25 @@ def _number(text: str) -> int:
     return int(text)
 
 
+# Factories of _ToAst's methods, one per operator and aggregate (used in its class body).
+def _binop(op: str):
+    @v_args(meta=True)
+    def make(self, meta, children):
+        left, right = children
+        return ast.BinOp(op, left, right, self._pos(meta))
+
+    return make
+
+
+def _aggregate(func: str):
+    @v_args(meta=True)
+    def make(self, meta, children):
+        target, body = children
+        return ast.Aggregate(func, target, self._agg_body(body, meta), self._pos(meta))
+
+    return make
+
+
 class _ToAst(Transformer):
     def __init__(self, filename: str, where: SourceMap | None = None):
         super().__init__()
@@ -327,14 +346,6 @@ class _ToAst(Transformer):
         (tok,) = children
         return ast.Str(_unescape(str(tok)), self._pos(tok))
 
-    def _binop(op):  # noqa: N805 - a factory used in the class body
-        @v_args(meta=True)
-        def make(self, meta, children):
-            left, right = children
-            return ast.BinOp(op, left, right, self._pos(meta))
-
-        return make
-
     add, sub, mul, div, mod = _binop("+"), _binop("-"), _binop("*"), _binop("/"), _binop("%")
     power = _binop("^")
     lor, lxor, land = _binop("lor"), _binop("lxor"), _binop("land")
@@ -399,14 +410,6 @@ class _ToAst(Transformer):
     def count(self, meta, children):
         (body,) = children
         return ast.Aggregate("count", None, self._agg_body(body, meta), self._pos(meta))
-
-    def _aggregate(func):  # noqa: N805
-        @v_args(meta=True)
-        def make(self, meta, children):
-            target, body = children
-            return ast.Aggregate(func, target, self._agg_body(body, meta), self._pos(meta))
-
-        return make
 
     sum, min, max, mean = _aggregate("sum"), _aggregate("min"), _aggregate("max"), _aggregate("mean")
 

@@ -55,11 +55,18 @@ def _value(text: str, i: int):
     if ch == "[" or ch == "$" or text.startswith("nil", i):
         end = _skip(text, i)
         return RECORD + text[i:end], end
-    found = _NUMBER.match(text, i)
+    found = _match(_NUMBER, text, i)
     word = found.group(0)
     if any(c in word for c in ".en") and not word.startswith(("0x", "-0x")):
         return float(word), found.end()
     return int(word, 0), found.end()
+
+
+def _match(pattern: re.Pattern[str], text: str, i: int) -> re.Match[str]:
+    """A match that is there: a canonical value is well formed, and a name follows `$`."""
+    found = pattern.match(text, i)
+    assert found is not None, text
+    return found
 
 
 def _skip(text: str, i: int) -> int:
@@ -67,7 +74,7 @@ def _skip(text: str, i: int) -> int:
     if text.startswith("nil", i):
         return i + 3
     if text[i] == "$":
-        end = _NAME.match(text, i + 1).end()
+        end = _match(_NAME, text, i + 1).end()
         if end < len(text) and text[end] == "(":
             return _fields(text, end + 1, ")")[1]
         return end
@@ -75,7 +82,7 @@ def _skip(text: str, i: int) -> int:
 
 
 def _fields(text: str, i: int, close: str) -> tuple[list, int]:
-    out = []
+    out: list = []
     if text[i] == close:
         return out, i + 1
     while True:
@@ -95,7 +102,7 @@ def parse(value: str) -> tuple[str, tuple]:
     if text == "nil":
         return "nil", ()
     if text.startswith("$"):
-        end = _NAME.match(text, 1).end()
+        end = _match(_NAME, text, 1).end()
         fields = _fields(text, end + 1, ")")[0] if end < len(text) else []
         return text[:end], tuple(fields)
     fields = _fields(text, 1, "]")[0]
@@ -163,13 +170,13 @@ def from_printed(text: str) -> str:
 def _read(text: str, i: int):
     while i < len(text) and text[i] == " ":
         i += 1
-    if text.startswith("nil", i) and not _NAME.match(text, i + 3 if i + 3 < len(text) else i).group(0)[3:]:
+    if text.startswith("nil", i) and not _match(_NAME, text, i).group(0)[3:]:  # nil itself, not nilly
         return NIL, i + 3
     if i < len(text) and text[i] in "[$":
         if text[i] == "[":
             fields, i = _read_fields(text, i + 1, "]")
             return RECORD + "[" + ",".join(_canon(f, _kind(f)) for f in fields) + "]", i
-        end = _NAME.match(text, i + 1).end()
+        end = _match(_NAME, text, i + 1).end()
         name = text[i + 1:end]
         if end < len(text) and text[end] == "(":
             fields, end = _read_fields(text, end + 1, ")")
@@ -190,7 +197,7 @@ def _read(text: str, i: int):
 
 
 def _read_fields(text: str, i: int, close: str):
-    out = []
+    out: list = []
     while i < len(text) and text[i] == " ":
         i += 1
     if i < len(text) and text[i] == close:

@@ -232,14 +232,17 @@ _BAD_BRACE = re.compile(r"(?<!\\)\{(?!\d+(,\d*)?\})")
 def regex(pattern: str) -> re.Pattern | None:
     """A std::regex (ECMAScript) pattern as a Python one; None if std::regex rejects it
     (a '{' that starts no valid repeat, say)."""
-    compiled = _PATTERNS.get(pattern, False)
-    if compiled is False:
-        text = re.sub(r"\[:(\w+):\]", lambda m: _POSIX.get(m.group(1), m.group(0)), pattern)
-        try:
-            compiled = None if _BAD_BRACE.search(text) else re.compile(text)
-        except re.error:
-            compiled = None
-        _PATTERNS[pattern] = compiled
+    try:
+        return _PATTERNS[pattern]
+    except KeyError:
+        pass
+    text = re.sub(r"\[:(\w+):\]", lambda m: _POSIX.get(m.group(1), m.group(0)), pattern)
+    compiled: re.Pattern | None
+    try:
+        compiled = None if _BAD_BRACE.search(text) else re.compile(text)
+    except re.error:
+        compiled = None
+    _PATTERNS[pattern] = compiled
     return compiled
 
 

@@ -10,7 +10,7 @@ previous one wrote.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Self, Sequence
 
 import numpy as np
 
@@ -67,13 +67,13 @@ class Queue:
         (None where nothing has been enqueued, or the device keeps no such point)."""
         return None
 
-    def copy_from(self, source: "Queue", buffer, after=None):
+    def copy_from(self, source: Self, buffer, after=None):
         """A copy, in this chip's memory, of `buffer` held by `source`'s chip; it is taken
         once `source` has done the work up to `after` (a `source.mark()`; None: everything
         `source` has enqueued so far)."""
         raise NotImplementedError
 
-    def share_from(self, source: "Queue", buffer, after=None):
+    def share_from(self, source: Self, buffer, after=None):
         """`buffer` itself, held by `source`'s chip, for this chip to read once `source` has
         done the work up to `after` (as `copy_from`; devices whose chips share memory:
         `Device.shares_spine`)."""

@@ -31,7 +31,7 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -81,6 +81,8 @@ class Cores:
 
 
 class CpuQueue(Queue):
+    threads: int
+
     def __init__(self, chip: int, threads: int = 1, cores: Cores | None = None,
                  pool: ThreadPoolExecutor | None = None):
         """`cores`: shared by the chips of a run (None: no count kept); `pool`: the chip's
@@ -135,7 +137,8 @@ class CpuQueue(Queue):
         return np.zeros(shape, dtype)
 
     def launch(self, compiled: Compiled, buffers: list) -> None:
-        fn, threads = compiled.fn, compiled.threads or self.threads
+        kernel = cast(CpuCompiled, compiled)  # this device's own
+        fn, threads = kernel.fn, kernel.threads or self.threads
         if threads == self.threads:
             work = lambda: fn(*buffers)  # noqa: E731
         else:  # a shared spine kernel: every core, from this chip's thread

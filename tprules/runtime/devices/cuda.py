@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -78,11 +78,11 @@ class CudaQueue(Queue):
     def zeros(self, shape, dtype):
         return self.upload(np.zeros(shape, dtype))
 
-    def launch(self, compiled: "CudaCompiled", buffers: list) -> None:
+    def launch(self, compiled: Compiled, buffers: list) -> None:
         with self.gpu:
             start, end = self.cuda.event(), self.cuda.event()
             start.record(self.stream)
-            self.stages(compiled, buffers)
+            self.stages(cast(CudaCompiled, compiled), buffers)  # this device's own
             end.record(self.stream)
         self.timings.append((start, end))
         if self.trace is not None:

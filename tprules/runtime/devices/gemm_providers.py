@@ -20,6 +20,8 @@ pointwise stage. Its device-side matmul (cuBLASDx inside a Numba kernel) is not 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -103,7 +105,8 @@ class NumpyOnSimulator:
             return np.lib.stride_tricks.as_strided(flat, shape, tuple(s * flat.itemsize for s in steps))
 
         # the simulator's device arrays wrap numpy arrays
-        np.matmul(*operands(g, a._ary, b._ary, strided), out=c._ary)
+        x, y = operands(g, a._ary, b._ary, strided)
+        np.matmul(x, y, out=c._ary)
 
 
 def probe_cupy() -> tuple[bool, str]:
@@ -129,4 +132,4 @@ def probe_torch() -> tuple[bool, str]:
 
 
 PROBES = (("cupy", probe_cupy), ("torch", probe_torch))
-PROVIDERS = {"cupy": CupyGemm, "torch": TorchGemm}
+PROVIDERS: dict[str, Callable[[], object]] = {"cupy": CupyGemm, "torch": TorchGemm}

@@ -15,12 +15,17 @@ import pickle
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...planner.plan import Plan
+    from ...program.model import RunProgram
 
 
 @dataclass
 class Job:
-    prog: object  # RunProgram
-    plan: object  # planner.plan.Plan
+    prog: RunProgram
+    plan: Plan
     launched: float | None = None  # time.time() when the launcher started, for the wall time
     modules: dict[str, str] = field(default_factory=dict)  # statement → module path (--show kernels)
 

@@ -98,10 +98,12 @@ class _Watch:
             p.start()
 
     def _stdout(self) -> None:  # MPICH writes its messages about a killed rank here too
+        assert self.proc.stdout is not None  # piped
         for line in iter(self.proc.stdout.readline, b""):
             self.output.append(line)
 
     def _stderr(self) -> None:  # kept: forwarded on success, read for the cause on failure
+        assert self.proc.stderr is not None  # piped
         for line in iter(self.proc.stderr.readline, b""):
             self.errors.append(line.decode(errors="replace"))
 

@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ...errors import BadInput, UsageError
 from .job import Job, plan_job, read_job, write_status
@@ -39,7 +40,8 @@ class RankOptions:
     shim: str | None = None
     engine: str = "fast"
     unfused: bool = False
-    show_kernels: object = None  # callable(module paths) -> callable(kernel, source): the printer, on rank 0
+    # module paths -> the printer of (kernel, source), on rank 0 (--show kernels)
+    show_kernels: Callable[[dict], Callable] | None = None
     traceback: bool = False  # --show traceback: a failing rank prints its traceback before its line
     trace: str | None = None  # --trace OUT.json: every rank's trace, merged by rank 0 into one file
     matmul: str = "auto"  # the device's matmul core (--matmul)
@@ -79,7 +81,8 @@ def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
     """The job, or (None, exit status) when rank 0 could not make it; rank 0 then raises."""
     if options.job is not None:
         return read_job(options.job), 0
-    payload, code = None, 0
+    payload: Job | BaseException | None = None
+    code = 0
     if world.rank == 0:
         try:
             payload = plan_job(options.program_dir, rules=options.rules, shim=options.shim, engine=options.engine,
@@ -91,6 +94,7 @@ def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
             payload, code = err, 3
     shared = world.bcast(code or payload, "the plan from rank 0")
     if code:
+        assert isinstance(payload, BaseException)
         raise payload  # rank 0 prints it
     return (None, shared) if isinstance(shared, int) else (shared, 0)
 
@@ -171,7 +175,7 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
     runs = [prepared.run() for _ in range(max(1, options.repeat))]
     wall = time.time() - started
     share = rank_share(world, prepared, runs, wall)
-    if trace is not None:
+    if trace is not None and options.trace is not None:
         _write_trace(world, trace, options.trace, started, wall)
     shares = world.gather(share, "the outputs at rank 0")
     code = 0
