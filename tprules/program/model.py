@@ -350,9 +350,6 @@ class Program:
         return ((top == count - 1) & (low >= 0)).tolist()
 
 
-RunProgram = Program  # the name run's modules knew it by
-
-
 class _Where(Mapping):
     """statement → the Pos of its `op` fact."""
 
@@ -371,4 +368,4 @@ class _Where(Mapping):
 
 
 __all__ = ["ANCHORS", "BMM", "DTYPES", "INDEXED", "LAYOUT", "MATMUL", "POINTWISE", "QUANT_FORMATS", "ROW", "WINDOW",
-           "Program", "RunProgram", "Statement", "Tensor", "shape_problem", "statement_shape"]
+           "Program", "Statement", "Tensor", "shape_problem", "statement_shape"]
