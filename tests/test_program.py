@@ -168,6 +168,22 @@ def test_a_pickled_program_keeps_its_places_and_leaves_the_workspace():
     assert b"Workspace" not in pickle.dumps(prog)
 
 
+def test_a_pickled_program_carries_what_the_ranks_read_and_no_fact():
+    import pickle
+
+    prog = Program.from_workspace(Workspace(FACTS / "llama-layer-tp4"))
+    data = pickle.dumps(prog)
+    again = pickle.loads(data)
+    assert again.facts is None and again.loaded is None and b"FactBase" not in data and b"Columns" not in data
+    assert again.statements == prog.statements and dict(again.tensors) == dict(prog.tensors)
+    assert dict(again.readers) == dict(prog.readers) and again.writer == prog.writer
+    assert again.inputs == prog.inputs and again.outputs == prog.outputs and again.chips == prog.chips
+    assert dict(again.where) == dict(prog.where) and again.where[prog.names[0]] is not None
+    assert all(again.position[o] == k for k, o in enumerate(prog.names)) and "nope" not in again.position
+    assert again.signatures.alone == prog.signatures.alone and again.kinds == prog.kinds
+    assert b"FactBase" not in pickle.dumps(again) and pickle.loads(pickle.dumps(again)).statements == prog.statements
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_order_written_out_of_order_is_found_on_the_ids(seed, tmp_path):
     folder = tmp_path / "program"
