@@ -72,6 +72,7 @@ class Program:
         self.names: list[str] = loaded.order
         n = len(self.names)
         self.at = np.full(len(self.text), -1, dtype=I64)  # symbol id → statement
+        self._order_ids = loaded.order_ids
         self.at[loaded.order_ids] = np.arange(n, dtype=I64)
         tensors = columns["tensor"]
         self.tensor_ids = tensors[:, 0]  # tensor index → its symbol id
@@ -116,7 +117,6 @@ class Program:
         state["places"], state["_places"] = self.places, None
         state["chips"], state["kinds"], state["_sites"] = self.chips, self.kinds, self._sites
         state["loaded"] = state["facts"] = None
-        state["_order_ids"] = self.loaded.order_ids if self.loaded is not None else self._order_ids
         state["_statements"], state["_tensors"] = {}, {}
         for name in ("_ids", "at", "tix", "statements", "signatures", "operand_table", "_shape_table", "by_name",
                      "writer", "_homes", "_attr_owner", "_quantized", "where"):
