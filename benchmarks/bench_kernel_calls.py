@@ -32,14 +32,14 @@ def main(argv=None) -> int:
     import numba
 
     from tprules.planner import plan as make_plan
-    from tprules.runtime import Prepared, RunProgram
+    from tprules.runtime import Prepared, Program
     from tprules.runtime.devices import get_device
     from tprules.runtime.devices.cpu import CpuQueue
     from tprules.runtime.groups import unfused
     from tprules.workspace import Workspace
 
     ws = Workspace(args.dir)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     device = get_device("cpu", "auto")
     plan = unfused(prog) if args.unfused else make_plan(ws, machine=device.machine)
     calls = []

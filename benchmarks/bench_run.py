@@ -187,13 +187,13 @@ def example_layer(tp: int, **shape):
 
 
 def build(args, tp: int, tmp: Path):
-    from tprules.runtime import RunProgram
+    from tprules.runtime import Program
     from tprules.workspace import Workspace
 
     b = example_layer(tp, seq=args.seq, hidden=args.hidden, heads=args.heads, ffn=args.ffn)
     b.facts["member"].clear()
     ws = Workspace(b.write(tmp / f"llama-tp{tp}"))
-    return ws, RunProgram.from_workspace(ws)
+    return ws, Program.from_workspace(ws)
 
 
 def bench_tp(args, tp: int, tmp: Path) -> list[dict]:

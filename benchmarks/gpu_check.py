@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     from plans import cases, fused_plan
 
     from tprules.planner import plan as make_plan
-    from tprules.runtime import RunProgram, execute
+    from tprules.runtime import Program, execute
     from tprules.runtime.groups import unfused
     from tprules.workspace import Workspace
 
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     for core in cores:
         for name in examples:
             ws = Workspace(ROOT / "facts" / name)
-            prog = RunProgram.from_workspace(ws)
+            prog = Program.from_workspace(ws)
             loaded[name] = (ws, prog)
             check(f"{name} unfused [{core}]",
                   lambda ws=ws, prog=prog, core=core: execute(ws, unfused(prog), device=args.device, prog=prog,

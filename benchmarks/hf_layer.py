@@ -86,12 +86,12 @@ class Imported(Kernels):
 
     def __init__(self, folder: Path, planned: bool, device):
         from tprules.planner import plan as make_plan
-        from tprules.runtime import RunProgram
+        from tprules.runtime import Program
         from tprules.runtime.groups import unfused
         from tprules.workspace import Workspace
 
         ws = Workspace(folder)
-        prog = RunProgram.from_workspace(ws)
+        prog = Program.from_workspace(ws)
         plan = make_plan(ws, machine=device.machine) if planned else unfused(prog)
         super().__init__(prog, plan, device)
 

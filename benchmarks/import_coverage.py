@@ -180,7 +180,7 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
 
     from tprules.errors import BadInput
     from tprules.frontends.importer import import_hf
-    from tprules.runtime import RunProgram, execute
+    from tprules.runtime import Program, execute
     from tprules.runtime.compare import errors
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
@@ -209,7 +209,7 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
                statements=report.statements, candidates=report.candidates,
                verify_s=round(report.seconds.get("verify", 0.0), 3))
     ws = Workspace(out)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     inputs = program_inputs(prog)
     _, rel = errors(reference(prog, inputs).get("logits"), np.load(out / "expected" / "logits.npy"))
     other = np.random.default_rng(INPUT_SEED + seed).integers(0, _vocab(folder), size=inputs["input_ids"].shape)

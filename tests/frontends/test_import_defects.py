@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tprules.runtime import RunProgram
+from tprules.runtime import Program
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
@@ -28,7 +28,7 @@ def test_a_full_width_rotary_writes_no_empty_slice_and_runs(tmp_path):
     import_hf(model, 1, out, plan=plan, seq=4)
     sizes = [line.split("\t")[2] for line in (out / "shape.facts").read_text().splitlines()]
     assert "0" not in sizes
-    prog = RunProgram.from_workspace(Workspace(out))  # ill-formed before the fix: a slice of size 0
+    prog = Program.from_workspace(Workspace(out))  # ill-formed before the fix: a slice of size 0
     _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(out / "expected" / "logits.npy"))
     assert rel <= 1e-4
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
@@ -57,7 +57,7 @@ def test_the_mixer_runs_on_the_spine_and_attention_on_the_chips(hybrid):
 
 
 def test_the_hybrid_matches_torch_in_the_reference_and_on_cpu(hybrid):
-    prog = RunProgram.from_workspace(Workspace(hybrid))
+    prog = Program.from_workspace(Workspace(hybrid))
     torch_logits = np.load(hybrid / "expected" / "logits.npy")
     _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), torch_logits)
     assert rel <= 1e-4
@@ -69,7 +69,7 @@ def test_the_hybrid_matches_torch_in_the_reference_and_on_cpu(hybrid):
 @pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists() and shutil.which("mpiexec") is None,
                     reason="needs MPI: pip install -e '.[mpi]'")
 def test_the_hybrid_on_two_ranks_gives_the_reference_outputs(hybrid, tmp_path):
-    prog = RunProgram.from_workspace(Workspace(hybrid))
+    prog = Program.from_workspace(Workspace(hybrid))
     want = reference(prog, program_inputs(prog)).get("logits")
     done = subprocess.run([sys.executable, "-m", "tprules", "run", hybrid, "--ranks", "2", "--format", "json",
                            "--save", tmp_path / "out"], capture_output=True, text=True, timeout=300)

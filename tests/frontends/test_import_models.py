@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
@@ -26,7 +26,7 @@ from .tiny import MUST_WORK, facts
 @pytest.mark.parametrize("model_type", MUST_WORK)
 def test_the_reference_of_the_imported_program_is_torchs_forward(imported, model_type, tp):
     folder = imported(model_type, tp)
-    prog = RunProgram.from_workspace(Workspace(folder))  # well-formed, shapes as SPEC §4 says
+    prog = Program.from_workspace(Workspace(folder))  # well-formed, shapes as SPEC §4 says
     assert prog.chips == tp and prog.outputs == ["logits"] and "input_ids" in prog.inputs
     got = reference(prog, program_inputs(prog)).get("logits")
     torch_logits = np.load(folder / "expected" / "logits.npy")
@@ -37,7 +37,7 @@ def test_the_reference_of_the_imported_program_is_torchs_forward(imported, model
 
 def test_a_batch_of_two_splits_heads_inside_the_merged_batch_axis(imported):
     folder = imported("llama", 4, batch=2, seq=5)  # bmm reads [batch x heads, seq, head]: heads split inside
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     assert prog.tensors["input_ids"].shape == (2, 5)
     _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(folder / "expected" / "logits.npy"))
     assert rel <= 1e-4
@@ -77,7 +77,7 @@ def test_an_output_off_from_expected_is_a_mismatch(imported, tmp_path):
     from tprules.runtime.compare import compare
 
     folder = shutil.copytree(imported("qwen2", 2), tmp_path / "p")
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     ref = reference(prog, program_inputs(prog))
     device = {"logits": {c: ref.get("logits") for c in range(2)}}  # a device that computes the reference
     (same,) = compare(prog, device, ref)
@@ -175,7 +175,7 @@ def test_each_chips_attention_is_one_group(imported, model_type, machine):
     from tprules.planner import plan as make_plan
 
     ws = Workspace(imported(model_type, 2))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     plan = make_plan(ws, machine=machine)
     softmaxes = [s.name for s in prog.statements if s.cls == "softmax"]
     assert len(softmaxes) == 2 * 2  # two layers, two chips
@@ -193,7 +193,7 @@ def test_the_gate_and_up_projections_share_a_kernel(imported, model_type):
     from tprules.planner import plan as make_plan
 
     ws = Workspace(imported(model_type, 2))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     module = {s.name: dict(s.attrs).get("module", "") for s in prog.statements if s.cls == "matmul"}
     groups = make_plan(ws, machine="cpu").groups
     gated = [g for g in groups if any(module.get(o, "").endswith("mlp.gate_proj") for o in g.members)]

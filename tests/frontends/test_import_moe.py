@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
@@ -29,7 +29,7 @@ ONE_LAYER = dict(layers=1, seq=4)
 @pytest.mark.parametrize("model_type", MUST_WORK_STYLES)
 def test_the_reference_matches_torch(imported, model_type, tp):
     folder = imported(model_type, tp, **ONE_LAYER)
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(folder / "expected" / "logits.npy"))
     assert rel <= 1e-4
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
@@ -45,7 +45,7 @@ def routed(tmp_path_factory):
 
 
 def _matches_torch(folder) -> float:
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(folder / "expected" / "logits.npy"))
     return rel
 
@@ -70,7 +70,7 @@ def test_the_group_mask_keeps_the_top_groups_experts_only(routed):
     """The mask the scatter writes (a 1 for each of the top two of four groups, per token)
     selects the experts the router then picks from, as torch's group-limited top-k does."""
     folder = routed("glm4_moe", 1)
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     values = reference(prog, program_inputs(prog))
     put = next(s for s in prog.statements if s.cls == "put_along")
     mask = values.get(put.writes)

@@ -27,12 +27,12 @@ def _dory(folder):
 
 
 def _logits_on(folder, ids):
-    from tprules.program.model import RunProgram
+    from tprules.program.model import Program
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
 
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     inputs = program_inputs(prog)
     inputs["input_ids"] = ids
     return reference(prog, inputs).get("logits")

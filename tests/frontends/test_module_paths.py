@@ -114,12 +114,12 @@ def test_a_kernel_does_not_depend_on_where_its_statements_came_from(imported):
     from tprules.codegen import lower
     from tprules.codegen.cost import CPU, GPU, estimate
     from tprules.planner import plan
-    from tprules.program.model import RunProgram
+    from tprules.program.model import Program
     from tprules.program.view import PROVENANCE
     from tprules.workspace import Workspace
 
     ws = Workspace(imported("qwen2_moe", 2))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
 
     class Bare:  # the program with its statements' provenance left out
         def __getattr__(self, name):

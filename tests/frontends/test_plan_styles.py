@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tprules.runtime import RunProgram
+from tprules.runtime import Program
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
@@ -60,7 +60,7 @@ def _fresh(tmp_path, model_type, tp, **options):
 def test_each_style_matches_torch(imported, tmp_path, case, tp):
     model_type, plan, holds = CASES[case]
     folder = _import(imported, tmp_path, model_type, plan, tp)
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     _, rel = errors(reference(prog, program_inputs(prog)).get("logits"), np.load(folder / "expected" / "logits.npy"))
     assert rel <= 1e-4
     kinds = [k for _, k in facts(folder, "collective")]

@@ -145,7 +145,7 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
-    from tprules.runtime import RunProgram
+    from tprules.runtime import Program
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
@@ -169,7 +169,7 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     rng = np.random.default_rng(0)
     x, wa, wb = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 8), (3, 8), (3, 8)))
     b.data.update({"x": x, "wa@0": wa[:, :4], "wa@1": wa[:, 4:], "wb": wb})
-    prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+    prog = Program.from_workspace(Workspace(b.write(tmp_path / "p")))
     got = reference(prog, program_inputs(prog)).get(OUTPUT)
     np.testing.assert_allclose(got, x.reshape(2, 8) @ (wa + wb).T, rtol=1e-5)
 
@@ -242,7 +242,7 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
     from tprules.frontends.styles import style
     from tprules.frontends.tp import Sharder
-    from tprules.runtime import RunProgram
+    from tprules.runtime import Program
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
@@ -259,5 +259,5 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     assert len(b.facts["fold"]) == 1  # the partial is summed back once, leaving the module
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     b.data.update({"x": x})
-    prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+    prog = Program.from_workspace(Workspace(b.write(tmp_path / "p")))
     np.testing.assert_allclose(reference(prog, program_inputs(prog)).get(OUTPUT), 2 * x, rtol=1e-6)

@@ -12,7 +12,7 @@ import re
 import pytest
 from conftest import ROOT
 
-MODULES = ["tprules.shim.protocol", "tprules.shim.graph", "tprules.shim.manifest", "tprules.shim.base",
+MODULES = ["tprules.shim.protocol", "tprules.shim.graph", "tprules.shim.stores", "tprules.shim.manifest", "tprules.shim.base",
            "tprules.shim.tp", "tprules.planner", "tprules.planner.groups",
            "tprules.planner.index", "tprules.planner.shapes", "tprules.program.view", "tprules.program.model",
            "tprules.program.records", "tprules", "tprules.program.shimsource",

@@ -18,7 +18,7 @@ from tprules.planner import Stats, plan
 from tprules.planner.cost import KernelCost
 from tprules.planner.plan import Group
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram
+from tprules.runtime import Program
 from tprules.workspace import Workspace
 
 
@@ -83,7 +83,7 @@ def test_the_shim_names_the_machine(tmp_path):
 
 
 def test_a_fusion_saves_the_bytes_of_what_it_keeps_inside(tmp_path):
-    prog = RunProgram.from_workspace(workspace(tmp_path, matmul_gelu))
+    prog = Program.from_workspace(workspace(tmp_path, matmul_gelu))
 
     def est(*members):
         return estimate(lower(Group("g", members, "spine"), prog), CPU)
@@ -95,7 +95,7 @@ def test_a_fusion_saves_the_bytes_of_what_it_keeps_inside(tmp_path):
 
 
 def test_recomputation_is_counted(tmp_path):
-    prog = RunProgram.from_workspace(workspace(tmp_path, exp_into_softmax))
+    prog = Program.from_workspace(workspace(tmp_path, exp_into_softmax))
 
     def est(*members):
         return estimate(lower(Group("g", members, "spine"), prog), CPU)

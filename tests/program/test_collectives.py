@@ -49,10 +49,10 @@ def test_the_cost_model_counts_an_all_gathers_bytes():
     from tprules.codegen.cost import estimate
     from tprules.codegen.lower import lower
     from tprules.planner.plan import Group
-    from tprules.program.model import RunProgram
+    from tprules.program.model import Program
     from tprules.workspace import Workspace
 
-    prog = RunProgram.from_workspace(Workspace(GATHER))
+    prog = Program.from_workspace(Workspace(GATHER))
     kernel = lower(Group("g", ("allgather",), "collective"), prog)
     # the joined 8x32 float32 stored, and each 8x16 slice read once (a buffer smaller than the
     # pass that reads it is read from memory once, not once per element of the result)

@@ -117,11 +117,11 @@ def test_run_uses_the_programs_shim(cli):
 
 
 def test_run_reads_operands_quantized_as_the_programs_shim_says():
-    from tprules.program.model import RunProgram
+    from tprules.program.model import Program
     from tprules.workspace import Workspace
 
-    own = RunProgram.from_workspace(Workspace(CHANGED / "program"))
-    library = RunProgram.from_workspace(Workspace(FACTS / "megatron-mlp-tp2"))
+    own = Program.from_workspace(Workspace(CHANGED / "program"))
+    library = Program.from_workspace(Workspace(FACTS / "megatron-mlp-tp2"))
     assert own.statement("mm2_1").quantized == ((0, "int8_two_pass"),) and own.shim_source == "program"
     assert library.statement("mm2_1").quantized == () and library.shim_source == "library"
 

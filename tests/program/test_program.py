@@ -18,7 +18,8 @@ from tprules.program.model import Program
 from tprules.program.order import topological_order
 from tprules.program.shapes import fact_tensors
 from tprules.program.view import PROVENANCE
-from tprules.shim import FactShim, Manifest, TensorGraph, TensorParallelShim
+from tprules.shim import FactShim, Manifest, Op, TensorGraph, TensorParallelShim
+from tprules.shim.stores import Built, OfProgram
 from tprules.workspace import Workspace
 
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if p.is_dir() and (p / "op.facts").exists())
@@ -93,6 +94,26 @@ def assert_index_is_computed_from_the_program(ws: Workspace) -> None:
     assert sorted(index.shared) == sorted(list(prog.position[o] for o in r) for r in prog.readers.values() if len(r) > 1)
 
 
+def assert_the_graph_is_a_view_of_the_program(ws: Workspace) -> None:
+    """A graph of a loaded program reads the program's own records, and answers what a graph
+    built from those records one by one (as a compiler builds one) answers."""
+    prog = ws.tensor_program
+    g = TensorGraph.from_program(prog)
+    assert g.program is prog and len(g) == len(prog) and g.order() == prog.names
+    assert all(g.op(s.name) is s for s in prog.statements)
+    assert all(g.tensor(t) is prog.tensors[t] for t in prog.tensor_names)
+    view, built = OfProgram(prog), Built.of(OfProgram(prog))
+    assert view.ops() == built.ops() and view.tensors() == built.tensors()
+    assert view.order() == built.order() and dict(view.position()) == built.position()
+    assert view.flows() == built.flows()
+    assert all(view.pred(o) == built.pred(o) for o in prog.names)
+    assert all(view.readers(t) == built.readers(t) and view.writer(t) == built.writer(t) for t in prog.tensor_names)
+    loaded = TensorGraph.from_facts(ws.program.facts)  # the facts' own program, not the workspace's
+    assert loaded.program is not None and loaded.program is not prog and loaded.order() == prog.names
+    assert [(o.name, o.cls, o.reads, o.writes, o.attrs) for o in loaded.ops] == \
+        [(o.name, o.cls, o.reads, o.writes, o.attrs) for o in built.ops()]
+
+
 def assert_plan_is_the_shim_api_plan(ws: Workspace) -> None:
     facts = ws.program.facts
     g = TensorGraph.from_program(ws.tensor_program)
@@ -112,6 +133,7 @@ def test_the_program_says_what_the_facts_say(example, shim):
     ws = Workspace(FACTS / example, shim=shim)
     assert_program_says_what_the_facts_say(ws)
     assert_index_is_computed_from_the_program(ws)
+    assert_the_graph_is_a_view_of_the_program(ws)
     assert_plan_is_the_shim_api_plan(ws)
 
 
@@ -121,6 +143,7 @@ def test_the_program_says_what_the_facts_say_on_random_programs(program, tmp_pat
     ws = Workspace(program.write(tmp_path / "program"))
     assert_program_says_what_the_facts_say(ws)
     assert_index_is_computed_from_the_program(ws)
+    assert_the_graph_is_a_view_of_the_program(ws)
     assert_plan_is_the_shim_api_plan(ws)
 
 
@@ -143,6 +166,22 @@ def test_a_pickled_program_keeps_its_places_and_leaves_the_workspace():
     assert again.places == ws.places() and again._places is None
     assert again.statements == prog.statements and dict(again.tensors) == dict(prog.tensors)
     assert b"Workspace" not in pickle.dumps(prog)
+
+
+def test_a_pickled_program_carries_what_the_ranks_read_and_no_fact():
+    import pickle
+
+    prog = Program.from_workspace(Workspace(FACTS / "llama-layer-tp4"))
+    data = pickle.dumps(prog)
+    again = pickle.loads(data)
+    assert again.facts is None and again.loaded is None and b"FactBase" not in data and b"Columns" not in data
+    assert again.statements == prog.statements and dict(again.tensors) == dict(prog.tensors)
+    assert dict(again.readers) == dict(prog.readers) and again.writer == prog.writer
+    assert again.inputs == prog.inputs and again.outputs == prog.outputs and again.chips == prog.chips
+    assert dict(again.where) == dict(prog.where) and again.where[prog.names[0]] is not None
+    assert all(again.position[o] == k for k, o in enumerate(prog.names)) and "nope" not in again.position
+    assert again.signatures.alone == prog.signatures.alone and again.kinds == prog.kinds
+    assert b"FactBase" not in pickle.dumps(again) and pickle.loads(pickle.dumps(again)).statements == prog.statements
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -188,3 +227,22 @@ def test_plan_names_a_bad_shape_as_run_does(fault, tmp_path, cli):
     assert status == 2 and err.rstrip("\n").endswith(str(raised.value))
     status, _, err = cli("plan", folder, "--machine", "none")  # no cost model: shapes are not its business
     assert status == 0, err
+
+
+def test_an_edited_view_becomes_its_own_graph_and_the_program_stays():
+    prog = Workspace(FACTS / "megatron-mlp-tp2").tensor_program
+    g = TensorGraph.from_program(prog)
+    version, before = g.version, g.order()
+    g.add_tensor("z2", "f32", (8, 16))
+    g.add_op(Op("late", "relu", (prog.outputs[0],), "z2"))
+    assert g.program is None and g.version == version + 2 and g.order() == [*before, "late"]
+    assert [o.name for o in g.successors(prog.statements[-1].name)] == ["late"]
+    assert len(prog) == len(before) and "late" not in prog.position  # the program is not edited
+
+
+def test_facts_that_are_no_program_make_a_graph_that_says_what_is_wrong(tmp_path):
+    shutil.copytree(FACTS / "megatron-mlp-tp2", tmp_path / "p")
+    with open(tmp_path / "p" / "reads.facts", "a") as f:
+        f.write("mm1_0\t9\tgelu_0_out_undeclared\n")
+    with pytest.raises(ValueError, match="statement mm1_0 binds undeclared tensor gelu_0_out_undeclared"):
+        TensorGraph.load(tmp_path / "p")

@@ -15,12 +15,12 @@ CASES = Path(__file__).resolve().parent.parent / "data" / "runtime" / "fused"
 
 @lru_cache(maxsize=None)
 def example(name: str):
-    """(Workspace, RunProgram) of an example under facts/, loaded once per test session."""
-    from tprules.runtime import RunProgram
+    """(Workspace, Program) of an example under facts/, loaded once per test session."""
+    from tprules.runtime import Program
     from tprules.workspace import Workspace
 
     ws = Workspace(FACTS / name)
-    return ws, RunProgram.from_workspace(ws)
+    return ws, Program.from_workspace(ws)
 
 
 def group_place(prog, members) -> str:

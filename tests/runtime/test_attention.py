@@ -17,7 +17,7 @@ from tprules.codegen import attention, cpu, lower
 from tprules.codegen.cost import CPU, estimate
 from tprules.codegen.ir import AttentionStage
 from tprules.planner.plan import Group, Plan
-from tprules.runtime import Prepared, RunProgram, execute
+from tprules.runtime import Prepared, Program, execute
 from tprules.workspace import Workspace
 
 
@@ -65,7 +65,7 @@ def programs(tmp_path_factory):
 
 def _one_group(folder):
     ws = Workspace(folder)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
     return ws, prog, plan, lower(plan.groups[0], prog)
 

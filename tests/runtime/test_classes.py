@@ -14,7 +14,7 @@ from plans import write_programs
 
 from tprules.errors import IllFormed
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.workspace import Workspace
 
 
@@ -159,7 +159,7 @@ def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
     from tprules.codegen import cpu, cuda, lower
     from tprules.planner.plan import Group
 
-    prog = RunProgram.from_workspace(Workspace(programs["ids_through_layout"]))
+    prog = Program.from_workspace(Workspace(programs["ids_through_layout"]))
     group = Group("g0", ("two", "picked", "rows"), "spine")
     kernel = lower(group, prog)
     source = cpu.render(kernel) if device == "cpu" else cuda.render(kernel, cuda.Target(8, simulator=True))[0]
@@ -173,7 +173,7 @@ def test_top_k_takes_the_lower_index_first_among_equals(programs):
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
 
-    prog = RunProgram.from_workspace(Workspace(programs["routing"]))
+    prog = Program.from_workspace(Workspace(programs["routing"]))
     got = reference(prog, program_inputs(prog)).get("i")
     assert got.tolist() == [[1, 2], [0, 1], [5, 4]]
 
@@ -190,7 +190,7 @@ def test_a_bmm_reads_repeated_key_value_heads_in_place(programs):
     from tprules.codegen.cpu import render
     from tprules.planner.plan import Group
 
-    prog = RunProgram.from_workspace(Workspace(programs["gqa_attention"]))
+    prog = Program.from_workspace(Workspace(programs["gqa_attention"]))
     layout = [s.name for s in prog.statements if s.cls in ("reshape", "expand", "permute")]
     for product in ("sc", "out"):
         members = [o for o in layout if o.startswith(("q", "k") if product == "sc" else "v")] + [product]
@@ -218,7 +218,7 @@ def test_a_statement_that_does_not_fit_its_class_is_ill_formed(tmp_path, cls, re
     operands = [b.tensor(f"in{i}", s, spine=True) for i, s in enumerate(reads)]
     b.stmt("bad", cls, operands, b.tensor("out", shape, spine=True), **attrs)
     with pytest.raises(IllFormed, match="bad") as err:
-        RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+        Program.from_workspace(Workspace(b.write(tmp_path / "p")))
     assert message in str(err.value) and "op.facts:1" in str(err.value)
 
 
@@ -237,7 +237,7 @@ def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
         t = _s(b, f"r{n}", "reshape", [t], shape)  # each reshape names fresh indexes
     _s(b, "g", "greater", [t], [2, 3, 4], "i8", value="0")
     ws = Workspace(b.write(tmp_path / "p"))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     plan = Plan(prog.shim, (Group("g0", tuple(s.name for s in prog.statements), "spine"),))
     assert {"i8", "i32"} <= set(re.findall(r"\b(i8|i32) = ", cpu.render(lower(plan.groups[0], prog))))
     assert execute(ws, plan, device=device, prog=prog).ok
@@ -265,7 +265,7 @@ def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
     from tprules.runtime.devices import get_device
 
     ws = Workspace(programs["gqa_attention"])
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     device = get_device("cpu")
     from tprules.planner import plan
 

@@ -8,7 +8,7 @@ from plans import spine_statement as _s
 from plans import write_programs
 
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
@@ -125,7 +125,7 @@ def test_amax_is_the_maximum_and_keeps_a_nan(tmp_path):
     x = b.tensor("x", [2, 4], spine=True, data=np.array([[1, 5, -2, 3], [0, np.nan, 9, 1]], np.float32))
     _s(b, "out", "amax", [x], [2, 1])
     ws = Workspace(b.write(tmp_path / "p"))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     out = reference(prog, program_inputs(prog)).get("out")
     assert out[0, 0] == 5 and np.isnan(out[1, 0])
     for device in ("cpu", "sim"):  # the kernels keep the NaN too (a NaN against a number is a mismatch)
@@ -137,7 +137,7 @@ def test_put_along_and_take_along_mean_torch_s_scatter_and_gather(programs):
     the weights taken at the experts, a source put where ids repeat (the last one wins)."""
     import numpy as np
 
-    prog = RunProgram.from_workspace(Workspace(programs["scores_put_into_minus_inf"]))
+    prog = Program.from_workspace(Workspace(programs["scores_put_into_minus_inf"]))
     inputs = program_inputs(prog)
     got = reference(prog, inputs)
     x, src = inputs["x"], inputs["src"]
@@ -151,7 +151,7 @@ def test_put_along_and_take_along_mean_torch_s_scatter_and_gather(programs):
     np.put_along_axis(put, order, np.take_along_axis(x, order, 1), 1)
     assert np.array_equal(got.get("put"), put)
 
-    prog = RunProgram.from_workspace(Workspace(programs["group_routing"]))
+    prog = Program.from_workspace(Workspace(programs["group_routing"]))
     inputs = program_inputs(prog)
     got = reference(prog, inputs)
     x = inputs["x"]
@@ -184,7 +184,7 @@ def test_a_gather_or_scatter_that_does_not_fit_is_ill_formed(tmp_path, cls, read
     operands = [b.tensor(f"in{i}", s, "i64" if i == 1 else "f32", spine=True) for i, s in enumerate(reads)]
     b.stmt("bad", cls, operands, b.tensor("out", shape, spine=True), **attrs)
     with pytest.raises(IllFormed, match="bad") as err:
-        RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+        Program.from_workspace(Workspace(b.write(tmp_path / "p")))
     assert message in str(err.value) and "op.facts:1" in str(err.value)
 
 
@@ -223,7 +223,7 @@ def test_a_scatter_costs_a_comparison_and_a_select_per_tap(tmp_path):
         index = b.tensor("index", [4, k], "i64", spine=True)
         put = _s(b, "put", "put_along", [_s(b, "e", "exp", [x], [4, 6]), index], [4, 6], axis=1, value="1.0")
         _s(b, "out", "take_along", [put, index], [4, k], axis=1)
-        prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / f"k{k}")))
+        prog = Program.from_workspace(Workspace(b.write(tmp_path / f"k{k}")))
         kernel = lower(Group("g", ("e", "put"), "spine"), prog)
         counts[k] = estimate(kernel).ops
     assert counts[3] - counts[1] == 4 * 6 * 2 * (3 - 1)

@@ -12,7 +12,7 @@ import pytest
 from plans import FACTS, example
 
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram
+from tprules.runtime import Program
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
@@ -132,7 +132,7 @@ def test_the_rules_matter_for_folds(cli, rules_copy):
     ws = Workspace(FACTS / "megatron-mlp-tp2", rules_copy)
     from tprules.planner import plan
 
-    folds = {s.name for s in RunProgram.from_workspace(ws).statements if s.fold}
+    folds = {s.name for s in Program.from_workspace(ws).statements if s.fold}
     fused_folds = [g for g in plan(ws).groups if len(g.members) > 1 and folds & set(g.members)]
     status, out, _ = cli("run", FACTS / "megatron-mlp-tp2", "--rules", rules_copy, "--format", "json")
     assert fused_folds, "the planner fused no fold"

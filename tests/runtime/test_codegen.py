@@ -8,7 +8,7 @@ from plans import cases, example, fused_plan
 from tprules.codegen import cpu, cuda, lower
 from tprules.codegen.ir import Load, Op, Pointwise
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram
+from tprules.runtime import Program
 from tprules.runtime.groups import unfused
 from tprules.workspace import Workspace
 
@@ -99,7 +99,7 @@ def big_matmul(tmp_path, n: int) -> Workspace:
 
 @pytest.mark.parametrize("n, parallel", [(8, False), (64, True)])
 def test_cpu_kernels_use_threads_only_when_big(tmp_path, n, parallel):
-    prog = RunProgram.from_workspace(big_matmul(tmp_path, n))
+    prog = Program.from_workspace(big_matmul(tmp_path, n))
     kernel = lower(unfused(prog).groups[0], prog)
     assert f"parallel={parallel}" in cpu.render(kernel, threads=2)
     assert "parallel=False" in cpu.render(kernel, threads=1)  # a chip with one thread: no thread pool at all

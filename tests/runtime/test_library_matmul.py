@@ -149,12 +149,12 @@ def test_the_library_reads_views_as_they_lie(tmp_path_factory):
     from plans import write_programs
 
     from tprules.planner.plan import Group, Plan
-    from tprules.runtime import RunProgram
+    from tprules.runtime import Program
     from tprules.workspace import Workspace
 
     folder = write_programs({"views": _views_program}, tmp_path_factory)["views"]
     ws = Workspace(folder)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     groups = (Group("g0", ("x2", "cols", "mm"), "spine"), Group("g1", ("at", "mm2"), "spine"))
     plan = Plan(prog.shim, groups)
     first, second = (split_matmuls(lower(g, prog)) for g in groups)

@@ -18,7 +18,7 @@ from plans import fused_plan
 from tprules.codegen import cpu, lower
 from tprules.codegen.cpu_gemm import TILE_ALIGN, TILE_COLS, TILE_ROWS, tile_plan
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.devices.cpu import CpuDevice, thread_shares
 from tprules.workspace import Workspace
 
@@ -55,7 +55,7 @@ def program(case: dict) -> ProgramBuilder:
 
 def run_case(tmp_path, case: dict, matmul: str):
     ws = Workspace(program(case).write(tmp_path / "p"), shim=INT8_SHIM if case.get("quantized") else None)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     group = [s.name for s in prog.statements if s.name != "after"]
     plan = fused_plan(prog, [group])
     device = CpuDevice(matmul, threads=case.get("threads", 1))
@@ -78,7 +78,7 @@ def test_a_fused_matmul_group_matches_the_reference(tmp_path, name, matmul):
 def test_the_blas_core_is_what_runs(tmp_path, name):
     case = CASES[name]
     ws = Workspace(program(case).write(tmp_path / "p"), shim=INT8_SHIM if case.get("quantized") else None)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     (group,) = fused_plan(prog, [[s.name for s in prog.statements]]).groups[:1]
     kernel = lower(group, prog)
     source = cpu.render(kernel, gemm=True, threads=case.get("threads", 1))

@@ -7,7 +7,7 @@ import pytest
 from plans import fused_plan
 
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.groups import unfused
 from tprules.workspace import Workspace
 
@@ -63,7 +63,7 @@ PROGRAMS = {"dtypes": dtypes, "shapes": shapes, "attention_t": attention_t}
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_small_programs(tmp_path, name, fused, device):
     ws = Workspace(PROGRAMS[name]().write(tmp_path / name))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     if fused:  # every statement but the folds in one group
         plan = fused_plan(prog, [[s.name for s in prog.statements if not s.fold]])
     else:

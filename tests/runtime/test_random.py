@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from plans import fused_plan
 from strategies import tp_programs
 
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.workspace import Workspace
 
 
@@ -39,7 +39,7 @@ def cut_programs(draw):
 def check(b, groups, device: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(b.write(Path(tmp) / "p"))
-        prog = RunProgram.from_workspace(ws)
+        prog = Program.from_workspace(ws)
         plan = fused_plan(prog, groups)
         report = execute(ws, plan, device=device, prog=prog)
         assert report.kernels == len(plan.groups)

@@ -13,7 +13,7 @@ from ranks import ThreadWorld, _Hub, run_on_threads
 
 from tprules.planner import plan as make_plan
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.distributed.reference import rank_reference
 from tprules.runtime.distributed.report import render_text
 from tprules.runtime.groups import unfused
@@ -131,7 +131,7 @@ def test_a_spine_value_made_on_one_chip_moves_to_the_other_rank(tmp_path):
     b.section("tail", ["head"], relocated_to=1)
     b.stmt("out", "neg", ["h"], b.tensor("o", [4, 4], spine=True))
     ws = Workspace(b.write(tmp_path / "p"))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     plan = unfused(prog)
     report = run_on_threads(prog, plan, 2)
     assert report.ok
@@ -146,7 +146,7 @@ def test_outputs_are_compared_with_expected_when_the_folder_has_it(program_copy,
 
     folder = program_copy("megatron-mlp-tp2")
     ws = Workspace(folder)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     single = execute(ws, unfused(prog), prog=prog)
     (folder / "expected").mkdir()
     np.save(folder / "expected" / "out.npy", single.values["out"] + np.float32(off))
@@ -197,7 +197,7 @@ def test_an_i64_output_at_two_ranks_is_what_one_process_computes(tmp_path):
         ids = b.stmt(f"cast{c}", "cast", [x], b.tensor(f"ids{c}", [4, 4], dtype="i64", chip=c))
         b.stmt(f"twice{c}", "add", [ids, ids], b.tensor(f"out{c}", [4, 4], dtype="i64", chip=c))
     ws = Workspace(b.write(tmp_path / "p"))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     plan = unfused(prog)
     single = execute(ws, plan, prog=prog)
     report = run_on_threads(prog, plan, 2)
@@ -277,7 +277,7 @@ def test_a_copy_between_chips_of_a_rank_waits_for_its_producer_only(tmp_path, mo
     b.section("tail", ["head"], relocated_to=2)
     b.stmt("out", "neg", ["h"], b.tensor("o", [4, 4], spine=True))
     ws = Workspace(b.write(tmp_path / "p"))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     copies, copy_from = [], CpuQueue.copy_from
 
     def recording(queue, source, buffer, after=None):

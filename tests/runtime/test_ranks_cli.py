@@ -17,7 +17,7 @@ import pytest
 from plans import FACTS, example
 
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.workspace import Workspace
 
 ROOT = FACTS.parent
@@ -97,7 +97,7 @@ def test_an_i64_output_under_mpi_is_the_one_process_output(tmp_path):
     done = tprules("run", folder, "--ranks", 2, "--format", "json", "--save", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     ws = Workspace(folder)
-    single = execute(ws, prog=RunProgram.from_workspace(ws))
+    single = execute(ws, prog=Program.from_workspace(ws))
     for t in ("ids0", "ids1"):
         got = np.load(tmp_path / "out" / f"{t}.npy")
         assert got.dtype == single.values[t].dtype == np.int64, t
@@ -119,7 +119,7 @@ def test_a_tensor_moves_between_ranks(tmp_path):
     assert done.returncode == 0, done.stderr
     assert [r["messages"] for r in json.loads(done.stdout)["ranks"]] == [1, 1]
     ws = Workspace(folder)
-    single = execute(ws, prog=RunProgram.from_workspace(ws))
+    single = execute(ws, prog=Program.from_workspace(ws))
     np.testing.assert_allclose(np.load(tmp_path / "out" / "o.npy"), single.values["o"], rtol=1e-6)
 
 

@@ -7,7 +7,7 @@ import pytest
 from plans import example
 
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram
+from tprules.runtime import Program
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.runtime.semantics import apply
@@ -46,7 +46,7 @@ def test_inputs_come_from_data_files(tmp_path):
     x = b.tensor("x", [2, 3], spine=True, data=np.arange(6, dtype=np.float32).reshape(2, 3) - 2)
     b.stmt("r", "relu", [x], b.tensor("y", [2, 3], spine=True))
     ws = Workspace(b.write(tmp_path / "p"))
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     ref = reference(prog, program_inputs(prog))
     assert ref.get("y").tolist() == [[0, 0, 0], [1, 2, 3]]
 

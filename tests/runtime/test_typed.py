@@ -10,7 +10,7 @@ from plans import EXAMPLES, example
 from tprules.codegen import cuda, lower, typed
 from tprules.planner import plan as make_plan
 from tprules.program.builder import ProgramBuilder
-from tprules.runtime import RunProgram, execute
+from tprules.runtime import Program, execute
 from tprules.runtime.groups import unfused
 from tprules.workspace import Workspace
 
@@ -91,7 +91,7 @@ def test_the_statement_is_the_member_whose_code_is_on_the_line(tmp_path):
     b = ProgramBuilder(chips=1)
     x = b.stmt("a", "exp", [b.tensor("x", [4], spine=True)], b.tensor("a", [4], spine=True))
     b.stmt("c", "neg", [x], b.tensor("c", [4], spine=True))
-    prog = RunProgram.from_workspace(Workspace(b.write(tmp_path / "p")))
+    prog = Program.from_workspace(Workspace(b.write(tmp_path / "p")))
     kernel = lower(Group("g0", ("a", "c"), "spine"), prog)
     text, _, marks = cuda.render_marked(kernel, cuda.Target(8, simulator=True))
     lines = text.splitlines()

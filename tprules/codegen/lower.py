@@ -11,7 +11,7 @@ from typing import cast
 
 from .. import ops
 from ..ops import Ops
-from ..program.model import BMM, LAYOUT, MATMUL, ROW, WINDOW, RunProgram, Statement
+from ..program.model import BMM, LAYOUT, MATMUL, ROW, WINDOW, Program, Statement
 from . import attention, layout, window
 from .ir import (
     AbsMax,
@@ -36,7 +36,7 @@ from .schedule import LOCAL, Schedule, operands, schedule
 
 
 class Lowering:
-    def __init__(self, group, prog: RunProgram):
+    def __init__(self, group, prog: Program):
         self.group = group
         self.prog = prog
         self.members = sorted((prog.statement(o) for o in group.members), key=lambda s: prog.position[s.name])
@@ -165,7 +165,7 @@ class Lowering:
                       tuple(self.params.values()), tuple(stages), self.origins)
 
 
-def lower(group, prog: RunProgram) -> Kernel:
+def lower(group, prog: Program) -> Kernel:
     """The kernel of one planned group (see ir.py for what a kernel holds), attention's
     chains each one stage (attention.py)."""
     return attention.fold(Lowering(group, prog).kernel())

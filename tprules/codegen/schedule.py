@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ops import Ops
-from ..program.model import BMM, INDEXED, MATMUL, ROW, RunProgram, Statement
+from ..program.model import BMM, INDEXED, MATMUL, ROW, Program, Statement
 
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
 
@@ -56,7 +56,7 @@ def operands(s: Statement, produced: dict[str, Statement], fused: bool) -> list[
     return list(s.reads)
 
 
-def schedule(members: list[Statement], prog: RunProgram) -> Schedule:
+def schedule(members: list[Statement], prog: Program) -> Schedule:
     produced = {s.writes: s for s in members}
     names = {s.name for s in members}
     fused = len(members) > 1

@@ -61,12 +61,12 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
     member lists `fused`, each named by its members joined with +)."""
     from ..codegen import cuda, lower, nvvm
     from ..planner.plan import Group
-    from ..runtime import RunProgram
+    from ..runtime import Program
     from ..runtime.groups import ordered_groups
     from ..runtime.groups import unfused as one_each
 
     compiler = compiler or nvvm.Compiler(nvvm.parse_arch(arch))  # first: no NVVM, nothing else is done
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     if fused is not None:
         groups = [Group("+".join(ms), tuple(sorted(ms, key=prog.position.__getitem__)), _place(prog, ms)) for ms in fused]
     else:

@@ -68,10 +68,10 @@ def run(args) -> int:
     if "cost" in args.show:
         from ..planner import shim_machine
         from ..planner.cost import cost_lines
-        from ..runtime import RunProgram
+        from ..runtime import Program
 
         machine = shim_machine(ws.shim) if args.machine in ("auto", "none") else args.machine
-        for line in cost_lines(RunProgram.from_workspace(ws), result, machine):
+        for line in cost_lines(Program.from_workspace(ws), result, machine):
             print(line, file=sys.stderr)
     if "timing" in args.show:
         print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)

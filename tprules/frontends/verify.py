@@ -34,13 +34,13 @@ def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str]) -
     """Raise ImportFailed unless the program in `folder` gives torch's logits for `ids`."""
     import torch
 
-    from ..program.model import RunProgram
+    from ..program.model import Program
     from ..runtime.compare import errors, tolerance
     from ..runtime.inputs import program_inputs
     from ..runtime.reference import reference
     from ..workspace import Workspace
 
-    prog = RunProgram.from_workspace(Workspace(folder))
+    prog = Program.from_workspace(Workspace(folder))
     inputs = program_inputs(prog)
     for name in input_names:
         inputs[name] = ids

@@ -8,7 +8,7 @@ of its result, and attention's chain; see `priority_pairs`), and the tensors two
 statements read (horizontal fusion). A
 `PlanIndex` is computed from the program's own arrays (`of`: program/model.py `Program`,
 no Python object per statement), or from any `TensorGraph` (`from_graph`, for a
-compiler's own shim).
+compiler's own shim; a graph that is a view of a program is read off the same arrays).
 
 >>> from tprules.shim import TensorGraph
 >>> ix = PlanIndex.from_graph(TensorGraph.load("facts/megatron-mlp-tp2"), {"matmul": "matmul"})
@@ -66,7 +66,14 @@ class PlanIndex:
 
     @classmethod
     def from_graph(cls, g, kinds: dict[str, str]) -> "PlanIndex":
-        """From a `TensorGraph` (shim/graph.py)."""
+        """From a `TensorGraph` (shim/graph.py): a view of a loaded program from the
+        program's arrays (as `of`, with these `kinds`), any other from its records."""
+        program = g.program
+        if program is not None:
+            writer = np.full(len(program.tensor_names), -1, dtype=I64)  # tensor index → its writer
+            writer[program.out] = np.arange(len(program), dtype=I64)
+            reader, read = program.read_rows
+            return cls._build(program.names, program.cls, program.text, kinds, writer[read], reader, read)
         names = list(g.order())
         position = g.position
         classes: dict[str, int] = {}

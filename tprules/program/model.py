@@ -38,6 +38,7 @@ import numpy as np
 from .. import ops
 from ..datalog.facts.columns import distinct, isin
 from ..ops import Ops
+from ..pos import Pos
 from .records import Statement, Tensor
 from .shapes import DTYPES, QUANT_FORMATS, check_shapes, shape_problem, statement_shape
 from .view import I64, PROVENANCE, Signatures, Spans, _Position, _Readers, _Tensors, first_reads, row_ids, sequence_ids
@@ -71,6 +72,7 @@ class Program:
         self.names: list[str] = loaded.order
         n = len(self.names)
         self.at = np.full(len(self.text), -1, dtype=I64)  # symbol id → statement
+        self._order_ids = loaded.order_ids
         self.at[loaded.order_ids] = np.arange(n, dtype=I64)
         tensors = columns["tensor"]
         self.tensor_ids = tensors[:, 0]  # tensor index → its symbol id
@@ -106,12 +108,28 @@ class Program:
         return len(self.names)
 
     def __getstate__(self) -> dict:
-        """Pickled (a `--ranks` job) with its places as they are, not the workspace that found them."""
+        """Pickled (a `--ranks` job) with what a rank reads: the arrays statements and tensors
+        are made from, the symbols' text, its places, chips and kinds as they are, and where
+        each statement's op fact is (for errors at run time). Not the workspace that found the
+        places, the fact base or its columns (the ranks read no fact), nor what is found again
+        from the arrays when asked (the records, the signatures, the lookup tables)."""
         state = dict(self.__dict__)
         state["places"], state["_places"] = self.places, None
-        for name in ("signatures", "operand_table", "_shape_table", "by_name", "writer"):
-            state.pop(name, None)  # found again from the columns when asked
+        state["chips"], state["kinds"], state["_sites"] = self.chips, self.kinds, self._sites
+        state["loaded"] = state["facts"] = None
+        state["_statements"], state["_tensors"] = {}, {}
+        for name in ("_ids", "at", "tix", "statements", "signatures", "operand_table", "_shape_table", "by_name",
+                     "writer", "_homes", "_attr_owner", "_quantized", "where"):
+            state.pop(name, None)
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._ids = {name: i for i, name in enumerate(self.text)}
+        self.at = np.full(len(self.text), -1, dtype=I64)
+        self.at[self._order_ids] = np.arange(len(self.names), dtype=I64)
+        self.tix = np.full(len(self.text), -1, dtype=I64)
+        self.tix[self.tensor_ids] = np.arange(len(self.tensor_ids), dtype=I64)
 
     @classmethod
     def from_workspace(cls, ws) -> "Program":
@@ -171,6 +189,18 @@ class Program:
     def where(self) -> "_Where":
         """statement → its op.facts line (a Pos), for errors at run time."""
         return _Where(self)
+
+    @cached_property
+    def _sites(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Where each statement's op fact is, compactly (what `where` reads, also in a
+        pickled program): the files, and per statement its file's index (-1: none) and line."""
+        files: dict[str, int] = {}
+        file, line = np.full(len(self), -1, dtype=np.int32), np.zeros(len(self), dtype=np.int32)
+        for k, (name, cls) in enumerate(zip(self.names, self.cls.tolist())):
+            pos = self.facts.where("op", (name, self.text[cls]))
+            if pos is not None:
+                file[k], line[k] = files.setdefault(pos.file, len(files)), pos.line
+        return list(files), file, line
 
     @cached_property
     def kinds(self) -> dict[str, str]:
@@ -350,18 +380,16 @@ class Program:
         return ((top == count - 1) & (low >= 0)).tolist()
 
 
-RunProgram = Program  # the name run's modules knew it by
-
-
 class _Where(Mapping):
-    """statement → the Pos of its `op` fact."""
+    """statement → the Pos of its `op` fact (None where it has none)."""
 
     def __init__(self, prog: Program):
         self.prog = prog
 
     def __getitem__(self, name: str):
-        s = self.prog.statement(name)
-        return self.prog.facts.where("op", (s.name, s.cls))
+        files, file, line = self.prog._sites
+        k = self.prog.position[name]
+        return Pos(files[file[k]], int(line[k])) if file[k] >= 0 else None
 
     def __iter__(self):
         return iter(self.prog.names)
@@ -371,4 +399,4 @@ class _Where(Mapping):
 
 
 __all__ = ["ANCHORS", "BMM", "DTYPES", "INDEXED", "LAYOUT", "MATMUL", "POINTWISE", "QUANT_FORMATS", "ROW", "WINDOW",
-           "Program", "RunProgram", "Statement", "Tensor", "shape_problem", "statement_shape"]
+           "Program", "Statement", "Tensor", "shape_problem", "statement_shape"]

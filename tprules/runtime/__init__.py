@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..ops import Ops
-from ..program.model import RunProgram
+from ..program.model import Program
 from .compare import OutputCheck, compare
 from .executor import kernel_timing
 from .groups import BadPlan, ordered_groups, unfused
@@ -91,7 +91,7 @@ class Prepared:
     """A plan lowered and compiled for a device, with its inputs and the reference: run it
     as often as wanted (`run`), then report on a run (`report`)."""
 
-    def __init__(self, prog: RunProgram, plan, device, progress=None, show_kernels=None, matmul: str = "auto",
+    def __init__(self, prog: Program, plan, device, progress=None, show_kernels=None, matmul: str = "auto",
                  trace=None, share: bool = True, world=None):
         """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`;
         `trace` (runtime/trace.py) gets a slice per compile phase; `share` False: every
@@ -164,7 +164,7 @@ def matmul_core(device) -> dict[str, str]:
     return {} if core is None else {"kind": core.kind, "library": core.library, "reason": core.reason}
 
 
-def run_plan(workspace, prog: RunProgram, device, matmul: str = "auto", *, baseline: bool = False, trace=None):
+def run_plan(workspace, prog: Program, device, matmul: str = "auto", *, baseline: bool = False, trace=None):
     """The plan `run` runs: one kernel per statement with `baseline`, else the planner's,
     its costs as on `device` (a `Device`, or a name made here with its `matmul` core), the
     one that runs it. The launcher of `--ranks` plans with it too (distributed/job.py)."""
@@ -179,7 +179,7 @@ def run_plan(workspace, prog: RunProgram, device, matmul: str = "auto", *, basel
 
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
-            progress=None, show_kernels=None, prog: RunProgram | None = None, matmul: str = "auto",
+            progress=None, show_kernels=None, prog: Program | None = None, matmul: str = "auto",
             trace=None, share: bool = True) -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
 
@@ -193,7 +193,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     """
     from .devices import get_device
 
-    prog = prog or RunProgram.from_workspace(workspace)
+    prog = prog or Program.from_workspace(workspace)
     dev = get_device(device, matmul) if isinstance(device, str) else device  # a name, or a Device
     if baseline or plan is None:
         plan = run_plan(workspace, prog, dev, baseline=baseline, trace=trace)
@@ -206,4 +206,4 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     return prepared.report(done, best)
 
 
-__all__ = ["BadPlan", "ChipStats", "Prepared", "RunReport", "RunProgram", "execute", "run_plan", "unfused"]
+__all__ = ["BadPlan", "ChipStats", "Prepared", "RunReport", "Program", "execute", "run_plan", "unfused"]

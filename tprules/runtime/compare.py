@@ -17,7 +17,7 @@ import numpy as np
 
 from ..datalog.lang.ast import Pos
 from ..errors import IllFormed
-from ..program.model import RunProgram
+from ..program.model import Program
 from .reference import Values
 
 TOLERANCE = {"f32": 1e-4, "f16": 4e-3, "bf16": 3e-2}
@@ -55,7 +55,7 @@ class ExpectedCheck:
         return {"path": self.path, "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err, "ok": self.ok}
 
 
-def tolerance(prog: RunProgram, tensor: str) -> float:
+def tolerance(prog: Program, tensor: str) -> float:
     dtype = prog.tensors[tensor].dtype
     if dtype in ("i8", "i32", "i64"):
         return 1.0  # absolute, for integers
@@ -78,7 +78,7 @@ def errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     return diff, (diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf")))
 
 
-def compare(prog: RunProgram, outputs: dict[str, dict[int, np.ndarray]], ref: Values) -> list[OutputCheck]:
+def compare(prog: Program, outputs: dict[str, dict[int, np.ndarray]], ref: Values) -> list[OutputCheck]:
     checks = []
     for t in prog.outputs:
         info = prog.tensors[t]
@@ -100,7 +100,7 @@ def _within(dtype: str, abs_err: float, rel_err: float, tol: float) -> bool:
     return abs_err <= tol if dtype in ("i8", "i32", "i64") else rel_err <= tol
 
 
-def _expected(prog: RunProgram, t: str, per_chip: dict[int, np.ndarray], tol: float) -> ExpectedCheck | None:
+def _expected(prog: Program, t: str, per_chip: dict[int, np.ndarray], tol: float) -> ExpectedCheck | None:
     path = prog.directory / "expected" / f"{t}.npy"
     if not path.exists():
         return None

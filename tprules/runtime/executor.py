@@ -42,7 +42,7 @@ import numpy as np
 
 from ..codegen.ir import Kernel
 from ..ops import Ops
-from ..program.model import RunProgram
+from ..program.model import Program
 from .buffers import buffers
 from .devices.base import Compiled, Queue
 from .semantics import store
@@ -86,7 +86,7 @@ def runs_here(kernel: Kernel, world: World) -> bool:
     return any(world.holds(c) for c in chips_of(kernel, world.chips_total))
 
 
-def shares_spine(device, prog: RunProgram, share: bool = True) -> bool:
+def shares_spine(device, prog: Program, share: bool = True) -> bool:
     """Whether spine kernels run once for all chips (see the module's docstring); `share`
     False keeps one on each chip wherever they run."""
     return share and device.shares_spine and prog.chips > 1
@@ -102,7 +102,7 @@ def kernel_timing(runs) -> dict[str, tuple[int, float]]:
 
 
 class Executor:
-    def __init__(self, prog: RunProgram, device, kernels: list[Kernel], compiled: list[Compiled | None],
+    def __init__(self, prog: Program, device, kernels: list[Kernel], compiled: list[Compiled | None],
                  inputs: dict[str, np.ndarray], share: bool = True, world: World | None = None):
         """`kernels` in an order where producers come first, `compiled[i]` kernel i as the
         device runs it (None where no chip of this process runs it); `inputs` those of
@@ -159,7 +159,7 @@ class Executor:
 
 
 class _Run:
-    def __init__(self, prog: RunProgram, world: World, queues: dict[int, Queue], held: dict, share: bool = False,
+    def __init__(self, prog: Program, world: World, queues: dict[int, Queue], held: dict, share: bool = False,
                  trace=None):
         self.prog = prog
         self.world = world

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from ..errors import BadInput
 from ..planner.plan import Group, Plan
-from ..program.model import RunProgram
+from ..program.model import Program
 
 
 class BadPlan(BadInput):
     kind = "bad plan"
 
 
-def unfused(prog: RunProgram, shim: str | None = None) -> Plan:
+def unfused(prog: Program, shim: str | None = None) -> Plan:
     """The baseline plan: every statement alone, one kernel each."""
     groups = tuple(Group(s.name, (s.name,), prog.places.get(s.name, "spine")) for s in prog.statements)
     return Plan(shim or prog.shim, groups)
 
 
-def ordered_groups(plan: Plan, prog: RunProgram) -> list[Group]:
+def ordered_groups(plan: Plan, prog: Program) -> list[Group]:
     owner: dict[str, str] = {}
     for g in plan.groups:
         if not g.members:
@@ -53,6 +53,6 @@ def ordered_groups(plan: Plan, prog: RunProgram) -> list[Group]:
     return [by_name[name] for name in order]
 
 
-def _chip(place: str, prog: RunProgram) -> bool:
+def _chip(place: str, prog: Program) -> bool:
     k = place.split(":", 1)[1]
     return k.isdigit() and int(k) < prog.chips

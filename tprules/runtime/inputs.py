@@ -17,11 +17,11 @@ from .. import ops
 from ..datalog.lang.ast import Pos
 from ..errors import IllFormed
 from ..ops import Ops
-from ..program.model import RunProgram, Tensor
+from ..program.model import Program, Tensor
 from .semantics import store
 
 
-def program_inputs(prog: RunProgram, names=None) -> dict[str, np.ndarray]:
+def program_inputs(prog: Program, names=None) -> dict[str, np.ndarray]:
     """Every program input's value (or only those in `names`), as its dtype is stored."""
     roles = _roles(prog)
     values = {}
@@ -35,7 +35,7 @@ def program_inputs(prog: RunProgram, names=None) -> dict[str, np.ndarray]:
     return values
 
 
-def check_input_files(prog: RunProgram) -> None:
+def check_input_files(prog: Program) -> None:
     """Every input file is readable and of the right shape, read no further than its header
     (a launcher checks a big model's weights before its ranks start, without loading them)."""
     for name in prog.inputs:
@@ -60,7 +60,7 @@ def generate(tensor: Tensor, role: str) -> np.ndarray:
     return store(x.astype(np.float32), tensor.dtype)
 
 
-def _roles(prog: RunProgram) -> dict[str, str]:
+def _roles(prog: Program) -> dict[str, str]:
     roles: dict[str, str] = {}
     for s in prog.statements:
         if s.cls == Ops.MATMUL:

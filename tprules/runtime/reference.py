@@ -4,7 +4,7 @@ Chip tensors have one value on their own chip, spine tensors one value for every
 fold sums its partials (one per chip) into the spine. Nothing is fused, nothing moves.
 
 >>> from tprules.workspace import Workspace                        # doctest: +SKIP
->>> prog = RunProgram.from_workspace(Workspace("facts/megatron-mlp-tp2"))
+>>> prog = Program.from_workspace(Workspace("facts/megatron-mlp-tp2"))
 >>> values = reference(prog, program_inputs(prog))
 >>> values.get("out").shape
 (8, 16)
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import IllFormed
-from ..program.model import RunProgram, Statement
+from ..program.model import Program, Statement
 from .semantics import OutOfRange, apply
 
 
@@ -42,7 +42,7 @@ class Values:
         (self.spine if home is None else self.chips[home])[tensor] = value
 
 
-def reference(prog: RunProgram, inputs: dict[str, np.ndarray]) -> Values:
+def reference(prog: Program, inputs: dict[str, np.ndarray]) -> Values:
     values = Values(chips=[{} for _ in range(prog.chips)])
     for name, value in inputs.items():
         values.put(name, prog.tensors[name].home, value)
@@ -54,7 +54,7 @@ def reference(prog: RunProgram, inputs: dict[str, np.ndarray]) -> Values:
     return values
 
 
-def statement_value(prog: RunProgram, s: Statement, operands: list[np.ndarray]) -> np.ndarray:
+def statement_value(prog: Program, s: Statement, operands: list[np.ndarray]) -> np.ndarray:
     """What statement `s` computes from its operands; an id out of range is ill-formed at its line."""
     out = prog.tensors[s.writes]
     try:

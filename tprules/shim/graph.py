@@ -1,5 +1,12 @@
 """The program as a compiler holds it: tensors, statements (`Op`, the program's `Statement`) and fused
-ops over a networkx graph.
+ops, with the data flow between statements (also as a networkx graph).
+
+A graph of a loaded program (`from_program`, `from_facts`, `load`) is a view of that one
+`Program` (program/model.py): its statements, tensors, writers, readers and order are the
+program's, each record made when asked. A graph a compiler builds (`add_tensor`, `add_op`,
+`add_ops`) holds the records it was given, and nothing else does; editing a view of a
+program first takes the program's records as its own (the edited graph is no longer that
+program).
 
 >>> g = TensorGraph()
 >>> for t in ("x", "w", "h", "a"):
@@ -14,11 +21,12 @@ ops over a networkx graph.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..program.records import Statement, Tensor
+from .stores import Built, OfProgram, facts_records, program_of_facts
 
 Op = Statement  # a statement, as the Shim API names it: the program's own record (program/records.py)
 
@@ -52,113 +60,109 @@ class TensorGraph:
     """Tensors and statements, and the data flow between statements (statement → statement
     that reads what it writes), also as a networkx `DiGraph` (`.nx`) for graph algorithms.
 
-    `version` changes with every edit, so shims may cache what they derived from a graph.
+    `TensorGraph()` is empty, for a compiler to fill; `TensorGraph(program)` is the view of
+    a loaded `Program`. `version` changes with every edit, so shims may cache what they
+    derived from a graph.
     """
 
-    def __init__(self):
-        self._succ: dict[str, list[str]] = {}  # the data flow; `.nx` is built from it on demand
-        self._pred: dict[str, list[str]] = {}
+    def __init__(self, program=None):
+        self._records: Built | OfProgram = Built() if program is None else OfProgram(program)
         self._nx: tuple | None = None
-        self._tensors: dict[str, Tensor] = {}
-        self._ops: dict[str, Op] = {}
-        self._writer: dict[str, str] = {}
-        self._readers: dict[str, list[str]] = {}
-        self._order: tuple | None = None
-        self.version = 0
+        self.version = 0 if program is None else 1
+
+    @property
+    def program(self):
+        """The loaded `Program` this graph is a view of; None for a graph a compiler built
+        (or edited after loading)."""
+        records = self._records
+        return records.program if isinstance(records, OfProgram) else None
 
     # -- building ------------------------------------------------------------------
 
+    def _own(self) -> Built:
+        """The records to edit: a view of a program first takes the program's as its own."""
+        records = self._records
+        if isinstance(records, OfProgram):
+            records = self._records = Built.of(records)
+        return records
+
     def add_tensor(self, name: str, dtype: str = "f32", shape: Iterable[int] = ()) -> Tensor:
-        if name in self._tensors:
+        if self._records.has_tensor(name):
             raise ValueError(f"tensor {name} declared twice")
-        tensor = Tensor(name, tuple(int(s) for s in shape), dtype)
-        self._tensors[name] = tensor
+        tensor = self._own().add_tensor(Tensor(name, tuple(int(s) for s in shape), dtype))
         self.version += 1
         return tensor
 
     def add_op(self, op: Op) -> Op:
         """Add a statement; every tensor it binds must be declared, and its output written once."""
-        if op.name in self._ops:
+        records = self._records
+        if records.has_op(op.name):
             raise ValueError(f"statement {op.name} declared twice")
         for t in (*op.reads, op.writes):
-            if t not in self._tensors:
+            if not records.has_tensor(t):
                 raise ValueError(f"statement {op.name} binds undeclared tensor {t}")
-        if op.writes in self._writer:
-            raise ValueError(f"tensor {op.writes} is written by {self._writer[op.writes]} and by {op.name}")
+        other = records.writer(op.writes)
+        if other is not None:
+            raise ValueError(f"tensor {op.writes} is written by {other} and by {op.name}")
         self.add_ops([op])
         return op
 
     def add_ops(self, ops: Iterable[Op]) -> None:
         """Add many statements at once (what `add_op` does, in bulk); nothing is added on error."""
         ops = list(ops)
-        writer, readers, tensors = self._writer, self._readers, self._tensors
+        records = self._records
         names: set[str] = set()
         outputs: dict[str, str] = {}
         for op in ops:
-            if op.name in self._ops or op.name in names:
+            if records.has_op(op.name) or op.name in names:
                 raise ValueError(f"statement {op.name} declared twice")
             for t in (*op.reads, op.writes):
-                if t not in tensors:
+                if not records.has_tensor(t):
                     raise ValueError(f"statement {op.name} binds undeclared tensor {t}")
-            other = writer.get(op.writes) or outputs.get(op.writes)
+            other = records.writer(op.writes) or outputs.get(op.writes)
             if other is not None:
                 raise ValueError(f"tensor {op.writes} is written by {other} and by {op.name}")
             names.add(op.name)
             outputs[op.writes] = op.name
-        earlier = {op.writes: list(readers.get(op.writes, ())) for op in ops}  # readers added before
-        for op in ops:
-            self._ops[op.name] = op
-            writer[op.writes] = op.name
-            self._succ[op.name], self._pred[op.name] = [], []
-            for t in dict.fromkeys(op.reads):
-                readers.setdefault(t, []).append(op.name)
-        edges: dict[tuple[str, str], None] = {}
-        for op in ops:  # every output is known now, whatever order the ops came in
-            for t in dict.fromkeys(op.reads):
-                if t in writer:
-                    edges[(writer[t], op.name)] = None
-            for r in earlier.get(op.writes, ()):
-                edges[(op.name, r)] = None
-        for a, b in edges:
-            self._succ[a].append(b)
-            self._pred[b].append(a)
+        if ops:
+            self._own().add_ops(ops)
         self.version += 1
 
     # -- reading -------------------------------------------------------------------
 
     @property
     def ops(self) -> list[Op]:
-        """Every statement, in program order."""
-        return list(self._ops.values())
+        """Every statement, in the order added (a program's: its op facts' order)."""
+        return self._records.ops()
 
     @property
     def tensors(self) -> list[Tensor]:
-        return list(self._tensors.values())
+        return self._records.tensors()
 
     def op(self, name: str) -> Op:
-        return self._ops[name]
+        return self._records.op(name)
 
     def tensor(self, name: str) -> Tensor:
-        return self._tensors[name]
+        return self._records.tensor(name)
 
     def producer(self, tensor: str) -> Op | None:
-        name = self._writer.get(tensor)
-        return self._ops[name] if name is not None else None
+        name = self._records.writer(tensor)
+        return self._records.op(name) if name is not None else None
 
     def consumers(self, tensor: str) -> list[Op]:
-        return [self._ops[o] for o in self._readers.get(tensor, ())]
+        return [self._records.op(o) for o in self._records.readers(tensor)]
 
     def successors(self, name: str) -> list[Op]:
         """Statements that read what `name` writes."""
-        return [self._ops[o] for o in self._succ[name]]
+        return [self._records.op(o) for o in self._records.succ(name)]
 
     def predecessors(self, name: str) -> list[Op]:
         """Statements that write what `name` reads."""
-        return [self._ops[o] for o in self._pred[name]]
+        return [self._records.op(o) for o in self._records.pred(name)]
 
     def flows(self) -> dict[str, list[str]]:
         """The data flow by name: statement → statements that read what it writes."""
-        return self._succ
+        return self._records.flows()
 
     @property
     def nx(self):
@@ -167,77 +171,56 @@ class TensorGraph:
 
         if self._nx is None or self._nx[0] != self.version:
             graph = nx.DiGraph()
-            graph.add_nodes_from(self._ops)
-            graph.add_edges_from((a, b) for a, bs in self._succ.items() for b in bs)
+            graph.add_nodes_from(o.name for o in self.ops)
+            graph.add_edges_from((a, b) for a, bs in self.flows().items() for b in bs)
             self._nx = (self.version, graph)
         return self._nx[1]
 
     def fuse(self, name: str, members: Iterable[str | Op]) -> FusedOp:
         """The fused op of these statements, members in program order."""
         wanted = {m if isinstance(m, str) else m.name for m in members}
-        unknown = sorted(wanted - self._ops.keys())
+        records = self._records
+        unknown = sorted(o for o in wanted if not records.has_op(o))
         if unknown:
             raise ValueError(f"fused op {name}: no statement {', '.join(unknown)}")
         position = self.position
-        return FusedOp(name, tuple(self._ops[o] for o in sorted(wanted, key=position.__getitem__)))
+        return FusedOp(name, tuple(records.op(o) for o in sorted(wanted, key=position.__getitem__)))
 
     def order(self) -> list[str]:
         """Statements in program order: a topological order of the data flow, ties in the
         order they were added (the order `tprules check` lists members in)."""
-        cached = self._order
-        if cached is None or cached[0] != self.version:
-            order = _program_order(list(self._ops), self._succ, self._pred)
-            cached = self._order = (self.version, order, {o: i for i, o in enumerate(order)})
-        return cached[1]
+        return self._records.order()
 
     @property
-    def position(self) -> dict[str, int]:
+    def position(self) -> Mapping[str, int]:
         """Statement → its index in `order()`."""
-        self.order()
-        assert self._order is not None  # order() made it
-        return self._order[2]
+        return self._records.position()
 
     def __len__(self) -> int:
-        return len(self._ops)
+        return self._records.count()
 
     # -- facts (SPEC §2) -----------------------------------------------------------
 
     @classmethod
     def from_facts(cls, facts) -> "TensorGraph":
-        """The graph of a FactBase's `op`, `reads`, `writes`, `tensor`, `shape`, `attr` facts."""
+        """The graph of a FactBase's `op`, `reads`, `writes`, `tensor`, `shape`, `attr` facts:
+        the view of the program over their columns (facts a program could not be loaded
+        from, such as a data flow with a cycle, are added one by one, as a compiler would)."""
+        program = program_of_facts(facts)
+        if program is not None:
+            return cls(program)
         g = cls()
-        shapes: dict[str, dict[int, int]] = {}
-        for t, axis, size in facts.tuples("shape"):
-            shapes.setdefault(t, {})[axis] = size
-        tensors = g._tensors
-        for t, dtype in facts.ordered("tensor"):
-            if t in tensors:
-                raise ValueError(f"tensor {t} declared twice")
-            dims = shapes.get(t, {})
-            tensors[t] = Tensor(t, tuple(dims[a] for a in sorted(dims)), dtype)
-        operands: dict[str, dict[int, str]] = {}
-        for o, i, t in facts.tuples("reads"):
-            operands.setdefault(o, {})[i] = t
-        output = dict(facts.tuples("writes"))
-        attrs: dict[str, list[tuple[str, str]]] = {}
-        for o, key, value in facts.ordered("attr"):
-            attrs.setdefault(o, []).append((key, value))
-        ops = []
-        for o, cls_ in facts.ordered("op"):
-            reads = operands.get(o, {})
-            ops.append(Op(o, cls_, tuple(reads[i] for i in sorted(reads)), output[o], tuple(attrs.get(o, ()))))
+        tensors, ops = facts_records(facts)
+        for tensor in tensors:
+            g._own().add_tensor(tensor)
         g.add_ops(ops)
         return g
 
     @classmethod
     def from_program(cls, prog) -> "TensorGraph":
-        """The graph of a loaded program (program/model.py `Program`), holding the program's
-        own `Statement` and `Tensor` records, added in the order of its op and tensor facts
-        (as `from_facts` adds them): no fact is read again."""
-        g = cls()
-        g._tensors.update(prog.tensors.items())
-        g.add_ops(prog.statement_at(k) for k in prog.at[prog.facts_order].tolist())
-        return g
+        """The graph of a loaded program (program/model.py `Program`): a view of it, holding
+        its own `Statement` and `Tensor` records, statements in the order of its op facts."""
+        return cls(prog)
 
     @classmethod
     def load(cls, directory: Path | str) -> "TensorGraph":
@@ -249,34 +232,12 @@ class TensorGraph:
 
     def to_facts(self) -> dict[str, list[tuple]]:
         facts: dict[str, list[tuple]] = {rel: [] for rel in ("op", "reads", "writes", "tensor", "shape", "attr")}
-        for t in self._tensors.values():
+        for t in self.tensors:
             facts["tensor"].append((t.name, t.dtype))
             facts["shape"].extend((t.name, axis, size) for axis, size in enumerate(t.shape))
-        for op in self._ops.values():
+        for op in self.ops:
             facts["op"].append((op.name, op.cls))
             facts["reads"].extend((op.name, i, t) for i, t in enumerate(op.reads))
             facts["writes"].append((op.name, op.writes))
             facts["attr"].extend((op.name, k, v) for k, v in op.attrs)
         return facts
-
-
-def _program_order(added: list[str], succ: dict[str, list[str]], pred: dict[str, list[str]]) -> list[str]:
-    """Kahn's algorithm with ties broken by the order statements were added (as
-    tprules.program.order does for fact files)."""
-    import heapq
-
-    rank = {o: i for i, o in enumerate(added)}
-    waiting = {o: len(pred[o]) for o in added}
-    ready = [rank[o] for o in added if not waiting[o]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        o = added[heapq.heappop(ready)]
-        order.append(o)
-        for s in succ[o]:
-            waiting[s] -= 1
-            if not waiting[s]:
-                heapq.heappush(ready, rank[s])
-    if len(order) < len(added):
-        raise ValueError("the data flow of this graph has a cycle")
-    return order

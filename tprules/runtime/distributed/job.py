@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ...planner.plan import Plan
-    from ...program.model import RunProgram
+    from ...program.model import Program
 
 
 @dataclass
 class Job:
-    prog: RunProgram
+    prog: Program
     plan: Plan
     launched: float | None = None  # time.time() when the launcher started, for the wall time
     modules: dict[str, str] = field(default_factory=dict)  # statement → module path (--show kernels)
@@ -66,7 +66,7 @@ def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False
     `matmul` core (`runtime.execute`): every bad input is found here, before any rank
     computes (the launcher calls this before it starts the ranks). `modules`: keep the
     statements' module paths (for --show kernels)."""
-    from ...program.model import RunProgram
+    from ...program.model import Program
     from ...verdicts import module_paths
     from ...workspace import Workspace
     from .. import run_plan
@@ -75,7 +75,7 @@ def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False
     from ..inputs import check_input_files
 
     ws = Workspace(program_dir, rules, shim, engine=engine, include_dirs=include_dirs)
-    prog = RunProgram.from_workspace(ws)
+    prog = Program.from_workspace(ws)
     plan = run_plan(ws, prog, get_device(device, matmul), baseline=unfused)  # (a device the ranks lack: here)
     ordered_groups(plan, prog)  # a plan that cannot run is bad input here, not in a rank
     check_input_files(prog)

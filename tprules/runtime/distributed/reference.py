@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...program.model import RunProgram
+from ...program.model import Program
 from ..reference import statement_value
 from ..world import World
 
 
-def ranks_computing(prog: RunProgram, statement, world: World) -> set[int]:
+def ranks_computing(prog: Program, statement, world: World) -> set[int]:
     place = prog.places.get(statement.name, "spine")
     if place.startswith("chip:") and not statement.fold:
         return {world.owner(int(place.split(":")[1]))}
     return set(range(world.size))
 
 
-def rank_reference(prog: RunProgram, inputs: dict[str, np.ndarray], world: World) -> dict[str, np.ndarray]:
+def rank_reference(prog: Program, inputs: dict[str, np.ndarray], world: World) -> dict[str, np.ndarray]:
     """Reference values of every tensor this rank computes or receives, by name."""
     values = dict(inputs)
     have: dict[str, set[int]] = {}
