@@ -70,8 +70,9 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
     n = report.allreduces
     each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
+    others = _gathers(report) + _scatters(report)
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
-                  f"{'' if n == 1 else 's'} of {size(each)} a rank{_gathers(report)}{_scatters(report)}, {share:.0%} of the run), wall "
+                  f"{'' if n == 1 else 's'} of {size(each)} a rank{others}, {share:.0%} of the run), wall "
                   f"{seconds(report.wall_s)}; {verdict(report)}", soft_wrap=True)
     return buf.getvalue()
 
