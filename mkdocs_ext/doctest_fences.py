@@ -1,7 +1,7 @@
 """A griffe extension for the API pages: a docstring's doctest becomes a fenced `pycon` block.
 
 tprules' docstrings hold runnable examples (`>>>` lines and their output, run by
-tests/test_docs_planner.py) outside any "Examples:" section, where Markdown would read `>>>`
+tests/planner/test_docs_planner.py) outside any "Examples:" section, where Markdown would read `>>>`
 as nested block quotes and `[...][:2]` as a link. mkdocs.yml loads this file by its path.
 """
 

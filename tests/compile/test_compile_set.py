@@ -94,3 +94,12 @@ def test_each_chips_attention_builds_as_one_stage(compiled, models, arch=MODELS_
         kernels = [k for k in compiled(arch)[f"hf-{m}-tp4"] if "attention" in k["kinds"].split("+")]
         assert kernels and all(k["ok"] for k in kernels), m
         assert {k["job"] for k in kernels} >= {"plan"}, m
+
+
+def test_a_compiler_error_is_plain_text_where_numba_colours_it():
+    from tprules.codegen.nvvm import first_error
+
+    coloured = ("\x1b[1m\x1b[1mFailed in cuda mode pipeline (step: nopython frontend)\n\x1b[1m\x1b[1m"
+                "Unsupported array index type float32 in Tuple(float32, int64)\x1b[0m\n\x1b[0m\x1b[1mDuring: typing\x1b[0m")
+    assert first_error("NumbaTypeError", coloured) == \
+        "NumbaTypeError: Unsupported array index type float32 in Tuple(float32, int64)"

@@ -16,7 +16,7 @@ PACKAGE = Path(ops.__file__).resolve().parents[1]
 ALLOWED = {"ops", "frontends/aten.py", "frontends/aten_table.py", "frontends/aten_more.py", "frontends/aten_complex.py"}
 # The rule language's side never sees a class: there `sum`, `mean` (aggregates), `cat` (a
 # functor) and `neg` (a negated literal) are Datalog's own words.
-RULE_LANGUAGE = ("lang", "analysis", "engine", "explain")
+RULE_LANGUAGE = ("datalog", "explain")  # the Datalog wing (tprules/datalog/) and its proofs
 # Words that are a class's name and mean something else here, each said why.
 OTHER_MEANINGS = {
     ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
@@ -24,6 +24,7 @@ OTHER_MEANINGS = {
     ("codegen/cpu.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
     ("codegen/cuda.py", "amax"): "the same variable's stem",
     ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
+    ("commands/run.py", "matmul"): "the --matmul option's name, as the launcher hands it to the ranks",
 }
 
 

@@ -269,10 +269,15 @@ _FRAMING = re.compile(r"^(Failed in .* pipeline|During: |File \"|\s*$|No impleme
                       r"This error may have been caused)")
 
 
+# Terminal colours: Numba highlights its messages wherever colorama is installed (mkdocs-material
+# brings it), and a report is plain text.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def first_error(kind: str, text: str) -> str:
     """The compiler's first line that says what is wrong, e.g. `NumbaTypeError: Unsupported
-    array index type float32 in Tuple(float32, int64)`."""
-    lines = [ln.strip() for ln in text.splitlines()]
+    array index type float32 in Tuple(float32, int64)`, without terminal colours."""
+    lines = [ln.strip() for ln in _ANSI.sub("", text).splitlines()]
     for ln in lines:
         m = re.search(r"\b(\w*(?:Error|Exception)): (.+)", ln)
         if m and not _FRAMING.match(ln):

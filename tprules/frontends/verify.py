@@ -18,6 +18,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..ops import Ops
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
 
@@ -84,7 +85,7 @@ def _op(node) -> str:
 
 def _ties(s, graph_values) -> str:
     """For a top-k whose k-th and next largest values are equal: why torch's choice differs."""
-    if s.cls not in ("topk_indices", "topk_values") or s.reads[0] not in graph_values:
+    if s.cls not in (Ops.TOPK_INDICES, Ops.TOPK_VALUES) or s.reads[0] not in graph_values:
         return ""
     x = -np.sort(-np.asarray(graph_values[s.reads[0]], np.float64), axis=-1)
     k = int(s.attr("k", "1"))

@@ -12,7 +12,7 @@ unquoted, numbers in decimal; empty lines are ignored. A file is read in one of 
   `-?[0-9]{1,18}`, a relation without columns) and names the file and line of the first
   problem of a bad file.
 
-Both give the same rows and the same line numbers (tests/test_fact_reader.py holds them
+Both give the same rows and the same line numbers (tests/datalog/test_fact_reader.py holds them
 to it on random files), and intern symbols in the same order: by first occurrence, file
 after file, column after column.
 """

@@ -5,8 +5,12 @@ tprules' `legal` and `refused` (the rule files run unchanged on Soufflé). Skipp
 from __future__ import annotations
 
 import pytest
+from conftest import FACTS
 from helpers import needs_souffle, souffle_verdicts, tprules_verdicts
-from test_golden import EXAMPLES
+
+from tprules.golden.corpus import example_programs
+
+EXAMPLES = example_programs(FACTS)
 
 
 @needs_souffle

@@ -29,7 +29,7 @@ def golden(request):
 def _report(golden, capsys, results, stale=()):
     """Pass when everything matches; print what was rewritten under --update-golden."""
     text = golden_text(results, stale, golden.update,
-                       "tprules golden --update  (or: python -m pytest tests/test_golden.py --update-golden)",
+                       "tprules golden --update  (or: python -m pytest tests/verdicts/test_golden.py --update-golden)",
                        golden.snapshots)
     if golden.update:
         golden.commit()

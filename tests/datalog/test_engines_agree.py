@@ -7,12 +7,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import FACTS
 from helpers import needs_souffle, read_tsv, run_souffle, tprules_verdicts, verdict_lines
 from hypothesis import HealthCheck, given, settings
 from strategies import tp_programs
-from test_golden import EXAMPLES
 
+from tprules.golden.corpus import example_programs
 from tprules.workspace import ENGINES, Workspace, load_checked_rules
+
+EXAMPLES = example_programs(FACTS)
 
 CHECKED = None
 

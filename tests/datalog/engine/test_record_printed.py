@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tprules.engine.record_values import NIL, from_printed, is_record, parse, printed
+from tprules.datalog.lang.record_values import NIL, from_printed, is_record, parse, printed
 
 
 @pytest.mark.parametrize("text", ["nil", "[nil]", "[1, nil]", "[nil, 1]", "[1, [2, nil]]", "$Some(nil)",
