@@ -78,8 +78,3 @@ def shown(kernel, prog, scatter: Scatter, world) -> tuple[Shown, str]:
                      f"{scatter.axis}; no chip holds the whole sum")
     return Shown(kernel.group, tuple(kernel.members), "reduce-scatter", kernel.place), "\n".join(lines)
 
-
-def kind_of_fold(prog, fold: str) -> str:
-    """all_reduce | all_gather | reduce_scatter: the kind of the collective whose fold is `fold`."""
-    kinds = dict(prog.facts.tuples("collective"))
-    return next((kinds.get(c, "all_reduce") for o, c in prog.facts.tuples("fold") if o == fold), "all_reduce")
