@@ -312,28 +312,10 @@ class _Run:
             if src in self.queues:
                 local[src] = self.queues[src].download(self.held[t][src]).reshape(self.prog.tensors[t].shape)
         began = time.perf_counter()
-        blocks = self._scatter_on_ranks(fold, scatter, local, out.shape) if self.world.collectives else {}
-        for chip in [] if self.world.collectives else list(self.queues):  # one process: each chip adds its block
-            start, total, received = time.perf_counter(), None, 0
-            for src, x in local.items():  # operand order: one operand per chip
-                moving = time.perf_counter()
-                part = scatter.take(x, chip).astype(np.float32, copy=False)
-                total = part if total is None else total + part
-                if src != chip:  # block `chip` of chip src's partial, copied to chip `chip`
-                    received += part.size * x.dtype.itemsize
-                    self.transfers += 1
-                    if self.trace is not None:
-                        self.trace.slice(f"copy from chip {src}", "transfer", chip, moving, time.perf_counter(),
-                                         source=src, to=chip, bytes=part.size * x.dtype.itemsize)
-            assert total is not None
-            blocks[chip] = total
-            self.moved += received
-            if self.trace is not None:
-                self.trace.slice(f"reduce_scatter {group or fold.name}", "collective", chip, start, time.perf_counter(),
-                                 kind="reduce_scatter", group=group, members=[fold.name], bytes=received,
-                                 axis=scatter.axis, block=scatter.block,
-                                 peers=[c for c in range(self.prog.chips) if c != chip],
-                                 **member_modules(self.prog, [fold.name]))
+        if self.world.collectives:
+            blocks = self._scatter_on_ranks(fold, scatter, local, out.shape)
+        else:
+            blocks = {chip: self._scatter_here(fold, scatter, local, chip, group) for chip in self.queues}
         for chip, total in blocks.items():
             value = scatter.holding(store(total, out.dtype), chip, out.shape, out.storage)
             nbytes += total.size * 4
@@ -344,6 +326,30 @@ class _Run:
             self._traced(f"reduce_scatter {group or fold.name}", began, "collective", kind="reduce_scatter",
                          group=group, members=[fold.name], bytes=nbytes, axis=scatter.axis, block=scatter.block,
                          peers=self._peers(), chips=list(self.world.chips), **member_modules(self.prog, [fold.name]))
+
+    def _scatter_here(self, fold, scatter: Scatter, local: dict[int, np.ndarray], chip: int, group: str) -> np.ndarray:
+        """Chip `chip`'s block of the sum in one process: block `chip` of every chip's partial
+        (operand order, float32), each other chip's copied to it (a transfer of one block)."""
+        start, total, received = time.perf_counter(), None, 0
+        for src, x in local.items():  # operand order: one operand per chip
+            moving = time.perf_counter()
+            part = scatter.take(x, chip).astype(np.float32, copy=False)
+            total = part if total is None else total + part
+            if src != chip:
+                received += part.size * x.dtype.itemsize
+                self.transfers += 1
+                if self.trace is not None:
+                    self.trace.slice(f"copy from chip {src}", "transfer", chip, moving, time.perf_counter(),
+                                     source=src, to=chip, bytes=part.size * x.dtype.itemsize)
+        assert total is not None
+        self.moved += received
+        if self.trace is not None:
+            self.trace.slice(f"reduce_scatter {group or fold.name}", "collective", chip, start, time.perf_counter(),
+                             kind="reduce_scatter", group=group, members=[fold.name], bytes=received,
+                             axis=scatter.axis, block=scatter.block,
+                             peers=[c for c in range(self.prog.chips) if c != chip],
+                             **member_modules(self.prog, [fold.name]))
+        return total
 
     def _scatter_on_ranks(self, fold, scatter: Scatter, local: dict[int, np.ndarray], shape) -> dict[int, np.ndarray]:
         """This rank's chips' blocks of the sum, from the world's reduce-scatter of this
