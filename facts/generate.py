@@ -171,6 +171,40 @@ def gather_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> Pr
     return b
 
 
+def sp_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> ProgramBuilder:
+    """A sequence-parallel MLP (Megatron's and torchtitan's sequence parallel): each chip
+    holds its block of the tokens; they are all-gathered into the spine, a column-parallel
+    W1 and GELU and a row-parallel W2 run on every chip, and W2's partial sums are
+    reduce-scattered back onto the sequence blocks, where the residual add and the RMSNorm
+    run on each chip's own tokens."""
+    b = ProgramBuilder(chips=tp)
+    rows, part = seq // tp, ffn // tp
+    xs = [b.tensor(f"x_{c}", [rows, hidden], chip=c) for c in range(tp)]
+    x = b.gather("allgather", xs, b.tensor("x", [seq, hidden], spine=True), "sp_in", axis=0)
+    norm = b.tensor("norm_w", [hidden], spine=True)
+    partials = []
+    for c in range(tp):
+        h = b.stmt(f"mm1_{c}", "matmul", [x, b.tensor(f"w1_{c}", [hidden, part], chip=c)],
+                   b.tensor(f"h_{c}", [seq, part], chip=c))
+        a = b.stmt(f"gelu_{c}", "gelu", [h], b.tensor(f"a_{c}", [seq, part], chip=c))
+        partials.append(b.stmt(f"mm2_{c}", "matmul", [a, b.tensor(f"w2_{c}", [part, hidden], chip=c)],
+                               b.tensor(f"p_{c}", [seq, hidden], chip=c)))
+    ys = b.reduce_scatter("scatter", partials, b.tensor("y", [seq, hidden], spine=True), "sp_out", axis=0,
+                          blocks=[b.tensor(f"y_{c}", [rows, hidden], chip=c) for c in range(tp)])
+    for c in range(tp):
+        r = b.stmt(f"residual_{c}", "add", [ys[c], xs[c]], b.tensor(f"r_{c}", [rows, hidden], chip=c))
+        b.stmt(f"norm_{c}", "rmsnorm", [r, norm], b.tensor(f"out_{c}", [rows, hidden], chip=c))
+    # legal: a chip's matmuls with the GELU between; its block of the sum with the residual and norm.
+    b.candidate("mlp_0", ["mm1_0", "gelu_0", "mm2_0"])
+    b.candidate("block_norm_0", ["scatter_0", "residual_0", "norm_0"])
+    # collective_fold: a partial into its reduce-scatter (a local sum); the fold with a chip's slice.
+    b.candidate("mm2_scatter", ["mm2_0", "scatter"])
+    b.candidate("scatter_slice", ["scatter", "scatter_0"])
+    # spans_chips: the same residual on two chips' blocks.
+    b.candidate("residual_0_1", ["residual_0", "residual_1"])
+    return b
+
+
 H100, CPU = "cuda-lane:h100:Bf16", "cpu:x86:F32"
 
 
@@ -189,6 +223,7 @@ EXAMPLES = {
     "relocated-head-tp2": lambda: relocated_head(2),
     "int8-mlp-tp2": lambda: int8_mlp(2),
     "gather-mlp-tp2": lambda: meant_for(gather_mlp(2), H100, CPU),
+    "sp-mlp-tp2": lambda: meant_for(sp_mlp(2), H100, CPU),
 }
 
 

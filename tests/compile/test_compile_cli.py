@@ -122,3 +122,17 @@ def test_a_kernel_that_does_not_build_names_group_statement_and_first_error(nvvm
     fused = python("-c", code.replace(", '--unfused'", ""))  # the plan fuses both: the member is found alone
     assert fused.returncode == 1 and re.search(r"^FAILED g0 \(statement emb\): NumbaTypeError: ", fused.stdout, re.M), \
         fused.stdout
+
+
+def test_a_sequence_parallel_program_builds_for_sm_90(nvvm):
+    """facts/sp-mlp-tp2: each chip's slice of the reduce-scatter, fused with its residual and
+    RMSNorm, is a row kernel that NVVM builds for a real architecture."""
+    r = tprules("compile", "facts/sp-mlp-tp2", "--device", "cuda", "--arch", "sm_90", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ok"] is True and data["arch"] == "sm_90"
+    rows = [k for k in data["kernels"] if k["members"][0].startswith("scatter_")]
+    assert [k["members"] for k in rows] == [["scatter_0", "residual_0", "norm_0"], ["scatter_1", "residual_1", "norm_1"]]
+    assert all(k["registers"] > 0 and k["spill_stores"] == 0 for k in rows)
+    # the reduce-scatter's fold is no kernel (run lowers it as a collective); the all-gather's is
+    assert [k["members"] for k in data["kernels"] if k["members"] in (["scatter"], ["allgather"])] == [["allgather"]]

@@ -32,6 +32,7 @@ GROUP_COUNTS = {
     "megatron-mlp-tp2": {"cuda-lane:h100:Bf16": 4, "cuda-lane:rtx3060:TwoPassInt8": 6, "cpu:x86:F32": 4},
     "megatron-mlp-tp4": {"cuda-lane:h100:Bf16": 6, "cuda-lane:rtx3060:TwoPassInt8": 10, "cpu:x86:F32": 6},
     "relocated-head-tp2": {"cuda-lane:h100:Bf16": 5, "cuda-lane:rtx3060:TwoPassInt8": 9, "cpu:x86:F32": 5},
+    "sp-mlp-tp2": {"cuda-lane:h100:Bf16": 6, "cuda-lane:rtx3060:TwoPassInt8": 8, "cpu:x86:F32": 6},
 }
 
 

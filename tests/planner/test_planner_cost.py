@@ -129,6 +129,8 @@ def test_the_plan_command_takes_a_machine(cli, tmp_path):
     ("ring", "all_reduce", 4, 2 * 3 / 4 * 1024),  # NCCL's ring: 2 (N − 1) / N of the tensor through each chip
     ("ring", "all_gather", 4, 3 / 4 * 1024),
     ("ring", "all_reduce", 1, 0.0),
+    ("direct", "reduce_scatter", 4, 3 * 256.0),  # block k of the three other partials: 1/4 of the all-reduce's
+    ("ring", "reduce_scatter", 4, 3 / 4 * 1024),  # the ring all-reduce's first half
 ])
 def test_a_collective_moves_what_its_algorithm_sends(algorithm, kind, chips, moved):
     from tprules.codegen.cost import Link
@@ -164,3 +166,28 @@ def test_plan_show_cost_counts_a_collectives_transfer_and_changes_no_plan(cli, e
         assert plan(ws, machine="slow link") == plan(ws, machine=machine)
     finally:
         del codegen_cost.MACHINES["slow link"]
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "ring"])
+def test_a_reduce_scatter_moves_a_chips_block_not_the_sum(algorithm):
+    from tprules.codegen.cost import Link
+
+    link = Link("test", bandwidth=1e6, latency_s=1e-3, algorithm=algorithm)
+    for chips in (2, 4, 8):
+        scatter, _ = link.collective("reduce_scatter", 1024.0, chips)
+        reduce, _ = link.collective("all_reduce", 1024.0, chips)
+        assert scatter == pytest.approx(reduce / (chips if algorithm == "direct" else 2))
+
+
+def test_plan_show_cost_names_a_reduce_scatter_and_its_block_sum(cli):
+    from conftest import FACTS
+
+    status, out, err = cli("plan", FACTS / "sp-mlp-tp2", "--machine", "cpu", "--show", "cost", "--format", "json")
+    assert status == 0
+    lines = {x.split()[1]: x for x in err.splitlines() if x.startswith("[cost] g")}
+    (scatter,) = [x for x in lines.values() if "reduce-scatter" in x]
+    (gather,) = [x for x in lines.values() if "all-gather" in x]
+    # the 8x16 f32 sum (512 B) over 2 chips: each receives the other's block, 256 B; and adds
+    # its block only: half the all-reduce kernel's bytes (two partials read, the sum written)
+    assert "reduce-scatter of 512 B over 2 chips, 256 B into each" in scatter
+    assert "pointwise: 768 B moved" in scatter and "all-gather of 512 B over 2 chips, 256 B into each" in gather

@@ -58,6 +58,15 @@ class ThreadWorld(RankWorld):
         assert [len(p) for p in parts] == counts, what
         return np.concatenate(parts)
 
+    def _reduce_scatter(self, send, counts, what):
+        parts = self._exchange(np.array(send, copy=True))
+        assert [len(p) for p in parts] == [sum(counts)] * self.size, what
+        total = parts[0].copy()
+        for p in parts[1:]:
+            total = total + p
+        at = sum(counts[:self.rank])
+        return total[at:at + counts[self.rank]].copy()  # only this rank's part leaves the exchange
+
     def send(self, array, to, what):
         self.hub.pipes[self.rank, to].put(np.array(array, copy=True))
         self._count(array.nbytes, time.perf_counter())

@@ -18,6 +18,7 @@ from tprules.runtime.distributed.reference import rank_reference
 from tprules.runtime.distributed.report import render_text
 from tprules.runtime.groups import unfused
 from tprules.runtime.inputs import program_inputs
+from tprules.runtime.scatter import reduce_scatters
 from tprules.workspace import Workspace
 
 CASES = cases()
@@ -45,10 +46,14 @@ def test_every_example_matches_one_process_on_1_2_4_ranks(name):
         assert report.ok, (n, [o for o in report.outputs if not o.ok])
         same_outputs(report, single)
         assert [r.chips for r in report.ranks] == [list(range(r, prog.chips, n)) for r in range(n)]
-        # a fold is an all-reduce or an all-gather, not a kernel; every other kernel runs as in one process
+        # a fold is an all-reduce, all-gather or reduce-scatter, not a kernel; every other kernel runs as in one
+        # process, where a reduce-scatter is no kernel either
         folds = sum(1 for g in plan.groups if g.place == "collective")
-        assert report.allreduces + report.ranks[0].allgathers == folds and report.kernels == single.kernels - folds
-        assert [c.kernels for c in report.chips] == [c.kernels - folds for c in single.chips]
+        scatters = sum(1 for g in plan.groups if g.place == "collective" and g.members[0] in reduce_scatters(prog))
+        r0 = report.ranks[0]
+        assert report.allreduces + r0.allgathers + r0.reducescatters == folds
+        assert report.kernels == single.kernels - folds
+        assert [c.kernels for c in report.chips] == [c.kernels - folds + scatters for c in single.chips]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -78,6 +83,17 @@ def test_an_all_gather_is_one_allgatherv_of_each_ranks_slices(ranks):
     for r in report.ranks:  # chip k's 8x16 float32 slice of the activations, joined on every chip
         assert (r.allreduces, r.allgathers, r.allgather_bytes, r.messages) == (0, 1, len(r.chips) * 8 * 16 * 4, 0)
     assert "1 all-gather of" in render_text(report)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_reduce_scatter_leaves_each_rank_only_its_chips_blocks(ranks):
+    ws, prog = example("sp-mlp-tp2")
+    report = run_on_threads(prog, unfused(prog), ranks)
+    assert report.ok
+    for r in report.ranks:  # chip k's 4x16 float32 block of the 8x16 sum, and nothing more
+        assert (r.allreduces, r.reducescatters, r.reducescatter_bytes, r.messages) == (0, 1, len(r.chips) * 4 * 16 * 4, 0)
+    assert "1 reduce-scatter of" in render_text(report)
+    same_outputs(report, execute(ws, unfused(prog), prog=prog))
 
 
 def test_each_rank_reads_only_its_chips_inputs_and_the_spines(monkeypatch):

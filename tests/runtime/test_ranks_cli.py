@@ -73,6 +73,34 @@ def test_an_all_gather_on_two_ranks_is_an_allgatherv(tmp_path):
     assert_same_as_one_process("gather-mlp-tp2", tmp_path / "out")
 
 
+def sp_mlp(tp: int, folder: Path) -> Path:
+    """facts/generate.py's sequence-parallel MLP at `tp` chips, written to `folder`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("facts_generate", FACTS / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.sp_mlp(tp).write(folder)
+
+
+@mpi
+@pytest.mark.parametrize("tp", [2, 4])
+def test_a_reduce_scatter_on_two_ranks_is_an_mpi_reduce_scatter(tp, tmp_path):
+    program = FACTS / "sp-mlp-tp2" if tp == 2 else sp_mlp(tp, tmp_path / "sp")
+    done = tprules("run", program, "--ranks", 2, "--format", "json", "--trace", tmp_path / "trace.json",
+                   "--show", "kernels")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    block = 8 // tp * 16 * 4  # chip k's block of the 8x16 float32 sum
+    assert report["ok"] and [(r["allreduces"], r["reducescatters"], r["reducescatter_bytes"]) for r in report["ranks"]] \
+        == [(0, 1, len(r["chips"]) * block) for r in report["ranks"]]
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "collective"
+              and e["args"]["kind"] == "reduce_scatter"]
+    assert sorted(e["pid"] for e in slices) == [0, 1] and all(e["args"]["bytes"] == tp // 2 * block for e in slices)
+    assert "reduce-scatter [scatter] on collective" in done.stderr and "the world's reduce-scatter (MPI)" in done.stderr
+
+
 @mpi
 def test_llama_layer_on_four_ranks_prints_a_row_per_rank(tmp_path):
     done = tprules("run", FACTS / "llama-layer-tp4", "--ranks", 4, "--save", tmp_path / "out")

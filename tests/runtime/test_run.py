@@ -96,6 +96,33 @@ def test_an_all_gather_fused_into_its_consumer_is_a_local_concat(device):
     assert not out.ok  # each chip joined only what it holds: the other chip's slice is never moved
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_reduce_scatter_gives_each_chip_only_its_block_of_the_sum(device):
+    from tprules.runtime import Prepared
+
+    ws, prog = example("sp-mlp-tp2")
+    prepared = Prepared(prog, unfused(prog), device)
+    done = prepared.run()
+    assert prepared.report(done).ok
+    # the all-gather copies each chip's 4x16 token block to the other; the reduce-scatter only
+    # block k of the other chip's 8x16 partial to chip k: neither moves a whole partial
+    assert done.transfers == 4 and done.moved_bytes == 2 * (4 * 16 * 4) + 2 * (4 * 16 * 4)
+    total = prepared.expected.spine["y"]  # the reference's sum (SPEC semantics)
+    for chip, buf in done.held["y"].items():
+        y = np.asarray(buf.copy_to_host() if hasattr(buf, "copy_to_host") else buf).reshape(8, 16)
+        mine = slice(4 * chip, 4 * chip + 4)
+        assert not np.any(np.delete(y, np.s_[mine], axis=0))  # no chip holds the whole sum
+        np.testing.assert_allclose(y[mine], total[mine], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_reduce_scatter_fused_with_a_slice_is_a_local_sum(device):
+    ws, prog = example("sp-mlp-tp2")
+    report = execute(ws, fused_plan(prog, [["scatter", "scatter_0"]]), device=device, prog=prog)
+    bad = {o.tensor for o in report.outputs if not o.ok}
+    assert "out_0" in bad  # chip 0 added only its own partial: the collective_fold the rules refuse
+
+
 def test_devices_agree():
     ws, prog = example("relocated-head-tp2")
     plan = fused_plan(prog, [["head", "probs", "pick"], ["mm1_0", "gelu_0"]])

@@ -87,6 +87,25 @@ def test_a_fold_is_a_collective_slice_on_every_chip(cli, tmp_path):
     assert len(transfers) == report["transfers"] and sum(t["args"]["bytes"] for t in transfers) == report["moved_bytes"]
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_a_reduce_scatter_is_a_collective_slice_of_one_block_on_every_chip(cli, tmp_path, device):
+    out = tmp_path / "trace.json"
+    status, text, err = cli("run", FACTS / "sp-mlp-tp2", "--trace", out, "--format", "json", "--device", device)
+    assert (status, err) == (0, ""), err
+    report, trace = json.loads(text), json.loads(out.read_text())
+    assert_trace_event_format(trace)
+    status, text, _ = cli("plan", FACTS / "sp-mlp-tp2", "--format", "json")
+    (fold,) = [g for g in json.loads(text)["groups"] if g["members"] == ["scatter"]]
+    mine = [c for c in _slices(trace, "collective") if c["args"]["group"] == fold["group"]]
+    chips = [c["chip"] for c in report["chips"]]
+    assert sorted(c["tid"] for c in mine) == chips
+    for c in mine:  # block k (4 of the 8 rows of 16 float32) of the other chip's partial, and no more
+        assert c["name"] == f"reduce_scatter {fold['group']}" and c["args"]["kind"] == "reduce_scatter"
+        assert c["args"]["bytes"] == 4 * 16 * 4 and c["args"]["peers"] == [k for k in chips if k != c["tid"]]
+    transfers = _slices(trace, "transfer")
+    assert len(transfers) == report["transfers"] and sum(t["args"]["bytes"] for t in transfers) == report["moved_bytes"]
+
+
 def test_the_simulator_run_is_traced_too(cli, tmp_path):
     report, trace = _traced(cli, tmp_path, "--device", "sim")
     assert_trace_event_format(trace)

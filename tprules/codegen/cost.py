@@ -77,9 +77,11 @@ ZERO = Estimate(0.0, 0.0, 0.0, 0.0, 0)
 class Link:
     """How a machine's chips send each other a collective's tensors. `direct`: each chip
     receives every other chip's operand, one transfer each (`run` in one process: a fold's
-    all-reduce receives N − 1 partials, an all-gather N − 1 slices; runtime/executor.py);
+    all-reduce receives N − 1 partials, an all-gather N − 1 slices, a reduce-scatter block k
+    of N − 1 partials: 1/N of the all-reduce's bytes; runtime/executor.py);
     `ring`: NCCL's ring, an all-reduce sending 2 (N − 1) / N of the tensor through each chip,
-    an all-gather (N − 1) / N, for one latency per collective."""
+    an all-gather or a reduce-scatter (N − 1) / N (the all-reduce's first half), for one
+    latency per collective."""
 
     name: str
     bandwidth: float  # bytes per second into one chip
@@ -87,11 +89,11 @@ class Link:
     algorithm: str  # direct | ring
 
     def collective(self, kind: str, nbytes: float, chips: int) -> tuple[float, float]:
-        """(bytes into one chip, seconds) of an `all_reduce` or `all_gather` whose whole
-        (spine) tensor holds `nbytes`, over `chips`."""
+        """(bytes into one chip, seconds) of an `all_reduce`, `all_gather` or `reduce_scatter`
+        whose whole (spine) tensor holds `nbytes`, over `chips`."""
         if chips < 2:
             return 0.0, 0.0
-        gather = kind == "all_gather"
+        gather = kind in ("all_gather", "reduce_scatter")  # each chip receives a block of each other chip's
         if self.algorithm == "ring":
             moved = (chips - 1) / chips * nbytes * (1 if gather else 2)
             return moved, self.latency_s + moved / self.bandwidth

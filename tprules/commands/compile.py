@@ -77,6 +77,10 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
 
             plan = make_plan(ws, machine="gpu" if matmul == "library" else "gpu (own tiles)")
         groups = ordered_groups(plan, prog)
+    from ..runtime.scatter import reduce_scatters
+
+    scatters = reduce_scatters(prog)  # a reduce-scatter's fold alone is no kernel: run does it as a collective
+    groups = [g for g in groups if not (g.place == "collective" and len(g.members) == 1 and g.members[0] in scatters)]
     started = time.perf_counter()
     builds = []
     def build(g):

@@ -135,7 +135,7 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
     """`plan --show cost`: each group's estimate on `machine` and what it is made of, so that a
     fusion's cost can be read: matmul FLOPs, bytes moved, the matmul operands that are views of
     a buffer (layouts that cost nothing) and the bytes of those computed into a buffer first."""
-    from ..codegen.cost import estimate
+    from ..codegen.cost import Estimate, estimate
     from ..codegen.lower import lower
 
     m = MACHINES[machine] if isinstance(machine, str) else machine
@@ -143,13 +143,17 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
     for g in plan.groups:
         kernel = lower(g, prog)
         e = estimate(kernel, m)
+        moves = transfers(prog, g, m)
+        if [kind for kind, *_ in moves] == ["reduce_scatter"] and len(g.members) == 1:  # chip k adds block k only
+            e = Estimate(e.flops / prog.chips, e.bytes / prog.chips, e.ops / prog.chips, e.transcendental / prog.chips,
+                         e.launches, e.views, e.copied / prog.chips)
         seconds = m.seconds(e)
         total += seconds
         parts = [f"{e.flops / 1e6:.1f} MFLOP" if e.flops else "", f"{_size(e.bytes)} moved",
                  f"{e.views} operand{'s' * (e.views != 1)} read as views" if e.views else "",
                  f"{_size(e.copied)} of layouts copied into buffers" if e.copied else ""]
         line = f"[cost] {g.group:<6} {seconds * 1e3:8.3f} ms  {kernel.kind}: {', '.join(p for p in parts if p)}"
-        for kind, whole, chips, moved, link_s in transfers(prog, g, m):
+        for kind, whole, chips, moved, link_s in moves:
             linked += link_s
             line += (f"; + {link_s * 1e3:.3f} ms {kind.replace('_', '-')} of {_size(whole)} over {chips} chips, "
                      f"{_size(moved)} into each ({m.link.name}, {m.link.algorithm})")
@@ -163,14 +167,18 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
 
 def transfers(prog, group, machine: Machine) -> list[tuple[str, float, int, float, float]]:
     """(kind, whole bytes, chips, bytes into one chip, seconds) of each fold of a collective
-    group: what its all-reduce or all-gather moves between chips over the machine's link.
+    group: what its all-reduce, all-gather or reduce-scatter moves between chips over the machine's link.
     Planning does not read it: a fold is never fused, so the link changes no plan."""
     out = []
+    kinds = dict(prog.facts.tuples("collective"))
+    collective = dict(prog.facts.tuples("fold")) if any(prog.statement(o).fold for o in group.members) else {}
     for o in group.members:
         s = prog.statement(o)
         if not s.fold:
             continue
         kind = "all_gather" if s.cls == Ops.CAT else "all_reduce"  # SPEC §2: a gather's fold is a cat
+        if kinds.get(collective.get(o, "")) == "reduce_scatter":  # a sum read by one slice per chip (SPEC §1)
+            kind = "reduce_scatter"
         t = prog.tensors[s.writes]
         whole = float(t.size * t.storage.itemsize)
         moved, seconds = machine.link.collective(kind, whole, len(s.reads))

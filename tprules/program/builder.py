@@ -84,6 +84,20 @@ class ProgramBuilder:
         self.facts["collective"].append((collective, "all_gather"))
         return out
 
+    def reduce_scatter(self, name: str, partials: list[str], total: str, collective: str, axis: int,
+                       blocks: list[str]) -> list[str]:
+        """A reduce-scatter: `total = sum(partials)` marked as the fold of a `reduce_scatter`
+        collective, read only by one `slice` per chip, `<name>_<k>` taking block k of `axis`
+        into `blocks[k]` (chip k's). Returns the blocks."""
+        self.stmt(name, Ops.SUM.value, partials, total, axis=axis)
+        self.facts["fold"].append((name, collective))
+        self.facts["collective"].append((collective, "reduce_scatter"))
+        shape = self.shapes[total]
+        size = shape[axis] // len(blocks)
+        for k, block in enumerate(blocks):
+            self.stmt(f"{name}_{k}", Ops.SLICE.value, [total], block, axis=axis, start=k * size, end=(k + 1) * size)
+        return blocks
+
     def section(self, section: str, statements: list[str], relocated_to: int | None = None) -> None:
         for o in statements:
             self.facts["section"].append((section, o))

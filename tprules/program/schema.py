@@ -42,7 +42,9 @@ PROGRAM = {r.name: r for r in [
     _rel("placed", "t:symbol,chip:number", "t is chip chip's own tensor"),
     _rel("spine", "t:symbol", "t is replicated on every chip"),
     _rel("fold", "o:symbol,collective:symbol", "o is the fold of that collective"),
-    _rel("collective", "c:symbol,kind:symbol", "all_reduce (its fold is a sum) or all_gather (a cat); absent: all_reduce"),
+    _rel("collective", "c:symbol,kind:symbol",
+         "all_reduce (its fold is a sum), all_gather (a cat) or reduce_scatter (a sum read by one slice per chip); "
+         "absent: all_reduce"),
     _rel("section", "s:symbol,o:symbol", "statement o belongs to section s"),
     _rel("relocated", "s:symbol,chip:number", "section s runs whole on chip chip"),
     _rel("member", "f:symbol,o:symbol", "candidate fusion f holds statement o"),
@@ -72,5 +74,5 @@ SPEC = {**PROGRAM, **SHIM, **COMPUTED}
 
 DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")  # SPEC §2
 LEVELS = ("fused", "alone", "none")
-COLLECTIVES = {"all_reduce": Ops.SUM, "all_gather": Ops.CAT}  # kind → the class of its fold (SPEC §1)
+COLLECTIVES = {"all_reduce": Ops.SUM, "all_gather": Ops.CAT, "reduce_scatter": Ops.SUM}  # kind → the class of its fold (SPEC §1)
 LIMIT_KEYS = ("max_members", "max_inputs", "max_matmuls")

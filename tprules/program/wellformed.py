@@ -197,6 +197,83 @@ def check_collectives(facts: FactBase) -> None:
         kinds[c] = kind
 
 
+def check_reduce_scatters(facts: FactBase, home: dict[str, int | None]) -> None:
+    """A reduce-scatter's fold output is read by exactly one `slice` per chip, chip k's
+    taking block k along the fold's `axis` (whose size N divides) into a chip-k tensor (SPEC §2)."""
+    scatters = {c for c, kind in facts.tuples("collective") if kind == "reduce_scatter"}
+    if not scatters:
+        return
+    n = next(iter(facts.tuples("chips")))[0]
+    ops = dict(facts.tuples("op"))
+    output = dict(facts.tuples("writes"))
+    attrs: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for tup in facts.tuples("attr"):
+        attrs[tup[0]][tup[1]] = tup
+    readers: dict[str, list[tuple]] = defaultdict(list)
+    for tup in facts.ordered("reads"):
+        readers[tup[2]].append(tup)
+    shapes = {(tup[0], tup[1]): tup for tup in facts.tuples("shape")}
+    rank: dict[str, int] = defaultdict(int)
+    for t, a, _ in facts.tuples("shape"):
+        rank[t] = max(rank[t], a + 1)
+    for tup in facts.ordered("fold"):
+        o, c = tup
+        if c not in scatters:
+            continue
+        out = output[o]
+        if "axis" not in attrs[o]:
+            _fail(facts, "fold", tup, f"fold {o} of reduce-scatter {c} has no attr axis; a reduce-scatter's fold "
+                                      "names the axis its sum is scattered along")
+        axis_tup = attrs[o]["axis"]
+        axis = _int_attr(facts, axis_tup)
+        block = None  # a program without shapes (judged, never run) has its blocks unchecked
+        if rank[out]:
+            axis = axis % rank[out] if -rank[out] <= axis < rank[out] else axis
+            if (out, axis) not in shapes:
+                _fail(facts, "attr", axis_tup, f"fold {o} of reduce-scatter {c} scatters along axis {axis}, "
+                                               f"which {out} does not have")
+            size = shapes[(out, axis)][2]
+            if size % n:
+                _fail(facts, "attr", axis_tup, f"fold {o} of reduce-scatter {c} scatters axis {axis} of {out} "
+                                               f"(size {size}) over {n} chips; {n} does not divide {size}")
+            block = size // n
+        taken: dict[int, str] = {}
+        for r in readers[out]:
+            s = r[0]
+            if ops.get(s) != "slice":
+                _fail(facts, "reads", r, f"{out}, the sum of reduce-scatter {c}, is read by {s} (a {ops.get(s)}); "
+                                         "it is read only by one slice per chip")
+            chip = home[output[s]]
+            if chip is None:
+                _fail(facts, "writes", (s, output[s]), f"slice {s} of reduce-scatter {c} writes {output[s]}, a spine "
+                                                       "tensor; each chip's slice writes a tensor of that chip")
+            if chip in taken:
+                _fail(facts, "reads", r, f"{out}, the sum of reduce-scatter {c}, is read by a second slice of chip "
+                                         f"{chip} ({s}, after {taken[chip]}); it is read by one slice per chip")
+            a = attrs[s]
+            got = tuple(_int_attr(facts, a[k]) if k in a else None for k in ("axis", "start", "end", "step"))
+            slice_axis = got[0] % rank[out] if got[0] is not None and rank[out] else got[0]
+            want = (chip * block, (chip + 1) * block) if block is not None else got[1:3]
+            if slice_axis != axis or got[1:3] != want or got[3] not in (None, 1):
+                where = a.get("start") or a.get("axis") or r
+                rel = "reads" if where is r else "attr"
+                _fail(facts, rel, where, f"slice {s} takes {got[1]}:{got[2]} of axis {slice_axis} of {out} into "
+                                         f"{output[s]} (chip {chip}); chip {chip}'s slice of reduce-scatter {c} takes "
+                                         f"block {chip} of {n}, {want[0]}:{want[1]} of axis {axis}")
+            taken[chip] = s
+        missing = [str(k) for k in range(n) if k not in taken]
+        if missing:
+            _fail(facts, "fold", tup, f"{out}, the sum of reduce-scatter {c}, is read by no slice of chip "
+                                      f"{', '.join(missing)}; it is read by one slice per chip 0..{n - 1}")
+
+
+def _int_attr(facts: FactBase, tup: tuple) -> int:
+    try:
+        return int(tup[2])
+    except ValueError:
+        _fail(facts, "attr", tup, f"attr {tup[1]} of {tup[0]} is {tup[2]}; expected an integer")
+
+
 def check_sections(facts: FactBase) -> None:
     relocated: dict[str, int] = {}
     for tup in facts.ordered("relocated"):
@@ -319,6 +396,10 @@ def check_wellformed(facts: FactBase, shims_only: bool = False, program: str | N
         home: dict[str, int | None] = dict(facts.tuples("placed"))
         home.update(dict.fromkeys(t for (t,) in facts.tuples("spine")))
         check_places(facts, home, only_folds=one_chip)
+    if any(kind == "reduce_scatter" for _, kind in facts.tuples("collective")):
+        home = dict(facts.tuples("placed"))
+        home.update(dict.fromkeys(t for (t,) in facts.tuples("spine")))
+        check_reduce_scatters(facts, home)
     check_sections(facts)
     if not guards.candidates_look_fine(columns):
         check_candidates(facts)

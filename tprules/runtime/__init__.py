@@ -100,8 +100,9 @@ class Prepared:
         rank's: only its kernels are compiled, only its inputs read, `compiled[i]` None for the others)."""
         from ..codegen import lower
         from .devices import get_device
-        from .executor import Executor, runs_here, shares_spine
+        from .executor import Executor, is_scatter, runs_here, shares_spine
         from .inputs import program_inputs
+        from .scatter import reduce_scatters, shown
         from .world import World
 
         self.prog = prog
@@ -118,9 +119,12 @@ class Prepared:
         started = time.perf_counter()
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled: list[Compiled | None] = []
+        scatters = reduce_scatters(prog)
         for k in self.kernels:
-            if not runs_here(k, world):
+            if not runs_here(k, world, scatters):
                 self.compiled.append(None)
+                if show_kernels and is_scatter(k, scatters):  # a collective, not a kernel: what it does
+                    show_kernels(*shown(k, prog, scatters[k.members[0]], world))
                 continue
             with phase(f"compile {k.group}", group=k.group, kind=k.kind):
                 compiled = self.device.compile(k, shared=share and k.place == "spine")

@@ -27,6 +27,9 @@ the same exchanges in the same order (so they cannot deadlock):
   its own chips hold (in operand order, float32), then the world adds the ranks' sums, and
   every chip receives the fold's value in its destination's dtype; an all-gather's fold
   (a `cat`) is an all-gather of every rank's chips' slices, joined in chip order;
+- a reduce-scatter's fold alone (scatter.py), in one process as on ranks, is a reduce-scatter:
+  chip k receives only block k of the sum (on ranks, the world's reduce-scatter of each
+  rank's local partial sum), and its slice reads that block;
 - a tensor a chip needs from another rank's chip comes point-to-point through the world.
 
 The collectives run on host buffers: a GPU rank downloads its partials, reduces on the
@@ -45,6 +48,7 @@ from ..ops import Ops
 from ..program.model import Program
 from .buffers import buffers
 from .devices.base import Compiled, Queue
+from .scatter import Scatter, reduce_scatters
 from .semantics import store
 from .trace import HOST, member_modules
 from .world import Traffic, World
@@ -78,12 +82,18 @@ def chips_of(kernel: Kernel, chips: int) -> list[int]:
     return list(range(chips))  # spine, or a fold's all-reduce
 
 
-def runs_here(kernel: Kernel, world: World) -> bool:
+def runs_here(kernel: Kernel, world: World, scatters=frozenset()) -> bool:
     """Whether this process launches the kernel: one of its chips runs it (a fold alone on
-    ranks is a collective, not a kernel)."""
-    if kernel.place == "collective" and world.collectives:
+    ranks is a collective, not a kernel, and so is a reduce-scatter's fold alone, one of
+    `scatters`, everywhere)."""
+    if kernel.place == "collective" and (world.collectives or is_scatter(kernel, scatters)):
         return False
     return any(world.holds(c) for c in chips_of(kernel, world.chips_total))
+
+
+def is_scatter(kernel: Kernel, scatters) -> bool:
+    """Whether the kernel is a reduce-scatter's fold alone (`scatters`: their folds)."""
+    return kernel.place == "collective" and len(kernel.members) == 1 and kernel.members[0] in scatters
 
 
 def shares_spine(device, prog: Program, share: bool = True) -> bool:
@@ -116,6 +126,7 @@ class Executor:
         self.inputs = inputs
         self.share = shares_spine(device, prog, share)
         self.world = world or World(prog.chips)
+        self.scatters = reduce_scatters(prog)
 
     def run(self, progress=None, trace=None) -> Execution:
         """One run; `trace` (a runtime/trace.py `Trace`) gets every launch, copy and exchange of it."""
@@ -133,7 +144,7 @@ class Executor:
                 if trace is not None:
                     q.start_trace()
             before = Traffic(*world.traffic.astuple())
-            run = _Run(prog, world, queues, held, self.share, trace)
+            run = _Run(prog, world, queues, held, self.share, trace, self.scatters)
             started, cpu = time.perf_counter(), time.process_time()
             for kernel, compiled in zip(self.kernels, self.compiled):
                 run.launch(kernel, compiled)
@@ -160,8 +171,9 @@ class Executor:
 
 class _Run:
     def __init__(self, prog: Program, world: World, queues: dict[int, Queue], held: dict, share: bool = False,
-                 trace=None):
+                 trace=None, scatters: dict[str, Scatter] | None = None):
         self.prog = prog
+        self.scatters = scatters or {}
         self.world = world
         self.queues = queues
         self.held = held
@@ -215,7 +227,11 @@ class _Run:
 
     def launch(self, kernel: Kernel, compiled: Compiled | None) -> None:
         """Kernel `kernel` on each of its chips this process holds (`compiled`: as the device
-        runs it), or, on ranks, a fold alone as a collective."""
+        runs it), or, on ranks, a fold alone as a collective (a reduce-scatter's everywhere)."""
+        if is_scatter(kernel, self.scatters):
+            fold = self.prog.statement(kernel.members[0])
+            self.reducescatter(fold, self.scatters[fold.name], kernel.group)
+            return
         if kernel.place == "collective" and self.world.collectives:
             for name in kernel.members:
                 fold = self.prog.statement(name)
@@ -282,6 +298,75 @@ class _Run:
         self._traced(f"all_gather {group or fold.name}", began, "collective", kind="all_gather", group=group,
                      members=[fold.name], bytes=int(sum(sizes.values())) * np.dtype(dtype).itemsize,
                      peers=self._peers(), chips=list(self.world.chips), **member_modules(self.prog, [fold.name]))
+
+    def reducescatter(self, fold, scatter: Scatter, group: str = "") -> None:
+        """A reduce-scatter's fold and its slices as one reduce-scatter: chip k receives
+        block k of the sum and nothing more. In one process each chip adds block k of every
+        partial (operand order, float32); on ranks each rank adds its chips' partials and
+        the world's reduce-scatter leaves each rank its chips' blocks of the sum."""
+        out = self.prog.tensors[fold.writes]
+        shape, nbytes = out.buffer_shape, 0
+        local: dict[int, np.ndarray] = {}  # the partials this process holds, on the host
+        for t in fold.reads:
+            src = self.source(t)
+            if src in self.queues:
+                local[src] = self.queues[src].download(self.held[t][src]).reshape(self.prog.tensors[t].shape)
+        began = time.perf_counter()
+        if self.world.collectives:
+            blocks = self._scatter_on_ranks(fold, scatter, local, out.shape)
+        else:
+            blocks = {chip: self._scatter_here(fold, scatter, local, chip, group) for chip in self.queues}
+        for chip, total in blocks.items():
+            value = scatter.holding(store(total, out.dtype), chip, out.shape, out.storage)
+            nbytes += total.size * 4
+            self.held.setdefault(fold.writes, {})[chip] = self.queues[chip].upload(value.reshape(shape))
+        for chip in range(self.prog.chips):
+            self.held[fold.writes].setdefault(chip, REMOTE)
+        if self.world.collectives:
+            self._traced(f"reduce_scatter {group or fold.name}", began, "collective", kind="reduce_scatter",
+                         group=group, members=[fold.name], bytes=nbytes, axis=scatter.axis, block=scatter.block,
+                         peers=self._peers(), chips=list(self.world.chips), **member_modules(self.prog, [fold.name]))
+
+    def _scatter_here(self, fold, scatter: Scatter, local: dict[int, np.ndarray], chip: int, group: str) -> np.ndarray:
+        """Chip `chip`'s block of the sum in one process: block `chip` of every chip's partial
+        (operand order, float32), each other chip's copied to it (a transfer of one block)."""
+        start, total, received = time.perf_counter(), None, 0
+        for src, x in local.items():  # operand order: one operand per chip
+            moving = time.perf_counter()
+            part = scatter.take(x, chip).astype(np.float32, copy=False)
+            total = part if total is None else total + part
+            if src != chip:
+                received += part.size * x.dtype.itemsize
+                self.transfers += 1
+                if self.trace is not None:
+                    self.trace.slice(f"copy from chip {src}", "transfer", chip, moving, time.perf_counter(),
+                                     source=src, to=chip, bytes=part.size * x.dtype.itemsize)
+        assert total is not None
+        self.moved += received
+        if self.trace is not None:
+            self.trace.slice(f"reduce_scatter {group or fold.name}", "collective", chip, start, time.perf_counter(),
+                             kind="reduce_scatter", group=group, members=[fold.name], bytes=received,
+                             axis=scatter.axis, block=scatter.block,
+                             peers=[c for c in range(self.prog.chips) if c != chip],
+                             **member_modules(self.prog, [fold.name]))
+        return total
+
+    def _scatter_on_ranks(self, fold, scatter: Scatter, local: dict[int, np.ndarray], shape) -> dict[int, np.ndarray]:
+        """This rank's chips' blocks of the sum, from the world's reduce-scatter of this
+        rank's partial sum (its blocks laid out in rank order, each rank's chips in order)."""
+        partial = None
+        for chip in sorted(local):
+            x = local[chip].astype(np.float32, copy=False)
+            partial = x if partial is None else partial + x
+        partial = np.broadcast_to(np.float32(0) if partial is None else partial, shape)
+        world = self.world
+        order = [c for r in range(world.size) for c in world.chips_of(r)]
+        send = np.concatenate([np.ravel(scatter.take(partial, c)) for c in order])
+        per_block = send.size // len(order)
+        counts = [per_block * len(world.chips_of(r)) for r in range(world.size)]
+        got = world.reduce_scatter(send, counts, f"the reduce-scatter {fold.name}")
+        block_shape = scatter.take(partial, 0).shape
+        return {c: got[i * per_block:(i + 1) * per_block].reshape(block_shape) for i, c in enumerate(world.chips)}
 
     def _hold_everywhere(self, tensor: str, value: np.ndarray) -> None:
         shape = self.prog.tensors[tensor].buffer_shape

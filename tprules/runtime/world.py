@@ -36,13 +36,17 @@ class Traffic:
     allgathers: int = 0
     allgather_bytes: int = 0  # the rank's payload (its chips' slices), summed over its all-gathers
     allgather_s: float = 0.0
+    reducescatters: int = 0
+    reducescatter_bytes: int = 0  # what the rank received (its chips' blocks of the sums), over its reduce-scatters
+    reducescatter_s: float = 0.0
 
     def since(self, before: "Traffic") -> "Traffic":
         return Traffic(*(a - b for a, b in zip(self.astuple(), before.astuple())))
 
     def astuple(self) -> tuple:
         return (self.allreduces, self.allreduce_bytes, self.allreduce_s, self.messages, self.message_bytes,
-                self.message_s, self.allgathers, self.allgather_bytes, self.allgather_s)
+                self.message_s, self.allgathers, self.allgather_bytes, self.allgather_s, self.reducescatters,
+                self.reducescatter_bytes, self.reducescatter_s)
 
 
 class World:
@@ -88,6 +92,9 @@ class World:
 
     def allgather(self, pieces: dict[int, np.ndarray], sizes: dict[int, int], dtype, what: str) -> dict[int, np.ndarray]:
         raise AssertionError(f"one process runs a fold as its kernel: {what}")
+
+    def reduce_scatter(self, send: np.ndarray, counts: list[int], what: str) -> np.ndarray:
+        raise AssertionError(f"one process adds each chip's block itself: {what}")
 
     @property
     def gpu(self) -> int | None:

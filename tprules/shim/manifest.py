@@ -22,7 +22,7 @@ class Manifest:
     placed: dict[str, int] = field(default_factory=dict)  # tensor → its chip
     spine: frozenset[str] = frozenset()  # tensors replicated on every chip
     folds: dict[str, str] = field(default_factory=dict)  # statement → the collective it folds
-    collectives: dict[str, str] = field(default_factory=dict)  # collective → all_reduce | all_gather (absent: all_reduce)
+    collectives: dict[str, str] = field(default_factory=dict)  # collective → its kind (absent: all_reduce)
     sections: dict[str, tuple[str, ...]] = field(default_factory=dict)  # section → statements
     relocated: dict[str, int] = field(default_factory=dict)  # section → the chip it runs on whole
 

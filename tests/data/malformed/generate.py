@@ -21,6 +21,20 @@ BASE = {
     "fold": [("ar", "mlp_out")],
     "member": [("f", "mm0"), ("f", "mm1")],
 }
+# BASE's fold as a reduce-scatter (SPEC §1): its sum y is read only by one slice per chip,
+# chip k's taking block k of axis 0 into z<k>. The `scatter_` cases are this with one violation.
+SCATTER = {**BASE,
+           "tensor": [(t, "f32") for t in ("x", "w0", "w1", "h0", "h1", "y", "z0", "z1")],
+           "placed": [("w0", "0"), ("h0", "0"), ("w1", "1"), ("h1", "1"), ("z0", "0"), ("z1", "1")],
+           "spine": [("x",), ("y",)],
+           "shape": [("y", "0", "4"), ("y", "1", "8")],
+           "op": [("mm0", "matmul"), ("mm1", "matmul"), ("ar", "sum"), ("s0", "slice"), ("s1", "slice")],
+           "reads": [("mm0", "0", "x"), ("mm0", "1", "w0"), ("mm1", "0", "x"), ("mm1", "1", "w1"),
+                     ("ar", "0", "h0"), ("ar", "1", "h1"), ("s0", "0", "y"), ("s1", "0", "y")],
+           "writes": [("mm0", "h0"), ("mm1", "h1"), ("ar", "y"), ("s0", "z0"), ("s1", "z1")],
+           "attr": [("ar", "axis", "0"), ("s0", "axis", "0"), ("s0", "start", "0"), ("s0", "end", "2"),
+                    ("s1", "axis", "0"), ("s1", "start", "2"), ("s1", "end", "4")],
+           "collective": [("mlp_out", "reduce_scatter")]}
 CLASSES = [line.split("\t")[0] for line in (ROOT.parents[2] / "facts/shims/registry.facts").read_text().splitlines() if line]
 
 
@@ -84,6 +98,20 @@ CASES = {
                                               replace("reads", ("ar", "1", "h1"), ("ar", "1", "h0"))),
     "collective_unknown_kind": add("collective", ("mlp_out", "all_to_all")),
     "collective_given_twice": add("collective", ("mlp_out", "all_reduce"), ("mlp_out", "all_gather")),
+    "valid_reduce_scatter": lambda p: None,
+    "scatter_slice_of_wrong_block": both(replace("attr", ("s1", "start", "2"), ("s1", "start", "0")),
+                                         replace("attr", ("s1", "end", "4"), ("s1", "end", "2"))),
+    "scatter_read_by_a_non_slice": both(add("op", ("act", "relu")), add("reads", ("act", "0", "y")),
+                                        add("writes", ("act", "z")), add("tensor", ("z", "f32")), add("spine", ("z",))),
+    "scatter_second_slice_of_a_chip": both(add("op", ("s2", "slice")), add("reads", ("s2", "0", "y")),
+                                           add("writes", ("s2", "z2")), add("tensor", ("z2", "f32")),
+                                           add("placed", ("z2", "0")),
+                                           add("attr", ("s2", "axis", "0"), ("s2", "start", "0"), ("s2", "end", "2"))),
+    "scatter_axis_not_divided": replace("shape", ("y", "0", "4"), ("y", "0", "5")),
+    "scatter_fold_has_no_axis": drop("attr", ("ar", "axis", "0")),
+    "scatter_slice_writes_spine_tensor": both(drop("placed", ("z1", "1")), add("spine", ("z1",))),
+    "scatter_slices_on_swapped_chips": both(replace("writes", ("s0", "z0"), ("s0", "z1")),
+                                            replace("writes", ("s1", "z1"), ("s1", "z0"))),
     "shim_misses_a_class": own_shim({"transpose": "-"}),
     # The program's own description of a library shim (which shadows the library's whole)
     # answers matmul twice.
@@ -122,7 +150,7 @@ TEXT = {"blank_lines_then_error": lambda rel, lines: ("\n\n" if rel == "placed" 
         "crlf_then_error": lambda rel, lines: "".join(line + "\r\n" for line in lines)}
 
 for name, change in CASES.items():
-    p = copy.deepcopy(BASE)
+    p = copy.deepcopy(SCATTER if name == "valid_reduce_scatter" or name.startswith("scatter_") else BASE)
     change(p)
     case = ROOT / name
     if (case / "program").exists():

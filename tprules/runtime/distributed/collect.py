@@ -56,6 +56,7 @@ def collect(job, prepared, world, shares: list[RankShare]) -> DistributedReport:
         stats.allreduces, stats.allreduce_bytes, stats.allreduce_s = t.allreduces, t.allreduce_bytes, t.allreduce_s
         stats.messages, stats.message_bytes, stats.run_s = t.messages, t.message_bytes, run.seconds
         stats.allgathers, stats.allgather_bytes = t.allgathers, t.allgather_bytes
+        stats.reducescatters, stats.reducescatter_bytes = t.reducescatters, t.reducescatter_bytes
         ranks.append(stats)
         threads = getattr(run, "threads", None) or {}
         chips += [ChipStats(c, run.kernels[c], run.launches[c], run.busy[c], threads.get(c)) for c in run.kernels]

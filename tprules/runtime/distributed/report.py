@@ -27,6 +27,8 @@ class RankStats:
     wall_s: float  # from the rank's start to its report
     allgathers: int = 0
     allgather_bytes: int = 0  # the rank's payload (its chips' slices) over all its all-gathers
+    reducescatters: int = 0
+    reducescatter_bytes: int = 0  # what the rank received (its chips' blocks of the sums) over its reduce-scatters
 
 
 @dataclass
@@ -45,10 +47,12 @@ class DistributedReport(RunReport):
 
 
 def _rank_json(r: RankStats) -> dict:
-    """A rank's figures; the all-gather's only where the program has one."""
+    """A rank's figures; the all-gather's and the reduce-scatter's only where the program has one."""
     out = asdict(r)
     if not r.allgathers:
         del out["allgathers"], out["allgather_bytes"]
+    if not r.reducescatters:
+        del out["reducescatters"], out["reducescatter_bytes"]
     return out
 
 
@@ -66,8 +70,9 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
     n = report.allreduces
     each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
+    others = _gathers(report) + _scatters(report)
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
-                  f"{'' if n == 1 else 's'} of {size(each)} a rank{_gathers(report)}, {share:.0%} of the run), wall "
+                  f"{'' if n == 1 else 's'} of {size(each)} a rank{others}, {share:.0%} of the run), wall "
                   f"{seconds(report.wall_s)}; {verdict(report)}", soft_wrap=True)
     return buf.getvalue()
 
@@ -78,6 +83,14 @@ def _gathers(report: DistributedReport) -> str:
         return ""
     mine = sum(r.allgather_bytes for r in report.ranks) // len(report.ranks) // g
     return f"; {g} all-gather{'' if g == 1 else 's'} of {size(mine)} a rank"
+
+
+def _scatters(report: DistributedReport) -> str:
+    s = report.ranks[0].reducescatters if report.ranks else 0
+    if not s:
+        return ""
+    mine = sum(r.reducescatter_bytes for r in report.ranks) // len(report.ranks) // s
+    return f"; {s} reduce-scatter{'' if s == 1 else 's'} of {size(mine)} into a rank"
 
 
 def rank_table(report: DistributedReport):

@@ -141,6 +141,23 @@ class RankWorld(World):
                 at += sizes[c]
         return out
 
+    def reduce_scatter(self, send: np.ndarray, counts: list[int], what: str) -> np.ndarray:
+        """The sum over every rank of `send` (float32, laid out in rank order), of which this
+        rank receives only its part, `counts[rank]` elements (MPI Reduce_scatter): no rank
+        ever holds the whole sum."""
+        send = np.ascontiguousarray(send, np.float32)
+        started = time.perf_counter()
+        recv = self._reduce_scatter(send, counts, what)
+        self.traffic.reducescatters += 1
+        self.traffic.reducescatter_bytes += recv.nbytes
+        self.traffic.reducescatter_s += time.perf_counter() - started
+        return recv
+
+    def _reduce_scatter(self, send: np.ndarray, counts: list[int], what: str) -> np.ndarray:
+        recv = np.empty(counts[self.rank], np.float32)
+        self._wait(self.comm.Ireduce_scatter(send, recv, counts, op=self.MPI.SUM), what)
+        return recv
+
     def _allgatherv(self, send: np.ndarray, counts: list[int], displs: list[int], what: str) -> np.ndarray:
         """Every rank's `send` (counts[r] elements from rank r), joined in rank order."""
         recv = np.empty(sum(counts), send.dtype)
