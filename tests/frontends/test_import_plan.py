@@ -153,7 +153,8 @@ def test_the_coverage_rule_reads_the_plan_transformers_applies(hf_model, importe
 @pytest.mark.parametrize("model_type", ["gemma"])
 def test_a_table_tied_to_lm_head_is_split_once(imported, model_type):
     folder = imported(model_type, 2)  # Gemma ties lm_head to the embedding: one weight, split on the vocabulary
-    placed = {t for t, _ in facts(folder, "placed")}
-    assert "model.embed_tokens.weight@0" in placed and not any(t.startswith("lm_head.weight") for t in placed)
+    tables = {t for o, _, t in facts(folder, "reads") if o.startswith("embedding@")}  # the lookup's table (and ids)
+    assert tables == {"lm_head.weight@0", "lm_head.weight@1", "input_ids"}  # the one tied weight, by its first name
+    assert not any(t.startswith("model.embed_tokens.weight") for t, _ in facts(folder, "tensor"))
     assert {c for _, c in facts(folder, "fold")} >= {"lm_head", "model.embed_tokens"}
     assert _matches_torch(folder) <= 1e-4
