@@ -54,16 +54,31 @@ def test_lm_head_and_embedding_are_split_as_transformers_splits_them(imported):
     assert _matches_torch(folder) <= 1e-4
 
 
-def test_a_base_model_under_another_prefix_is_split_not_replicated(tmp_path):
+@pytest.fixture(scope="module")
+def llama4_text(tmp_path_factory):
+    return make_model(tmp_path_factory.mktemp("l4") / "model", "llama4_text", num_local_experts=2,
+                      intermediate_size_mlp=128)
+
+
+def test_a_base_model_under_another_prefix_is_split_not_replicated(llama4_text, tmp_path):
     """llama4_text: the plan's keys are under `model.`, its base_model_prefix is language_model."""
     from tprules.frontends.importer import import_hf
 
-    source = make_model(tmp_path / "l4", "llama4_text", num_local_experts=2, intermediate_size_mlp=128)
-    report = import_hf(source, 2, tmp_path / "p", seq=4)
+    report = import_hf(llama4_text, 2, tmp_path / "p", seq=4)
     modules = {c for _, c in facts(tmp_path / "p", "fold")}
-    assert {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj", "lm_head",
-            "model.embed_tokens"} <= modules
+    assert {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj", "model.layers.0.feed_forward.experts",
+            "lm_head", "model.embed_tokens"} <= modules
     assert report.folds == len(modules) >= 6
+    assert _matches_torch(tmp_path / "p") <= 1e-4
+
+
+def test_a_plan_file_is_read_under_the_base_model_that_has_its_modules(llama4_text, tmp_path):
+    from tprules.frontends.importer import import_hf
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(LLAMA_PLAN))  # relative to the base model, `model` (not language_model)
+    import_hf(llama4_text, 2, tmp_path / "p", seq=4, plan=plan)
+    assert {c for _, c in facts(tmp_path / "p", "fold")} == {f"model.layers.{i}.self_attn.o_proj" for i in (0, 1)}
     assert _matches_torch(tmp_path / "p") <= 1e-4
 
 

@@ -139,7 +139,7 @@ def apply_plan(source: Source, model) -> None:
     A --plan's every entry must name a module or parameter (check_plan_paths)."""
     source.buffers = frozenset(generic_path(n) for n, _ in model.named_buffers())
     if source.plan_file is not None:
-        source.base_prefix = getattr(model, "base_model_prefix", "model")
+        source.base_prefix = _base_path(source.plan, model)
         return check_plan_paths(source, model)
     plan = dict(getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {})
     if not plan:
@@ -155,6 +155,22 @@ def apply_plan(source: Source, model) -> None:
             raise source.fail(f"the plan entry {entry} ({name}) matches no module of {type(model).__name__}; "
                               f"{unshaped[0]}, which it names under another path, would be replicated")
     source.plan, source.base_prefix = plan, ""
+
+
+def _base_path(plan: dict[str, str], model) -> str:
+    """The path of the base model a --plan's patterns are relative to: of the model and its
+    transformers submodules, the one under which most entries name a module or parameter
+    (the outermost on a tie). Not `base_model_prefix`, which may name no module (llama4_text's
+    language_model: its base model is `model`)."""
+    from transformers import PreTrainedModel
+
+    paths = _paths(model)
+    bases = [name for name, m in model.named_modules() if isinstance(m, PreTrainedModel)]
+
+    def named(base: str) -> int:
+        return sum(any(plan_style({p: s}, path, base) for path in paths) for p, s in plan.items())
+
+    return max(bases, key=named)  # max keeps the first (the outermost) of equals
 
 
 def _shaped(plan: dict[str, str], path: str) -> bool:
