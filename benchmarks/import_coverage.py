@@ -14,7 +14,7 @@ that device) against torch's forward. Every architecture is tried with two weigh
 (WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its expected/, and ids
 from another seed against torch's forward on them (the import's own check before writing,
 frontends/verify.py, tries a third); a mixture of experts also with a second expert count
-and top-k (EXPERTS, 8 experts, top-1, where its config has those fields); a match is every
+and top-k (EXPERTS, 8 experts of width 32, top-1, where its config has those fields); a match is every
 combination matching. A program its plan did not shape fails (`unshaped`), whatever its
 logits: one with no collective at TP > 1 (every chip computes everything), or one that
 keeps whole an lm_head or input embedding that the model's own plan (transformers'
@@ -75,9 +75,11 @@ MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=3
 ROTARY = dict(rotary_dim=8)  # a partial rotary narrower than the tiny head (GPT-J, CodeGen)
 WEIGHT_SEEDS = (0, 1)  # each architecture's tiny model is made and imported with each
 INPUT_SEED = 1000  # ids of the second input: drawn from INPUT_SEED + the weight seed
-# a mixture of experts' second expert count and top-k (its config's own fields only); a
-# variant transformers cannot build is skipped and named in the row
-EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_experts_per_tok=1)
+# a mixture of experts' second expert count and top-k (its config's own fields only), its
+# experts as narrow as MOE's (a default width such as DeepSeek-V2's 1407 does not split over
+# 2 chips); a variant transformers cannot build is skipped and named in the row
+EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_experts_per_tok=1,
+               moe_intermediate_size=MOE["moe_intermediate_size"])
 
 
 def architectures() -> list[str]:
