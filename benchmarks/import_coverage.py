@@ -14,8 +14,11 @@ that device) against torch's forward. Every architecture is tried with two weigh
 (WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its expected/, and ids
 from another seed against torch's forward on them (the import's own check before writing,
 frontends/verify.py, tries a third); a mixture of experts also with a second expert count
-and top-k (EXPERTS, 8 experts, top-1, where its config has those fields); a match is every
-combination matching. Prints a
+and top-k (EXPERTS, 8 experts of width 32, top-1, where its config has those fields); a match is every
+combination matching. A program its plan did not shape fails (`unshaped`), whatever its
+logits: one with no collective at TP > 1 (every chip computes everything), or one that
+keeps whole an lm_head or input embedding that the model's own plan (transformers'
+`tp_plan`) splits (`shaped`). Prints a
 Markdown table (the README's coverage table), a count per result and per refusal, and
 writes it as JSON.
 """
@@ -72,9 +75,11 @@ MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=3
 ROTARY = dict(rotary_dim=8)  # a partial rotary narrower than the tiny head (GPT-J, CodeGen)
 WEIGHT_SEEDS = (0, 1)  # each architecture's tiny model is made and imported with each
 INPUT_SEED = 1000  # ids of the second input: drawn from INPUT_SEED + the weight seed
-# a mixture of experts' second expert count and top-k (its config's own fields only); a
-# variant transformers cannot build is skipped and named in the row
-EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_experts_per_tok=1)
+# a mixture of experts' second expert count and top-k (its config's own fields only), its
+# experts as narrow as MOE's (a default width such as DeepSeek-V2's 1407 does not split over
+# 2 chips); a variant transformers cannot build is skipped and named in the row
+EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_experts_per_tok=1,
+               moe_intermediate_size=MOE["moe_intermediate_size"])
 
 
 def architectures() -> list[str]:
@@ -208,6 +213,10 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     row.update(architecture=report.architecture, import_s=round(time.perf_counter() - started, 2),
                statements=report.statements, candidates=report.candidates,
                verify_s=round(report.seconds.get("verify", 0.0), 3))
+    why = shaped(out, tp, plan_sharded(folder))
+    if why is not None:
+        row.update(result="unshaped", detail=why)
+        return row
     ws = Workspace(out)
     prog = Program.from_workspace(ws)
     inputs = program_inputs(prog)
@@ -226,6 +235,56 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
         row.update(run_ok=run.ok, run_rel_err=max(o.expected.max_rel_err for o in run.outputs if o.expected))
         row["result"] = "ok" if row["result"] == "ok" and run.ok else "MISMATCH"
     return row
+
+
+def plan_sharded(folder: Path) -> dict[str, str]:
+    """The lm_head and input embedding weights that the model's own plan (transformers'
+    `tp_plan`, as it applies it) splits: weight name (a tied one by its first name, as the
+    import names it) → `module style`."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.distributed.parallel_utils import _get_parameter_plan
+
+    from tprules.frontends.styles import style
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
+    plan = dict(getattr(model, "tp_plan", None) or {})
+    names = {id(p): n for n, p in model.named_parameters()}  # the first name of a tied weight
+    paths = {id(m): n for n, m in model.named_modules()}
+    out = {}
+    for get in (model.get_input_embeddings, model.get_output_embeddings):
+        try:
+            module = get()
+        except (NotImplementedError, AttributeError):  # a model that does not say
+            continue
+        if module is None or id(module) not in paths or getattr(module, "weight", None) is None:
+            continue
+        path = paths[id(module)]
+        name = _get_parameter_plan(f"{path}.weight", plan) or _get_parameter_plan(path, plan, is_weight=False)
+        found = style(name) if name is not None else None
+        if found is not None and found.weight not in (None, "replicate"):
+            out[names[id(module.weight)]] = f"{path} {name}"
+    return out
+
+
+def shaped(folder: Path, tp: int, sharded: dict[str, str]) -> str | None:
+    """Why an imported program is not the one its plan shapes (None: it is): at TP > 1, no
+    collective (no `fold` fact: every chip computes everything), or a weight in `sharded`
+    (plan_sharded) kept whole on the spine."""
+    if tp == 1:
+        return None
+    if not _rows(folder / "fold.facts"):
+        return f"no collective at TP {tp}: the plan split nothing"
+    spine = {row[0] for row in _rows(folder / "spine.facts")}
+    whole = [f"{weight} ({why})" for weight, why in sorted(sharded.items()) if weight in spine]
+    if whole:
+        return f"replicates what the model's plan splits: {', '.join(whole)}"
+    return None
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _vocab(folder: Path) -> int:

@@ -25,7 +25,7 @@ def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
     assert status == 0 and err == ""
     assert lines[0].endswith("(LlamaForCausalLM) -> " + str(tmp_path / "p") + ": TP 2, batch 1, seq 8")
     source = json.loads((tmp_path / "p" / "source.json").read_text())
-    assert lines[1].startswith(f"{source['statements']} statements (4 folds), {source['candidates']} candidates")
+    assert lines[1].startswith(f"{source['statements']} statements (6 folds), {source['candidates']} candidates")
     assert "trace" in lines[2] and lines[2].endswith(" s)")
     status, out, _ = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p", "--format", "json")
     assert status == 0 and json.loads(out)["statements"] == source["statements"]  # an earlier import is replaced

@@ -95,7 +95,8 @@ def test_a_ranks_kernels_and_collectives_name_their_modules(imported, tmp_path):
     assert done.returncode == 0, done.stderr
     assert any(f"@0 ({MLP}.down_proj)" in line for line in done.stderr.splitlines() if line.startswith("# --- group"))
     collectives = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "collective"]
-    assert collectives and all(e["args"]["modules"][0].startswith("model.") for e in collectives)
+    assert collectives and all(e["args"]["modules"][0].startswith(("model.", "lm_head")) for e in collectives)
+    assert any(e["name"].startswith("all_gather") and e["args"]["modules"][0] == "lm_head" for e in collectives)
 
 
 def test_members_under_one_module_name_it_once():

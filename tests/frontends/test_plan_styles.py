@@ -20,13 +20,13 @@ from .tiny import facts
 PHI3_PACKED = {"layers.*.self_attn.qkv_proj": "colwise_gather_output", "layers.*.self_attn.o_proj": "rowwise_split_input",
                "layers.*.mlp.gate_up_proj": "packed_colwise", "layers.*.mlp.down_proj": "rowwise"}
 MLP = {"layers.*.mlp.gate_proj": "colwise", "layers.*.mlp.up_proj": "colwise", "layers.*.mlp.down_proj": "rowwise"}
-# name → (model type, plan (None: the config class's own), what the program must hold: its
-# all-gathers over the two layers, slices of a split input, a vocabulary-parallel lookup)
+# name → (model type, plan (None: the model's own, lm_head's colwise_gather_output with it),
+# what the program must hold: its all-gathers, slices of a split input, a vocabulary-parallel lookup)
 CASES = {
-    "olmo2_gather_and_split_input": ("olmo2", None, {"all_gather": 6, "slices": True}),
-    "phi3_full_width_rotary_gather": ("phi3", None, {"all_gather": 4, "slices": True}),
+    "olmo2_gather_and_split_input": ("olmo2", None, {"all_gather": 7, "slices": True}),
+    "phi3_full_width_rotary_gather": ("phi3", None, {"all_gather": 5, "slices": True}),
     "phi3_packed_colwise": ("phi3", PHI3_PACKED, {"all_gather": 2}),
-    "gpt_neox_vocab_parallel": ("gpt_neox", None, {"offsets": True}),
+    "gpt_neox_vocab_parallel": ("gpt_neox", None, {"offsets": True, "all_gather": 1}),
     "llama_embedding_colwise": ("llama", {**LLAMA_PLAN, "embed_tokens": "embedding_colwise"}, {"all_gather": 1}),
     "llama_rep": ("llama", {"layers.*.self_attn.q_proj": "colwise_rep", "layers.*.self_attn.k_proj": "colwise_rep",
                             "layers.*.self_attn.v_proj": "colwise_rep", "layers.*.self_attn.o_proj": "rowwise_rep",

@@ -28,6 +28,8 @@ class Source:
     plan: dict[str, str]  # module (or parameter) pattern → a style transformers registers (styles.py)
     weights: list[Path]
     plan_file: str | None = None  # --plan, as shown (None: the config class's own plan)
+    base_prefix: str = ""  # the path a --plan's patterns are relative to ("": the model's own plan, from the top)
+    buffers: frozenset[str] = frozenset()  # the model's buffers, layer numbers as `*` (a style splits parameters only)
 
     def where(self, name: str = "config.json") -> Pos:
         return Pos(f"{self.display}/{name}", 0)
@@ -95,22 +97,27 @@ def _plan(source: Source, plan_file) -> dict[str, str]:
         raw = getattr(source.config, "base_model_tp_plan", None) or getattr(type(source.config), "base_model_tp_plan", None)
         if not raw:
             raise source.fail(f"{type(source.config).__name__} has no base_model_tp_plan; give one with --plan PLAN.json")
+    where = Pos(display_path(Path(plan_file)), 0) if plan_file is not None else source.where()
+    _check_styles(source, raw, where)
+    return dict(raw)
+
+
+def _check_styles(source: Source, plan: dict[str, str], where: Pos) -> None:
     problems = []
-    for pattern, name in raw.items():
+    for pattern, name in plan.items():
         found = style(name)
         why = "not a style transformers registers" if found is None else found.missing
         if why is not None:
             problems.append(f"{pattern} {name} ({why})")
     if problems:
-        where = Pos(display_path(Path(plan_file)), 0) if plan_file is not None else source.where()
         raise ImportFailed(f"{source.architecture}: the plan has {len(problems)} entr{'y' if len(problems) == 1 else 'ies'} "
                            f"tprules cannot import: {'; '.join(problems)}", where)
-    return dict(raw)
 
 
 def plan_style(plan: dict[str, str], module: str, base_prefix: str) -> str | None:
-    """The plan's style for a module (or parameter) path (patterns are relative to the base
-    model, `*` a layer index; a pattern may also name a path from the top, such as lm_head)."""
+    """The plan's style for a module (or parameter) path (`*` a layer index). A --plan's
+    patterns are relative to the base model (`base_prefix`), and may also name a path from
+    the top, such as lm_head; the model's own plan (`base_prefix` "") names paths from the top."""
     relative = module[len(base_prefix) + 1:] if base_prefix and module.startswith(base_prefix + ".") else module
     for pattern, name in plan.items():
         rx = "^" + re.escape(pattern).replace(r"\*", r"[^.]+") + "$"
@@ -119,18 +126,80 @@ def plan_style(plan: dict[str, str], module: str, base_prefix: str) -> str | Non
     return None
 
 
+def apply_plan(source: Source, model) -> None:
+    """The plan the import applies, with the path its patterns are relative to.
+
+    Without --plan it is the one transformers applies (the model's `tp_plan`: the class's own
+    entries such as `lm_head: colwise_gather_output`, each config's `base_model_tp_plan` under
+    its base model's path, the input embedding's `embedding_rowwise`), its patterns from the
+    top. An entry that matches nothing is skipped, as transformers skips it (a module this
+    configuration does not build: the dense MLP of an all-MoE cut), unless it names, under
+    another path, a module that no entry shapes: that module would be replicated where the
+    plan meant to split it (a base model's plan read at the wrong prefix), and it is refused.
+    A --plan's every entry must name a module or parameter (check_plan_paths)."""
+    source.buffers = frozenset(generic_path(n) for n, _ in model.named_buffers())
+    if source.plan_file is not None:
+        source.base_prefix = _base_path(source.plan, model)
+        return check_plan_paths(source, model)
+    plan = dict(getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {})
+    if not plan:
+        raise source.fail(f"{type(model).__name__} has no tensor-parallel plan; give one with --plan PLAN.json")
+    _check_styles(source, plan, source.where())
+    paths = _paths(model)
+    for entry, name in plan.items():
+        if any(plan_style({entry: name}, path, "") for path in paths):
+            continue
+        meant = [path for path in paths if path.endswith("." + entry) or entry.endswith("." + path)]
+        unshaped = [path for path in meant if not _shaped(plan, path)]
+        if unshaped:
+            raise source.fail(f"the plan entry {entry} ({name}) matches no module of {type(model).__name__}; "
+                              f"{unshaped[0]}, which it names under another path, would be replicated")
+    source.plan, source.base_prefix = plan, ""
+
+
+def _base_path(plan: dict[str, str], model) -> str:
+    """The path of the base model a --plan's patterns are relative to: of the model and its
+    transformers submodules, the one under which most entries name a module or parameter
+    (the outermost on a tie). Not `base_model_prefix`, which may name no module (llama4_text's
+    language_model: its base model is `model`)."""
+    from transformers import PreTrainedModel
+
+    paths = _paths(model)
+    bases = [name for name, m in model.named_modules() if isinstance(m, PreTrainedModel)]
+
+    def named(base: str) -> int:
+        return sum(any(plan_style({p: s}, path, base) for path in paths) for p, s in plan.items())
+
+    return max(bases, key=named)  # max keeps the first (the outermost) of equals
+
+
+def _shaped(plan: dict[str, str], path: str) -> bool:
+    """Whether an entry gives the path a style (a parameter's: its own, or its module's)."""
+    return plan_style(plan, path, "") is not None or ("." in path and plan_style(plan, path.rsplit(".", 1)[0], "")
+                                                       is not None)
+
+
+def _paths(model) -> list[str]:
+    """Every module and parameter path of the model, layer numbers as `*` (transformers' own
+    `replace_layer_number_by_wildcard`)."""
+    return sorted({generic_path(n) for n, _ in [*model.named_modules(), *model.named_parameters()] if n})
+
+
+def generic_path(path: str) -> str:
+    """A path with its layer numbers as `*` (transformers' replace_layer_number_by_wildcard)."""
+    return re.sub(r"\.\d+(\.|$)", lambda m: ".*" + m.group(1), path)
+
+
 def check_plan_paths(source: Source, model) -> None:
-    """Every entry of a --plan must name a module or parameter of the model (a config
-    class's own plan may name modules a configuration leaves out, as transformers allows)."""
-    if source.plan_file is None:
-        return
-    prefix = getattr(model, "base_model_prefix", "model")
+    """Every entry of a --plan must name a module or parameter of the model."""
+    prefix = source.base_prefix
     paths = [n for n, _ in model.named_modules()] + [n for n, _ in model.named_parameters()]
-    missing = [p for p in source.plan if not any(plan_style({p: "x"}, path, prefix) for path in paths if path)]
+    missing = [f"{p} ({s})" for p, s in source.plan.items()
+               if not any(plan_style({p: "x"}, path, prefix) for path in paths if path)]
     if missing:
         raise ImportFailed(f"{source.architecture}: the plan names {len(missing)} module path"
                            f"{'' if len(missing) == 1 else 's'} the model does not have: {', '.join(missing)}",
-                           Pos(source.plan_file, 0))
+                           Pos(source.plan_file or source.display, 0))
 
 
 # -- the model ---------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
     from ..progress import Progress
-    from .hf import build_model, check_plan_paths, head_counts, read_source
+    from .hf import apply_plan, build_model, head_counts, read_source
     from .layers import layer_kinds
     from .tp import Heads, check_experts, check_heads
     from .write import check_out
@@ -73,7 +73,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         check_experts(src)
         _quiet_transformers()
         model = build_model(src, seed, no_data)
-        check_plan_paths(src, model)
+        apply_plan(src, model)
         clock.tick("model")
         kinds = None if every_layer else layer_kinds(model)
         built = None
@@ -161,7 +161,7 @@ def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
     clock.tick("trace")
     graph = lowerer.run()
     clock.tick("lower")
-    tpp = shard(graph, tp, src.architecture, src.plan, getattr(model, "base_model_prefix", "model"), heads)
+    tpp = shard(graph, tp, src.architecture, src.plan, src.base_prefix, heads, src.buffers)
     _check_folded(src, graph, constants, tpp.placement)
     candidates = add_candidates(tpp.builder)
     clock.tick("shard")
@@ -173,16 +173,23 @@ def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
 
 
 def _stampable(plan: dict[str, str]) -> bool:
-    """Whether stamping is known to give the full trace's facts for this plan: every style
-    only places weights (a style that adds statements at a module's boundary, a gather, a
-    fold, a split input, an expert's partial, is traced whole; tests/frontends/test_stamp.py)."""
+    """Whether stamping is known to give the full trace's facts for this plan: every style of
+    an entry inside the layers (one with a layer index, `*` or a number) only places weights
+    (a style that adds statements at a module's boundary, a gather, a fold, a split input, an
+    expert's partial, is traced whole); outside them (lm_head's gather, the embedding's fold)
+    a boundary is traced once either way (tests/frontends/test_stamp.py)."""
+    import re
+
     from .styles import style
 
     def weight_only(s) -> bool:
         return s is not None and s.missing is None and s.output is None and not (s.split_input or s.linear
                                                                                  or s.share_input)
 
-    return all(weight_only(style(name)) for name in plan.values())
+    def in_layers(pattern: str) -> bool:
+        return re.search(r"(^|\.)(\*|\d+)(\.|$)", pattern) is not None
+
+    return all(weight_only(style(name)) for pattern, name in plan.items() if in_layers(pattern))
 
 
 def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:
@@ -205,8 +212,8 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     progress.advance()
     graph = lowerer.run()
     clock.tick("lower")
-    prefix = getattr(model, "base_model_prefix", "model")
-    style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, prefix, heads)
+    style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
+                                                  src.buffers)
     sharder = TaggingSharder(graph, tp, src.architecture, style_of)
     tpp = sharder.run(weights, kinds_of)
     _check_folded(src, graph, constants, tpp.placement)

@@ -22,7 +22,7 @@ from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Statement, Tensor
-from .hf import plan_style
+from .hf import generic_path, plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
 from .sharding import (
     PARTIAL_THROUGH,
@@ -412,9 +412,12 @@ class Sharder:
         self.folds[value] = name
 
 
-def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads):
+def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads,
+                    buffers: frozenset[str] = frozenset()):
     """The plan read for a graph: its style of a module path, each weight's placement, and
-    the weights' style kinds (what `Sharder.run` takes)."""
+    the weights' style kinds (what `Sharder.run` takes). A module's style splits its
+    parameters only: its buffers (`buffers`, layer numbers as `*`: a scaled embedding's
+    embed_scale) stay replicated, as transformers shards parameters only."""
     def style_of(path: str) -> Style | None:
         name = plan_style(plan, path, base_prefix)
         return style(name) if name is not None else None
@@ -422,15 +425,27 @@ def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base
     weights, kinds = {}, {}
     for v in graph.inputs:
         if v.role == "weight":
-            s = style_of(v.name) or style_of(v.module)
+            s = None if generic_path(v.name) in buffers else style_of(v.name) or style_of(v.module)
             weights[v.name] = weight_placement(arch, v, s, tp, heads)
             if s is not None and s.weight is not None:
                 kinds[v.name] = s.weight
+    for st in graph.stmts:  # a table tied to lm_head: the embedding's own style makes it a table
+        table = graph.values[st.reads[0]] if st.cls == Ops.EMBEDDING else None
+        s = style_of(st.module or "") if table is not None and table.role == "weight" else None
+        if table is None or s is None or s.weight not in ("vocab", "embedding_colwise") or \
+                kinds.get(table.name) == s.weight:
+            continue
+        placed = weight_placement(arch, table, s, tp, heads)
+        if placed != weights[table.name]:
+            raise ImportFailed(f"{arch}: {table.name} is tied: {s.name} at {st.module} places it {placed}, "
+                               f"{kinds.get(table.name, 'replicate')} at {table.module} {weights[table.name]}")
+        kinds[table.name] = s.weight
     return style_of, weights, kinds
 
 
-def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads) -> TPProgram:
-    style_of, weights, kinds = plan_placements(graph, tp, arch, plan, base_prefix, heads)
+def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads,
+          buffers: frozenset[str] = frozenset()) -> TPProgram:
+    style_of, weights, kinds = plan_placements(graph, tp, arch, plan, base_prefix, heads, buffers)
     return Sharder(graph, tp, arch, style_of).run(weights, kinds)
 
 
