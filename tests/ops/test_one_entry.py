@@ -25,6 +25,7 @@ OTHER_MEANINGS = {
     ("codegen/cuda.py", "amax"): "the same variable's stem",
     ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
     ("commands/run.py", "matmul"): "the --matmul option's name, as the launcher hands it to the ranks",
+    ("program/model.py", "where"): "the program's `where` (each statement's op.facts line), named when it is pickled",
 }
 
 

@@ -184,6 +184,19 @@ def test_a_pickled_program_carries_what_the_ranks_read_and_no_fact():
     assert b"FactBase" not in pickle.dumps(again) and pickle.loads(pickle.dumps(again)).statements == prog.statements
 
 
+@pytest.mark.parametrize("example, kinds", [
+    ("megatron-mlp-tp2", {"allreduce": "all_reduce"}), ("gather-mlp-tp2", None),
+    ("sp-mlp-tp2", {"allgather": "all_gather", "scatter": "reduce_scatter"})])
+def test_a_pickled_program_knows_its_folds_kinds(example, kinds):
+    """A rank lowers each fold by its collective's kind, from the program it was handed."""
+    import pickle
+
+    prog = Program.from_workspace(Workspace(FACTS / example))
+    again = pickle.loads(pickle.dumps(prog))
+    assert again.folds == prog.folds and len(prog.folds) >= 1
+    assert prog.folds == (kinds if kinds is not None else dict.fromkeys(prog.folds, "all_gather"))
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_order_written_out_of_order_is_found_on_the_ids(seed, tmp_path):
     folder = tmp_path / "program"

@@ -116,6 +116,7 @@ class Program:
         state = dict(self.__dict__)
         state["places"], state["_places"] = self.places, None
         state["chips"], state["kinds"], state["_sites"] = self.chips, self.kinds, self._sites
+        state["folds"] = self.folds
         state["loaded"] = state["facts"] = None
         state["_statements"], state["_tensors"] = {}, {}
         for name in ("_ids", "at", "tix", "statements", "signatures", "operand_table", "_shape_table", "by_name",
@@ -206,6 +207,13 @@ class Program:
     def kinds(self) -> dict[str, str]:
         """class → kind (SPEC §4), from the class registry loaded with the program."""
         return {cls: kind for cls, kind, _ in self.facts.ordered("registry")}
+
+    @cached_property
+    def folds(self) -> dict[str, str]:
+        """Each fold statement → its collective's kind (SPEC §2 `fold`, `collective`; no
+        `collective` fact: `all_reduce`), in the order of fold.facts."""
+        kinds = dict(self.facts.tuples("collective"))
+        return {o: kinds.get(c, "all_reduce") for o, c in self.facts.tuples("fold")}
 
     @property
     def inputs(self) -> list[str]:

@@ -11,6 +11,7 @@ from typing import NoReturn
 from ..datalog.facts.base import FactBase
 from ..datalog.facts.columns import Columns
 from ..errors import BadInput, IllFormed, raise_all
+from ..ops import Ops
 from ..pos import Pos
 from . import guards
 from .schema import COLLECTIVES, DTYPES, LEVELS, LIMIT_KEYS, SPEC
@@ -240,7 +241,7 @@ def check_reduce_scatters(facts: FactBase, home: dict[str, int | None]) -> None:
         taken: dict[int, str] = {}
         for r in readers[out]:
             s = r[0]
-            if ops.get(s) != "slice":
+            if ops.get(s) != Ops.SLICE:
                 _fail(facts, "reads", r, f"{out}, the sum of reduce-scatter {c}, is read by {s} (a {ops.get(s)}); "
                                          "it is read only by one slice per chip")
             chip = home[output[s]]

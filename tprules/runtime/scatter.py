@@ -42,10 +42,9 @@ class Scatter:
 def reduce_scatters(prog) -> dict[str, Scatter]:
     """Each reduce-scatter's fold → its Scatter (well-formedness checked that its slices
     take its blocks)."""
-    kinds = dict(prog.facts.tuples("collective"))
     out = {}
-    for o, c in prog.facts.tuples("fold"):
-        if kinds.get(c) != "reduce_scatter":
+    for o, kind in prog.folds.items():
+        if kind != "reduce_scatter":
             continue
         s = prog.statement(o)
         shape = prog.tensors[s.writes].shape
