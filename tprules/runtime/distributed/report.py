@@ -70,27 +70,22 @@ def render_text(report: DistributedReport, width: int = 130, color: bool = False
     n = report.allreduces
     each = report.ranks[0].allreduce_bytes // n if n else 0
     share = sum(r.allreduce_s for r in report.ranks) / max(1e-12, sum(r.run_s for r in report.ranks))
-    others = _gathers(report) + _scatters(report)
+    others = (_collective(report, "allgather", "all-gather", "a rank")
+              + _collective(report, "reducescatter", "reduce-scatter", "into a rank"))
     console.print(f"compile {seconds(report.compile_s)}, run {seconds(report.run_s)} ({n} all-reduce"
                   f"{'' if n == 1 else 's'} of {size(each)} a rank{others}, {share:.0%} of the run), wall "
                   f"{seconds(report.wall_s)}; {verdict(report)}", soft_wrap=True)
     return buf.getvalue()
 
 
-def _gathers(report: DistributedReport) -> str:
-    g = report.ranks[0].allgathers if report.ranks else 0
-    if not g:
+def _collective(report: DistributedReport, kind: str, noun: str, per: str) -> str:
+    """`; N <noun>s of B <per>`: a rank's count of one collective (`kind`: the rank
+    field's stem) and its mean payload, or nothing when there was none."""
+    n = getattr(report.ranks[0], kind + "s") if report.ranks else 0
+    if not n:
         return ""
-    mine = sum(r.allgather_bytes for r in report.ranks) // len(report.ranks) // g
-    return f"; {g} all-gather{'' if g == 1 else 's'} of {size(mine)} a rank"
-
-
-def _scatters(report: DistributedReport) -> str:
-    s = report.ranks[0].reducescatters if report.ranks else 0
-    if not s:
-        return ""
-    mine = sum(r.reducescatter_bytes for r in report.ranks) // len(report.ranks) // s
-    return f"; {s} reduce-scatter{'' if s == 1 else 's'} of {size(mine)} into a rank"
+    mine = sum(getattr(r, kind + "_bytes") for r in report.ranks) // len(report.ranks) // n
+    return f"; {n} {noun}{'' if n == 1 else 's'} of {size(mine)} {per}"
 
 
 def rank_table(report: DistributedReport):
