@@ -57,10 +57,6 @@ BAD = {
                            "plan.json: import: LlamaForCausalLM: the plan has 2 entries tprules cannot import: "
                            "layers.*.mlp.up_proj colwize (not a style transformers registers); "
                            "layers.*.mlp.down_proj sideways (not a style transformers registers)"),
-    "plan_style_sequence_parallel": (
-        lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "norm": "sequence_parallel"})]),
-        "the plan has 1 entry tprules cannot import: norm sequence_parallel (its output stays split on the sequence "
-        "axis"),
     "plan_module_missing": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "layers.*.mlp.gate": "colwise"})]),
                             "plan.json: import: LlamaForCausalLM: the plan names 1 module path the model does not "
                             "have: layers.*.mlp.gate"),

@@ -59,8 +59,9 @@ STYLES = {s.name: s for s in [
     # the forward is the identity (the split and cat only fix the rope part's gradient)
     Style("mla_kv_a_proj"),
     Style("all_reduce", output="reduce"),
-    Style("sequence_parallel", missing="its output stays split on the sequence axis for a later redistribution "
-                                       "(a reduce-scatter), which tprules does not import"),
+    # each chip runs the module on its whole copy of the input, as transformers' from_local of
+    # a local tensor does; imported where the module works token by token (sequence.py)
+    Style("sequence_parallel", "replicate"),
     # every expert's FFN split over the chips (gate_up packed_colwise, down rowwise, by their
     # own entries); routing on the spine; the experts' partial outputs folded by one all-reduce
     Style("moe_tp_experts", output="reduce", linear=True),

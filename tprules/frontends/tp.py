@@ -24,6 +24,7 @@ from .errors import ImportFailed
 from .graph import OUTPUT, Graph, Statement, Tensor
 from .hf import generic_path, plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
+from .sequence import check_token_wise
 from .sharding import (
     PARTIAL_THROUGH,
     NotShardable,
@@ -440,6 +441,7 @@ def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base
             raise ImportFailed(f"{arch}: {table.name} is tied: {s.name} at {st.module} places it {placed}, "
                                f"{kinds.get(table.name, 'replicate')} at {table.module} {weights[table.name]}")
         kinds[table.name] = s.weight
+    check_token_wise(graph, style_of, tp, arch)
     return style_of, weights, kinds
 
 
