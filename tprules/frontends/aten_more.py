@@ -119,6 +119,19 @@ def register(table: OpTable, aten) -> None:
     def amax(ctx, n):
         over_axes(ctx, n, n.args[0], arg(n, 1, "dim", []), arg(n, 2, "keepdim", False), "amax")
 
+    @lowering(aten.any.dim, aten.any.dims, aten.any.default)
+    def any_(ctx, n):
+        """Whether any boolean along the axes holds (SDPA's check for a fully masked row): the
+        booleans as floats, their maximum over the axes (`over_axes`), greater than 0."""
+        x = n.args[0]
+        boolean(ctx, n, x)
+        dims = arg(n, 1, "dim", None)
+        dims = [dims] if isinstance(dims, int) else dims
+        floats = ctx.part(n, "float", "cast", [x], ctx.shape(x), "f32")
+        most = _Reduced(n, "most", "f32")
+        over_axes(ctx, most, floats, dims, arg(n, 2, "keepdim", False), "amax")
+        ctx.emit(n, "greater", [ctx.names[most]], value="0.0")
+
     @lowering(aten.sum.dim_IntList)
     def sum_dims(ctx, n):
         """A sum over one axis of at most SUM_SLICES: slices and an n-ary sum (exact, any
@@ -153,7 +166,7 @@ def register(table: OpTable, aten) -> None:
         if order != 2:
             ctx.unsupported(n, f"a vector norm of order {order} (imported: the 2-norm)")
         squares = ctx.part(n, "squares", "pow", [x], ctx.shape(x), exponent="2.0")
-        sums = _Sum(n)
+        sums = _Reduced(n, "sum")
         over_axes(ctx, sums, squares, arg(n, 2, "dim", None), arg(n, 3, "keepdim", False), "sum")
         ctx.emit(n, "pow", [ctx.names[sums]], exponent="0.5")
 
@@ -314,8 +327,16 @@ def _write_region(ctx, n, base, src, axis: int, start: int, end: int) -> None:
     ctx.emit(n, "cat", parts, axis=axis)
 
 
-class _Sum:
-    """The sum of squares inside a vector norm: a node of its own for the reduction's parts."""
+class _Reduced:
+    """A reduction inside a lowering (a vector norm's sum of squares, `any`'s maximum): a node
+    of its own for the reduction's parts, named `n__tag`, of n's shape and dtype or `dtype`."""
 
-    def __init__(self, n):
-        self.name, self.meta, self.target = f"{n.name}__sum", n.meta, n.target
+    def __init__(self, n, tag: str, dtype: str | None = None):
+        self.name, self.meta, self.target = f"{n.name}__{tag}", n.meta, n.target
+        if dtype is not None:
+            import torch
+
+            from .aten_table import DTYPES
+
+            torch_dtype = getattr(torch, next(k for k, v in DTYPES.items() if v == dtype))
+            self.meta = {**n.meta, "val": torch.empty(tuple(n.meta["val"].shape), dtype=torch_dtype, device="meta")}
