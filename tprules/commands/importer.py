@@ -103,10 +103,11 @@ def _run_torch(args) -> int:
     shapes = ", ".join(f"{name} {shape}" for name, shape in (report.inputs or {}).items())
     kinds = ", ".join(f"{collectives[k]} {word}{'s' if collectives[k] != 1 else ''}" for k, word in KINDS
                       if collectives.get(k))
+    plural = "" if report.folds == 1 else "s"
     drawn = "the check's second input drawn by tprules (inputs() takes no seed)\n" if report.drawn else ""
     sys.stdout.write(f"import {args.recipe} ({report.architecture}) -> {report.out}: TP {report.tp}, "
                      f"{shapes or 'no tensor inputs'}{'' if not args.no_data else ', facts only'}\n"
-                     f"{report.statements} statements ({report.folds} fold{"" if report.folds == 1 else "s"}{': ' + kinds if kinds else ''}), "
+                     f"{report.statements} statements ({report.folds} fold{plural}{': ' + kinds if kinds else ''}), "
                      f"{report.candidates} candidates, {report.tensors} tensors; "
                      f"folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
                      f"{_timing(report)} (total {report.total_s:.2f} s)\n{drawn}")

@@ -21,9 +21,15 @@ ambiguous. A module's output is the value its last statement writes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import ImportFailed
 from .placement import REPLICATE, Partial, Placement, Replicate, Shard, plain
 from .styles import Layout, Port, Style
+
+if TYPE_CHECKING:
+    from ..program.builder import ProgramBuilder
+    from .graph import Graph, Tensor
 
 
 def _under(module: str, prefix: str) -> bool:
@@ -40,6 +46,25 @@ def describe(p: Placement) -> str:
 
 class Ports:
     """The port half of the Sharder: used only where the plan's styles are torch's."""
+
+    # the Sharder's (tp.py)
+    g: Graph
+    tp: int
+    arch: str
+    b: ProgramBuilder
+    place: dict[str, Placement]
+    folds: dict[str, str]
+
+    if TYPE_CHECKING:
+        def styled(self, module: str) -> list[tuple[str, Style]]: ...
+
+        def _derived(self, name: str, like: Tensor, module: str, placement: Placement) -> None: ...
+
+        def _fold(self, value: str) -> None: ...
+
+        def _gather(self, value: str, module: str, s: Style, out: str | None = None, what: str = "output") -> str: ...
+
+        def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str: ...
 
     def __init__(self, args: dict[str, list] | None):
         self.args = args or {}  # module path → whole shape of each positional argument (None: not a tensor)
@@ -80,11 +105,12 @@ class Ports:
             if not s.inputs or _under(self.g.values[name].module or "", prefix):
                 continue
             index = self._input_index(prefix, s, name)
-            if index is None:
+            port = None if index is None else s.inputs[index]
+            if port is None:
                 continue
             key = (name, prefix)
             if key not in self.entered:
-                self.entered[key] = self._through(name, s.inputs[index], prefix, s, f"input {index}", in_place=False)
+                self.entered[key] = self._through(name, port, prefix, s, f"input {index}", in_place=False)
             name = self.entered[key]
         return name
 

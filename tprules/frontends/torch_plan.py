@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from ..datalog.lang.ast import Pos
 from ..paths import display_path
@@ -29,7 +30,7 @@ from .styles import REPLICATED, Layout, Port, Style
 class Recipe:
     path: Path
     name: str  # the recipe's file stem, the program's "architecture" in messages
-    module: object  # the loaded recipe module
+    module: Any  # the loaded recipe module
 
     @property
     def architecture(self) -> str:  # what the importer's shared checks name a model by

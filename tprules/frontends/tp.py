@@ -21,9 +21,10 @@ from functools import cached_property
 from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
-from .graph import OUTPUT, Graph, Statement, Tensor
+from .graph import Graph, Statement, Tensor
 from .hf import generic_path, plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
+from .ports import Ports
 from .sharding import (
     PARTIAL_THROUGH,
     NotShardable,
@@ -33,7 +34,6 @@ from .sharding import (
     reads_local_blocks,
     rule,
 )
-from .ports import Ports
 from .styles import SPLIT_FACTOR, Style, style
 
 

@@ -50,9 +50,9 @@ def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray,
     from ..workspace import Workspace
 
     prog = Program.from_workspace(Workspace(folder))
-    values = program_inputs(prog)
-    values.update((name, value) for name, value in inputs.items() if name in values)
-    values = reference(prog, values)
+    given = program_inputs(prog)
+    given.update((name, value) for name, value in inputs.items() if name in given)
+    values = reference(prog, given)
     _, rel = errors(values.get(output), want)
     tol = tolerance(prog, output)
     if rel <= tol:
