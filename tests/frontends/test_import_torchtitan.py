@@ -144,6 +144,28 @@ def test_the_norms_and_residuals_run_on_sequence_shards(imported, tp):
     assert sorted(prog.tensors[s.writes].home for s in residual) == sorted(list(range(tp)) * 2)
 
 
+def test_a_candidate_spans_layers_only_through_the_residual(imported):
+    """What one layer hands the next is its residual sum (module `layers.N`). A statement that
+    one layer computes and every later layer reads (a chip's block of a shared constant) would
+    pair with readers across the program, and the rules' cycle search walks every statement
+    between a candidate's members: quadratic in depth at 70B."""
+    import re
+
+    prog = _program(imported(2))
+    members: dict[str, list[tuple[int, str]]] = {}
+    for line in (imported(2) / "member.facts").read_text().splitlines():
+        fusion, statement = line.split("\t")
+        module = prog.statement(statement).attr("module") or ""
+        layer = re.match(r"layers\.(\d+)", module)
+        if layer:
+            members.setdefault(fusion, []).append((int(layer.group(1)), module))
+    spanning = [m for m in members.values() if len({i for i, _ in m}) > 1]
+    assert spanning  # the residual of layer 0 meets layer 1's norm
+    for m in spanning:
+        first = min(i for i, _ in m)
+        assert {module for i, module in m if i == first} == {f"layers.{first}"}, m
+
+
 def test_the_simulator_gives_the_module_forward(imported, forward, tmp_path):
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     _checked_run(imported(2), tmp_path / "out", forward, "--device", "sim", env=env)

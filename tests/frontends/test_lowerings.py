@@ -147,6 +147,17 @@ def test_a_lowering_computes_what_torch_computes(name):
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_the_safe_softmax_zeros_are_one_broadcast_value():
+    """SDPA's `where(fully masked row, full_like(p, 0), p)`: the zeros a constant of p's rank with
+    every axis 1 (a chip holding a block of the heads needs no slice of a whole [.., S, S] copy)."""
+    def fn(m, x):
+        return torch.nn.functional.scaled_dot_product_attention(x[None], x[None], x[None], is_causal=True)[0]
+
+    graph, _, _ = lower_module(Fn(fn), torch.randn(2, 3, 5))
+    (zeros,) = [s.reads[1] for s in graph.stmts if s.cls == "where"]
+    assert graph.values[zeros].role == "folded" and graph.values[zeros].shape == (1, 1, 1, 1)
+
+
 def test_no_tensor_is_written_twice_by_a_slice_write():
     graph, _, _ = lower_module(Fn(_write_into_zeros), torch.randn(2, 3, 5))
     written = [s.writes for s in graph.stmts]

@@ -239,13 +239,20 @@ def register(table: OpTable, aten) -> None:
     @lowering(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default, aten.new_zeros.default,
               aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.empty_like.default)
     def filled_like(ctx, n):
-        """A tensor of one value that reads x only for its shape: a constant (empty ones hold zeros)."""
+        """A tensor of one value that reads x only for its shape: a constant (empty ones hold zeros).
+        Read only by `where(c, full_like(x, v), x)` (torch's safe softmax: 0 for a row that is
+        all −inf), the constant is v in x's rank, every axis 1, which the where broadcasts: not a
+        whole [.., S, S] copy that a chip holding a block of the heads would slice once and every
+        layer then read."""
         value = {aten.full_like.default: lambda: arg(n, 1, "fill_value"), aten.new_full.default:
                  lambda: arg(n, 2, "fill_value"), aten.ones_like.default: lambda: 1.0,
                  aten.new_ones.default: lambda: 1.0}.get(n.target, lambda: 0.0)()
         if ctx.is_tensor(value):
             ctx.unsupported(n, "a fill value that is a tensor")
-        ctx.alias(n, ctx.filled(ctx.shape(n), ctx.dtype(n), float(value)))
+        shape = ctx.shape(n)
+        if _chosen_against_its_source(aten, n):
+            shape = (1,) * len(shape)
+        ctx.alias(n, ctx.filled(shape, ctx.dtype(n), float(value)))
 
     @lowering(aten.constant_pad_nd.default)
     def pad(ctx, n):
@@ -293,6 +300,18 @@ def register(table: OpTable, aten) -> None:
             ctx.unsupported(n, f"a write of {ctx.shape(src)[axis]} elements into {start}:{end} of axis {axis} "
                                f"(size {shape[axis]}): out of bounds")
         _write_region(ctx, n, base, src, axis, region.start, region.stop)
+
+
+def _chosen_against_its_source(aten, n) -> bool:
+    """Whether fill `n` of x's shape is read only by `where(c, n, x)` or `where(c, x, n)` of that shape."""
+    users = list(n.users)
+    if len(users) != 1 or users[0].target != aten.where.self or n.target not in (aten.full_like.default,
+                                                                                  aten.zeros_like.default):
+        return False
+    where = users[0]
+    values = list(where.args[1:3])
+    return n in values and values[1 - values.index(n)] is n.args[0] and \
+        tuple(where.meta["val"].shape) == tuple(n.meta["val"].shape)
 
 
 def _convolution(ctx, n) -> None:
