@@ -52,7 +52,8 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
         for k in sizes:
             if not accepts(recipe, "inputs", k):
                 raise recipe.fail(f"--{k} given, but inputs() takes no {k}")
-        with torch.device("meta") if no_data else nullcontext():
+        device = torch.device("meta") if no_data else nullcontext()  # tensors a forward makes are meta too
+        with device:
             model = call(recipe, "model")
             args = _tuple(call(recipe, "inputs", **sizes))
         if not isinstance(model, torch.nn.Module):
@@ -60,9 +61,10 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
         model.eval()
         styles = read_plan(recipe, model)
         clock.tick("model")
-        shapes, output = _run(recipe, model, args, styles)
-        clock.tick("forward")
-        built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
+        with device:
+            shapes, output = _run(recipe, model, args, styles)
+            clock.tick("forward")
+            built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
         data, expected = {}, {}
         if not no_data:
             data = program_data(built, tp, {names[i]: _numpy(a) for i, a in enumerate(args) if i in names})
