@@ -64,7 +64,12 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
         with device:
             shapes, output = _run(recipe, model, args, styles)
             clock.tick("forward")
-            built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
+            try:
+                built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
+            except ImportFailed as err:
+                if err.pos is None:  # the trace's, the lowering's and the sharding's: at the recipe
+                    err.pos = recipe.where()
+                raise
         data, expected = {}, {}
         if not no_data:
             data = program_data(built, tp, {names[i]: _numpy(a) for i, a in enumerate(args) if i in names})

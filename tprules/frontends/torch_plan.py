@@ -157,7 +157,7 @@ def torch_style(recipe: Recipe, path: str, style, module, nn) -> Style:
             return REPLICATED
         if type(p) is Shard:
             return Layout(int(p.dim))
-        raise fail(f"{what} {p} is a layout tprules does not import (Shard(d) and Replicate() are)")
+        raise fail(f"{what} {type(p).__name__}() is a layout tprules does not import (Shard(d) and Replicate() are)")
 
     def one(layouts, what: str) -> Layout | None:
         return layout(layouts[0], what)
