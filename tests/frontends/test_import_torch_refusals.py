@@ -38,6 +38,12 @@ BAD = {
         "recipe.py: import: recipe: RowwiseParallel at w2: torch takes its input 0 relu, a plain tensor, to be Shard(-1) "
         "on 2 chips, but it is replicated (Replicate()) here; torch would run a program other than the model's "
         "(a layout the importer cannot import faithfully)"),
+    # the same plan with use_local_output=False imports (test_import_torch's mlp_gathered_dtensor_sliced)
+    "plain_gathered_taken_as_shard": (
+        "mlp", '{"w1": ColwiseParallel(output_layouts=Replicate()), "w2": RowwiseParallel()}', [],
+        "recipe.py: import: recipe: RowwiseParallel at w2: torch takes its input 0 relu, a plain tensor, to be Shard(-1) "
+        "on 2 chips, but it is replicated (Replicate()) here; torch would run a program other than the model's "
+        "(a layout the importer cannot import faithfully)"),
     "sequence_parallel_on_a_whole_input": (
         "normed", '{"norm": SequenceParallel()}', [],
         "recipe.py: import: recipe: SequenceParallel at norm: torch takes its input 0 view_1, a plain tensor, to be "

@@ -136,6 +136,8 @@ class Ports:
                                    "torch would run a program other than the model's (a layout the importer cannot "
                                    "import faithfully)")
         out = name if port.desired is None else self._redistribute(name, port.desired, prefix, s, what, in_place)
+        if not in_place and out == name:
+            return out  # the same value is read outside the module too, as it was (plain or not)
         if port.local:
             self.dtensor.discard(out)
         else:
