@@ -139,6 +139,8 @@ def test_the_report_line(cli, tmp_path):
     assert lines[3] == "the check's second input drawn by tprules (inputs() takes no seed)"
     status, out, _ = cli("import", "torch", path, "--tp", "2", "--out", tmp_path / "p", "--format", "json")
     assert status == 0 and json.loads(out)["collectives"] == {"all_reduce": 1}
+    status, out, _ = cli("import", "torch", path, "--tp", "2", "--out", tmp_path / "p", "--no-verify")
+    assert status == 0 and "verify" not in out.splitlines()[2]
 
 
 def test_no_data_writes_facts_only(cli, tmp_path):

@@ -212,10 +212,10 @@ class Sharder(Ports):
         """A replicated value entering a module whose style splits its input: its slices (a
         torch style's input port: its redistribution)."""
         v = self.g.values[value]
+        if self.ported and self.tp > 1 and v.role != "weight":  # a folded constant may be a module's input too
+            return self._ports_entering(value, reader)
         if v.role not in ("activation", "input") or self.tp == 1:
             return value  # on one chip every value is whole
-        if self.ported:
-            return self._ports_entering(value, reader)
         if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
             return self._whole(value, set())
         for prefix, s in self.styled(reader):
