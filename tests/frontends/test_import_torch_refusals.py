@@ -56,6 +56,10 @@ BAD = {
     "all_to_all": ("mlp", '{"w1": ColwiseParallel(output_layouts=Shard(1)), "w2": RowwiseParallel()}', [],
                    "recipe.py: import: recipe: ColwiseParallel at w1: its output view_1 is split (Shard(axis 2 in 2)); "
                    "Shard(1) needs an all-to-all, which tprules does not import"),
+    "inputs_of_one_shape": ("gated", '{"gate": PrepareModuleInput(input_layouts=(Replicate(), Replicate()), '
+                                     'desired_input_layouts=(Replicate(), Shard(1)))}', [],
+                            "recipe.py: import: recipe: PrepareModuleInput at gate: its inputs 0 and 1 both have shape "
+                            "[2, 8, 16]; which one x is cannot be told from the trace"),
     "two_styles_for_one_module": ("mlp", '{"w1": ColwiseParallel(), "w*": RowwiseParallel()}', [],
                                   "recipe.py: import: recipe: w1: plan keys 'w1' and 'w*' both give it a style "
                                   "(ColwiseParallel, RowwiseParallel); tprules imports one style per module"),

@@ -98,9 +98,29 @@ class Normed(nn.Module):
         return self.out_norm(h)
 
 
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Linear(DIM, DIM, bias=False)
+
+    def forward(self, a, b):
+        return self.w(a) * b
+
+
+class Gated(nn.Module):
+    """A module of two inputs of one shape: which is which cannot be told by shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = Gate()
+
+    def forward(self, x):
+        return self.gate(x, torch.sigmoid(x))
+
+
 def build(kind: str) -> nn.Module:
     torch.manual_seed(0)
-    model = {"mlp": MLP, "lm": LM, "normed": Normed}[kind]()
+    model = {"mlp": MLP, "lm": LM, "normed": Normed, "gated": Gated}[kind]()
     with torch.no_grad():  # norms off their ones: a weight read on the wrong chip shows
         for name, p in model.named_parameters():
             if "norm" in name:
