@@ -23,6 +23,12 @@ CASES = {
     "mlp_gathered_dtensor_sliced": ("mlp", '{"w1": ColwiseParallel(output_layouts=Replicate(), use_local_output=False),'
                                            ' "w2": RowwiseParallel()}', [("all_gather", "2", "w1"),
                                                                          ("all_reduce", None, "w2")]),
+    # the bias added to each chip's partial sum (1 / N of it each), so the reduce-scatter stays one
+    "headed_bias_reduce_scattered": ("headed", """{
+        "mlp.w1": ColwiseParallel(),
+        "mlp.w2": RowwiseParallel(output_layouts=Shard(1)),
+        "head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
+    }""", [("reduce_scatter", "1", "mlp.w2"), ("all_gather", "1", "head"), ("all_gather", "2", "head")]),
     "normed_sequence_parallel": ("normed", """{
         "inp": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
         "norm": SequenceParallel(),
@@ -86,12 +92,24 @@ def test_the_collectives_are_where_torch_puts_them(imported, case):
     assert sum(report.collectives.values()) == report.folds == len(CASES[case][2])
 
 
-@pytest.mark.parametrize("case", ["lm_torchtitan", "normed_sequence_parallel", "mlp_colwise_rowwise"])
+@pytest.mark.parametrize("case", ["lm_torchtitan", "normed_sequence_parallel", "mlp_colwise_rowwise",
+                                  "headed_bias_reduce_scattered"])
 def test_run_matches_the_module_forward_on_cpu(cli, imported, case):
     out, _ = imported(case, 2)
     status, text, err = cli("run", out)
     assert status == 0, err
     assert "matches the reference and expected/" in text.splitlines()[-1]
+
+
+def test_a_rowwise_bias_is_added_to_the_partial_sums_before_the_collective(imported):
+    out, _ = imported("headed_bias_reduce_scattered", 2)
+    ops = dict(facts(out, "op"))
+    assert [o for o, c in ops.items() if c == "scale"] == ["share_mlp.w2.bias@0", "share_mlp.w2.bias@1"]
+    order = list(ops)
+    adds = [o for o in order if ops[o] == "add" and any(r.startswith("mlp.w2.bias_share")
+                                                         for o2, _, r in facts(out, "reads") if o2 == o)]
+    assert len(adds) == 2 and all(order.index(a) < order.index(next(o for o in order if o.startswith("reducescatter")))
+                                  for a in adds)
 
 
 def test_sequence_parallel_at_tp4_runs_on_the_simulator(cli, imported):
@@ -134,7 +152,7 @@ def test_the_report_line(cli, tmp_path):
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == f"import {path} (recipe) -> {tmp_path / 'p'}: TP 2, x [2, 4, 16]"
-    assert lines[1].startswith("16 statements (1 fold: 1 all-reduce), ")
+    assert lines[1].startswith("20 statements (1 fold: 1 all-reduce), ")
     assert "trace" in lines[2] and "verify" in lines[2] and lines[2].endswith(" s)")
     assert lines[3] == "the check's second input drawn by tprules (inputs() takes no seed)"
     status, out, _ = cli("import", "torch", path, "--tp", "2", "--out", tmp_path / "p", "--format", "json")

@@ -98,6 +98,18 @@ class Normed(nn.Module):
         return self.out_norm(h)
 
 
+class Headed(nn.Module):
+    """An MLP with biases, then a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+
+    def forward(self, x):
+        return self.head(self.mlp(x))
+
+
 class Gate(nn.Module):
     def __init__(self):
         super().__init__()
@@ -120,7 +132,7 @@ class Gated(nn.Module):
 
 def build(kind: str) -> nn.Module:
     torch.manual_seed(0)
-    model = {"mlp": MLP, "lm": LM, "normed": Normed, "gated": Gated}[kind]()
+    model = {"mlp": MLP, "lm": LM, "normed": Normed, "gated": Gated, "headed": Headed}[kind]()
     with torch.no_grad():  # norms off their ones: a weight read on the wrong chip shows
         for name, p in model.named_parameters():
             if "norm" in name:

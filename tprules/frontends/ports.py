@@ -66,6 +66,8 @@ class Ports:
 
         def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str: ...
 
+        def _share(self, value: str, module: str, s: Style) -> str: ...
+
     def __init__(self, args: dict[str, list] | None):
         self.args = args or {}  # module path → whole shape of each positional argument (None: not a tensor)
         self.ported = False
@@ -178,6 +180,23 @@ class Ports:
             return self._split(name, prefix, s, axis)
         raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: its {what} {name} is {describe(p)}; {layout} "
                            "needs an all-to-all, which tprules does not import")
+
+    def _partial_bias(self, reads: list[str], module: str) -> tuple[list[str], bool]:
+        """A rowwise linear's bias added to its partial sum: DTensor keeps the sum partial
+        through the add (the bias a partial too: each chip adds 1 / N of it), so that the
+        output layout's collective comes after it (a reduce-scatter stays one). The reads,
+        and whether the add keeps the partial."""
+        places = [self.place[r] for r in reads]
+        rowwise = next((s for _, s in self.styled(module) if s.ported), None)
+        if rowwise is None or rowwise.weight != "rowwise" or len(reads) != 2 or \
+                sum(isinstance(p, Partial) for p in places) != 1:
+            return reads, False
+        bias = next(r for r, p in zip(reads, places) if not isinstance(p, Partial))
+        if not isinstance(self.place[bias], Replicate) or self.g.values[bias].role != "weight":
+            return reads, False
+        module_of = next(prefix for prefix, s in self.styled(module) if s is rowwise)
+        shared = self._share(bias, module_of, rowwise)
+        return [shared if r == bias else r for r in reads], True
 
     def _reduce_scatter(self, value: str, axis: int, module: str) -> str:
         """Partial → Shard(axis): the sum's fold, read only by chip k's slice of block k."""
