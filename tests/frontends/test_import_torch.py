@@ -176,3 +176,18 @@ def test_a_value_of_the_input_is_never_folded(imported):
     assert "tokens" not in report.folded and all("embedding" not in f for f in report.folded)
     reads = {t for _, _, t in facts(out, "reads")}
     assert "tokens" in reads
+
+
+@pytest.mark.parametrize("cls", ["rmsnorm", "layernorm", "add", "mul", "mean", "softmax"])
+def test_a_sequence_shard_runs_per_chip_through_norms_and_residuals(cls):
+    """Shard(1) of [batch, seq, hidden] flows through the row and elementwise classes as it is."""
+    from tprules.frontends.placement import REPLICATE, Shard, plain
+    from tprules.frontends.sharding import rule
+
+    seq = Shard((plain(1, 2, 8),))
+    x, w = (2, 8, 16), (16,)
+    out = (2, 8, 1) if cls == "mean" else x
+    operands = {"add": ([seq, seq], [x, x]), "mul": ([seq, REPLICATE], [x, w])}.get(cls, ([seq, REPLICATE], [x, w]))
+    if cls in ("mean", "softmax"):
+        operands = ([seq], [x])
+    assert rule(cls)({}, *operands, out, 2) == seq
