@@ -68,8 +68,8 @@ class Ports:
 
         def _share(self, value: str, module: str, s: Style) -> str: ...
 
-    def __init__(self, args: dict[str, list] | None):
-        self.args = args or {}  # module path → whole shape of each positional argument (None: not a tensor)
+    def __init__(self, args: dict[str, list[list]] | None):
+        self.args = args or {}  # module path → each call's whole shape of each positional argument (None: not a tensor)
         self.ported = False
         self.dtensor: set[str] = set()  # values torch holds as DTensors (redistributed from their real placement)
         self.left: dict[tuple[str, str], str] = {}  # (value, module it leaves) → what readers outside read
@@ -119,8 +119,9 @@ class Ports:
     def _input_index(self, prefix: str, s: Style, value: str) -> int | None:
         """Which positional argument of the module `value` is (None: one the style leaves alone)."""
         shape = tuple(self.g.values[value].shape)
-        shapes = self.args.get(prefix, [])
-        found = [i for i, port in enumerate(s.inputs) if port is not None and i < len(shapes) and shapes[i] == shape]
+        calls = self.args.get(prefix, [])
+        found = [i for i, port in enumerate(s.inputs) if port is not None
+                 and any(i < len(shapes) and shapes[i] == shape for shapes in calls)]
         if len(found) > 1:
             raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: its inputs {found[0]} and {found[1]} both have "
                                f"shape {list(shape)}; which one {value} is cannot be told from the trace")

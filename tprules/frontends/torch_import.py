@@ -96,17 +96,18 @@ def _tuple(args) -> tuple:
     return args if isinstance(args, tuple) else tuple(args) if isinstance(args, list) else (args,)
 
 
-def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list], object]:
+def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list[list]], object]:
     """The module's own forward on `args`, and the whole shape of each positional argument of
-    every styled module (None: not a tensor)."""
+    every styled module in each of its calls (None: not a tensor)."""
     import torch
 
-    shapes: dict[str, list] = {}
+    shapes: dict[str, list[list]] = {}
     hooks = []
     modules = dict(model.named_modules())
     for path in styles:
-        def record(_, inputs, path=path):
-            shapes.setdefault(path, [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in inputs])
+        def record(_, inputs, path=path):  # each call's (a module called twice: both)
+            shapes.setdefault(path, []).append([tuple(a.shape) if isinstance(a, torch.Tensor) else None
+                                                for a in inputs])
         hooks.append(modules[path].register_forward_pre_hook(record))
     try:
         with torch.no_grad():
