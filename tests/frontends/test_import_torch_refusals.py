@@ -114,3 +114,14 @@ def test_a_broken_recipe_is_one_line_at_its_file(cli, tmp_path, case):
     assert (status, out) == (2, "")
     assert err == f"{path}:{line}\n"
     assert not (tmp_path / "p").exists()
+
+
+def test_a_recipe_may_define_a_dataclass(cli, tmp_path):
+    """torchtitan's ModelArgs is a dataclass: the recipe is loaded as an imported module is
+    (dataclasses resolves string annotations through sys.modules)."""
+    path = _recipe(tmp_path, "from __future__ import annotations\n" + GOOD +
+                   "from dataclasses import dataclass\n\n@dataclass\nclass Args:\n    dim: int = 4\n\n"
+                             "def model():\n    return torch.nn.Linear(Args().dim, 4)\n\n"
+                             "def inputs():\n    return (torch.ones(2, 4),)\n\nPLAN = {}\n")
+    status, out, err = cli("import", "torch", path, "--tp", "2", "--out", tmp_path / "p")
+    assert status == 0, err

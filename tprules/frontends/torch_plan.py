@@ -56,9 +56,11 @@ def load_recipe(path) -> Recipe:
     module = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     sys.path.insert(0, folder)
+    sys.modules[spec.name] = module  # as an import would: a dataclass of the recipe looks its module up there
     try:
         spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - a user's file raises anything
+        sys.modules.pop(spec.name, None)
         raise _failed(path, "the recipe fails to import", err) from None
     finally:
         if folder in sys.path:
