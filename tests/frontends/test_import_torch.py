@@ -112,6 +112,13 @@ def test_a_rowwise_bias_is_added_to_the_partial_sums_before_the_collective(impor
                                   for a in adds)
 
 
+def test_tp1_is_the_plain_program(tmp_path):
+    from tprules.frontends.torch_import import import_torch
+
+    report = import_torch(write_recipe(tmp_path, "lm", TITAN), 1, tmp_path / "p")
+    assert report.folds == 0 and not any(facts(tmp_path / "p", "placed"))  # every tensor on the spine
+
+
 def test_sequence_parallel_at_tp4_runs_on_the_simulator(cli, imported):
     out, _ = imported("lm_torchtitan", 4)
     assert folds(out) == CASES["lm_torchtitan"][2]
