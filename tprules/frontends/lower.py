@@ -49,7 +49,10 @@ class Lowerer:
                 name = INPUT if self.input_names is None else self.input_names[n.name]
                 self.names[n] = self.graph.add_value(Tensor(name, self.shape(n), self.dtype(n), role="input"))
             elif n.op == "call_function" and n in self.c.dynamic:
-                self.module = _module(n) or self.module
+                # a causal LM's top-level op is counted in the module before it; a module's
+                # forward (import torch) has its own top-level statements, at the root ("")
+                top = self.input_names is not None and n.meta.get("nn_module_stack") is not None
+                self.module = _module(n) if top else _module(n) or self.module
                 if n.target in self.table.skip:
                     continue
                 if _is_empty(n) and n.target not in self.table.cat:

@@ -66,8 +66,10 @@ class Ports:
 
         def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str: ...
 
-    def __init__(self, args: dict[str, list] | None):
-        self.args = args or {}  # module path → whole shape of each positional argument (None: not a tensor)
+        def _share(self, value: str, module: str, s: Style) -> str: ...
+
+    def __init__(self, args: dict[str, list[list]] | None):
+        self.args = args or {}  # module path → each call's whole shape of each positional argument (None: not a tensor)
         self.ported = False
         self.dtensor: set[str] = set()  # values torch holds as DTensors (redistributed from their real placement)
         self.left: dict[tuple[str, str], str] = {}  # (value, module it leaves) → what readers outside read
@@ -87,6 +89,8 @@ class Ports:
             self.dtensor.add(writes)
 
     def _ports_leaving(self, value: str, reader: str) -> str:
+        if self.tp == 1:
+            return value  # on one chip every layout is the whole value
         name = value
         for prefix, s in self.styled(self.g.values[value].module or ""):  # innermost first
             if _under(reader, prefix):
@@ -117,8 +121,9 @@ class Ports:
     def _input_index(self, prefix: str, s: Style, value: str) -> int | None:
         """Which positional argument of the module `value` is (None: one the style leaves alone)."""
         shape = tuple(self.g.values[value].shape)
-        shapes = self.args.get(prefix, [])
-        found = [i for i, port in enumerate(s.inputs) if port is not None and i < len(shapes) and shapes[i] == shape]
+        calls = self.args.get(prefix, [])
+        found = [i for i, port in enumerate(s.inputs) if port is not None
+                 and any(i < len(shapes) and shapes[i] == shape for shapes in calls)]
         if len(found) > 1:
             raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: its inputs {found[0]} and {found[1]} both have "
                                f"shape {list(shape)}; which one {value} is cannot be told from the trace")
@@ -136,6 +141,8 @@ class Ports:
                                    "torch would run a program other than the model's (a layout the importer cannot "
                                    "import faithfully)")
         out = name if port.desired is None else self._redistribute(name, port.desired, prefix, s, what, in_place)
+        if not in_place and out == name:
+            return out  # the same value is read outside the module too, as it was (plain or not)
         if port.local:
             self.dtensor.discard(out)
         else:
@@ -176,6 +183,23 @@ class Ports:
             return self._split(name, prefix, s, axis)
         raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: its {what} {name} is {describe(p)}; {layout} "
                            "needs an all-to-all, which tprules does not import")
+
+    def _partial_bias(self, reads: list[str], module: str) -> tuple[list[str], bool]:
+        """A rowwise linear's bias added to its partial sum: DTensor keeps the sum partial
+        through the add (the bias a partial too: each chip adds 1 / N of it), so that the
+        output layout's collective comes after it (a reduce-scatter stays one). The reads,
+        and whether the add keeps the partial."""
+        places = [self.place[r] for r in reads]
+        rowwise = next((s for _, s in self.styled(module) if s.ported), None)
+        if rowwise is None or rowwise.weight != "rowwise" or len(reads) != 2 or \
+                sum(isinstance(p, Partial) for p in places) != 1:
+            return reads, False
+        bias = next(r for r, p in zip(reads, places) if not isinstance(p, Partial))
+        if not isinstance(self.place[bias], Replicate) or self.g.values[bias].role != "weight":
+            return reads, False
+        module_of = next(prefix for prefix, s in self.styled(module) if s is rowwise)
+        shared = self._share(bias, module_of, rowwise)
+        return [shared if r == bias else r for r in reads], True
 
     def _reduce_scatter(self, value: str, axis: int, module: str) -> str:
         """Partial → Shard(axis): the sum's fold, read only by chip k's slice of block k."""

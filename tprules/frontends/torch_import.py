@@ -52,7 +52,8 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
         for k in sizes:
             if not accepts(recipe, "inputs", k):
                 raise recipe.fail(f"--{k} given, but inputs() takes no {k}")
-        with torch.device("meta") if no_data else nullcontext():
+        device = torch.device("meta") if no_data else nullcontext()  # tensors a forward makes are meta too
+        with device:
             model = call(recipe, "model")
             args = _tuple(call(recipe, "inputs", **sizes))
         if not isinstance(model, torch.nn.Module):
@@ -60,9 +61,15 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
         model.eval()
         styles = read_plan(recipe, model)
         clock.tick("model")
-        shapes, output = _run(recipe, model, args, styles)
-        clock.tick("forward")
-        built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
+        with device:
+            shapes, output = _run(recipe, model, args, styles)
+            clock.tick("forward")
+            try:
+                built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
+            except ImportFailed as err:
+                if err.pos is None:  # the trace's, the lowering's and the sharding's: at the recipe
+                    err.pos = recipe.where()
+                raise
         data, expected = {}, {}
         if not no_data:
             data = program_data(built, tp, {names[i]: _numpy(a) for i, a in enumerate(args) if i in names})
@@ -89,17 +96,18 @@ def _tuple(args) -> tuple:
     return args if isinstance(args, tuple) else tuple(args) if isinstance(args, list) else (args,)
 
 
-def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list], object]:
+def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list[list]], object]:
     """The module's own forward on `args`, and the whole shape of each positional argument of
-    every styled module (None: not a tensor)."""
+    every styled module in each of its calls (None: not a tensor)."""
     import torch
 
-    shapes: dict[str, list] = {}
+    shapes: dict[str, list[list]] = {}
     hooks = []
     modules = dict(model.named_modules())
     for path in styles:
-        def record(_, inputs, path=path):
-            shapes.setdefault(path, [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in inputs])
+        def record(_, inputs, path=path):  # each call's (a module called twice: both)
+            shapes.setdefault(path, []).append([tuple(a.shape) if isinstance(a, torch.Tensor) else None
+                                                for a in inputs])
         hooks.append(modules[path].register_forward_pre_hook(record))
     try:
         with torch.no_grad():

@@ -56,9 +56,11 @@ def load_recipe(path) -> Recipe:
     module = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     sys.path.insert(0, folder)
+    sys.modules[spec.name] = module  # as an import would: a dataclass of the recipe looks its module up there
     try:
         spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - a user's file raises anything
+        sys.modules.pop(spec.name, None)
         raise _failed(path, "the recipe fails to import", err) from None
     finally:
         if folder in sys.path:
@@ -157,7 +159,7 @@ def torch_style(recipe: Recipe, path: str, style, module, nn) -> Style:
             return REPLICATED
         if type(p) is Shard:
             return Layout(int(p.dim))
-        raise fail(f"{what} {p} is a layout tprules does not import (Shard(d) and Replicate() are)")
+        raise fail(f"{what} {type(p).__name__}() is a layout tprules does not import (Shard(d) and Replicate() are)")
 
     def one(layouts, what: str) -> Layout | None:
         return layout(layouts[0], what)

@@ -145,8 +145,7 @@ class Sharder(Ports):
         for st in self.g.stmts:
             self._statement(st)
         output = self.g.output
-        self._leaving(output, "")
-        out = self.place[output]
+        out = self.place[self._leaving(output, "")]  # (a torch output port may leave it in blocks of its own)
         if isinstance(out, Partial):
             self._fold(output)
         elif isinstance(out, Shard) and self.ported:
@@ -212,10 +211,10 @@ class Sharder(Ports):
         """A replicated value entering a module whose style splits its input: its slices (a
         torch style's input port: its redistribution)."""
         v = self.g.values[value]
+        if self.ported and self.tp > 1 and v.role != "weight":  # a folded constant may be a module's input too
+            return self._ports_entering(value, reader)
         if v.role not in ("activation", "input") or self.tp == 1:
             return value  # on one chip every value is whole
-        if self.ported:
-            return self._ports_entering(value, reader)
         if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
             return self._whole(value, set())
         for prefix, s in self.styled(reader):
@@ -379,6 +378,8 @@ class Sharder(Ports):
         left = [self._leaving(r, module) for r in st.reads]
         reads = [self._entering(r, module) for r in left]
         keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
+        if self.ported and not keep and st.cls == Ops.ADD:
+            reads, keep = self._partial_bias(reads, module)
         for r in reads:
             if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
