@@ -9,7 +9,7 @@ on a small torchtitan-style Llama (facts/recipes/llama3_debug.py), through
   sums reduce-scattered, the final norm's output all-gathered into the output projection
   and its vocabulary shards all-gathered; no all-reduce;
 - the norms and residuals run on sequence shards;
-- the simulator (TP 2) and two MPI ranks (TP 2) give the same output;
+- the simulator (TP 2) and two MPI ranks (TP 2 and 4) give the same output;
 - torch.repeat_interleave of the KV heads imports as the same program as torchtitan's
   expand-and-reshape.
 """
@@ -172,9 +172,10 @@ def test_the_simulator_gives_the_module_forward(imported, forward, tmp_path):
 
 
 @mpi
-def test_two_mpi_ranks_give_the_module_forward(imported, forward, tmp_path):
-    report = _checked_run(imported(2), tmp_path / "out", forward, "--ranks", "2")
-    assert [r["chips"] for r in report["ranks"]] == [[0], [1]]
+@pytest.mark.parametrize("tp", [2, 4])
+def test_two_mpi_ranks_give_the_module_forward(imported, forward, tp, tmp_path):
+    report = _checked_run(imported(tp), tmp_path / "out", forward, "--ranks", "2")
+    assert [r["chips"] for r in report["ranks"]] == [list(range(r, tp, 2)) for r in range(2)]
 
 
 def test_repeat_interleave_of_the_kv_heads_imports_as_the_same_program(imported, forward, tmp_path):
