@@ -56,6 +56,21 @@ def _complex_rotary(m, x):  # DeepSeek-V2's apply_rotary_emb: pairs as complex n
     return torch.view_as_real(z * table).flatten(2) * 2
 
 
+class _Table(torch.nn.Module):
+    """torchtitan's rotary table: a complex64 buffer from torch.polar, sliced to the sequence."""
+
+    def __init__(self):
+        super().__init__()
+        angles = torch.outer(torch.arange(6.0), torch.tensor([1.0, 0.3]))
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+
+
+def _torchtitan_rotary(m, x):  # torchtitan's apply_rotary_emb: [..., -1, 2] pairs, a broadcast table, flatten(3)
+    q = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2)[None])  # [1, 2, 3, 2]: seq 2, 3 heads
+    table = m.table.freqs_cis[0:2].view(1, 2, 1, 2)
+    return torch.view_as_real(q * table).flatten(3).type_as(x)[0]
+
+
 # name → (function, a class its statements must use)
 CASES = {
     "ge": (lambda m, x: (x >= 0.1).float() * x, "greater_equal"),
@@ -90,6 +105,14 @@ CASES = {
     "full_like": (lambda m, x: torch.full_like(x, 2.0) * x + torch.zeros_like(x), "mul"),
     "minus_inf_mask": (lambda m, x: x.masked_fill(x > 0.3, -torch.inf).exp(), "where"),
     "complex_rotary": (_complex_rotary, "sub"),
+    "torchtitan_rotary": (_torchtitan_rotary, "sub"),
+    "any_last_kept": (lambda m, x: (x > 0.3).any(-1, keepdim=True).float() * x, "amax"),
+    "any_middle": (lambda m, x: (x > 0.3).any(dim=1).float(), "amax"),
+    "any_all": (lambda m, x: (x > 2.5).any().float() + x, "amax"),
+    "causal_sdpa": (lambda m, x: torch.nn.functional.scaled_dot_product_attention(x[None], x[None] * 2, x[None],
+                                                                                  is_causal=True)[0], "softmax"),
+    "repeat_interleave_heads": (lambda m, x: x.reshape(2, 3, 1, 5).repeat_interleave(2, dim=2).flatten(2) * 2,
+                                "expand"),
     "causal_conv": (_causal_conv, "conv1d"),
     "grouped_conv": (_grouped_conv, "conv1d"),
     # routing: a max's index, a gather at the top-k, a scatter of a value or a source, a clamp to a tensor
@@ -113,13 +136,26 @@ CASES = {
 def test_a_lowering_computes_what_torch_computes(name):
     fn, cls = CASES[name]
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 4) if name == "complex_rotary" else torch.randn(2, 3, 5)
+    x = torch.randn(2, 3, 4) if "rotary" in name else torch.randn(2, 3, 5)
     weights = {"complex_rotary": torch.randn(3, 2) * 3}
     m = Fn(fn, weights.get(name, torch.randn(3, 1, 4) if "conv" in name else None))
+    if name == "torchtitan_rotary":
+        m.table = _Table()
     graph, program, want = lower_module(m, x)
     assert cls in {s.cls for s in graph.stmts}
     got = evaluate(graph, program, x)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_safe_softmax_zeros_are_one_broadcast_value():
+    """SDPA's `where(fully masked row, full_like(p, 0), p)`: the zeros a constant of p's rank with
+    every axis 1 (a chip holding a block of the heads needs no slice of a whole [.., S, S] copy)."""
+    def fn(m, x):
+        return torch.nn.functional.scaled_dot_product_attention(x[None], x[None], x[None], is_causal=True)[0]
+
+    graph, _, _ = lower_module(Fn(fn), torch.randn(2, 3, 5))
+    (zeros,) = [s.reads[1] for s in graph.stmts if s.cls == "where"]
+    assert graph.values[zeros].role == "folded" and graph.values[zeros].shape == (1, 1, 1, 1)
 
 
 def test_no_tensor_is_written_twice_by_a_slice_write():

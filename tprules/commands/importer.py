@@ -31,10 +31,25 @@ def add_parser(sub):
                          "torch's forward (nothing to check under --no-data)")
     common.add_format(hf)
     common.add_show(hf)
+    tt = frontends.add_parser("torch", help="a module and its TP plan in torch's own API (a recipe file)")
+    tt.add_argument("recipe", metavar="RECIPE.py", help="defines model(), inputs() and PLAN (parallelize_module's dict)")
+    tt.add_argument("--tp", type=int, required=True, metavar="N", help="chips")
+    tt.add_argument("--out", required=True, metavar="DIR", help="the program folder to write (replaced if an earlier import)")
+    tt.add_argument("--seq", type=int, metavar="S", help="passed to inputs(seq=S)")
+    tt.add_argument("--batch", type=int, metavar="B", help="passed to inputs(batch=B)")
+    tt.add_argument("--no-data", action="store_true",
+                    help="facts only: model() and inputs() on meta tensors, no data/ and no expected/")
+    tt.add_argument("--no-verify", action="store_true",
+                    help="skip the check before writing: the program's reference on a second input against "
+                         "the module's forward (nothing to check under --no-data)")
+    common.add_format(tt)
+    common.add_show(tt)
     return p
 
 
 def run(args) -> int:
+    if args.frontend == "torch":
+        return _run_torch(args)
     from ..frontends.importer import import_hf
     from ..progress import Progress
 
@@ -48,7 +63,7 @@ def run(args) -> int:
                           "layer_kinds": report.kinds, "traced_layers": report.traced,
                           "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
         return 0
-    timing = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
+    timing = _timing(report)
     sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: TP {report.tp}, "
                      f"batch {args.batch}, seq {args.seq}{'' if not args.no_data else ', facts only'}\n"
                      f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
@@ -62,3 +77,38 @@ def _layers(report) -> str:
         return ""
     kinds = "1 layer kind" if report.kinds == 1 else f"{report.kinds} layer kinds"
     return f"{kinds}: {report.traced} layers traced, the rest stamped\n"
+
+
+def _timing(report) -> str:
+    return ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
+
+
+KINDS = (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter"), ("all_reduce", "all-reduce"))
+
+
+def _run_torch(args) -> int:
+    from ..frontends.torch_import import import_torch
+    from ..progress import Progress
+
+    report = import_torch(args.recipe, args.tp, args.out, seq=args.seq, batch=args.batch, no_data=args.no_data,
+                          verify=not args.no_verify, progress=Progress())
+    collectives = report.collectives or {}
+    if args.format == "json":
+        common.emit_json({"out": str(report.out), "recipe": report.architecture, "tp": report.tp,
+                          "inputs": report.inputs, "statements": report.statements, "candidates": report.candidates,
+                          "tensors": report.tensors, "folds": report.folds, "collectives": collectives,
+                          "folded": report.folded, "second_input_drawn": report.drawn,
+                          "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
+        return 0
+    shapes = ", ".join(f"{name} {shape}" for name, shape in (report.inputs or {}).items())
+    kinds = ", ".join(f"{collectives[k]} {word}{'s' if collectives[k] != 1 else ''}" for k, word in KINDS
+                      if collectives.get(k))
+    plural = "" if report.folds == 1 else "s"
+    drawn = "the check's second input drawn by tprules (inputs() takes no seed)\n" if report.drawn else ""
+    sys.stdout.write(f"import {args.recipe} ({report.architecture}) -> {report.out}: TP {report.tp}, "
+                     f"{shapes or 'no tensor inputs'}{'' if not args.no_data else ', facts only'}\n"
+                     f"{report.statements} statements ({report.folds} fold{plural}{': ' + kinds if kinds else ''}), "
+                     f"{report.candidates} candidates, {report.tensors} tensors; "
+                     f"folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
+                     f"{_timing(report)} (total {report.total_s:.2f} s)\n{drawn}")
+    return 0

@@ -31,6 +31,12 @@ in program/, runtime/ or codegen/ knows where a program came from.
                  a temporary folder renamed into place at the end.
 
 `importer.import_hf` is the driver.
+
+`tprules import torch RECIPE.py --tp N --out DIR` runs the same passes from a module and a
+plan in torch's own API (`torch_import.import_torch`, the driver): torch_plan.py loads the
+recipe (`model()`, `inputs()`, `PLAN`) and reads each ParallelStyle as a Style whose ports
+(styles.py) state its layouts; trace.export traces the forward; tp.py's Sharder turns each
+port's change of layout into the collective DTensor inserts (ports.py).
 """
 
 from .errors import ImportFailed, MissingExtra

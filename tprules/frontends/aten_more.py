@@ -119,6 +119,19 @@ def register(table: OpTable, aten) -> None:
     def amax(ctx, n):
         over_axes(ctx, n, n.args[0], arg(n, 1, "dim", []), arg(n, 2, "keepdim", False), "amax")
 
+    @lowering(aten.any.dim, aten.any.dims, aten.any.default)
+    def any_(ctx, n):
+        """Whether any boolean along the axes holds (SDPA's check for a fully masked row): the
+        booleans as floats, their maximum over the axes (`over_axes`), greater than 0."""
+        x = n.args[0]
+        boolean(ctx, n, x)
+        dims = arg(n, 1, "dim", None)
+        dims = [dims] if isinstance(dims, int) else dims
+        floats = ctx.part(n, "float", "cast", [x], ctx.shape(x), "f32")
+        most = _Reduced(n, "most", "f32")
+        over_axes(ctx, most, floats, dims, arg(n, 2, "keepdim", False), "amax")
+        ctx.emit(n, "greater", [ctx.names[most]], value="0.0")
+
     @lowering(aten.sum.dim_IntList)
     def sum_dims(ctx, n):
         """A sum over one axis of at most SUM_SLICES: slices and an n-ary sum (exact, any
@@ -153,7 +166,7 @@ def register(table: OpTable, aten) -> None:
         if order != 2:
             ctx.unsupported(n, f"a vector norm of order {order} (imported: the 2-norm)")
         squares = ctx.part(n, "squares", "pow", [x], ctx.shape(x), exponent="2.0")
-        sums = _Sum(n)
+        sums = _Reduced(n, "sum")
         over_axes(ctx, sums, squares, arg(n, 2, "dim", None), arg(n, 3, "keepdim", False), "sum")
         ctx.emit(n, "pow", [ctx.names[sums]], exponent="0.5")
 
@@ -226,13 +239,20 @@ def register(table: OpTable, aten) -> None:
     @lowering(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default, aten.new_zeros.default,
               aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.empty_like.default)
     def filled_like(ctx, n):
-        """A tensor of one value that reads x only for its shape: a constant (empty ones hold zeros)."""
+        """A tensor of one value that reads x only for its shape: a constant (empty ones hold zeros).
+        Read only by `where(c, full_like(x, v), x)` (torch's safe softmax: 0 for a row that is
+        all −inf), the constant is v in x's rank, every axis 1, which the where broadcasts: not a
+        whole [.., S, S] copy that a chip holding a block of the heads would slice once and every
+        layer then read."""
         value = {aten.full_like.default: lambda: arg(n, 1, "fill_value"), aten.new_full.default:
                  lambda: arg(n, 2, "fill_value"), aten.ones_like.default: lambda: 1.0,
                  aten.new_ones.default: lambda: 1.0}.get(n.target, lambda: 0.0)()
         if ctx.is_tensor(value):
             ctx.unsupported(n, "a fill value that is a tensor")
-        ctx.alias(n, ctx.filled(ctx.shape(n), ctx.dtype(n), float(value)))
+        shape = ctx.shape(n)
+        if _chosen_against_its_source(aten, n):
+            shape = (1,) * len(shape)
+        ctx.alias(n, ctx.filled(shape, ctx.dtype(n), float(value)))
 
     @lowering(aten.constant_pad_nd.default)
     def pad(ctx, n):
@@ -282,6 +302,18 @@ def register(table: OpTable, aten) -> None:
         _write_region(ctx, n, base, src, axis, region.start, region.stop)
 
 
+def _chosen_against_its_source(aten, n) -> bool:
+    """Whether fill `n` of x's shape is read only by `where(c, n, x)` or `where(c, x, n)` of that shape."""
+    users = list(n.users)
+    if len(users) != 1 or users[0].target != aten.where.self or n.target not in (aten.full_like.default,
+                                                                                  aten.zeros_like.default):
+        return False
+    where = users[0]
+    values = list(where.args[1:3])
+    return n in values and values[1 - values.index(n)] is n.args[0] and \
+        tuple(where.meta["val"].shape) == tuple(n.meta["val"].shape)
+
+
 def _convolution(ctx, n) -> None:
     """aten.convolution: the class conv1d where it is one (1-D, stride 1, dilation 1, the same
     zero padding on both sides, not transposed); any other refused in one line naming its
@@ -314,8 +346,16 @@ def _write_region(ctx, n, base, src, axis: int, start: int, end: int) -> None:
     ctx.emit(n, "cat", parts, axis=axis)
 
 
-class _Sum:
-    """The sum of squares inside a vector norm: a node of its own for the reduction's parts."""
+class _Reduced:
+    """A reduction inside a lowering (a vector norm's sum of squares, `any`'s maximum): a node
+    of its own for the reduction's parts, named `n__tag`, of n's shape and dtype or `dtype`."""
 
-    def __init__(self, n):
-        self.name, self.meta, self.target = f"{n.name}__sum", n.meta, n.target
+    def __init__(self, n, tag: str, dtype: str | None = None):
+        self.name, self.meta, self.target = f"{n.name}__{tag}", n.meta, n.target
+        if dtype is not None:
+            import torch
+
+            from .aten_table import DTYPES
+
+            torch_dtype = getattr(torch, next(k for k, v in DTYPES.items() if v == dtype))
+            self.meta = {**n.meta, "val": torch.empty(tuple(n.meta["val"].shape), dtype=torch_dtype, device="meta")}

@@ -23,6 +23,7 @@ class Graph:
     values: dict[str, Tensor] = field(default_factory=dict)
     stmts: list[Statement] = field(default_factory=list)
     folded: dict[str, object] = field(default_factory=dict)  # folded value → its fx node (to compute it)
+    output: str = OUTPUT  # the forward's output (a causal LM's logits)
 
     def add_value(self, value: Tensor) -> str:
         self.values.setdefault(value.name, value)

@@ -36,6 +36,9 @@ class ImportReport:
     seconds: dict[str, float] = field(default_factory=dict)
     kinds: int | None = None  # layer kinds traced once each (None: every layer traced)
     traced: int | None = None  # decoder layers traced
+    collectives: dict[str, int] | None = None  # import torch: how many folds of each collective kind
+    inputs: dict[str, list[int]] | None = None  # import torch: each program input's shape
+    drawn: bool = False  # import torch: the check's second input drawn by tprules (inputs() takes no seed)
 
     @property
     def total_s(self) -> float:
@@ -236,16 +239,25 @@ def _data(src, model, built: _Built, tp, batch, seq, seed):
     """Every input's values (a split weight one file per chip), and torch's own logits."""
     import torch
 
-    from .placement import Replicate
-
     vocab = int(src.config.vocab_size)
     ids = np.random.default_rng(seed).integers(0, vocab, size=(batch, seq)).astype(np.int64)
+    data = program_data(built, tp, {INPUT: ids})
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(ids), use_cache=False).logits
+    return data, {OUTPUT: _numpy(logits)}
+
+
+def program_data(built: _Built, tp: int, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every program input's values: `inputs` (program input → its whole value), the weights
+    and the folded constants, a split one as one file per chip."""
+    from .placement import Replicate
+
     data = {}
     memos: dict = {}
     c = built.constants
     for name, v, placement, rename in built.inputs:
         if v.role == "input":
-            whole = ids
+            whole = inputs[name]
         elif v.role == "weight":
             whole = _numpy(c.weight(name))
         elif rename is None:
@@ -256,9 +268,7 @@ def _data(src, model, built: _Built, tp, batch, seq, seed):
         for local, chip in chips:
             part = whole if chip is None else placement.slice_of(whole, chip, tp)
             data[local] = np.array(part, order="C")  # (ascontiguousarray makes a scalar 1-D)
-    with torch.no_grad():
-        logits = model(input_ids=torch.from_numpy(ids), use_cache=False).logits
-    return data, {OUTPUT: _numpy(logits)}
+    return data
 
 
 def _numpy(t) -> np.ndarray:
@@ -334,4 +344,4 @@ class _Clock:
             self.seconds[to] = self.seconds.get(to, 0.0) + seconds
 
 
-__all__ = ["INPUT", "OUTPUT", "ImportReport", "import_hf"]
+__all__ = ["INPUT", "OUTPUT", "ImportReport", "import_hf", "program_data"]

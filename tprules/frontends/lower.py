@@ -20,7 +20,8 @@ from .graph import INPUT, OUTPUT, Graph, Statement, Tensor
 class Lowerer:
     """The traced program as statements of registry classes (a `Graph`)."""
 
-    def __init__(self, program, constants: Constants, arch: str, table: Lowerings | OpTable | None = None):
+    def __init__(self, program, constants: Constants, arch: str, table: Lowerings | OpTable | None = None,
+                 inputs: dict[str, str] | None = None, output: str = OUTPUT):
         self.table: Lowerings | OpTable = op_table() if table is None else table
         self.program = program
         self.c = constants
@@ -35,16 +36,23 @@ class Lowerer:
         self.empty: set = set()  # nodes of an empty tensor (a full-width rotary's pass-through slice)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
+        # a module's forward (import torch): each placeholder of a user input → its program input's name
+        self.input_names = inputs
+        self.graph.output = output
 
     def run(self) -> Graph:
         for n in self.program.graph_module.graph.nodes:
             self.at_node(n)
             if n.op == "placeholder" and n in self.c.dynamic:
-                if len(self.c.user_inputs) != 1:
+                if self.input_names is None and len(self.c.user_inputs) != 1:
                     raise ImportFailed(f"{self.arch}: the forward takes {len(self.c.user_inputs)} inputs; expected input_ids")
-                self.names[n] = self.graph.add_value(Tensor(INPUT, self.shape(n), self.dtype(n), role="input"))
+                name = INPUT if self.input_names is None else self.input_names[n.name]
+                self.names[n] = self.graph.add_value(Tensor(name, self.shape(n), self.dtype(n), role="input"))
             elif n.op == "call_function" and n in self.c.dynamic:
-                self.module = _module(n) or self.module
+                # a causal LM's top-level op is counted in the module before it; a module's
+                # forward (import torch) has its own top-level statements, at the root ("")
+                top = self.input_names is not None and n.meta.get("nn_module_stack") is not None
+                self.module = _module(n) if top else _module(n) or self.module
                 if n.target in self.table.skip:
                     continue
                 if _is_empty(n) and n.target not in self.table.cat:
@@ -56,7 +64,8 @@ class Lowerer:
                 self.current = n
                 fn(self, n)
         if self.output not in self.c.dynamic:
-            raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids")
+            raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids" if self.input_names is None else
+                               f"{self.arch}: the forward's output does not depend on its inputs")
         self._name_output(self.names[self.output])
         return self.graph
 
@@ -191,15 +200,17 @@ class Lowerer:
         self.names[n] = self.value(x)
 
     def _name_output(self, value: str) -> None:
-        """The forward's output is the tensor `logits`."""
+        """The forward's output is the tensor `logits` (a module's: the graph's `output`)."""
         g = self.graph
         writer = next((s for s in g.stmts if s.writes == value), None)
         if writer is None:
-            raise ImportFailed(f"{self.arch}: the logits are not computed by any statement")
+            raise ImportFailed(f"{self.arch}: the logits are not computed by any statement" if self.input_names is None
+                               else f"{self.arch}: the forward's output is not computed by any statement")
         old = g.values.pop(value)
-        g.values[OUTPUT] = Tensor(OUTPUT, old.shape, old.dtype, role=old.role, module=old.module)
-        g.stmts = [Statement(s.name, s.cls, tuple(OUTPUT if r == value else r for r in s.reads),
-                             OUTPUT if s.writes == value else s.writes, s.attrs, module=s.module, aten=s.aten)
+        out = g.output
+        g.values[out] = Tensor(out, old.shape, old.dtype, role=old.role, module=old.module)
+        g.stmts = [Statement(s.name, s.cls, tuple(out if r == value else r for r in s.reads),
+                             out if s.writes == value else s.writes, s.attrs, module=s.module, aten=s.aten)
                    for s in g.stmts]
 
 

@@ -22,11 +22,42 @@ split, and what happens at the module's boundary.
 
 A style tprules cannot import says why (`missing`); the importer names every such entry
 of a plan at once.
+
+torch's styles (`torch.distributed.tensor.parallel`, read by torch_plan.py) describe their
+boundary as DTensor does, one `Port` per positional input and per output: the layout torch
+takes a plain tensor to have (`given`, DTensor.from_local), the layout it redistributes to
+(`desired`), and whether it hands on a plain tensor (`use_local_output`). tp.py turns each
+change of layout into the collective DTensor inserts (a gather, a fold, a reduce-scatter, or
+each chip's slice).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A placement as a torch style names it: Replicate() (`dim` None) or Shard(dim)."""
+
+    dim: int | None = None
+
+    def __str__(self) -> str:
+        return "Replicate()" if self.dim is None else f"Shard({self.dim})"
+
+
+REPLICATED = Layout()
+
+
+@dataclass(frozen=True)
+class Port:
+    """One tensor at a module's boundary: a plain tensor is taken as `given` (None: the
+    value's real placement: a DTensor, or a module's own output), redistributed to `desired`
+    (None: left as it is), and handed on plain (`local`) or as a DTensor."""
+
+    given: Layout | None
+    desired: Layout | None
+    local: bool = True
 
 
 @dataclass(frozen=True)
@@ -38,6 +69,13 @@ class Style:
     linear: bool = False  # a partial stays partial through linear statements up to the boundary's fold
     share_input: bool = False  # each chip takes 1 / N of its replicated input (a partial)
     missing: str | None = None  # why it is not imported (None: it is)
+    inputs: tuple[Port | None, ...] = ()  # a torch style's positional inputs (None: left alone)
+    outputs: tuple[Port | None, ...] = ()  # a torch style's outputs
+
+    @property
+    def ported(self) -> bool:
+        """Whether the boundary is torch's (ports), not transformers' (output, split_input, ...)."""
+        return bool(self.inputs or self.outputs)
 
 
 STYLES = {s.name: s for s in [
@@ -76,4 +114,4 @@ def style(name: str) -> Style | None:
     return STYLES.get(name)
 
 
-__all__ = ["SPLIT_FACTOR", "STYLES", "Style", "style"]
+__all__ = ["Layout", "Port", "REPLICATED", "SPLIT_FACTOR", "STYLES", "Style", "style"]

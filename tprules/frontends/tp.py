@@ -21,9 +21,10 @@ from functools import cached_property
 from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
-from .graph import OUTPUT, Graph, Statement, Tensor
+from .graph import Graph, Statement, Tensor
 from .hf import generic_path, plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
+from .ports import Ports
 from .sequence import check_token_wise
 from .sharding import (
     PARTIAL_THROUGH,
@@ -122,8 +123,9 @@ def _under(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-class Sharder:
-    def __init__(self, graph: Graph, tp: int, arch: str, styles=None):
+class Sharder(Ports):
+    def __init__(self, graph: Graph, tp: int, arch: str, styles=None, args=None):
+        Ports.__init__(self, args)
         self.g = graph
         self.tp = tp
         self.arch = arch
@@ -140,12 +142,16 @@ class Sharder:
         for v in self.g.inputs:
             self.place[v.name] = weights.get(v.name, REPLICATE)
             self._declare(v)
+        self._find_boundaries()
         for st in self.g.stmts:
             self._statement(st)
-        self._leaving(OUTPUT, "")
-        out = self.place[OUTPUT]
+        output = self.g.output
+        out = self.place[self._leaving(output, "")]  # (a torch output port may leave it in blocks of its own)
         if isinstance(out, Partial):
-            self._fold(OUTPUT)
+            self._fold(output)
+        elif isinstance(out, Shard) and self.ported:
+            raise ImportFailed(f"{self.arch}: the forward's output {output} would stay split over the chips ({out}): "
+                               "torch would return each chip's block; no style of the plan gathers it")
         elif isinstance(out, Shard):
             raise ImportFailed(f"{self.arch}: the logits would stay split over the chips ({out}): the plan gathers "
                                "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
@@ -185,11 +191,14 @@ class Sharder:
             self._styled[module] = found
         return self._styled[module]
 
-    def _leaving(self, value: str, reader: str) -> None:
-        """A value leaving a styled module for `reader`'s: gathered or folded as the style says."""
+    def _leaving(self, value: str, reader: str) -> str:
+        """A value leaving a styled module for `reader`'s: gathered or folded as the style says
+        (a torch style's output port: its redistribution, whose value the reader reads)."""
         v = self.g.values[value]
         if v.role != "activation":
-            return
+            return value
+        if self.ported:
+            return self._ports_leaving(value, reader)
         for prefix, s in self.styled(v.module):
             if _under(reader, prefix):
                 continue
@@ -197,10 +206,14 @@ class Sharder:
                 self._gather(value, prefix, s)
             elif s.output == "reduce" and isinstance(self.place[value], Partial):
                 self._fold(value)
+        return value
 
     def _entering(self, value: str, reader: str) -> str:
-        """A replicated value entering a module whose style splits its input: its slices."""
+        """A replicated value entering a module whose style splits its input: its slices (a
+        torch style's input port: its redistribution)."""
         v = self.g.values[value]
+        if self.ported and self.tp > 1 and v.role != "weight":  # a folded constant may be a module's input too
+            return self._ports_entering(value, reader)
         if v.role not in ("activation", "input") or self.tp == 1:
             return value  # on one chip every value is whole
         if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
@@ -216,38 +229,50 @@ class Sharder:
                 return self._split(value, prefix, s)
         return value
 
-    def _gather(self, value: str, module: str, s: Style) -> None:
-        """The all-gather of a value split over the chips: its spine tensor is the value's own name."""
+    def _gather(self, value: str, module: str, s: Style, out: str | None = None, what: str = "output") -> str:
+        """The all-gather of a value split over the chips: its spine tensor is the value's own
+        name, or `out` (a value gathered for the readers of one module only, its collective
+        named by its fold)."""
         p = self.place[value]
         assert isinstance(p, Shard)  # gathered only when split (_leaving)
         v = self.g.values[value]
         split = p.splits[0]
         if len(p.splits) != 1 or split.parts != self.tp or not split.plain(v.shape[split.axis]):
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its output {value} is placed {p}; an all-gather "
+            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its {what} {value} is placed {p}; an all-gather "
                                f"joins one contiguous block per chip (needs a redistribution first)")
         slices = [f"{value}@{k}" for k in range(self.tp)]
-        self.place[value] = REPLICATE
-        self.b.tensor(value, v.shape, v.dtype, spine=True)
-        name = f"allgather_{value}"
-        self.b.gather(name, slices, value, collective=module, axis=split.axis)
+        name = f"allgather_{out or value}"
+        if out is None:
+            self.place[value] = REPLICATE
+            self.b.tensor(value, v.shape, v.dtype, spine=True)
+        else:
+            self._derived(out, v, module, REPLICATE)
+        self.b.gather(name, slices, out or value, collective=module if out is None else name, axis=split.axis)
         self.b.facts["attr"].append((name, "module", module))
+        return out or value
 
-    def _split(self, value: str, module: str, s: Style) -> str:
-        """Each chip's slice of a replicated value on its last axis (a `slice` per chip)."""
-        if value in self.splits:
-            return self.splits[value]
+    def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str:
+        """Each chip's slice of a replicated value on its last axis, or on `axis` (a `slice`
+        per chip: DTensor's Replicate → Shard, no communication)."""
         v = self.g.values[value]
-        axis, size = len(v.shape) - 1, v.shape[-1]
+        last = len(v.shape) - 1
+        axis = last if axis is None else axis
+        key = value if axis == last else f"{value}:{axis}"
+        if key in self.splits:
+            return self.splits[key]
+        size = v.shape[axis]
         if size % self.tp:
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its input {value} has {size} on its last axis, "
+            where = "its last axis" if axis == last else f"axis {axis}"
+            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its input {value} has {size} on {where}, "
                                f"which does not split into {self.tp}")
-        name = f"{value}_split"
+        name = f"{value}_split" if axis == last else f"{value}_split{axis}"
         self._derived(name, v, module, Shard((plain(axis, self.tp, size),)))
         width = size // self.tp
         for k in range(self.tp):
-            self.b.stmt(f"split_{value}@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
+            stem = "split" if axis == last else f"split{axis}"
+            self.b.stmt(f"{stem}_{value}@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
                         end=(k + 1) * width, step=1, module=module, aten=f"({s.name})")
-        self.splits[value] = name
+        self.splits[key] = name
         return name
 
     def _left_split_input(self, module: str, reader: str) -> bool:
@@ -351,10 +376,11 @@ class Sharder:
 
     def _statement(self, st: Statement) -> None:
         module = st.module or ""
-        for r in st.reads:
-            self._leaving(r, module)
-        reads = [self._entering(r, module) for r in st.reads]
+        left = [self._leaving(r, module) for r in st.reads]
+        reads = [self._entering(r, module) for r in left]
         keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
+        if self.ported and not keep and st.cls == Ops.ADD:
+            reads, keep = self._partial_bias(reads, module)
         for r in reads:
             if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
@@ -387,6 +413,8 @@ class Sharder:
             name = st.name if k is None else f"{st.name}@{k}"
             mine = attrs if k is None or local is None else {**attrs, **local(k)}
             self.b.stmt(name, st.cls, [self._local(r, k) for r in reads], self._local(st.writes, k), **mine)
+        if self.ported:
+            self._carry(st.writes, reads)
 
     def _embedding(self, st: Statement, reads: list[str], out) -> Placement | None:
         """A split table the plan made vocabulary-parallel (a partial: zeros outside each chip's
@@ -423,6 +451,14 @@ def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base
         name = plan_style(plan, path, base_prefix)
         return style(name) if name is not None else None
 
+    weights, kinds = placements(graph, tp, arch, style_of, heads, buffers)
+    check_token_wise(graph, style_of, tp, arch)
+    return style_of, weights, kinds
+
+
+def placements(graph: Graph, tp: int, arch: str, style_of, heads: Heads, buffers: frozenset[str] = frozenset()):
+    """Each weight's placement and style kind under `style_of` (module or parameter path →
+    its Style, if any)."""
     weights, kinds = {}, {}
     for v in graph.inputs:
         if v.role == "weight":
@@ -441,8 +477,7 @@ def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base
             raise ImportFailed(f"{arch}: {table.name} is tied: {s.name} at {st.module} places it {placed}, "
                                f"{kinds.get(table.name, 'replicate')} at {table.module} {weights[table.name]}")
         kinds[table.name] = s.weight
-    check_token_wise(graph, style_of, tp, arch)
-    return style_of, weights, kinds
+    return weights, kinds
 
 
 def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads,
@@ -451,4 +486,4 @@ def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: s
     return Sharder(graph, tp, arch, style_of).run(weights, kinds)
 
 
-__all__ = ["Heads", "PARTIAL", "Sharder", "TPProgram", "plan_placements", "shard"]
+__all__ = ["Heads", "PARTIAL", "Sharder", "TPProgram", "placements", "plan_placements", "shard"]

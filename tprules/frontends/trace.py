@@ -38,13 +38,22 @@ def trace(model, batch: int, seq: int, arch: str):
         return _traces[key]
     device = next(iter(model.parameters())).device
     ids = torch.zeros((batch, seq), dtype=torch.int64, device=device)
+    program = export(model, (ids,), {"use_cache": False}, arch)
+    return _keep(key, program)
+
+
+def export(model, args: tuple, kwargs: dict, arch: str):
+    """The decomposed ExportedProgram of `model(*args, **kwargs)` (core_aten.py), or one line
+    saying why torch.export cannot trace it (a data-dependent shape names its module)."""
     import logging
+
+    import torch
 
     quiet = logging.getLogger("torch._subclasses.fake_tensor")  # it logs a traceback before raising
     level, quiet.level = quiet.level, logging.CRITICAL
     try:
         with torch.no_grad():
-            program = core_aten.export(model, (ids,), {"use_cache": False})
+            return core_aten.export(model, args, kwargs)
     except Exception as err:  # noqa: BLE001 - torch.export raises many kinds
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         where = data_dependent(err, model)
@@ -54,7 +63,6 @@ def trace(model, batch: int, seq: int, arch: str):
         raise ImportFailed(f"{arch}: torch.export cannot trace the forward: {text}") from None
     finally:
         quiet.setLevel(level)
-    return _keep(key, program)
 
 
 def _keep(key: tuple, program):

@@ -34,6 +34,15 @@ def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str]) -
     """Raise ImportFailed unless the program in `folder` gives torch's logits for `ids`."""
     import torch
 
+    with torch.no_grad():
+        want = _numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits)
+    check(folder, model, built, {name: ids for name in input_names}, want, src.architecture, src.where())
+
+
+def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray, arch: str, where,
+          output: str = OUTPUT) -> None:
+    """Raise ImportFailed unless the program in `folder`, on `inputs` (program input → its
+    whole value), gives `want`, torch's forward on them."""
     from ..program.model import Program
     from ..runtime.compare import errors, tolerance
     from ..runtime.inputs import program_inputs
@@ -41,30 +50,26 @@ def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str]) -
     from ..workspace import Workspace
 
     prog = Program.from_workspace(Workspace(folder))
-    inputs = program_inputs(prog)
-    for name in input_names:
-        inputs[name] = ids
-    values = reference(prog, inputs)
-    with torch.no_grad():
-        want = _numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits)
-    _, rel = errors(values.get(OUTPUT), want)
-    tol = tolerance(prog, OUTPUT)
+    given = program_inputs(prog)
+    given.update((name, value) for name, value in inputs.items() if name in given)
+    values = reference(prog, given)
+    _, rel = errors(values.get(output), want)
+    tol = tolerance(prog, output)
     if rel <= tol:
         return
     try:
-        where = _first_difference(src, model, built, ids) or \
-            _first_program_difference(prog, values, src, model, built, ids)
+        found = _first_difference(model, built, inputs) or _first_program_difference(prog, values, model, built, inputs)
     finally:
         _memo.clear()  # the graph's values, shared by the two searches only
-    what = where or f"the output {OUTPUT}"
-    raise ImportFailed(f"{src.architecture}: the imported program differs from torch on a second input "
-                       f"(logits max rel err {rel:.1e} > {tol:g}); first at {what}; nothing written "
-                       "(--no-verify skips this check)", src.where())
+    what = found or f"the output {output}"
+    raise ImportFailed(f"{arch}: the imported program differs from torch on a second input "
+                       f"({output} max rel err {rel:.1e} > {tol:g}); first at {what}; nothing written "
+                       "(--no-verify skips this check)", where)
 
 
-def _first_difference(src, model, built, ids) -> str | None:
+def _first_difference(model, built, inputs) -> str | None:
     """The first statement of the traced graph whose value differs from torch's node."""
-    graph_values, torch_values, nodes_of = _graph_values(model, built, ids)
+    graph_values, torch_values, nodes_of = _graph_values(model, built, inputs)
     for s in built.graph.stmts:
         got = graph_values.get(s.writes)
         for node in nodes_of.get(s.writes, ()):
@@ -94,10 +99,10 @@ def _ties(s, graph_values) -> str:
     return f" (its operand ties at the top-{k}'s boundary; torch's top-k breaks ties in no documented order)"
 
 
-def _first_program_difference(prog, values, src, model, built, ids) -> str | None:
+def _first_program_difference(prog, values, model, built, inputs) -> str | None:
     """The first program statement writing a spine tensor (a whole value) that differs from the
     traced graph's value of the same name."""
-    graph_values, _, _ = _graph_values(model, built, ids)
+    graph_values, _, _ = _graph_values(model, built, inputs)
     for s in prog.statements:
         want = graph_values.get(s.writes)
         tensor = prog.tensors[s.writes]
@@ -112,9 +117,9 @@ def _first_program_difference(prog, values, src, model, built, ids) -> str | Non
 _memo: dict = {}
 
 
-def _graph_values(model, built, ids):
+def _graph_values(model, built, inputs: dict[str, np.ndarray]):
     """(graph value → numpy value, fx node → torch's numpy value, graph value → its fx nodes)."""
-    key = (id(built), ids.tobytes())
+    key = (id(built), tuple((name, value.tobytes()) for name, value in sorted(inputs.items())))
     if key in _memo:
         return _memo[key]
     import torch
@@ -126,11 +131,13 @@ def _graph_values(model, built, ids):
         named = dict(model.named_parameters(remove_duplicate=False))
         named.update(model.named_buffers(remove_duplicate=False))
         named.update(c.program.constants)
-        torch_values = _node_values(c, named, torch.from_numpy(ids))
+        by_node = {node.name: inputs[value] for node, value in built.names.items()
+                    if getattr(node, "op", None) == "placeholder" and value in inputs}
+        torch_values = _node_values(c, named, {name: torch.from_numpy(value) for name, value in by_node.items()})
     out: dict[str, np.ndarray] = {}
     for v in graph.values.values():
         if v.role == "input":
-            out[v.name] = ids
+            out[v.name] = inputs[v.name]
         elif v.role == "weight":
             out[v.name] = _numpy(named[v.name])
         elif v.role == "folded":
@@ -147,21 +154,21 @@ def _graph_values(model, built, ids):
     nodes_of: dict[str, list] = {}
     renamed = built.names.get(built.output)  # the value graph.py renamed to the output's name
     for node, value in built.names.items():
-        nodes_of.setdefault(OUTPUT if value == renamed else value, []).append(node)
+        nodes_of.setdefault(graph.output if value == renamed else value, []).append(node)
     _memo.clear()
     _memo[key] = out, torch_values, nodes_of
     return _memo[key]
 
 
-def _node_values(c, named: dict, ids) -> dict:
-    """Every tensor node's value in torch, the traced program run on `ids`."""
+def _node_values(c, named: dict, inputs: dict) -> dict:
+    """Every tensor node's value in torch, the traced program run on `inputs` (by placeholder)."""
     import torch
     import torch.fx
 
     args = []
     for spec in c.program.graph_signature.input_specs:
         if spec.arg.name in c.user_inputs:
-            args.append(ids)
+            args.append(inputs[spec.arg.name])
         elif spec.target is not None:
             args.append(named[spec.target])
         else:  # a constant argument (use_cache=False)
@@ -201,4 +208,4 @@ def _numpy(t) -> np.ndarray:
     return a.numpy()
 
 
-__all__ = ["INPUT", "second_ids", "verify"]
+__all__ = ["INPUT", "check", "second_ids", "verify"]
