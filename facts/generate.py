@@ -205,7 +205,68 @@ def sp_mlp(tp: int = 2, seq: int = 8, hidden: int = 16, ffn: int = 32) -> Progra
     return b
 
 
-H100, CPU = "cuda-lane:h100:Bf16", "cpu:x86:F32"
+def async_tp_mlp(tp: int = 2, seq: int = 2048, hidden: int = 16, ffn: int = 32) -> ProgramBuilder:
+    """A sequence-parallel MLP and an all-reduce into a residual RMSNorm, with the candidates
+    async TP makes (SPEC §3 "Collective kernels"): the all-gather of the tokens with the
+    per-chip W1 matmuls reading it; the per-chip W2 matmuls with the reduce-scatter of their
+    partials and its slices; a row-parallel projection's all-reduce with the residual add and
+    RMSNorm after it (vLLM's fuse_allreduce_rms). Each chip's block of tokens is seq/tp =
+    1024 rows, exactly the h200 shim's min_collective_block. Beside them: a colwise-gather
+    projection gathered along its last axis, 8 wide per chip (too_narrow there), and a second
+    reduce-scatter one of whose partials a probe also reads (shared_partial)."""
+    b = ProgramBuilder(chips=tp)
+    rows, part = seq // tp, ffn // tp
+    xs = [b.tensor(f"x_{c}", [rows, hidden], chip=c) for c in range(tp)]
+    x = b.gather("allgather", xs, b.tensor("x", [seq, hidden], spine=True), "sp_in", axis=0)
+    partials, projections = [], []
+    for c in range(tp):
+        h = b.stmt(f"mm1_{c}", "matmul", [x, b.tensor(f"w1_{c}", [hidden, part], chip=c)],
+                   b.tensor(f"h_{c}", [seq, part], chip=c))
+        a = b.stmt(f"gelu_{c}", "gelu", [h], b.tensor(f"a_{c}", [seq, part], chip=c))
+        partials.append(b.stmt(f"mm2_{c}", "matmul", [a, b.tensor(f"w2_{c}", [part, hidden], chip=c)],
+                               b.tensor(f"p_{c}", [seq, hidden], chip=c)))
+        projections.append(b.stmt(f"proj_{c}", "matmul", [a, b.tensor(f"wo_{c}", [part, hidden], chip=c)],
+                                  b.tensor(f"q_{c}", [seq, hidden], chip=c)))
+    ys = b.reduce_scatter("scatter", partials, b.tensor("y", [seq, hidden], spine=True), "sp_out", axis=0,
+                          blocks=[b.tensor(f"y_{c}", [rows, hidden], chip=c) for c in range(tp)])
+    for c in range(tp):
+        b.stmt(f"residual_{c}", "add", [ys[c], xs[c]], b.tensor(f"r_{c}", [rows, hidden], chip=c))
+    q = b.fold("allreduce", projections, b.tensor("q", [seq, hidden], spine=True), "proj_out")
+    s = b.stmt("res", "add", [q, x], b.tensor("s", [seq, hidden], spine=True))
+    n = b.stmt("norm", "rmsnorm", [s, b.tensor("norm_w", [hidden], spine=True)], b.tensor("n", [seq, hidden], spine=True))
+    cols, outs = [], []
+    for c in range(tp):
+        cols.append(b.stmt(f"col_{c}", "matmul", [n, b.tensor(f"wc_{c}", [hidden, hidden // tp], chip=c)],
+                           b.tensor(f"g_{c}", [seq, hidden // tp], chip=c)))
+    g = b.gather("gather_cols", cols, b.tensor("g", [seq, hidden], spine=True), "cols", axis=-1)
+    for c in range(tp):
+        outs.append(b.stmt(f"down_{c}", "matmul", [g, b.tensor(f"wd_{c}", [hidden, hidden], chip=c)],
+                           b.tensor(f"d_{c}", [seq, hidden], chip=c)))
+    b.stmt("probe", "relu", [outs[0]], b.tensor("d_probe", [seq, hidden], chip=0))
+    b.reduce_scatter("scatter2", outs, b.tensor("z", [seq, hidden], spine=True), "down_out", axis=0,
+                     blocks=[b.tensor(f"z_{c}", [rows, hidden], chip=c) for c in range(tp)])
+    every = range(tp)
+    # Collective kernels: exactly a pattern (legal on the h200 shim, which declares all three;
+    # collective_fold and spans_chips / chip_and_spine where the shim declares none).
+    b.candidate("ag_mm1", ["allgather"] + [f"mm1_{c}" for c in every])
+    b.candidate("mm2_rs", [f"mm2_{c}" for c in every] + ["scatter"] + [f"scatter_{c}" for c in every])
+    b.candidate("ar_res_norm", ["allreduce", "res", "norm"])
+    # The guards: a block 8 wide along the gathered last axis; a partial the probe reads too.
+    b.candidate("ag_cols_down", ["gather_cols"] + [f"down_{c}" for c in every])
+    b.candidate("down_rs2", [f"down_{c}" for c in every] + ["scatter2"] + [f"scatter2_{c}" for c in every])
+    # Not exactly a pattern, answered as without collective kernels: one member more, one chip
+    # short, the slices left out, the norm without the residual add between.
+    b.candidate("ag_mm1_gelu", ["allgather"] + [f"mm1_{c}" for c in every] + ["gelu_0"])
+    b.candidate("ag_mm1_0", ["allgather", "mm1_0"])
+    b.candidate("mm2_scatter", [f"mm2_{c}" for c in every] + ["scatter"])
+    b.candidate("ar_res", ["allreduce", "res"])
+    # legal everywhere: a chip's MLP, the spine's residual and norm.
+    b.candidate("mlp_0", ["mm1_0", "gelu_0", "mm2_0"])
+    b.candidate("res_norm", ["res", "norm"])
+    return b
+
+
+H100, CPU, H200 = "cuda-lane:h100:Bf16", "cpu:x86:F32", "cuda-lane:h200:Bf16SymmMem"
 
 
 def meant_for(b: ProgramBuilder, *shims: str) -> ProgramBuilder:
@@ -224,6 +285,8 @@ EXAMPLES = {
     "int8-mlp-tp2": lambda: int8_mlp(2),
     "gather-mlp-tp2": lambda: meant_for(gather_mlp(2), H100, CPU),
     "sp-mlp-tp2": lambda: meant_for(sp_mlp(2), H100, CPU),
+    # The shim that declares collective kernels, and one that declares none.
+    "async-tp-mlp-tp2": lambda: meant_for(async_tp_mlp(2), H200, H100),
 }
 
 

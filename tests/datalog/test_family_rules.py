@@ -16,7 +16,8 @@ RULES = DATA / "family_rules"
 
 
 @pytest.mark.parametrize("program, shim", [("megatron-mlp-tp2", None), ("int8-mlp-tp2", None),
-                                           ("int8-mlp-tp2", "cpu:x86:F32"), ("llama-layer-tp4", None)])
+                                           ("int8-mlp-tp2", "cpu:x86:F32"), ("llama-layer-tp4", None),
+                                           ("async-tp-mlp-tp2", "cuda-lane:h200:Bf16SymmMem")])
 def test_the_family_rules_give_the_project_rules_verdicts(cli, program, shim):
     extra = ["--shim", shim] if shim else []
     status, ours, err = cli("check", FACTS / program, "--rules", RULES, "--format", "json", *extra)

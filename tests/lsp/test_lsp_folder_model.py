@@ -22,7 +22,7 @@ def _cut(text: str, start: str, end: str) -> str:
 
 EDITS = {
     "delete the chip_and_spine rule": (TP, lambda t: _cut(t, 'refused(F, "chip_and_spine")', "\n.decl legal")),
-    "narrow collective_fold": (TP, lambda t: t.replace("is_fold(O).", "is_fold(O), member(F, P), on_chip(P, _).")),
+    "narrow collective_fold": (TP, lambda t: t.replace("is_fold(O), !", "is_fold(O), member(F, P), on_chip(P, _), !")),
     "a new relation and rule": (TP, lambda t: t + "\n.decl pair(f: symbol, g: symbol)\npair(F, G) :- member(F, O), "
                                                   "member(G, O), F != G.\n"),
     "a base refusal for every matmul pair": (BASE, lambda t: t + '\nbase_refused(F, "two") :- member(F, A), '

@@ -15,7 +15,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-TP, PLACE, SCHEMA, BASE = (RULES / f"{n}.dl" for n in ("tp", "place", "schema", "base"))
+TP, PLACE, SCHEMA, BASE, COLLECTIVE = (RULES / f"{n}.dl" for n in ("tp", "place", "schema", "base", "collective"))
 
 
 @pytest_lsp.fixture(config=CONFIG, scope="module")
@@ -67,12 +67,13 @@ async def test_references_list_every_rule_using_the_relation_across_the_folder(c
         text_document=doc(TP), position=position_of(TP, "member(F, O)"),
         context=types.ReferenceContext(include_declaration=False)))
     files = {f.uri for f in found}
-    assert files == {TP.as_uri(), BASE.as_uri()}  # member is used by tp.dl's and base.dl's rules
+    using = {p.as_uri(): p for p in (TP, BASE, COLLECTIVE)}
+    assert files == set(using)  # member is used by tp.dl's, base.dl's and collective.dl's rules
     for f in found:  # each reference is the relation's name, written there
-        text = (TP if f.uri == TP.as_uri() else BASE).read_text().split("\n")[f.range.start.line]
+        text = using[f.uri].read_text().split("\n")[f.range.start.line]
         assert text[f.range.start.character:f.range.end.character] == "member"
     expected = sum(len(re.findall(r"(?<![\w.])member\(", row.split("//")[0]))
-                   for p in (TP, BASE) for row in p.read_text().split("\n") if not row.lstrip().startswith("."))
+                   for p in (TP, BASE, COLLECTIVE) for row in p.read_text().split("\n") if not row.lstrip().startswith("."))
     assert len(found) == expected
     with_decl = await client.text_document_references_async(types.ReferenceParams(
         text_document=doc(TP), position=position_of(TP, "member(F, O)"),

@@ -4,6 +4,8 @@ checks."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tprules import ops
@@ -99,3 +101,27 @@ def test_complete_refuses_a_level_it_does_not_know(spec_shim):
 
     with pytest.raises(UsageError, match="--level sometimes"):
         complete(spec_shim, "sometimes")
+
+
+def test_a_shim_described_only_by_its_collective_kernels_is_completed(cli, program_copy):
+    """A program that declares collective kernels for its own shim (collective_kernel.facts,
+    SPEC §2) describes that shim: complete finds it there and answers every class, and then
+    a candidate that is exactly the declared pattern checks legal."""
+    folder = program_copy("sp-mlp-tp2")
+    (folder / "shim.facts").write_text("symm\n")
+    (folder / "collective_kernel.facts").write_text("symm\tall_gather_matmul\n")
+    with open(folder / "member.facts", "a") as f:
+        f.write("ag\tallgather\nag\tmm1_0\nag\tmm1_1\n")
+    status, out, err = cli("check", folder)
+    assert (status, out) == (2, "") and "shim symm is described nowhere" in err
+    status, out, err = cli("shim", "complete", folder, "--level", "fused")
+    assert (status, err) == (0, "") and out.splitlines()[0] == f"{folder}: added {17 + BEYOND} answers:"
+    status, out, err = cli("check", folder, "--format", "json")
+    assert (status, err) == (0, "")
+    verdicts = {v["fusion"]: v["reasons"] for v in json.loads(out)["fusions"]}
+    assert verdicts["ag"] == [] and verdicts["mm2_scatter"] == ["collective_fold"]
+
+
+def test_no_shim_of_its_own_names_every_file_that_could_describe_one(cli, program_copy):
+    status, out, err = cli("shim", "complete", program_copy("megatron-mlp-tp2"), "--level", "fused")
+    assert status == 2 and "collective_kernel.facts" in err and "views.facts" in err

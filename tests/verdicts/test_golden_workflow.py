@@ -112,7 +112,7 @@ def test_a_program_that_no_longer_exists_is_stale(cli, tmp_path, monkeypatch):
 
 def test_an_edited_rule_names_where_it_now_fails(cli, rules_copy):
     tp = rules_copy / "tp.dl"
-    tp.write_text(tp.read_text().replace("on_chip(A, _), on_spine(B).", "on_chip(A, _), on_spine(B), is_fold(B)."))
+    tp.write_text(tp.read_text().replace("on_spine(B), !kernel", "on_spine(B), is_fold(B), !kernel"))
     status, out, _ = cli("golden", "--rules", rules_copy, FACTS / "megatron-mlp-tp2")
     assert status == 1
     assert "  refusals changed: chip_and_spine -2\n" in out
@@ -122,7 +122,7 @@ def test_an_edited_rule_names_where_it_now_fails(cli, rules_copy):
 def test_the_plan_groups_are_pinned(cli, rules_copy):
     """A refusal gone lets the planner merge across it: the groups change shows."""
     tp = rules_copy / "tp.dl"
-    tp.write_text(tp.read_text().replace('refused(F, "collective_fold") :- member(F, O), is_fold(O).', ""))
+    tp.write_text(tp.read_text().replace('refused(F, "collective_fold") :- member(F, O), is_fold(O), !kernel(F, _).', ""))
     status, out, _ = cli("golden", "--rules", rules_copy, FACTS / "int8-mlp-tp2")
     assert status == 1
     assert "  plan groups (place, members):\n    - chip:0  mm2_0\n    - collective  allreduce\n" in out

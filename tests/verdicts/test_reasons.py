@@ -20,7 +20,8 @@ ROOT = DATA / "reasons"
 CASES = sorted(p.parent for p in ROOT.glob("*/*/member.facts"))
 IDS = [f"{c.parent.name}/{c.name}" for c in CASES]
 SPEC_REASONS = ("collective_fold", "spans_chips", "chip_and_spine", "unsupported", "not_fusible",
-                "too_many_members", "too_many_inputs", "too_many_matmuls", "quantized_inside", "cycle")
+                "too_many_members", "too_many_inputs", "too_many_matmuls", "quantized_inside", "cycle",
+                "shared_partial", "too_narrow")
 
 
 def expected(case):

@@ -55,8 +55,32 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
     if machine is not None:
         cost = KernelCost(checked_view(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)
 
-    return _plan(index, rules_asker(workspace, index), places, workspace.shim, stats, across_places, cost,
-                 progress)
+    ask = rules_asker(workspace, index)
+    if declares_collective_kernels(workspace):
+        ask = keeping_folds_alone(ask, program.fold)
+    return _plan(index, ask, places, workspace.shim, stats, across_places, cost, progress)
+
+
+def declares_collective_kernels(workspace) -> bool:
+    """Whether the workspace's shim declares a collective kernel (SPEC §2 `collective_kernel`)."""
+    return any(s == workspace.shim for s, _ in workspace.program.facts.tuples("collective_kernel"))
+
+
+def keeping_folds_alone(ask, fold):
+    """`ask`, with every proposal that holds a fold (`fold`: a bool per statement) refused.
+
+    Under a shim that declares collective kernels the rules allow a candidate that is
+    exactly a pattern (rules/collective.dl); the runtime does not run such a kernel yet
+    (it lowers a fold only as a group of its own), so the planner does not form one."""
+    import numpy as np
+
+    def guarded(fusions: list[str], owner, statements) -> list[bool]:
+        allowed = ask(fusions, owner, statements)
+        holds_fold = np.zeros(len(fusions), dtype=bool)
+        holds_fold[np.asarray(owner)[fold[np.asarray(statements)]]] = True
+        return [ok and not f for ok, f in zip(allowed, holds_fold.tolist())]
+
+    return guarded
 
 
 def rules_asker(workspace, index: PlanIndex):

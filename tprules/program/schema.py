@@ -53,8 +53,10 @@ PROGRAM = {r.name: r for r in [
 SHIM = {r.name: r for r in [
     _rel("shim", "s:symbol", "a base chip and its configuration"),
     _rel("supports", "s:symbol,class:symbol,level:symbol", "fused, alone or none"),
-    _rel("limit", "s:symbol,key:symbol,value:number", "max_members, max_inputs, max_matmuls"),
+    _rel("limit", "s:symbol,key:symbol,value:number", "max_members, max_inputs, max_matmuls, min_collective_block"),
     _rel("quantized", "s:symbol,class:symbol,i:number,format:symbol", "operand i of class is read quantized"),
+    _rel("collective_kernel", "s:symbol,pattern:symbol",
+         "the shim builds this collective kernel: all_gather_matmul, matmul_reduce_scatter or all_reduce_norm"),
     # the project's extension of SPEC §2 (docs/reasons.md#too_many_members): members that
     # lower to views are index arithmetic in their reader, and a member budget counts code
     _rel("views", "s:symbol,class:symbol", "base chip s lowers a member of class as a view of its operand"),
@@ -75,4 +77,7 @@ SPEC = {**PROGRAM, **SHIM, **COMPUTED}
 DTYPES = ("f32", "f16", "bf16", "i8", "i32", "i64")  # SPEC §2
 LEVELS = ("fused", "alone", "none")
 COLLECTIVES = {"all_reduce": Ops.SUM, "all_gather": Ops.CAT, "reduce_scatter": Ops.SUM}  # kind → the class of its fold (SPEC §1)
-LIMIT_KEYS = ("max_members", "max_inputs", "max_matmuls")
+LIMIT_KEYS = ("max_members", "max_inputs", "max_matmuls", "min_collective_block")
+# The collective kernels a shim may declare (SPEC §3 "Collective kernels"), each with the
+# collective kind whose fold it holds.
+PATTERNS = {"all_gather_matmul": "all_gather", "matmul_reduce_scatter": "reduce_scatter", "all_reduce_norm": "all_reduce"}

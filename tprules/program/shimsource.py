@@ -1,9 +1,10 @@
 """Where a shim's description comes from: the program's own folder or the shim library.
 
 A program folder is self-contained (SPEC §2): a shim that the program's own
-`supports.facts`, `limit.facts`, `quantized.facts` or `views.facts` names is described by the
-program, and that description shadows the library's shim of the same name as a whole. Nothing is
-merged line by line: the library's `supports`, `limit`, `quantized` and `views` lines for such a
+`supports.facts`, `limit.facts`, `quantized.facts`, `views.facts` or `collective_kernel.facts`
+names is described by the program, and that description shadows the library's shim of the same
+name as a whole. Nothing is merged line by line: the library's `supports`, `limit`, `quantized`,
+`views` and `collective_kernel` lines for such a
 shim are dropped before the two fact bases meet, so the totality rule (every registry
 class answered exactly once) and the limits apply to the program's description on its
 own. `shim.facts` only names shims: a library shim that the program's `shim.facts` names
@@ -28,7 +29,7 @@ from ..datalog.facts.base import FactBase
 
 # The relations that make up a shim, keyed by the shim in their first column; all but
 # `shim` (which only names it) describe it.
-SHIM_RELATIONS = ("shim", "supports", "limit", "quantized", "views")
+SHIM_RELATIONS = ("shim", "supports", "limit", "quantized", "views", "collective_kernel")
 DESCRIBING = SHIM_RELATIONS[1:]
 
 PROGRAM = "program"  # the shim is described by the program's own facts

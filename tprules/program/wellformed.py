@@ -14,7 +14,8 @@ from ..errors import BadInput, IllFormed, raise_all
 from ..ops import Ops
 from ..pos import Pos
 from . import guards
-from .schema import COLLECTIVES, DTYPES, LEVELS, LIMIT_KEYS, SPEC
+from .schema import COLLECTIVES, DTYPES, LEVELS, LIMIT_KEYS, PATTERNS, SPEC
+from .shimsource import DESCRIBING
 
 
 def _problem(facts: FactBase, rel: str, tup: tuple, message: str) -> IllFormed:
@@ -329,6 +330,17 @@ def check_shims(facts: FactBase, shadowed: frozenset[str] = frozenset()) -> None
         if tup[1] not in LIMIT_KEYS:
             _fail(facts, "limit", tup, f"shim {tup[0]} has a limit {tup[1]}, which is not a limit key; "
                                        f"expected {', '.join(LIMIT_KEYS[:-1])} or {LIMIT_KEYS[-1]}")
+        if tup[1] == "min_collective_block" and tup[2] < 1:
+            _fail(facts, "limit", tup, f"shim {tup[0]} has min_collective_block {tup[2]}; expected a positive "
+                                       "number (the narrowest block, in elements, a collective kernel takes)")
+    for tup in facts.ordered("collective_kernel"):
+        if tup[0] not in shims:
+            _fail(facts, "collective_kernel", tup, f"collective_kernel names shim {tup[0]}, which shim.facts "
+                                                   "does not declare")
+        if tup[1] not in PATTERNS:
+            _fail(facts, "collective_kernel", tup, f"shim {tup[0]} declares collective kernel {tup[1]}, which is "
+                                                   f"not a pattern; expected {', '.join(list(PATTERNS)[:-1])} "
+                                                   f"or {list(PATTERNS)[-1]}")
     for tup in facts.ordered("quantized"):
         if tup[0] not in shims:
             _fail(facts, "quantized", tup, f"quantized names shim {tup[0]}, which shim.facts does not declare")
@@ -351,7 +363,7 @@ def check_shims_total(facts: FactBase, shims: list[str], classes: list[str], ans
         if not missing:
             continue
         if s in shadowed:  # the program's description stands alone: name its first line
-            rel, tup = next((rel, t) for rel in ("supports", "limit", "quantized", "views") for t in facts.ordered(rel)
+            rel, tup = next((rel, t) for rel in DESCRIBING for t in facts.ordered(rel)
                             if t[0] == s)
             problems += [_problem(facts, rel, tup, f"shim {s} does not answer class {c} of the class registry: add a "
                                   f"line {_line(s, c)} to this folder's supports.facts (its description of the shim "

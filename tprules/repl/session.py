@@ -62,6 +62,7 @@ COMMANDS = (
     Command(":facts", "REL|ATOM", "the tuples of REL (or matching ATOM), facts with file:line", "facts"),
     Command(":relations", "", "every relation with its number of tuples", "relations"),
     Command(":plan", "", "the fusion plan of the program", "plan"),
+    Command(":kernels", "", "which collectives may become collective kernels, and why not", "kernels"),
     Command(":module", "[PREFIX]", "answers and :plan groups under this module path only (none: all)",
             "set_module"),
     Command(":reload", "", "re-read the rule files and facts; a broken edit keeps the previous ones", "reload"),
@@ -218,6 +219,12 @@ class Session:
     def plan(self, rest: str):
         self._no_arguments(":plan", rest)
         return answers.plan(self)
+
+    def kernels(self, rest: str):
+        from . import kernels
+
+        self._no_arguments(":kernels", rest)
+        return kernels.answer(self)
 
     def set_module(self, rest: str):
         from ..verdicts import MemberNotes, known_module

@@ -33,7 +33,8 @@ def _rows(path: Path) -> list[list[str]]:
 
 
 def own_shims(directory: Path) -> list[str]:
-    """The shims the program's own supports, limit, quantized and views facts describe, in order."""
+    """The shims the program's own supports, limit, quantized, views and collective_kernel facts
+    describe, in order."""
     names = [row[0] for rel in DESCRIBING for row in _rows(directory / FILES[rel])]
     return list(dict.fromkeys(names))
 
@@ -48,8 +49,8 @@ def complete(directory: Path | str, level: str, display: str | None = None) -> C
         raise FactError(f"no such program folder: {shown}")
     shims = own_shims(directory)
     if not shims:
-        raise UsageError(f"{shown} has no shim of its own (its supports.facts, limit.facts, quantized.facts and "
-                         "views.facts name none): there is nothing to complete; the shim library's shims answer every class")
+        raise UsageError(f"{shown} has no shim of its own (its {', '.join(FILES.values())} name none): there is "
+                         "nothing to complete; the shim library's shims answer every class")
     path = directory / FILES["supports"]
     answered = {(row[0], row[1]) for row in _rows(path) if len(row) >= 2}
     added = tuple((s, str(c), level) for s in shims for c in CLASSES if (s, str(c)) not in answered)

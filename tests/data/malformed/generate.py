@@ -123,6 +123,12 @@ CASES = {
     "shim_answers_unknown_class": add("supports", ("cuda-lane:h100:Bf16", "conv2d", "fused")),
     "shim_views_unknown_class": add("views", ("cuda-lane:h100:Bf16", "conv2d")),
     "shim_undeclared_in_views": add("views", ("cuda-lane:b200:Fp8", "reshape")),
+    # Collective kernels (SPEC §2 collective_kernel, limit min_collective_block).
+    "collective_kernel_unknown_pattern": add("collective_kernel", ("cuda-lane:h100:Bf16", "all_gather_mm")),
+    "collective_kernel_undeclared_shim": add("collective_kernel", ("cuda-lane:b200:Fp8", "all_gather_matmul")),
+    "shim_min_collective_block_zero": add("limit", ("cuda-lane:h100:Bf16", "min_collective_block", "0")),
+    "shim_min_collective_block_negative": add("limit", ("cuda-lane:h100:Bf16", "min_collective_block", "-1024")),
+    "shim_min_collective_block_not_a_number": add("limit", ("cuda-lane:h100:Bf16", "min_collective_block", "1k")),
     "statement_two_classes": add("op", ("act", "gelu")),
     "statement_operands_misnumbered": replace("reads", ("mm1", "1", "w1"), ("mm1", "2", "w1")),
     "chips_given_twice": add("chips", ("4",)),

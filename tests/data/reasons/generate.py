@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE.parents[2]))
 from tprules.program.builder import ProgramBuilder  # noqa: E402
 
 H100, INT8, CPU = "cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32"
+H200 = "cuda-lane:h200:Bf16SymmMem"  # declares every collective kernel; min_collective_block 1024
 
 
 def tp_program(shim: str = H100, pre2: str = "neg", section=None, relocated_to=None) -> ProgramBuilder:
@@ -104,6 +105,76 @@ def path_program() -> ProgramBuilder:
     return b
 
 
+def own_shim(b: ProgramBuilder, name: str, patterns: tuple[str, ...], limits: dict[str, int]) -> ProgramBuilder:
+    """The program describes its own shim `name`: every registry class fused, these limits,
+    these collective kernels."""
+    registry = (HERE.parents[2] / "facts" / "shims" / "registry.facts").read_text().splitlines()
+    b.add_facts("shim", [(name,)])
+    b.add_facts("supports", [(name, line.split("\t")[0], "fused") for line in registry if line])
+    b.add_facts("limit", [(name, k, v) for k, v in limits.items()])
+    b.add_facts("collective_kernel", [(name, p) for p in patterns])
+    return b
+
+
+def gather_program(shim: str = H200, rows=(1024, 1024), axis: int = 0, operand: int = 0) -> ProgramBuilder:
+    """An all-gather (chip k's x<k>, `rows[k]` rows) into the spine's x, then on every chip a
+    matmul reading x as operand `operand` and GELU after it; a spine relu also reads x.
+
+        ag:  x = cat(x0, x1)     mm<k>: h<k> = x @ w<k> (chip k)    g<k>: a<k> = gelu(h<k>)
+    With `axis` 1 (or -1) the blocks are gathered along the last axis, `rows` wide."""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    if axis == 0:
+        xs = [b.tensor(f"x{c}", [n, 4], chip=c) for c, n in enumerate(rows)]
+        x = b.gather("ag", xs, b.tensor("x", [sum(rows), 4], spine=True), "sp_in", axis=0)
+    else:
+        xs = [b.tensor(f"x{c}", [4, n], chip=c) for c, n in enumerate(rows)]
+        x = b.gather("ag", xs, b.tensor("x", [4, sum(rows)], spine=True), "sp_in", axis=axis)
+    width = b.shapes[x][1]
+    for c in (0, 1):
+        w = b.tensor(f"w{c}", [width, 4] if operand == 0 else [4, b.shapes[x][0]], chip=c)
+        h = b.stmt(f"mm{c}", "matmul", [x, w] if operand == 0 else [w, x], b.tensor(f"h{c}", [4, 4], chip=c))
+        b.stmt(f"g{c}", "gelu", [h], b.tensor(f"a{c}", [4, 4], chip=c))
+    b.stmt("side", "relu", [x], b.tensor("xs", b.shapes[x], spine=True))
+    return b
+
+
+def scatter_program(shim: str = H200, seq: int = 2048, probe: str | None = None) -> ProgramBuilder:
+    """On every chip a matmul (the partial p<k>), then a reduce-scatter of the partials along
+    axis 0: chip k's slice y<k> holds seq/2 rows. `probe`, when given, is a chip-0 relu
+    reading that tensor (p0: the partial is read outside the fold; x0: it is not).
+
+        mm<k>: p<k> = x<k> @ w<k> (chip k)    rs: y = p0 + p1    rs_<k>: y<k> = y[k-th block]"""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    partials = []
+    for c in (0, 1):
+        x, w = b.tensor(f"x{c}", [seq, 4], chip=c), b.tensor(f"w{c}", [4, 4], chip=c)
+        partials.append(b.stmt(f"mm{c}", "matmul", [x, w], b.tensor(f"p{c}", [seq, 4], chip=c)))
+    b.reduce_scatter("rs", partials, b.tensor("y", [seq, 4], spine=True), "sp_out", axis=0,
+                     blocks=[b.tensor(f"y{c}", [seq // 2, 4], chip=c) for c in (0, 1)])
+    if probe:
+        b.stmt("probe", "relu", [probe], b.tensor("q", [seq, 4], chip=0))
+    return b
+
+
+def norm_program(shim: str = H200, adds: int = 1) -> ProgramBuilder:
+    """Per-chip matmuls, their all-reduce, `adds` spine adds of the residual, an RMSNorm.
+
+        mm<k>: p<k> = x @ w<k> (chip k)    ar: y = p0 + p1    res<i>: r<i> = r<i-1> + x    norm: n = rmsnorm(r, nw)"""
+    b = ProgramBuilder(chips=2)
+    b.add_facts("shim", [(shim,)])
+    x = b.tensor("x", [4, 8], spine=True)
+    partials = [b.stmt(f"mm{c}", "matmul", [x, b.tensor(f"w{c}", [8, 8], chip=c)], b.tensor(f"p{c}", [4, 8], chip=c))
+                for c in (0, 1)]
+    prev = b.fold("ar", partials, b.tensor("y", [4, 8], spine=True), "out")
+    for i in range(adds):
+        prev = b.stmt(f"res{i}", "add", [prev, x], b.tensor(f"r{i}", [4, 8], spine=True))
+    b.stmt("norm", "rmsnorm", [prev, b.tensor("nw", [8], spine=True)], b.tensor("n", [4, 8], spine=True))
+    return b
+
+
+GATHER_KERNEL, SCATTER_KERNEL = ["ag", "mm0", "mm1"], ["mm0", "mm1", "rs", "rs_0", "rs_1"]
 LEGAL = ()
 # reason → variant → (program, members of f, the reasons worked out by hand; () is legal)
 CASES = {
@@ -161,6 +232,51 @@ CASES = {
         "not": (path_program(), ["a", "b"], LEGAL),  # a -> d leaves and never comes back
         "not-whole-path": (path_program(), ["a", "b", "c"], LEGAL),
     },
+    # Collective kernels (SPEC §3): the h200 shim declares every pattern, min_collective_block 1024.
+    "too_narrow": {  # one chip's block is 1023 rows (the other 1025); at 1024 (= the minimum) it is not
+        "holds": (gather_program(rows=(1023, 1025)), GATHER_KERNEL, ["too_narrow"]),
+        "not": (gather_program(rows=(1024, 1024)), GATHER_KERNEL, LEGAL),
+        "holds-last-axis": (gather_program(rows=(8, 8), axis=-1), GATHER_KERNEL, ["too_narrow"]),
+        "not-last-axis": (gather_program(rows=(1024, 1024), axis=-1), GATHER_KERNEL, LEGAL),
+        "holds-reduce-scatter": (scatter_program(seq=2046), SCATTER_KERNEL, ["too_narrow"]),
+        "not-reduce-scatter": (scatter_program(seq=2048), SCATTER_KERNEL, LEGAL),
+        "not-no-limit": (own_shim(gather_program("test:symm:NoMin", rows=(8, 8)), "test:symm:NoMin",
+                                  ("all_gather_matmul",), {}), GATHER_KERNEL, LEGAL),
+        "holds-own-limit": (own_shim(gather_program("test:symm:Min16", rows=(8, 8)), "test:symm:Min16",
+                                     ("all_gather_matmul",), {"min_collective_block": 16}), GATHER_KERNEL, ["too_narrow"]),
+        "not-all-reduce-norm": (norm_program(), ["ar", "res0", "norm"], LEGAL),  # the guard is not this pattern's
+    },
+    "shared_partial": {  # a relu on chip 0 reads the partial p0 besides the fold (not: reads x0)
+        "holds": (scatter_program(probe="p0"), SCATTER_KERNEL, ["shared_partial"]),
+        "not": (scatter_program(probe="x0"), SCATTER_KERNEL, LEGAL),
+    },
+    "collective_kernel": {  # exactly a declared pattern is legal; anything else is answered as before
+        "gather-matmul": (gather_program(), GATHER_KERNEL, LEGAL),
+        "gather-matmul-no-declaration": (gather_program(H100), GATHER_KERNEL, ["collective_fold", "spans_chips"]),
+        "gather-matmul-one-member-more": (gather_program(), GATHER_KERNEL + ["g0"], ["collective_fold", "spans_chips"]),
+        "gather-matmul-one-chip-short": (gather_program(), ["ag", "mm0"], ["collective_fold"]),
+        "gather-matmul-operand-1": (gather_program(operand=1), GATHER_KERNEL, ["collective_fold", "spans_chips"]),
+        "gather-matmul-spine-reader": (gather_program(), GATHER_KERNEL + ["side"],
+                                       ["chip_and_spine", "collective_fold", "spans_chips"]),
+        "matmul-scatter": (scatter_program(), SCATTER_KERNEL, LEGAL),
+        "matmul-scatter-no-declaration": (scatter_program(H100), SCATTER_KERNEL, ["collective_fold", "spans_chips"]),
+        "matmul-scatter-no-slices": (scatter_program(), ["mm0", "mm1", "rs"], ["collective_fold", "spans_chips"]),
+        "matmul-scatter-one-slice": (scatter_program(), ["mm0", "mm1", "rs", "rs_0"], ["collective_fold", "spans_chips"]),
+        "matmul-scatter-one-member-more": (scatter_program(probe="x0"), SCATTER_KERNEL + ["probe"],
+                                           ["collective_fold", "spans_chips"]),
+        "norm-direct": (norm_program(adds=0), ["ar", "norm"], LEGAL),
+        "norm-residual": (norm_program(adds=1), ["ar", "res0", "norm"], LEGAL),
+        "norm-two-adds": (norm_program(adds=2), ["ar", "res0", "res1", "norm"], ["collective_fold"]),
+        "norm-add-only": (norm_program(adds=1), ["ar", "res0"], ["collective_fold"]),
+        "norm-with-matmul": (norm_program(adds=0), ["mm0", "ar", "norm"], ["chip_and_spine", "collective_fold"]),
+        "norm-no-declaration": (norm_program(H100, adds=1), ["ar", "res0", "norm"], ["collective_fold"]),
+        # a shim that declares only the all-gather: the others are answered as before
+        "only-gather-declared": (own_shim(scatter_program("test:symm:AgOnly"), "test:symm:AgOnly",
+                                          ("all_gather_matmul",), {}), SCATTER_KERNEL, ["collective_fold", "spans_chips"]),
+        # the base reasons still apply to a kernel's members
+        "base-reasons-apply": (own_shim(gather_program("test:symm:OneMatmul"), "test:symm:OneMatmul",
+                                        ("all_gather_matmul",), {"max_matmuls": 1}), GATHER_KERNEL, ["too_many_matmuls"]),
+    },
     "several_at_once": {  # every reason that holds is reported
         "holds": (tp_program(INT8), ["pre", "mm0", "mm1", "g1", "ar", "act"],
                   ["chip_and_spine", "collective_fold", "cycle", "quantized_inside", "spans_chips",
@@ -184,7 +300,10 @@ def write(reason: str, variant: str, program: ProgramBuilder, members: list[str]
 
 
 if __name__ == "__main__":
+    only = set(sys.argv[1:])  # reasons to rewrite (default: all)
     for reason, variants in CASES.items():
+        if only and reason not in only:
+            continue
         for variant, (program, members, reasons) in variants.items():
             write(reason, variant, program, members, reasons)
     print(sum(len(v) for v in CASES.values()), "cases")
