@@ -197,3 +197,17 @@ def model():
     for name in ("op.facts", "reads.facts", "writes.facts", "shape.facts", "fold.facts", "collective.facts"):
         assert (out / name).read_text() == (imported(2) / name).read_text(), name
     _checked_run(out, tmp_path / "out", forward, "--device", "cpu")
+
+
+def test_no_data_writes_the_program_a_data_import_writes(imported, tmp_path):
+    """--no-data builds the module on meta tensors, where torch picks scaled_dot_product_attention's
+    math form; on cpu it picks its flash kernel, whose decomposition lays the output out with two
+    more permutes. The full-size figures are taken with --no-data, so both are one program."""
+    out = tmp_path / "program"
+    assert main(["import", "torch", str(RECIPE), "--tp", "2", "--out", str(out), "--no-data"]) == 0
+    names = sorted(p.name for p in imported(2).glob("*.facts"))
+    assert {"op.facts", "reads.facts", "writes.facts", "fold.facts", "collective.facts", "placed.facts",
+            "shape.facts", "attr.facts", "member.facts"} <= set(names)
+    assert names == sorted(p.name for p in out.glob("*.facts"))
+    for name in names:
+        assert (out / name).read_text() == (imported(2) / name).read_text(), name
