@@ -211,3 +211,15 @@ def test_no_data_writes_the_program_a_data_import_writes(imported, tmp_path):
     assert names == sorted(p.name for p in out.glob("*.facts"))
     for name in names:
         assert (out / name).read_text() == (imported(2) / name).read_text(), name
+
+
+def test_kv_heads_fewer_than_chips_are_refused_at_the_style_that_cuts_them(tmp_path):
+    """4 key/value heads of 8 features on 8 chips: wk's colwise block is half a head on each
+    chip, which the forward's view(bs, seq, -1, head_dim) cannot hold (torch would fail there);
+    refused at the first style whose output a view cuts, before the norms' broadcasts."""
+    done = tprules("import", "torch", RECIPE, "--tp", "8", "--out", tmp_path / "p")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{RECIPE.relative_to(ROOT)}: import: llama3_debug: ColwiseParallel at layers.0.attention.wk: "
+                           "its output's 32 features are 4 groups of 8 (a view at layers.0.attention), which do not "
+                           "split over --tp 8 chips\n")
+    assert not (tmp_path / "p").exists()
