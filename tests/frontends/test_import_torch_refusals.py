@@ -30,6 +30,11 @@ BAD = {
     "shard_not_divisible": ("lm", TITAN, ["--seq", "6", "--tp", "4"],
                             "recipe.py: import: recipe: RowwiseParallel at tok_embeddings: Shard(1) of its output "
                             "embedding: axis 1 has 6, which --tp 4 does not divide"),
+    # 4 heads of 4 features over 8 chips: each chip's colwise block is half a head, which the
+    # forward's view(b, s, -1, head_dim) cannot hold; named at the style that split it
+    "head_cut_in_two": ("lm", TITAN, ["--tp", "8"],
+                        "recipe.py: import: recipe: ColwiseParallel at layers.0.attention.wq: its output's 16 features "
+                        "are 4 groups of 4 (a view at layers.0.attention), which do not split over --tp 8 chips"),
     "colwise_not_linear": ("normed", '{"norm": ColwiseParallel()}', [],
                            "recipe.py: import: recipe: norm: ColwiseParallel: it shards nn.Linear and nn.Embedding; "
                            "this module is a RMSNorm"),

@@ -197,3 +197,29 @@ def model():
     for name in ("op.facts", "reads.facts", "writes.facts", "shape.facts", "fold.facts", "collective.facts"):
         assert (out / name).read_text() == (imported(2) / name).read_text(), name
     _checked_run(out, tmp_path / "out", forward, "--device", "cpu")
+
+
+def test_no_data_writes_the_program_a_data_import_writes(imported, tmp_path):
+    """--no-data builds the module on meta tensors, where torch picks scaled_dot_product_attention's
+    math form; on cpu it picks its flash kernel, whose decomposition lays the output out with two
+    more permutes. The full-size figures are taken with --no-data, so both are one program."""
+    out = tmp_path / "program"
+    assert main(["import", "torch", str(RECIPE), "--tp", "2", "--out", str(out), "--no-data"]) == 0
+    names = sorted(p.name for p in imported(2).glob("*.facts"))
+    assert {"op.facts", "reads.facts", "writes.facts", "fold.facts", "collective.facts", "placed.facts",
+            "shape.facts", "attr.facts", "member.facts"} <= set(names)
+    assert names == sorted(p.name for p in out.glob("*.facts"))
+    for name in names:
+        assert (out / name).read_text() == (imported(2) / name).read_text(), name
+
+
+def test_kv_heads_fewer_than_chips_are_refused_at_the_style_that_cuts_them(tmp_path):
+    """4 key/value heads of 8 features on 8 chips: wk's colwise block is half a head on each
+    chip, which the forward's view(bs, seq, -1, head_dim) cannot hold (torch would fail there);
+    refused at the first style whose output a view cuts, before the norms' broadcasts."""
+    done = tprules("import", "torch", RECIPE, "--tp", "8", "--out", tmp_path / "p")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"{RECIPE.relative_to(ROOT)}: import: llama3_debug: ColwiseParallel at layers.0.attention.wk: "
+                           "its output's 32 features are 4 groups of 8 (a view at layers.0.attention), which do not "
+                           "split over --tp 8 chips\n")
+    assert not (tmp_path / "p").exists()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tprules.frontends.placement import PARTIAL, REPLICATE, Shard, Split, plain
-from tprules.frontends.sharding import NotShardable, rule
+from tprules.frontends.sharding import CutInside, NotShardable, rule
 
 S = Shard
 
@@ -54,6 +54,8 @@ def test_a_placement_flows_through_a_class(name):
 
 REFUSED = {
     "heads that do not split": ("reshape", {}, [S((plain(2, 4, 48),))], [(1, 8, 48)], (1, 8, 3, 16), 4, "does not divide"),
+    "a head cut in two": ("reshape", {}, [S((plain(2, 8, 32),))], [(1, 8, 32)], (1, 8, 4, 8), 8,
+                          "is 4 groups of 8 in \\[1, 8, 4, 8\\]: a chip would hold part of a group"),
     "a row reduced over its split axis": ("softmax", {}, [S((plain(1, 2, 8),))], [(8, 8)], (8, 8), 2, "all-gather"),
     "a slice of a split axis": ("slice", {"axis": "1"}, [S((plain(1, 2, 8),))], [(4, 8)], (4, 4), 2, "which is split"),
     "a replicated operand as wide as a split one": ("add", {}, [S((plain(1, 2, 8),)), REPLICATE], [(4, 8), (4, 8)], (4, 8),
@@ -74,6 +76,15 @@ def test_a_placement_no_rule_covers_is_refused(name):
     cls, attrs, ins, shapes, out, tp, words = REFUSED[name]
     with pytest.raises(NotShardable, match=words):
         rule(cls)(attrs, ins, shapes, out, tp)
+
+
+@pytest.mark.parametrize("name", ["heads that do not split", "a head cut in two"])
+def test_a_view_cutting_the_groups_of_a_split_says_what_it_cuts(name):
+    # the Sharder names the style that split the factor from these (tp.py's _cut_inside)
+    cls, attrs, (x,), shapes, out, tp, _ = REFUSED[name]
+    with pytest.raises(CutInside) as err:
+        rule(cls)(attrs, [x], shapes, out, tp)
+    assert (err.value.size, err.value.groups, err.value.parts) == (x.splits[0].factor, out[2], x.splits[0].parts)
 
 
 def _blocks(shape, placement, tp, whole):

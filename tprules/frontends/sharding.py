@@ -26,6 +26,17 @@ class NotShardable(Exception):
     pass
 
 
+class CutInside(NotShardable):
+    """A reshape views a split factor of `size` as `groups` groups of `size // groups`, and its
+    `parts` parts do not divide the groups: a chip would hold part of a group (4 heads of 8
+    features over 8 chips). torch's view of each chip's block in the same shape fails, or
+    holds other elements than the whole view's; the Sharder names the style that split it."""
+
+    def __init__(self, text: str, size: int, groups: int, parts: int):
+        super().__init__(text)
+        self.size, self.groups, self.parts = size, groups, parts
+
+
 def _rank_aligned(p: Shard, rank: int, operand_rank: int) -> Shard:
     off = rank - operand_rank
     return Shard(tuple(s.moved(s.axis + off) for s in p.splits))
@@ -163,11 +174,14 @@ def _place(stride: int, size: int, parts: int, outof: list[int], out, x) -> list
             placed.append(plain(o, left, out[o]) if whole else Split(o, left, portion, inner))
             left = 1
         elif left % portion == 0:
+            if portion > 1 and left > portion:  # the rest of the parts would cut each group
+                raise CutInside(f"{x}: a factor of {size} cut in {parts} is {portion} groups of {size // portion} "
+                                f"in {list(out)}: a chip would hold part of a group", size, portion, parts)
             placed.append(plain(o, portion, out[o]) if whole else Split(o, portion, portion, inner))
             left //= portion
         else:
-            raise NotShardable(f"{x}: a factor of {size} cut in {parts} meets an axis of {out[o]} ({list(out)}): "
-                               f"{left} does not divide {portion}")
+            raise CutInside(f"{x}: a factor of {size} cut in {parts} meets an axis of {out[o]} ({list(out)}): "
+                            f"{left} does not divide {portion}", size, portion, parts)
     if left != 1:
         raise NotShardable(f"{x} does not fit the axes of {list(out)}")
     return placed
@@ -339,4 +353,4 @@ def reads_local_blocks(cls: str) -> bool:
     return rule(cls) is elementwise or cls in BLOCKWISE
 
 
-__all__ = ["NotShardable", "PARTIAL_THROUGH", "Partial", "RULES", "rule"]
+__all__ = ["CutInside", "NotShardable", "PARTIAL_THROUGH", "Partial", "RULES", "rule"]

@@ -136,7 +136,8 @@ def _build(recipe, model, args, tp, styles, shapes, clock, progress):
     from .write import add_candidates
 
     progress.phase("trace the forward", 1)
-    program = export(model, args, {}, recipe.name)
+    with _math_attention():
+        program = export(model, args, {}, recipe.name)
     clock.tick("trace")
     constants = Constants(program, model)
     names = _input_names(model, program, args)
@@ -164,6 +165,17 @@ def _build(recipe, model, args, tp, styles, shapes, clock, progress):
         collectives[kind] = collectives.get(kind, 0) + 1
     present = {v.name for v in graph.inputs if v.role == "input"}
     return built, {i: n for i, n in names.items() if n in present}, collectives
+
+
+def _math_attention():
+    """scaled_dot_product_attention traced as its math form on every device: torch picks the
+    kernel by the tensors' device, and on cpu its flash kernel's decomposition lays the output
+    out as [L, N, H, E] (two more permutes) while on meta (--no-data) it takes the math form,
+    so the same forward would otherwise be two programs. The eager forward (expected/) keeps
+    torch's own choice; both compute the same values."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
 
 
 def _user_specs(program, args):

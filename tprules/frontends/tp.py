@@ -28,6 +28,7 @@ from .ports import Ports
 from .sequence import check_token_wise
 from .sharding import (
     PARTIAL_THROUGH,
+    CutInside,
     NotShardable,
     _rank_aligned,
     local_attrs,
@@ -396,6 +397,8 @@ class Sharder(Ports):
                 placed = PARTIAL
             if placed is None:
                 placed = rule(st.cls)(attrs, ins, shapes, out.shape, self.tp, transpose_b=attrs.get("transpose_b") == "1")
+        except CutInside as err:
+            raise ImportFailed(self._cut_inside(st, err)) from None
         except NotShardable as err:
             raise ImportFailed(f"{self.arch}: {st.aten} at {st.module or '(top)'}: {err}") from None
         self.place[st.writes] = placed
@@ -415,6 +418,28 @@ class Sharder(Ports):
             self.b.stmt(name, st.cls, [self._local(r, k) for r in reads], self._local(st.writes, k), **mine)
         if self.ported:
             self._carry(st.writes, reads)
+
+    def _cut_inside(self, st: Statement, err: CutInside) -> str:
+        """A view cutting the groups of a split factor, named at the style that split it: the
+        first styled module back along the reshape's split operand where the split enters
+        (a statement reading a split weight, or none split)."""
+        at = f"(a view at {st.module or '(top)'})"
+        value, seen = st.reads[0], set()
+        origin = None
+        while value not in seen and (writer := self.writers.get(value)) is not None:
+            seen.add(value)
+            split = [r for r in writer.reads if isinstance(self.place.get(r), Shard)]
+            origin = writer.module or ""
+            if not split or any(self.g.values[r].role == "weight" for r in split):
+                break
+            value = split[0]
+        styled = self.styled(origin) if origin is not None else []
+        over = f"over --tp {self.tp} chips" if err.parts == self.tp else f"into {err.parts} parts (--tp {self.tp})"
+        if not styled:
+            return f"{self.arch}: {st.aten} at {st.module or '(top)'}: {err}"
+        prefix, s = styled[0]
+        return (f"{self.arch}: {s.name} at {prefix}: its output's {err.size} features are {err.groups} groups of "
+                f"{err.size // err.groups} {at}, which do not split {over}")
 
     def _embedding(self, st: Statement, reads: list[str], out) -> Placement | None:
         """A split table the plan made vocabulary-parallel (a partial: zeros outside each chip's
