@@ -165,3 +165,16 @@ def test_a_sharding_that_differs_from_the_graph_is_named(tmp_path, hf_model, mon
         importer.import_hf(hf_model("llama"), 2, tmp_path / "p")
     assert not (tmp_path / "p").exists()
 
+
+
+def test_the_check_takes_the_weights_from_memory_not_read_back(hf_model, tmp_path, monkeypatch):
+    """The arrays written to data/ are the check's inputs as they are (a large weight, such
+    as Gemma 3n's per-layer embedding, took seconds to read back: most of the check)."""
+    import tprules.runtime.inputs as inputs
+    from tprules.frontends.importer import import_hf
+
+    read, real = [], inputs._read
+    monkeypatch.setattr(inputs, "_read", lambda path, *a, **k: (read.append(path), real(path, *a, **k))[1])
+    report = import_hf(hf_model("llama"), 2, tmp_path / "p", seq=4)
+    assert report.seconds["verify"] > 0 and read == []
+    assert len(list((tmp_path / "p" / "data").iterdir())) > 10  # the folder still holds every input

@@ -100,7 +100,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
                 "layer_kinds": built.kinds, "traced_layers": built.traced}
         from .write import write_folder
 
-        checked = _Checked(src, model, built, seed, batch, seq, verify and not no_data)
+        checked = _Checked(src, model, built, seed, batch, seq, verify and not no_data, data)
         write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
         clock.tick("write")
         clock.move("write", "verify", checked.seconds)
@@ -282,8 +282,8 @@ class _Checked:
     """write_folder's check of the written folder: well-formed, then (`verify`) the reference
     on a second input against torch (verify.py), its seconds kept for the timing line."""
 
-    def __init__(self, src, model, built: _Built, seed: int, batch: int, seq: int, verify: bool):
-        self.src, self.model, self.built = src, model, built
+    def __init__(self, src, model, built: _Built, seed: int, batch: int, seq: int, verify: bool, data: dict):
+        self.src, self.model, self.built, self.data = src, model, built, data
         self.seed, self.batch, self.seq, self.verify = seed, batch, seq, verify
         self.seconds = 0.0
 
@@ -297,7 +297,7 @@ class _Checked:
         ids = second_ids(self.seed, int(self.src.config.vocab_size), self.batch, self.seq)
         names = [name for name, v, _, _ in self.built.inputs if v.role == "input"]
         try:
-            verify(folder, self.src, self.model, self.built, ids, names)
+            verify(folder, self.src, self.model, self.built, ids, names, self.data)
         finally:
             self.seconds = time.perf_counter() - started
 

@@ -82,7 +82,7 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
                 "torch": torch.__version__, "statements": built.statements, "candidates": built.candidates,
                 "folded": built.folded, "second_input": None if second is None else
                 ("drawn by tprules" if drawn else "inputs(seed=1)")}
-        checked = _Checked(model, built, names, second, recipe)
+        checked = _Checked(model, built, names, second, recipe, data)
         write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
         clock.tick("write")
         clock.move("write", "verify", checked.seconds)
@@ -230,8 +230,9 @@ class _Checked:
     """write_folder's check: well-formed, then the reference on the second input against the
     module's forward on it (verify.check)."""
 
-    def __init__(self, model, built: _Built, names: dict[int, str], second: tuple | None, recipe):
+    def __init__(self, model, built: _Built, names: dict[int, str], second: tuple | None, recipe, data: dict):
         self.model, self.built, self.names, self.second, self.recipe = model, built, names, second, recipe
+        self.data = data
         self.seconds = 0.0
 
     def __call__(self, folder: Path) -> None:
@@ -247,7 +248,8 @@ class _Checked:
             with torch.no_grad():
                 want = self.model(*self.second)
             inputs = {n: _numpy(self.second[i]) for i, n in self.names.items()}
-            check(folder, self.model, self.built, inputs, _numpy(want), self.recipe.name, self.recipe.where(), OUTPUT)
+            check(folder, self.model, self.built, inputs, _numpy(want), self.recipe.name, self.recipe.where(), OUTPUT,
+                  self.data)
         finally:
             self.seconds = time.perf_counter() - started
 

@@ -30,27 +30,31 @@ def second_ids(seed: int, vocab: int, batch: int, seq: int) -> np.ndarray:
     return np.random.default_rng([seed, 1]).integers(0, vocab, size=(batch, seq)).astype(np.int64)
 
 
-def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str]) -> None:
+def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str], data=None) -> None:
     """Raise ImportFailed unless the program in `folder` gives torch's logits for `ids`."""
     import torch
 
     with torch.no_grad():
         want = _numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits)
-    check(folder, model, built, {name: ids for name in input_names}, want, src.architecture, src.where())
+    check(folder, model, built, {name: ids for name in input_names}, want, src.architecture, src.where(), data=data)
 
 
 def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray, arch: str, where,
-          output: str = OUTPUT) -> None:
+          output: str = OUTPUT, data: dict[str, np.ndarray] | None = None) -> None:
     """Raise ImportFailed unless the program in `folder`, on `inputs` (program input → its
-    whole value), gives `want`, torch's forward on them."""
+    whole value), gives `want`, torch's forward on them. `data`: the arrays the import is
+    writing to the folder's data/ (taken from memory, not read back: a large weight costs
+    seconds to read again); the inputs it lacks are read from the folder."""
     from ..program.model import Program
     from ..runtime.compare import errors, tolerance
-    from ..runtime.inputs import program_inputs
+    from ..runtime.inputs import as_stored, program_inputs
     from ..runtime.reference import reference
     from ..workspace import Workspace
 
     prog = Program.from_workspace(Workspace(folder))
-    given = program_inputs(prog)
+    data = data or {}
+    given = program_inputs(prog, [n for n in prog.inputs if n not in data])
+    given.update((n, as_stored(data[n], prog.tensors[n])) for n in prog.inputs if n in data)
     given.update((name, value) for name, value in inputs.items() if name in given)
     values = reference(prog, given)
     _, rel = errors(values.get(output), want)

@@ -90,5 +90,12 @@ def _read(path, tensor: Tensor, display: str, mmap_mode=None) -> np.ndarray:
 
 
 def _load(path, tensor: Tensor, display: str) -> np.ndarray:
-    value = _read(path, tensor, display)
-    return store(value.astype(np.float32), tensor.dtype) if value.dtype.kind == "f" else value.astype(tensor.storage)
+    return as_stored(_read(path, tensor, display), tensor)
+
+
+def as_stored(value: np.ndarray, tensor: Tensor) -> np.ndarray:
+    """An input's value as its dtype is stored: floats as float32 rounded as the dtype keeps
+    them, integers as the tensor's storage type (no copy where it already is)."""
+    if value.dtype.kind == "f":
+        return store(value.astype(np.float32, copy=False), tensor.dtype)
+    return value.astype(tensor.storage, copy=False)
