@@ -11,7 +11,7 @@ sequence length torchtitan's 70B training config uses for the rotary table (8192
 from __future__ import annotations
 
 import torch
-from torchtitan_llama3 import ModelArgs, Transformer, tp_plan
+from torchtitan_llama3 import ModelArgs, Transformer, token_ids, tp_plan
 
 ARGS = ModelArgs(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, vocab_size=128256, ffn_dim_multiplier=1.3,
                  multiple_of=4096, rope_theta=500000, max_seq_len=8192)
@@ -28,11 +28,7 @@ def model() -> Transformer:
 
 
 def inputs(seq: int = 8, batch: int = 1, seed: int = 0) -> tuple[torch.Tensor]:
-    """Token ids [batch, seq] drawn from `seed` (zeros of that shape on the meta device)."""
-    if torch.empty(0).device.type == "meta":
-        return (torch.zeros(batch, seq, dtype=torch.int64),)
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randint(0, ARGS.vocab_size, (batch, seq), generator=g),)
+    return token_ids(ARGS, seq, batch, seed)
 
 
 PLAN = tp_plan()

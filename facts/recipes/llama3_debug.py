@@ -9,7 +9,7 @@ give a chip whole KV heads, as torchtitan requires; complex rotary; seeded weigh
 from __future__ import annotations
 
 import torch
-from torchtitan_llama3 import ModelArgs, Transformer, tp_plan
+from torchtitan_llama3 import ModelArgs, Transformer, token_ids, tp_plan
 
 ARGS = ModelArgs(dim=64, n_layers=2, n_heads=8, n_kv_heads=4, vocab_size=128, multiple_of=32,
                  rope_theta=500000, max_seq_len=256)
@@ -31,11 +31,7 @@ def model(args: ModelArgs = ARGS) -> Transformer:
 
 
 def inputs(seq: int = 8, batch: int = 1, seed: int = 0) -> tuple[torch.Tensor]:
-    """Token ids [batch, seq] drawn from `seed` (zeros of that shape on the meta device)."""
-    if torch.empty(0).device.type == "meta":
-        return (torch.zeros(batch, seq, dtype=torch.int64),)
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randint(0, ARGS.vocab_size, (batch, seq), generator=g),)
+    return token_ids(ARGS, seq, batch, seed)
 
 
 PLAN = tp_plan()

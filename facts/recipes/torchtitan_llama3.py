@@ -220,6 +220,15 @@ class Transformer(nn.Module):
         return self.output(self.norm(h))
 
 
+def token_ids(args: ModelArgs, seq: int, batch: int, seed: int) -> tuple[torch.Tensor]:
+    """A recipe's inputs(): token ids [batch, seq] drawn from `seed` (zeros of that shape on
+    the meta device, where the importer calls it under --no-data)."""
+    if torch.empty(0).device.type == "meta":
+        return (torch.zeros(batch, seq, dtype=torch.int64),)
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, args.vocab_size, (batch, seq), generator=g),)
+
+
 def tp_plan(loss_parallel: bool = False) -> dict:
     """torchtitan's `apply_tp` as one `parallelize_module` plan: sequence parallel on (the norms
     and residuals on sequence shards), float8 tensorwise TP off (torch's own styles; async TP

@@ -72,3 +72,17 @@ def line_of(path: Path, needle: str) -> int:
 
 def doc(path: Path) -> types.TextDocumentIdentifier:
     return types.TextDocumentIdentifier(uri=path.as_uri())
+
+
+def check_fusions(*args: str) -> list:
+    """`tprules check ARGS --format json`'s fusions, run in this process (a lens's expected counts)."""
+    import contextlib
+    import io
+    import json
+
+    from tprules.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["check", *args, "--format", "json"]) == 0
+    return json.loads(out.getvalue())["fusions"]

@@ -5,11 +5,9 @@ derives, and a reason goes to its rule. Expected counts come from `tprules check
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import pytest_lsp
-from lsp_helpers import CONFIG, FACTS, ROOT, RULES, doc, line_of, open_file, position_of, start
+from lsp_helpers import CONFIG, FACTS, ROOT, RULES, check_fusions, doc, line_of, open_file, position_of, start
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -27,15 +25,7 @@ async def client(lsp_client: LanguageClient):
 
 @pytest.fixture(scope="module")
 def verdicts():
-    import contextlib
-    import io
-
-    from tprules.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["check", str(PROGRAM), "--shim", SHIM, "--format", "json"]) == 0
-    return json.loads(out.getvalue())["fusions"]
+    return check_fusions(str(PROGRAM), "--shim", SHIM)
 
 
 async def test_the_rule_file_opens_without_diagnostics(client: LanguageClient):

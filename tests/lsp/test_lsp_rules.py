@@ -5,12 +5,11 @@ and from `tprules check`, never written in by hand."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 import pytest_lsp
-from lsp_helpers import CONFIG, LLAMA, ROOT, RULES, doc, line_of, open_file, position_of, start
+from lsp_helpers import CONFIG, LLAMA, ROOT, RULES, check_fusions, doc, line_of, open_file, position_of, start
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -28,15 +27,7 @@ async def client(lsp_client: LanguageClient):
 @pytest.fixture(scope="module")
 def verdicts():
     """`tprules check facts/llama-layer-tp4 --format json`, in this process."""
-    import contextlib
-    import io
-
-    from tprules.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["check", str(LLAMA), "--format", "json"]) == 0
-    return json.loads(out.getvalue())["fusions"]
+    return check_fusions(str(LLAMA))
 
 
 async def test_every_rule_file_opens_without_diagnostics(client: LanguageClient):

@@ -34,4 +34,9 @@ class Graph:
         return [v for v in self.values.values() if v.role != "activation"]
 
 
-__all__ = ["INPUT", "OUTPUT", "Graph", "Statement", "Tensor"]
+def under(module: str, prefix: str) -> bool:
+    """Whether module path `module` is `prefix` or inside it."""
+    return module == prefix or module.startswith(prefix + ".")
+
+
+__all__ = ["INPUT", "OUTPUT", "Graph", "Statement", "Tensor", "under"]

@@ -157,7 +157,6 @@ def _check_folded(src, graph, constants, placement) -> None:
 def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
     """Every layer traced: the plain path (and the reference the stamped one must equal)."""
     from .tp import shard
-    from .write import add_candidates
 
     progress.phase("trace every layer", 1)
     _, constants, lowerer = _lowered(src, model, batch, seq, src.architecture)
@@ -165,6 +164,14 @@ def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
     graph = lowerer.run()
     clock.tick("lower")
     tpp = shard(graph, tp, src.architecture, src.plan, src.base_prefix, heads, src.buffers)
+    return built_whole(src, graph, constants, lowerer, tpp, clock, progress)
+
+
+def built_whole(src, graph, constants, lowerer, tpp, clock, progress) -> _Built:
+    """A program traced whole (every layer) and sharded: its folded constants checked, its
+    candidates added, and what `_data` needs (import hf's and import torch's last step)."""
+    from .write import add_candidates
+
     _check_folded(src, graph, constants, tpp.placement)
     candidates = add_candidates(tpp.builder)
     clock.tick("shard")

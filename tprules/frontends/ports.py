@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import ImportFailed
+from .graph import under
 from .placement import REPLICATE, Partial, Placement, Replicate, Shard, plain
 from .styles import Layout, Port, Style
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from ..program.builder import ProgramBuilder
     from .graph import Graph, Tensor
 
-
-def _under(module: str, prefix: str) -> bool:
-    return module == prefix or module.startswith(prefix + ".")
 
 
 def describe(p: Placement) -> str:
@@ -93,7 +91,7 @@ class Ports:
             return value  # on one chip every layout is the whole value
         name = value
         for prefix, s in self.styled(self.g.values[value].module or ""):  # innermost first
-            if _under(reader, prefix):
+            if under(reader, prefix):
                 break
             if not s.outputs or self.outputs_of.get(prefix) != value or s.outputs[0] is None:
                 continue
@@ -106,7 +104,7 @@ class Ports:
     def _ports_entering(self, value: str, reader: str) -> str:
         name = value
         for prefix, s in reversed(self.styled(reader)):  # outermost first
-            if not s.inputs or _under(self.g.values[name].module or "", prefix):
+            if not s.inputs or under(self.g.values[name].module or "", prefix):
                 continue
             index = self._input_index(prefix, s, name)
             port = None if index is None else s.inputs[index]

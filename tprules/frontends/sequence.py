@@ -20,16 +20,13 @@ that axis alone, is not token by token.
 from __future__ import annotations
 
 from .errors import ImportFailed
-from .graph import Graph
+from .graph import Graph, under
 from .placement import REPLICATE, Placement, Shard, plain
 from .sharding import NotShardable, rule
 
 SEQUENCE_AXIS = 1  # SequenceParallel(sequence_dim=1), as transformers registers it
 NAME = "sequence_parallel"
 
-
-def _inside(module: str, prefix: str) -> bool:
-    return module == prefix or module.startswith(prefix + ".")
 
 
 def check_token_wise(graph: Graph, style_of, tp: int, arch: str) -> None:
@@ -72,7 +69,7 @@ def _check_module(graph: Graph, prefix: str, stmts: list, readers: dict[str, lis
             raise ImportFailed(_refusal(arch, prefix, st, str(err))) from None
     for st in stmts:
         read_by = readers.get(st.writes, [])
-        if read_by and all(_inside(m, prefix) for m in read_by):
+        if read_by and all(under(m, prefix) for m in read_by):
             continue  # stays inside the module (a value no statement reads is the program's output)
         p = place[st.writes]
         if not (isinstance(p, Shard) and set(p.axes()) == {SEQUENCE_AXIS}):

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import UsageError
 from .errors import ImportFailed, MissingExtra
-from .importer import ImportReport, _Built, _check_folded, _Clock, _numpy, _wellformed, program_data
+from .importer import ImportReport, _Built, _Clock, _numpy, _wellformed, built_whole, program_data
 
 OUTPUT = "output"  # the forward's output, as expected/output.npy holds it
 
@@ -133,7 +133,6 @@ def _build(recipe, model, args, tp, styles, shapes, clock, progress):
     from .lower import Lowerer
     from .tp import Heads, Sharder, placements
     from .trace import export
-    from .write import add_candidates
 
     progress.phase("trace the forward", 1)
     with _math_attention():
@@ -150,14 +149,8 @@ def _build(recipe, model, args, tp, styles, shapes, clock, progress):
                                 frozenset(n for n, _ in model.named_buffers()))
     sharder = Sharder(graph, tp, recipe.name, style_of, args=shapes)
     tpp = sharder.run(weights, kinds)
-    _check_folded(recipe, graph, constants, tpp.placement)
-    candidates = add_candidates(tpp.builder)
-    clock.tick("shard")
-    progress.advance()
+    built = built_whole(recipe, graph, constants, lowerer, tpp, clock, progress)
     b = tpp.builder
-    inputs = [(v.name, v, tpp.placement[v.name], None) for v in graph.inputs]
-    built = _Built(b, len(b.statements), candidates, len(b.shapes), len(b.facts["fold"]), sorted(graph.folded),
-                   inputs, constants, graph, names=lowerer.names, output=lowerer.output)
     kinds_of = dict(b.facts["collective"])
     collectives: dict[str, int] = {}
     for _, c in b.facts["fold"]:

@@ -21,7 +21,7 @@ from functools import cached_property
 from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
 from .errors import ImportFailed
-from .graph import Graph, Statement, Tensor
+from .graph import Graph, Statement, Tensor, under
 from .hf import generic_path, plan_style
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, local_shape, plain
 from .ports import Ports
@@ -120,9 +120,6 @@ def weight_placement(arch: str, value: Tensor, style: Style | None, tp: int, hea
     return placement
 
 
-def _under(module: str, prefix: str) -> bool:
-    return module == prefix or module.startswith(prefix + ".")
-
 
 class Sharder(Ports):
     def __init__(self, graph: Graph, tp: int, arch: str, styles=None, args=None):
@@ -201,7 +198,7 @@ class Sharder(Ports):
         if self.ported:
             return self._ports_leaving(value, reader)
         for prefix, s in self.styled(v.module):
-            if _under(reader, prefix):
+            if under(reader, prefix):
                 continue
             if s.output == "gather" and isinstance(self.place[value], Shard):
                 self._gather(value, prefix, s)
@@ -220,9 +217,9 @@ class Sharder(Ports):
         if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
             return self._whole(value, set())
         for prefix, s in self.styled(reader):
-            if s.share_input and not _under(v.module, prefix) and isinstance(self.place[value], Replicate):
+            if s.share_input and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
                 return self._share(value, prefix, s)
-            if not s.split_input or _under(v.module, prefix):
+            if not s.split_input or under(v.module, prefix):
                 continue
             if isinstance(self.place[value], Partial):
                 self._fold(value)
@@ -278,7 +275,7 @@ class Sharder(Ports):
 
     def _left_split_input(self, module: str, reader: str) -> bool:
         """Whether `module` is in a split-input module that `reader` is outside of."""
-        return any(s.split_input and not _under(reader, prefix) for prefix, s in self.styled(module))
+        return any(s.split_input and not under(reader, prefix) for prefix, s in self.styled(module))
 
     def _whole(self, value: str, seen: set) -> str:
         """The whole value of one that a split-input module computed from its slices, for a
