@@ -63,10 +63,19 @@ FULL = {
                     "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                     "v_head_dim": 128, "rope_theta": 10000.0, "max_position_embeddings": 163840,
                     "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False},
+    # Qwen3-235B-A22B's published hyperparameters: 94 layers, hidden 4096, 64 heads of 128, 4 key/value
+    # heads, 128 experts of FFN 1536, top-8
+    "qwen3-235b-a22b": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936,
+                        "hidden_size": 4096, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+                        "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4,
+                        "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": True,
+                        "decoder_sparse_step": 1, "mlp_only_layers": [], "rope_theta": 1e6,
+                        "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+                        "tie_word_embeddings": False},
 }
-TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8}
+TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8, "qwen3-235b-a22b": 8}
 # tokens x experts pairs: the batched_mm form's statements grow with them
-SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512}
+SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512, "qwen3-235b-a22b": 512}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)

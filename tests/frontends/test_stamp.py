@@ -13,7 +13,7 @@ from tprules.frontends.columnar import FactColumns, candidates, strings
 from tprules.frontends.write import add_candidates
 from tprules.program.builder import ProgramBuilder
 
-from .tiny import make_model
+from .tiny import GROUP_ROUTING, LATENT_MOE, make_model
 
 SLIDING = ["full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
 # name → (model type, TP, config overrides, layer kinds expected)
@@ -66,6 +66,53 @@ def test_the_stamped_program_is_the_full_trace_statement_for_statement(pattern, 
     assert (stamped.statements, stamped.candidates, stamped.tensors, stamped.folds, stamped.folded) == \
            (traced.statements, traced.candidates, traced.tensors, traced.folds, traced.folded)
     assert _same_folders(tmp_path / "stamped", tmp_path / "traced") == []
+
+
+# Styles that add statements at a module's boundary inside the layers: experts' partials
+# folded once (moe_tp_experts), a gather and a split input (GLM-4); with DeepSeek-V3's and
+# GLM-4-MoE's dense first layer a second layer kind. name → (model type, config overrides, kinds)
+BOUNDARY_PATTERNS = {
+    "mixtral_experts": ("mixtral", {"num_hidden_layers": 3}, 1),
+    "qwen3_moe_experts": ("qwen3_moe", {"num_hidden_layers": 3}, 1),
+    "deepseek_v3_dense_first_latent_attention": ("deepseek_v3", {**LATENT_MOE, "num_hidden_layers": 4}, 2),
+    "glm4_moe_group_routing": ("glm4_moe", {**GROUP_ROUTING, "first_k_dense_replace": 1, "num_hidden_layers": 4}, 2),
+    "glm4_gather_and_split_input": ("glm4", {"num_hidden_layers": 3}, 1),
+}
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("pattern", sorted(BOUNDARY_PATTERNS))
+def test_layers_whose_styles_add_statements_are_stamped_as_the_full_trace(pattern, tp, tmp_path):
+    model_type, overrides, kinds = BOUNDARY_PATTERNS[pattern]
+    no_data = tp == 1  # with weights at TP 2: data/ and expected/ too, and the import's check against torch
+    source = make_model(tmp_path / "model", model_type, weights=not no_data, **overrides)
+    stamped = _import(source, tp, tmp_path / "stamped", no_data=no_data)
+    traced = _import(source, tp, tmp_path / "traced", no_data=no_data, every_layer=True)
+    assert stamped.kinds == kinds and stamped.traced < overrides["num_hidden_layers"]
+    assert (stamped.statements, stamped.candidates, stamped.folds, stamped.folded) == \
+           (traced.statements, traced.candidates, traced.folds, traced.folded)
+    assert _same_folders(tmp_path / "stamped", tmp_path / "traced") == []
+
+
+def test_the_nodes_a_trace_erases_count_in_their_layers_numbering(tmp_path):
+    """fx numbers a node before dead code is erased: Mixtral's experts erase two views a
+    layer, so layer 1's views start two numbers after layer 0's last live one."""
+    from tprules.frontends.hf import build_model, read_source
+    from tprules.frontends.layers import layer_kinds, reduced
+    from tprules.frontends.stamp import Segments
+    from tprules.frontends.trace import erased_nodes, trace
+
+    source = make_model(tmp_path / "model", "mixtral", weights=False, num_hidden_layers=3)
+    src = read_source(source, None, None)
+    model = build_model(src, 0, True)
+    kinds = layer_kinds(model)
+    with reduced(model, kinds):
+        program = trace(model, 1, 6, src.architecture)
+    erased = [e.name for e in erased_nodes(program) if e.name.startswith("view")]
+    segments = Segments(program, kinds)
+    live = [name for name, q in segments.of.items() if q == 0 and name.startswith("view")]
+    assert len(erased) == 2 * 2  # two a layer, two layers traced
+    assert segments.count[0]["view"] == len(live) + 2
 
 
 def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_path):

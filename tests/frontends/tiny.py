@@ -23,6 +23,12 @@ GROUP_ROUTING = dict(n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_
                      first_k_dense_replace=0, n_shared_experts=1)
 
 
+# A tiny DeepSeek-V3's multi-head latent attention (as many key/value heads as heads, heads of
+# the rotary width) and routing: its first layer dense, the rest mixtures of experts.
+LATENT_MOE = dict(GROUP_ROUTING, first_k_dense_replace=1, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                  kv_lora_rank=32, q_lora_rank=32, head_dim=8, num_key_value_heads=4)
+
+
 # A tiny Bamba's Mamba fields (a Mamba mixer in layer 0, attention in layer 1).
 MAMBA = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=4, mamba_n_groups=1,
              attn_layer_indices=[1])

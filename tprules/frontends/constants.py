@@ -140,9 +140,7 @@ class Constants:
         elif node.op == "get_attr":
             out = getattr(self.program.graph_module, node.target)
         else:
-            args = _map(node.args, self.value)
-            kwargs = _map(node.kwargs, self.value)
-            out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
+            out = _call(node, _map(node.args, self.value), _map(node.kwargs, self.value))
         self._values[node] = out
         return out
 
@@ -151,16 +149,33 @@ class Constants:
         copy of a constant computed from its own layer's weights)."""
         if node in memo:
             return memo[node]
+        if node.op == "constant":  # a lowering's constant (lower.py's _Filled): it reads no weight
+            return self.value(node)
         if node.op == "placeholder":
             out = self.weight(rename(self.fqn[node.name]))
         elif node.op == "get_attr":
             out = getattr(self.program.graph_module, node.target)
         else:
-            args = _map(node.args, lambda x: self.value_as(x, rename, memo))
-            kwargs = _map(node.kwargs, lambda x: self.value_as(x, rename, memo))
-            out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
+            out = _call(node, _map(node.args, lambda x: self.value_as(x, rename, memo)),
+                        _map(node.kwargs, lambda x: self.value_as(x, rename, memo)))
         memo[node] = out
         return out
+
+
+def _call(node, args, kwargs):
+    """A constant node's value from its operands' values; an uninitialised tensor (`empty`,
+    `new_empty`: what it holds is never read, it is written over) as zeros, so that every
+    import of a model writes the same data/."""
+    if node.target is operator.getitem:
+        return args[0][args[1]]
+    out = node.target(*args, **kwargs)
+    space, _, op = str(node.target).partition(".")
+    if space == "aten" and op.split(".")[0] in _UNINITIALISED:
+        out = out.zero_()
+    return out
+
+
+_UNINITIALISED = {"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided", "empty_permuted"}
 
 
 def _map(x, fn):

@@ -80,7 +80,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         clock.tick("model")
         kinds = None if every_layer else layer_kinds(model)
         built = None
-        if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
+        if kinds is not None and len(kinds.order) < kinds.count:
             from .stamp import CannotStamp
 
             try:
@@ -180,26 +180,6 @@ def built_whole(src, graph, constants, lowerer, tpp, clock, progress) -> _Built:
     inputs = [(v.name, v, tpp.placement[v.name], None) for v in graph.inputs]
     return _Built(b, len(b.statements), candidates, len(b.shapes), len(b.facts["fold"]), sorted(graph.folded),
                   inputs, constants, graph, names=lowerer.names, output=lowerer.output)
-
-
-def _stampable(plan: dict[str, str]) -> bool:
-    """Whether stamping is known to give the full trace's facts for this plan: every style of
-    an entry inside the layers (one with a layer index, `*` or a number) only places weights
-    (a style that adds statements at a module's boundary, a gather, a fold, a split input, an
-    expert's partial, is traced whole); outside them (lm_head's gather, the embedding's fold)
-    a boundary is traced once either way (tests/frontends/test_stamp.py)."""
-    import re
-
-    from .styles import style
-
-    def weight_only(s) -> bool:
-        return s is not None and s.missing is None and s.output is None and not (s.split_input or s.linear
-                                                                                 or s.share_input)
-
-    def in_layers(pattern: str) -> bool:
-        return re.search(r"(^|\.)(\*|\d+)(\.|$)", pattern) is not None
-
-    return all(weight_only(style(name)) for pattern, name in plan.items() if in_layers(pattern))
 
 
 def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:

@@ -72,6 +72,10 @@ class Lowerer:
     def at_node(self, n) -> None:
         """Called before each node is lowered (stamp.py tags what each node adds)."""
 
+    def reused(self, value: str) -> None:
+        """Called when a node's statement is one lowered before, whose `value` it reads (stamp.py
+        keeps the values that later layers read this way)."""
+
     # -- what the table's functions call ------------------------------------------------
 
     def shape(self, n) -> tuple[int, ...]:
@@ -148,6 +152,7 @@ class Lowerer:
         key = (cls, reads, pairs, shape, dtype)
         if key in self.computed:  # the same statement again (q, k and v each view the hidden state)
             self.names[n] = self.computed[key]
+            self.reused(self.computed[key])
             return
         name = self.graph.add_value(Tensor(n.name, shape, dtype, role="activation", module=self.module))
         self.names[n] = self.computed[key] = name

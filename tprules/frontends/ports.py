@@ -60,6 +60,8 @@ class Ports:
 
         def _fold(self, value: str) -> None: ...
 
+        def _named(self, prefix: str, source: str, suffix: str = "") -> str: ...
+
         def _gather(self, value: str, module: str, s: Style, out: str | None = None, what: str = "output") -> str: ...
 
         def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str: ...
@@ -172,7 +174,7 @@ class Ports:
             self._fold(name)  # in place: the spine's sum is the value itself
             return name
         if isinstance(want, Replicate) and isinstance(p, Shard):
-            return self._gather(name, prefix, s, out=None if in_place else f"{name}_gathered", what=what)
+            return self._gather(name, prefix, s, out=None if in_place else self._named("", name, "_gathered"), what=what)
         assert isinstance(want, Shard)
         axis = want.splits[0].axis
         if isinstance(p, Partial):
@@ -202,14 +204,14 @@ class Ports:
     def _reduce_scatter(self, value: str, axis: int, module: str) -> str:
         """Partial → Shard(axis): the sum's fold, read only by chip k's slice of block k."""
         v = self.g.values[value]
-        blocks = f"{value}_scattered"
+        blocks = self._named("", value, "_scattered")
         self._derived(blocks, v, module, Shard((plain(axis, self.tp, v.shape[axis]),)))
         self.place[value] = REPLICATE  # the spine's sum, read by the slices alone
         self.b.tensor(value, v.shape, v.dtype, spine=True)
-        name = f"reducescatter_{value}"
+        name = self._named("reducescatter_", value)
         self.b.reduce_scatter(name, [f"{value}@{k}" for k in range(self.tp)], value, collective=name, axis=axis,
                               blocks=[f"{blocks}@{k}" for k in range(self.tp)])
-        for o in [name] + [f"{name}_{k}" for k in range(self.tp)]:
+        for o in [name] + [self._named("", name, f"_{k}") for k in range(self.tp)]:
             self.b.facts["attr"].append((o, "module", module))
         self.folds[value] = name
         return blocks

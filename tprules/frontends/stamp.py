@@ -32,11 +32,12 @@ from .columnar import ARITY, FactColumns, strings
 from .graph import INPUT, OUTPUT, Graph
 from .layers import LayerKinds
 from .tp import Sharder
+from .trace import erased_nodes
 
 PRE = -1
 _NAME = re.compile(r"^(.*)_(\d+)$")
 _NAME_COLUMNS = {"op": (0,), "reads": (0, 2), "writes": (0, 1), "tensor": (0,), "shape": (0,), "attr": (0,),
-                 "placed": (0,), "spine": (0,), "fold": (0, 1)}
+                 "placed": (0,), "spine": (0,), "fold": (0, 1), "collective": (0,)}
 _NAMED_ATTRS = ("module", "folded")
 
 
@@ -67,6 +68,7 @@ class Segments:
             raise CannotStamp("the traced layers' nodes are not one run per layer")
         first, last = known[0][0], known[-1][0]
         self.of: dict[str, int] = {}
+        self.count: dict[int, Counter] = {}
         prev = None
         for i, n in enumerate(nodes):
             q = layer[i]
@@ -83,15 +85,34 @@ class Segments:
             else:
                 prev = q
             self.of[n.name] = q
-        self.count: dict[int, Counter] = {}
         for name, q in self.of.items():
             self.count.setdefault(q, Counter())[split_name(name)[0]] += 1
+        self._count_erased(erased_nodes(program), rx)
         k = kinds.kinds
         for q in range(k, self.post):  # each kind's second layer has the first one's nodes
             kind = kinds.kind[kinds.order[q]]
             if self.count.get(q) != self.count.get(kind):
                 raise CannotStamp(f"layers {kinds.order[kind]} and {kinds.order[q]} are of one kind but trace "
                                   "to different nodes")
+
+    def _count_erased(self, erased, rx) -> None:
+        """Count each node the trace erased in its segment: fx numbered it among its base's
+        nodes. One outside the layers counts before them or after them by its number."""
+        numbers: dict[str, list[tuple[int, int]]] = {}
+        for name, q in self.of.items():
+            base, n = split_name(name)
+            numbers.setdefault(base, []).append((n, q))
+        for node in erased:
+            base, n = split_name(node.name)
+            layer = _layer_of(node, rx)
+            if layer is None:
+                inside = [m for m, s in numbers.get(base, []) if s not in (PRE, self.post)]
+                if inside and min(inside) < n < max(inside):
+                    raise CannotStamp(f"the trace erased {node.name}, which lies among the layers' nodes")
+                layer = PRE if not inside or n < min(inside) else self.post
+            elif layer >= self.post:
+                raise CannotStamp(f"the trace erased {node.name} of layer {layer}")
+            self.count.setdefault(layer, Counter())[base] += 1
 
 
 def _layer_of(n, rx) -> int | None:
@@ -104,18 +125,32 @@ def _layer_of(n, rx) -> int | None:
 
 
 class TaggedGraph(Graph):
-    """A Graph that remembers the segment in which each value was first added."""
+    """A Graph that remembers the segment in which each value was first added, and the fx
+    node each value a lowering names after its node (`mul_3__neg`, `sum_1_part0`) was made
+    from: (prefix, node, suffix), as the Sharder keeps its own names' (`derived`)."""
 
     def __init__(self, segments: Segments):
         super().__init__()
         self.segments = segments
         self.now = PRE
+        self.node = ""  # the fx node being lowered
         self.segment: dict[str, int] = {}
+        self.derived: dict[str, tuple[str, str, str]] = {}
+        self.shared: set[str] = set()  # a layer's values that a later layer's same statement reads
 
     def add_value(self, value) -> str:
-        if value.name not in self.values:
-            self.segment[value.name] = self.now
+        name = value.name
+        if name not in self.values:
+            self.segment[name] = self.now
+            node = self.node
+            if node and name != node and name.startswith(node + "_") and name not in self.segments.of:
+                self.derived[name] = ("", node, name[len(node):])
         return super().add_value(value)
+
+    def segment_of(self, st) -> int:
+        """The segment of a statement: its fx node's, or (a lowering's part) its value's."""
+        s = self.segments.of.get(st.name)
+        return s if s is not None else self.segment.get(st.writes, PRE)
 
 
 def tag_lowerer(lowerer, segments: Segments) -> TaggedGraph:
@@ -124,8 +159,14 @@ def tag_lowerer(lowerer, segments: Segments) -> TaggedGraph:
 
     def at_node(n):
         graph.now = segments.of.get(n.name, graph.now)
+        graph.node = n.name
+
+    def reused(value):
+        if graph.segment.get(value, PRE) not in (PRE, graph.now):
+            graph.shared.add(value)
 
     lowerer.at_node = at_node
+    lowerer.reused = reused
     return graph
 
 
@@ -156,7 +197,7 @@ class TaggingSharder(Sharder):
 
     def _statement(self, st) -> None:
         super()._statement(st)
-        self._mark(self.g.segments.of.get(st.name, PRE))
+        self._mark(self.g.segment_of(st))
 
 
 class Stamper:
@@ -204,13 +245,13 @@ class Stamper:
         """Each traced layer's one output: the activation it writes that later segments read."""
         out: dict[int, set[str]] = {}
         for st in self.g.stmts:
-            s = self.seg.of.get(st.name, PRE)
+            s = self.g.segment_of(st)
             for r in st.reads:
                 v = self.g.values.get(r)
                 if v is None or v.role != "activation":
                     continue
                 src = self.g.segment.get(r, PRE)
-                if src != s and src not in (PRE, self.post):
+                if src != s and src not in (PRE, self.post) and r not in self.g.shared:
                     if s != src + 1:
                         raise CannotStamp(f"{st.name} (traced layer {s}) reads {r} of traced layer {src}")
                     out.setdefault(src, set()).add(r)
@@ -235,19 +276,28 @@ class Stamper:
             if p != q:
                 raise CannotStamp(f"traced layer {q} names {name}")
             return f"{self.kinds.path}.{i}{name[m.end(1):]}"
-        if name.startswith("allreduce_"):
-            return "allreduce_" + self.whole(name[len("allreduce_"):], q, i)
         s = self.seg.of.get(name)
-        if s is None or s == PRE:
+        if s is None and name in self.g.derived:  # a lowering's part (`mul_3__neg`): its own value's segment
+            s = self.g.segment.get(name)
+        if s is None:
+            made = self.sharder.derived.get(name)
+            if made is not None:  # a name the sharding made from another (`allreduce_add_7`, `share_x`)
+                prefix, source, suffix = made
+                return prefix + self.whole(source, q, i) + suffix
+            return name  # not a node's: `(top)`, a lowering's constant
+        if s == PRE:
             return name
         if s == q:
+            if name in self.g.derived:
+                prefix, node, suffix = self.g.derived[name]
+                return prefix + self.shifted(node, q, i) + suffix
             return self.shifted(name, q, i)
         v = self.g.values.get(name)
         if s == q - 1 and self.export.get(s) == name:  # the previous layer's output
             t = self.template[i - 1]
-            return self.shifted(self.export[t], t, i - 1)
-        if s < self.k and v is not None and v.role == "folded":
-            return self.shifted(name, s, self.kinds.first(s))
+            return self.whole(self.export[t], t, i - 1)
+        if s < self.k and v is not None and (v.role == "folded" or name in self.g.shared):
+            return self.whole(name, s, self.kinds.first(s))  # folded or computed once, in a kind's first layer
         raise CannotStamp(f"traced layer {q} reads {name} of traced layer {s}")
 
     def token(self, tok: str, q: int, i: int, names: dict[str, str]) -> str:

@@ -134,6 +134,8 @@ class Sharder(Ports):
         self.splits: dict[str, str] = {}  # replicated value → its per-chip slices (rowwise_split_input)
         self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
         self._styled: dict[str, list[tuple[str, Style]]] = {}
+        # each name the sharding makes from one of the graph's: (prefix, that name, suffix)
+        self.derived: dict[str, tuple[str, str, str]] = {}
 
     def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
         self.tables = {w: k for w, k in (kinds or {}).items() if k in ("vocab", "embedding_colwise")}
@@ -170,6 +172,13 @@ class Sharder(Ports):
         else:
             for k in range(self.tp):
                 self.b.tensor(f"{v.name}@{k}", shape, v.dtype, chip=k)
+
+    def _named(self, prefix: str, source: str, suffix: str = "") -> str:
+        """A name made from `source` (a value or statement name), kept with its parts (stamp.py
+        renames the source and keeps the rest)."""
+        name = f"{prefix}{source}{suffix}"
+        self.derived[name] = (prefix, source, suffix)
+        return name
 
     def _local(self, value: str, chip: int | None) -> str:
         return value if isinstance(self.place[value], Replicate) or chip is None else f"{value}@{chip}"
@@ -239,7 +248,7 @@ class Sharder(Ports):
             raise ImportFailed(f"{self.arch}: {s.name} at {module}: its {what} {value} is placed {p}; an all-gather "
                                f"joins one contiguous block per chip (needs a redistribution first)")
         slices = [f"{value}@{k}" for k in range(self.tp)]
-        name = f"allgather_{out or value}"
+        name = self._named("allgather_", out or value)
         if out is None:
             self.place[value] = REPLICATE
             self.b.tensor(value, v.shape, v.dtype, spine=True)
@@ -263,12 +272,12 @@ class Sharder(Ports):
             where = "its last axis" if axis == last else f"axis {axis}"
             raise ImportFailed(f"{self.arch}: {s.name} at {module}: its input {value} has {size} on {where}, "
                                f"which does not split into {self.tp}")
-        name = f"{value}_split" if axis == last else f"{value}_split{axis}"
+        name = self._named("", value, "_split" if axis == last else f"_split{axis}")
         self._derived(name, v, module, Shard((plain(axis, self.tp, size),)))
         width = size // self.tp
         for k in range(self.tp):
             stem = "split" if axis == last else f"split{axis}"
-            self.b.stmt(f"{stem}_{value}@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
+            self.b.stmt(self._named(f"{stem}_", value) + f"@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
                         end=(k + 1) * width, step=1, module=module, aten=f"({s.name})")
         self.splits[key] = name
         return name
@@ -288,7 +297,7 @@ class Sharder(Ports):
         source = next((v for v, name in self.splits.items() if name == value and name == f"{v}_split"), None)
         if source is not None or isinstance(self.place[value], Replicate):
             return source or value
-        twin = f"{value}_whole"
+        twin = self._named("", value, "_whole")
         if twin in self.place:
             return twin
         writer = self.writers.get(value)
@@ -299,7 +308,7 @@ class Sharder(Ports):
         reads = [self._whole(r, seen | {value}) for r in writer.reads]
         v = self.g.values[value]
         self._derived(twin, v, v.module, REPLICATE)
-        self.b.stmt(f"{writer.name}_whole", writer.cls, reads, twin, **dict(writer.attrs), module=writer.module,
+        self.b.stmt(self._named("", writer.name, "_whole"), writer.cls, reads, twin, **dict(writer.attrs), module=writer.module,
                     aten=writer.aten)
         return twin
 
@@ -309,13 +318,13 @@ class Sharder(Ports):
 
     def _share(self, value: str, module: str, s: Style) -> str:
         """Each chip's 1 / N of a replicated value: a partial that sums back to it."""
-        key = f"{value}_share"
+        key = self._named("", value, "_share")
         if key in self.splits:
             return self.splits[key]
         v = self.g.values[value]
         self._derived(key, v, module, PARTIAL)
         for k in range(self.tp):
-            self.b.stmt(f"share_{value}@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
+            self.b.stmt(self._named("share_", value) + f"@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
                         module=module, aten=f"({s.name})")
         self.splits[key] = key
         return key
@@ -346,7 +355,7 @@ class Sharder(Ports):
 
     def _block(self, value: str, placement: Shard, module: str) -> str:
         """Chip k's block of a replicated value under `placement` (plain splits): slices."""
-        key = f"{value}_block_{'_'.join(f'{sp.axis}x{sp.parts}' for sp in placement.splits)}"
+        key = self._named("", value, f"_block_{'_'.join(f'{sp.axis}x{sp.parts}' for sp in placement.splits)}")
         if key in self.splits:
             return self.splits[key]
         v = self.g.values[value]
@@ -356,11 +365,11 @@ class Sharder(Ports):
             for n, sp in enumerate(placement.splits):
                 width = v.shape[sp.axis] // sp.parts
                 last = n == len(placement.splits) - 1
-                dst = f"{key}@{k}" if last else f"{key}_{n}@{k}"
+                dst = f"{key}@{k}" if last else self._named("", key, f"_{n}") + f"@{k}"
                 if not last:
                     shape = list(local_shape(Shard(placement.splits[:n + 1]), v.shape, self.tp))
                     self.b.tensor(dst, shape, v.dtype, chip=k)
-                self.b.stmt(f"block_{value}_{n}@{k}", Ops.SLICE, [src], dst, axis=sp.axis,
+                self.b.stmt(self._named("block_", value, f"_{n}") + f"@{k}", Ops.SLICE, [src], dst, axis=sp.axis,
                             start=digits[sp.axis] * width, end=(digits[sp.axis] + 1) * width, step=1,
                             module=module, aten="(local block)")
                 src = dst
@@ -457,7 +466,7 @@ class Sharder(Ports):
         partials = [f"{value}@{k}" for k in range(self.tp)]
         self.place[value] = REPLICATE
         self.b.tensor(value, v.shape, v.dtype, spine=True)
-        name = f"allreduce_{value}"
+        name = self._named("allreduce_", value)
         self.b.fold(name, partials, value, collective=v.module or value)
         self.b.facts["attr"].append((name, "module", v.module or "(top)"))
         self.folds[value] = name

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from contextlib import contextmanager
 
 from . import core_aten
 from .errors import ImportFailed
 
+ERASED = "tprules_erased"  # the graph module's meta key of the nodes the trace erased
 TRACES_KEPT = 4  # the traces a process keeps, least recently used dropped first
 _traces: OrderedDict[tuple, object] = OrderedDict()
 # torch's bookkeeping of its symbols in a guard's message, left out of the refusal's line
@@ -52,8 +54,10 @@ def export(model, args: tuple, kwargs: dict, arch: str):
     quiet = logging.getLogger("torch._subclasses.fake_tensor")  # it logs a traceback before raising
     level, quiet.level = quiet.level, logging.CRITICAL
     try:
-        with torch.no_grad():
-            return core_aten.export(model, args, kwargs)
+        with torch.no_grad(), _erased() as erased:
+            program = core_aten.export(model, args, kwargs)
+        program.graph_module.meta[ERASED] = erased.get(id(program.graph_module.graph), [])
+        return program
     except Exception as err:  # noqa: BLE001 - torch.export raises many kinds
         text = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         where = data_dependent(err, model)
@@ -63,6 +67,50 @@ def export(model, args: tuple, kwargs: dict, arch: str):
         raise ImportFailed(f"{arch}: torch.export cannot trace the forward: {text}") from None
     finally:
         quiet.setLevel(level)
+
+
+class Erased:
+    """A node the trace named and then erased (dead code): its name and module stack."""
+
+    op = "call_function"
+
+    def __init__(self, node):
+        self.name = node.name
+        stack = node.meta.get("nn_module_stack") or {}  # paths as the final graph has them
+        self.meta = {"nn_module_stack": {k: (_rooted(v[0]), *v[1:]) for k, v in stack.items()}}
+
+
+def _rooted(path: str) -> str:
+    """A module path of export's wrapper (`_export_root.model.layers.1`) as the model's."""
+    root = "_export_root"
+    return path[len(root) + 1:] if path.startswith(root + ".") else "" if path == root else path
+
+
+@contextmanager
+def _erased():
+    """The nodes erased from each fx graph while tracing, by the graph's id. The trace names
+    a node by its op, numbered in order (`view_52`), before dead code is erased, so a layer's
+    node numbers count its erased nodes too (stamp.py)."""
+    import torch.fx
+
+    erased: dict[int, list[Erased]] = {}
+    erase = torch.fx.Graph.erase_node
+
+    def recorded(graph, node):
+        if node.op != "placeholder":
+            erased.setdefault(id(graph), []).append(Erased(node))
+        return erase(graph, node)
+
+    torch.fx.Graph.erase_node = recorded  # type: ignore[method-assign]
+    try:
+        yield erased
+    finally:
+        torch.fx.Graph.erase_node = erase  # type: ignore[method-assign]
+
+
+def erased_nodes(program) -> list[Erased]:
+    """The nodes the trace of `program` erased (none known for a program traced elsewhere)."""
+    return program.graph_module.meta.get(ERASED, [])
 
 
 def _keep(key: tuple, program):
