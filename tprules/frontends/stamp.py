@@ -7,13 +7,18 @@ then, relation by relation, the reduced one with each sweep over the traced laye
 replaced by a sweep over all layers: layer i is its kind's first traced layer if it is
 that kind's first layer, else its kind's second traced layer, with every name renamed:
 
-- a name from an fx node (`mm_2`, `view_19@3`, `allreduce_view_19`) gets the number fx
-  gives that node in a full trace: fx numbers the nodes of one base name (`mm`) in
-  program order, so the number shifts by the count of that base in the layers between;
+- a name from an fx node (`mm_2`, `view_19@3`) gets the number fx gives that node in a
+  full trace: fx numbers the nodes of one base name (`mm`) in program order, dead ones
+  too (erased after they were named: trace.py records them), so the number shifts by the
+  count of that base in the layers between;
+- a name made from another, by a lowering (`sum_1_part0`, `mul_3__neg`: TaggedGraph) or
+  by the sharding (`allreduce_view_19`, `share_x`, `x_split`: Sharder.derived), is its
+  source's new name with the same prefix and suffix;
 - a weight or module path (`model.layers.1.mlp.up_proj.weight`) gets the layer's index;
 - the previous layer's output (the one value a layer passes on) is layer i-1's;
-- a constant folded in a kind's first layer (the RoPE table, a sliding-window mask) keeps
-  that layer's name.
+- a constant folded in a kind's first layer (the RoPE table, a sliding-window mask), or a
+  statement a later layer shares with it (the same statement on the same constants),
+  keeps that layer's name.
 
 Whatever does not fit that picture (a node between two layers, a layer reading a layer
 other than the one before it, two layers of one kind with different node counts) raises

@@ -225,9 +225,12 @@ class RuleRun:
         if delta_index is not None:
             pending.remove(delta_index)
             table = self.join_atom(table, body[delta_index], True)
+        narrowed = False  # columns dropped since the rows were last made distinct
         while pending and table.n:
             if uses is not None:
+                width = len(table.cols)
                 table = _only(table, kept.union(*(uses[i] for i in pending)))
+                narrowed = narrowed or len(table.cols) < width
             bound = set(table.cols)
             # Filters first; a negation only after the lookups (atoms that cannot add rows)
             # that bind what a comparison waits for: `N < M` usually filters more cheaply.
@@ -248,6 +251,8 @@ class RuleRun:
             lit = body[ready]
             match lit:
                 case ast.Atom():
+                    if narrowed and not self.is_lookup(lit, bound):
+                        table, narrowed = _distinct(table), False
                     table = self.join_atom(table, lit, False, rowid if rowid else None)
                 case ast.Negation(atom):
                     table = self.negate(table, atom)
@@ -290,6 +295,20 @@ def _only(table: Table, live: set[str]) -> Table:
     if live.issuperset(table.cols):
         return table
     return Table(table.n, {v: a for v, a in table.cols.items() if v in live})
+
+
+def _distinct(table: Table) -> Table:
+    """Each distinct row once (in their first rows' order), before a join that may multiply
+    them: rows that differed only in a column dropped since would join alike, multiplying
+    what every later literal copies (`member(F, A), member(F, B)` for each of F's chips, not
+    each pair of its members). The head's rows are a set, so they are the same."""
+    if table.n < _DISTINCT_FROM or not table.cols:
+        return table
+    first = np.sort(dedupe_rows(list(table.cols.values())))
+    return table if len(first) == table.n else table.take(first)
+
+
+_DISTINCT_FROM = 1024  # rows: a smaller table is joined as it is
 
 
 def _ready(lit, bound: set[str], run: RuleRun) -> bool:
