@@ -1,6 +1,6 @@
 """Figures of `tprules import hf`: tiny models imported and run, full-size configs facts only.
 
-    python benchmarks/bench_import.py [--sizes tiny,8b,70b] [--work DIR] [--device cpu]
+    python benchmarks/bench_import.py [--sizes tiny,8b,70b] [--work DIR] [--device cpu] [--repeat N]
 
 - tiny: Llama, Qwen2 and Gemma (hidden 64, 2 layers, 4 heads, 2 key/value heads,
   vocabulary 128), made with transformers and saved with save_pretrained, imported at TP 2
@@ -9,11 +9,13 @@
 - 8b, 70b, 405b: Llama-3-8B's, Llama-3-70B's and Llama-3.1-405B's hyperparameters in a
   config.json written here (no weights, nothing downloaded), imported with --no-data at
   TP 8 (405b: TP 16), sequence 2048; then
-  `tprules check` and `tprules plan` on the imported folders;
-- mixtral-8x7b, qwen3-30b-a3b: the same for two mixtures of experts (TP 8, sequence 512).
+  `tprules check` and `tprules plan` on the imported folders (--repeat N: N interleaved
+  runs of each, the fastest kept);
+- mixtral-8x7b, qwen3-30b-a3b, deepseek-v3, qwen3-235b-a22b: the same for four mixtures
+  of experts (TP 8, sequence 512).
 
 Every step is a whole command in its own process (start-up included), timed by wall clock,
-with the child's processor time beside it.
+with the child's processor time and peak resident memory beside it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -81,17 +83,22 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
             initializer_range=0.15)
 
 
-def command(*args) -> tuple[float, float, subprocess.CompletedProcess]:
-    """Run `python -m tprules ARGS`; (wall s, child processor s, result)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+def command(*args) -> tuple[float, float, float, subprocess.CompletedProcess]:
+    """Run `python -m tprules ARGS`; (wall s, child processor s, child peak MiB, result)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "tprules", *map(str, args)], capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0,):
+    argv = [sys.executable, "-m", "tprules", *map(str, args)]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own processor time and peak memory
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(argv, os.waitstatus_to_exitcode(status), out.read(), err.read())
+    child.returncode = done.returncode
+    if done.returncode != 0:
         raise SystemExit(f"tprules {' '.join(map(str, args))}: exit {done.returncode}\n{done.stderr}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, done
 
 
 def tiny(work: Path, device: str) -> list[dict]:
@@ -104,9 +111,9 @@ def tiny(work: Path, device: str) -> list[dict]:
         torch.manual_seed(0)
         AutoModelForCausalLM.from_config(CONFIG_MAPPING[model_type](**TINY)).save_pretrained(folder)
         out = work / f"{model_type}-tp2"
-        wall, cpu, done = command("import", "hf", folder, "--tp", 2, "--out", out, "--format", "json")
+        wall, cpu, _, done = command("import", "hf", folder, "--tp", 2, "--out", out, "--format", "json")
         report = json.loads(done.stdout)
-        run_wall, run_cpu, ran = command("run", out, "--device", device, "--format", "json")
+        run_wall, run_cpu, _, ran = command("run", out, "--device", device, "--format", "json")
         (logits,) = json.loads(ran.stdout)["outputs"]
         rows.append({"model": model_type, "architecture": report["architecture"], "import_s": wall, "import_cpu_s": cpu,
                      "statements": report["statements"], "candidates": report["candidates"],
@@ -118,7 +125,7 @@ def tiny(work: Path, device: str) -> list[dict]:
     return rows
 
 
-def full(work: Path, size: str) -> dict:
+def full(work: Path, size: str, repeat: int = 1) -> dict:
     name = size if size in SEQ else f"llama3-{size}"
     source = work / name
     source.mkdir(parents=True, exist_ok=True)
@@ -126,20 +133,23 @@ def full(work: Path, size: str) -> dict:
     out = work / f"{name}-tp{TP[size]}"
     row = {"model": size if size in SEQ else f"Llama-3{'.1' if size == '405b' else ''}-{size.upper()}",
            "seq": SEQ.get(size, 2048)}
-    wall, cpu, done = command("import", "hf", source, "--tp", TP[size], "--seq", row["seq"], "--no-data", "--out", out,
-                              "--format", "json")
+    wall, cpu, peak, done = command("import", "hf", source, "--tp", TP[size], "--seq", row["seq"], "--no-data",
+                                    "--out", out, "--format", "json")
     report = json.loads(done.stdout)
-    row.update(import_s=wall, import_cpu_s=cpu, statements=report["statements"], candidates=report["candidates"],
-               phases=report["seconds"])
-    for name in ("check", "plan"):
-        wall, cpu, _ = command(name, out, "--format", "json")
-        row[f"{name}_s"], row[f"{name}_cpu_s"] = wall, cpu
+    row.update(import_s=wall, import_cpu_s=cpu, import_mib=peak, statements=report["statements"],
+               candidates=report["candidates"], phases=report["seconds"], layers_traced=report.get("traced_layers"))
+    for _ in range(repeat):  # check and plan interleaved, the fastest run of each kept
+        for name in ("check", "plan"):
+            wall, cpu, peak, _ = command(name, out, "--format", "json")
+            if wall < row.get(f"{name}_s", float("inf")):
+                row[f"{name}_s"], row[f"{name}_cpu_s"], row[f"{name}_mib"] = wall, cpu, peak
     print(f"{row['model']} TP {TP[size]} --no-data seq {row['seq']}: import {row['import_s']:.1f} s "
-          f"(cpu {row['import_cpu_s']:.1f} s; "
+          f"(cpu {row['import_cpu_s']:.1f} s, peak {row['import_mib']:.0f} MiB; "
           + ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
           + f"), {row['statements']} statements, {row['candidates']} candidates; "
-          f"check {row['check_s']:.2f} s (cpu {row['check_cpu_s']:.2f}), plan {row['plan_s']:.2f} s "
-          f"(cpu {row['plan_cpu_s']:.2f})", flush=True)
+          f"check {row['check_s']:.2f} s (cpu {row['check_cpu_s']:.2f}, peak {row['check_mib']:.0f} MiB), "
+          f"plan {row['plan_s']:.2f} s (cpu {row['plan_cpu_s']:.2f}, peak {row['plan_mib']:.0f} MiB), "
+          f"plan / check {row['plan_s'] / row['check_s']:.2f}", flush=True)
     return row
 
 
@@ -148,12 +158,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sizes", default="tiny,8b,70b")
     ap.add_argument("--work", default="/tmp/tprules-bench-import")
     ap.add_argument("--device", choices=("cpu", "sim"), default="cpu")
+    ap.add_argument("--repeat", type=int, default=1, help="check and plan runs per size (the fastest kept)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     results = {}
     for size in args.sizes.split(","):
-        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size)
+        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size, args.repeat)
     (work / "bench_import.json").write_text(json.dumps(results, indent=1))
     return 0
 

@@ -3,8 +3,9 @@ on every architecture that imports?
 
     python benchmarks/stamp_check.py [--tp 2] [--layers 4] [--only llama,gemma2] [--work DIR]
 
-For each model type of benchmarks/import_coverage.py: its tiny config with --layers decoder
-layers (so that there is something to stamp), `import hf --no-data` twice, stamped and with
+For each model type of benchmarks/import_coverage.py: its tiny config (with the coverage
+script's small expert, state-space and latent-attention fields where the config has them)
+with --layers decoder layers (so that there is something to stamp), `import hf --no-data` twice, stamped and with
 --every-layer, and every .facts file compared. Prints one line per model type: `same`
 (with the layer kinds found and the layers traced), `DIFFERENT` (naming the files),
 `traced whole` (the importer fell back to a full trace) or `not imported` (the import
@@ -22,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from import_coverage import OVERRIDES, TINY, architectures  # noqa: E402
+from import_coverage import MOE, OVERRIDES, TINY, architectures, fitted  # noqa: E402
 
 
 def check(model_type: str, work: Path, tp: int, layers: int) -> str:
@@ -34,8 +35,10 @@ def check(model_type: str, work: Path, tp: int, layers: int) -> str:
 
     transformers.utils.logging.disable_progress_bar()
     source = work / model_type
-    CONFIG_MAPPING[model_type](**{**TINY, **OVERRIDES.get(model_type, {}), "num_hidden_layers": layers}) \
-        .save_pretrained(source)
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    moe = {k: v for k, v in MOE.items() if k in defined}  # a mixture of experts' own fields, small
+    CONFIG_MAPPING[model_type](**{**TINY, **moe, **fitted(model_type), **OVERRIDES.get(model_type, {}),
+                                  "num_hidden_layers": layers}).save_pretrained(source)
     try:
         stamped = import_hf(source, tp, work / f"{model_type}-stamped", no_data=True)
         import_hf(source, tp, work / f"{model_type}-traced", no_data=True, every_layer=True)
