@@ -218,8 +218,9 @@ class RuleRun:
              rowid: str | None = None) -> Table:
         pending = list(range(len(body)))
         # A rule's body keeps only the columns that its head or a literal still to come reads:
-        # every join then copies fewer of them (a body's rows are never deduplicated, so
-        # dropping a column changes no count).
+        # every join then copies fewer of them. Rows that became equal so are made distinct
+        # before a join that may multiply them (`_distinct`); a rule run for its rows' ids
+        # (`rowid`, the explainer's) keeps every column and every row.
         uses = [_uses(lit) for lit in body] if head is not None and rowid is None else None
         kept = set().union(*(ast.term_vars(t) | _aggregate_vars(t) for t in head.args)) if uses and head is not None else set()
         if delta_index is not None:
