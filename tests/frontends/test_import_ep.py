@@ -139,12 +139,12 @@ def test_the_cost_of_ep_against_tp_experts(cli, ep, tmp_path):
         status, _, err = cli("plan", folder, "--show", "cost")
         assert status == 0
         lines[name] = [x for x in err.splitlines() if "all-reduce of" in x or x.startswith("[inputs]")]
-    reduce = [x.split("; + ")[1].split(" ms ")[1] for x in lines["ep"][:-1]]
+    reduce = [x.split("; + ")[1].split(" ms ")[1] for x in lines["ep"][1:]]
     assert reduce == ["all-reduce of 1.0 KiB over 2 chips, 1.0 KiB into each (NVLink 4, ring)"]  # 4 x 64 f32
-    assert lines["tp"][:-1] and [x.split("; + ")[1].split(" ms ")[1] for x in lines["tp"][:-1]] == reduce
+    assert lines["tp"][1:] and [x.split("; + ")[1].split(" ms ")[1] for x in lines["tp"][1:]] == reduce
     # gate_up [4, 256, 64] and down [4, 64, 128] in f32: 384 KiB of experts, half on each chip
-    assert lines["ep"][-1].startswith("[inputs] each chip's own: chip 0 192.0 KiB, chip 1 192.0 KiB (together 384.0 KiB)")
-    assert lines["tp"][-1] == lines["ep"][-1]
+    assert lines["ep"][0].startswith("[inputs] each chip's own: chip 0 192.0 KiB, chip 1 192.0 KiB (together 384.0 KiB)")
+    assert lines["tp"][0] == lines["ep"][0]
 
 
 # name → (how to make SOURCE and the extra arguments, what the one line says)

@@ -72,7 +72,7 @@ def run(args) -> int:
 
         machine = shim_machine(ws.shim) if args.machine in ("auto", "none") else args.machine
         prog = Program.from_workspace(ws)
-        for line in [*cost_lines(prog, result, machine), *input_lines(prog)]:
+        for line in [*input_lines(prog), *cost_lines(prog, result, machine)]:
             print(line, file=sys.stderr)
     if "timing" in args.show:
         print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)
