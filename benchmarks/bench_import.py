@@ -10,7 +10,10 @@
   config.json written here (no weights, nothing downloaded), imported with --no-data at
   TP 8 (405b: TP 16), sequence 2048; then
   `tprules check` and `tprules plan` on the imported folders;
-- mixtral-8x7b, qwen3-30b-a3b: the same for two mixtures of experts (TP 8, sequence 512).
+- mixtral-8x7b, qwen3-30b-a3b: the same for two mixtures of experts (TP 8, sequence 512);
+- with --ep, the mixtures of experts (mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b) under
+  their EP plan (`import hf --ep`) on 8 chips, each command's peak resident memory beside
+  its time (/usr/bin/time).
 
 Every step is a whole command in its own process (start-up included), timed by wall clock,
 with the child's processor time beside it.
@@ -64,20 +67,31 @@ FULL = {
                     "v_head_dim": 128, "rope_theta": 10000.0, "max_position_embeddings": 163840,
                     "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False},
 }
-TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8}
+# Qwen3-235B-A22B's published hyperparameters: 94 layers, 128 experts of 1536, top-8
+FULL["qwen3-235b-a22b"] = {**FULL["qwen3-30b-a3b"], "hidden_size": 4096, "intermediate_size": 12288,
+                           "moe_intermediate_size": 1536, "num_hidden_layers": 94, "num_attention_heads": 64,
+                           "num_key_value_heads": 4}
+TP = {"qwen3-235b-a22b": 8, "8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8}
 # tokens x experts pairs: the batched_mm form's statements grow with them
-SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512}
+SEQ = {"qwen3-235b-a22b": 512, "mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
             initializer_range=0.15)
 
 
+PEAK: dict[str, float] = {}  # the last command's peak resident memory, MiB (where /usr/bin/time is)
+
+
 def command(*args) -> tuple[float, float, subprocess.CompletedProcess]:
-    """Run `python -m tprules ARGS`; (wall s, child processor s, result)."""
+    """Run `python -m tprules ARGS`; (wall s, child processor s, result); its peak resident
+    memory in PEAK["mib"]."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "tprules", *map(str, args)], capture_output=True, text=True, env=env)
+    timer = ["/usr/bin/time", "-f", "%M", "-o", "/tmp/tprules-bench-peak"] if Path("/usr/bin/time").exists() else []
+    done = subprocess.run([*timer, sys.executable, "-m", "tprules", *map(str, args)], capture_output=True, text=True,
+                          env=env)
+    PEAK["mib"] = int(Path("/tmp/tprules-bench-peak").read_text().split()[-1]) / 1024 if timer else float("nan")
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0,):
@@ -109,28 +123,30 @@ def tiny(work: Path, device: str) -> list[dict]:
     return rows
 
 
-def full(work: Path, size: str) -> dict:
+def full(work: Path, size: str, ep: bool = False) -> dict:
     name = size if size in SEQ else f"llama3-{size}"
     source = work / name
     source.mkdir(parents=True, exist_ok=True)
     (source / "config.json").write_text(json.dumps(FULL[size], indent=1))
-    out = work / f"{name}-tp{TP[size]}"
+    kind = "EP" if ep else "TP"
+    out = work / f"{name}-{kind.lower()}{TP[size]}"
     row = {"model": size if size in SEQ else f"Llama-3{'.1' if size == '405b' else ''}-{size.upper()}",
-           "seq": SEQ.get(size, 2048)}
+           "seq": SEQ.get(size, 2048), "ep": ep}
     wall, cpu, done = command("import", "hf", source, "--tp", TP[size], "--seq", row["seq"], "--no-data", "--out", out,
-                              "--format", "json")
+                              "--format", "json", *(["--ep"] if ep else []))
     report = json.loads(done.stdout)
     row.update(import_s=wall, import_cpu_s=cpu, statements=report["statements"], candidates=report["candidates"],
-               phases=report["seconds"])
+               phases=report["seconds"], import_peak_mib=PEAK["mib"])
     for name in ("check", "plan"):
         wall, cpu, _ = command(name, out, "--format", "json")
-        row[f"{name}_s"], row[f"{name}_cpu_s"] = wall, cpu
-    print(f"{row['model']} TP {TP[size]} --no-data seq {row['seq']}: import {row['import_s']:.1f} s "
+        row[f"{name}_s"], row[f"{name}_cpu_s"], row[f"{name}_peak_mib"] = wall, cpu, PEAK["mib"]
+    print(f"{row['model']} {kind} {TP[size]} --no-data seq {row['seq']}: import {row['import_s']:.1f} s "
           f"(cpu {row['import_cpu_s']:.1f} s; "
           + ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
           + f"), {row['statements']} statements, {row['candidates']} candidates; "
           f"check {row['check_s']:.2f} s (cpu {row['check_cpu_s']:.2f}), plan {row['plan_s']:.2f} s "
-          f"(cpu {row['plan_cpu_s']:.2f})", flush=True)
+          f"(cpu {row['plan_cpu_s']:.2f}); peak MiB: import {row['import_peak_mib']:.0f}, check "
+          f"{row['check_peak_mib']:.0f}, plan {row['plan_peak_mib']:.0f}", flush=True)
     return row
 
 
@@ -139,13 +155,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sizes", default="tiny,8b,70b")
     ap.add_argument("--work", default="/tmp/tprules-bench-import")
     ap.add_argument("--device", choices=("cpu", "sim"), default="cpu")
+    ap.add_argument("--ep", action="store_true", help="the full-size mixtures of experts under their EP plans")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     results = {}
     for size in args.sizes.split(","):
-        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size)
-    (work / "bench_import.json").write_text(json.dumps(results, indent=1))
+        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size, args.ep)
+    (work / f"bench_import{'-ep' if args.ep else ''}.json").write_text(json.dumps(results, indent=1))
     return 0
 
 

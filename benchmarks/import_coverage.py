@@ -122,12 +122,38 @@ def experts_fields(model_type: str) -> dict:
     return {k: v for k, v in EXPERTS.items() if k in defined}
 
 
-def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None) -> None:
+def moe_layers(model_type: str, tp: int) -> dict:
+    """Fields for --ep, where a tiny model without an experts layer would have nothing to
+    split: the second layer a mixture of experts where the config's defaults keep the first
+    layers dense (DeepSeek-V3's first_k_dense_replace 3, a list of MLP kinds, Qwen's
+    mlp_only_layers), the first dense; and MOE's experts where the config's own count does
+    not split over the chips (FlexOlmo's 7: a checkpoint's choice, not the architecture's)."""
+    from transformers import CONFIG_MAPPING
+
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    out: dict = {}
+    if "first_k_dense_replace" in defined:
+        out["first_k_dense_replace"] = 1
+    kinds = defined.get("mlp_layer_types")
+    if isinstance(kinds, list) and kinds:
+        out["mlp_layer_types"] = [kinds[0], kinds[-1]]
+    if defined.get("mlp_only_layers"):
+        out["mlp_only_layers"] = [0]
+    count = next((defined[k] for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                  if isinstance(defined.get(k), int)), None)
+    if count is not None and count % tp:
+        out.update({k: v for k, v in MOE.items() if k in defined})
+    return out
+
+
+def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None, ep: int = 0) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
+    layers = moe_layers(model_type, ep) if ep else {}  # ep: the chips
+
     def build(fields):
-        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {}), **(experts or {})}
+        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {}), **layers, **(experts or {})}
         if "text_config" in getattr(CONFIG_MAPPING[model_type], "sub_configs", {}):
             fields = {"text_config": fields}
         config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
@@ -198,10 +224,10 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     from tprules.workspace import Workspace
 
     row = {"model_type": model_type, "weight_seed": seed}
-    tag = f"w{seed}" + ("-experts" if experts else "")
+    tag = f"w{seed}" + ("-experts" if experts else "") + (f"-ep{tp}" if ep else "")
     folder, out = work / "models" / f"{model_type}-{tag}", work / "programs" / f"{model_type}-{tag}-{_kind(ep)}{tp}"
     try:
-        tiny_model(model_type, folder, seed, experts)
+        tiny_model(model_type, folder, seed, experts, tp if ep else 0)
     except Exception as err:  # noqa: BLE001
         row.update(result="no tiny model", detail=f"transformers: {type(err).__name__}: {str(err)[:160]}")
         return row
