@@ -12,7 +12,8 @@
   `tprules check` and `tprules plan` on the imported folders (--repeat N: N interleaved
   runs of each, the fastest kept);
 - mixtral-8x7b, qwen3-30b-a3b, deepseek-v3, qwen3-235b-a22b: the same for four mixtures
-  of experts (TP 8, sequence 512).
+  of experts (TP 8, sequence 512);
+- with --ep, the mixtures of experts under their EP plan (`import hf --ep`) on 8 chips.
 
 Every step is a whole command in its own process (start-up included), timed by wall clock,
 with the child's processor time and peak resident memory beside it.
@@ -125,16 +126,17 @@ def tiny(work: Path, device: str) -> list[dict]:
     return rows
 
 
-def full(work: Path, size: str, repeat: int = 1) -> dict:
+def full(work: Path, size: str, repeat: int = 1, ep: bool = False) -> dict:
     name = size if size in SEQ else f"llama3-{size}"
     source = work / name
     source.mkdir(parents=True, exist_ok=True)
     (source / "config.json").write_text(json.dumps(FULL[size], indent=1))
-    out = work / f"{name}-tp{TP[size]}"
+    kind = "EP" if ep else "TP"
+    out = work / f"{name}-{kind.lower()}{TP[size]}"
     row = {"model": size if size in SEQ else f"Llama-3{'.1' if size == '405b' else ''}-{size.upper()}",
            "seq": SEQ.get(size, 2048)}
     wall, cpu, peak, done = command("import", "hf", source, "--tp", TP[size], "--seq", row["seq"], "--no-data",
-                                    "--out", out, "--format", "json")
+                                    "--out", out, "--format", "json", *(["--ep"] if ep else []))
     report = json.loads(done.stdout)
     row.update(import_s=wall, import_cpu_s=cpu, import_mib=peak, statements=report["statements"],
                candidates=report["candidates"], phases=report["seconds"], layers_traced=report.get("traced_layers"))
@@ -143,7 +145,7 @@ def full(work: Path, size: str, repeat: int = 1) -> dict:
             wall, cpu, peak, _ = command(name, out, "--format", "json")
             if wall < row.get(f"{name}_s", float("inf")):
                 row[f"{name}_s"], row[f"{name}_cpu_s"], row[f"{name}_mib"] = wall, cpu, peak
-    print(f"{row['model']} TP {TP[size]} --no-data seq {row['seq']}: import {row['import_s']:.1f} s "
+    print(f"{row['model']} {kind} {TP[size]} --no-data seq {row['seq']}: import {row['import_s']:.1f} s "
           f"(cpu {row['import_cpu_s']:.1f} s, peak {row['import_mib']:.0f} MiB; "
           + ", ".join(f"{k} {v:.1f}" for k, v in report["seconds"].items())
           + f"), {row['statements']} statements, {row['candidates']} candidates; "
@@ -158,14 +160,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sizes", default="tiny,8b,70b")
     ap.add_argument("--work", default="/tmp/tprules-bench-import")
     ap.add_argument("--device", choices=("cpu", "sim"), default="cpu")
+    ap.add_argument("--ep", action="store_true", help="the full-size mixtures of experts under their EP plans")
     ap.add_argument("--repeat", type=int, default=1, help="check and plan runs per size (the fastest kept)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     results = {}
     for size in args.sizes.split(","):
-        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size, args.repeat)
-    (work / "bench_import.json").write_text(json.dumps(results, indent=1))
+        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size, args.repeat, args.ep)
+    (work / f"bench_import{'-ep' if args.ep else ''}.json").write_text(json.dumps(results, indent=1))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Which decoder-only architectures of the installed transformers import, run, and match torch.
 
-    python benchmarks/import_coverage.py [--tp 2] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
+    python benchmarks/import_coverage.py [--tp 2] [--ep] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
 
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
@@ -21,6 +21,10 @@ keeps whole an lm_head or input embedding that the model's own plan (transformer
 `tp_plan`) splits (`shaped`). Prints a
 Markdown table (the README's coverage table), a count per result and per refusal, and
 writes it as JSON.
+
+With `--ep`, every causal-LM model type whose config class has a `base_model_ep_plan`,
+imported under it (`import hf --ep`: whole experts per chip, in place of the TP plan); a
+program without a collective fails as `unshaped` (its experts were not split).
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ EXPERTS = dict(num_local_experts=8, num_experts=8, n_routed_experts=8, num_exper
                moe_intermediate_size=MOE["moe_intermediate_size"])
 
 
-def architectures() -> list[str]:
+def architectures(kind: str = "tp") -> list[str]:
+    """The causal-LM model types whose config class has a `base_model_{kind}_plan`."""
     from transformers import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -90,7 +95,7 @@ def architectures() -> list[str]:
     for model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         if model_type not in CONFIG_MAPPING:
             continue
-        if getattr(CONFIG_MAPPING[model_type], "base_model_tp_plan", None):
+        if getattr(CONFIG_MAPPING[model_type], f"base_model_{kind}_plan", None):
             out.append(model_type)
     return out
 
@@ -117,12 +122,38 @@ def experts_fields(model_type: str) -> dict:
     return {k: v for k, v in EXPERTS.items() if k in defined}
 
 
-def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None) -> None:
+def moe_layers(model_type: str, tp: int) -> dict:
+    """Fields for --ep, where a tiny model without an experts layer would have nothing to
+    split: the second layer a mixture of experts where the config's defaults keep the first
+    layers dense (DeepSeek-V3's first_k_dense_replace 3, a list of MLP kinds, Qwen's
+    mlp_only_layers), the first dense; and MOE's experts where the config's own count does
+    not split over the chips (FlexOlmo's 7: a checkpoint's choice, not the architecture's)."""
+    from transformers import CONFIG_MAPPING
+
+    defined = CONFIG_MAPPING[model_type]().to_dict()
+    out: dict = {}
+    if "first_k_dense_replace" in defined:
+        out["first_k_dense_replace"] = 1
+    kinds = defined.get("mlp_layer_types")
+    if isinstance(kinds, list) and kinds:
+        out["mlp_layer_types"] = [kinds[0], kinds[-1]]
+    if defined.get("mlp_only_layers"):
+        out["mlp_only_layers"] = [0]
+    count = next((defined[k] for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                  if isinstance(defined.get(k), int)), None)
+    if count is not None and count % tp:
+        out.update({k: v for k, v in MOE.items() if k in defined})
+    return out
+
+
+def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None, ep: int = 0) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
+    layers = moe_layers(model_type, ep) if ep else {}  # ep: the chips
+
     def build(fields):
-        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {}), **(experts or {})}
+        fields = {**fields, **fitted(model_type), **OVERRIDES.get(model_type, {}), **layers, **(experts or {})}
         if "text_config" in getattr(CONFIG_MAPPING[model_type], "sub_configs", {}):
             fields = {"text_config": fields}
         config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
@@ -158,7 +189,7 @@ def drawn(model, config) -> None:
                 p.normal_(0.0, std)
 
 
-def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
+def try_one(model_type: str, work: Path, tp: int, device: str, ep: bool = False) -> dict:
     """Every weight seed of WEIGHT_SEEDS (and for a mixture of experts, with its EXPERTS
     count and top-k too); the row is the first combination that does not match (or the
     first one's), with the worst error over all of them."""
@@ -166,7 +197,7 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     second = experts_fields(model_type)
     for experts in ([None, second] if second else [None]):
         for seed in WEIGHT_SEEDS:
-            row = try_seed(model_type, work, tp, device, seed, experts)
+            row = try_seed(model_type, work, tp, device, seed, experts, ep)
             if experts is not None and row["result"] == "no tiny model":
                 skipped.append(f"{experts}: {row['detail']}")
                 break
@@ -180,7 +211,8 @@ def try_one(model_type: str, work: Path, tp: int, device: str) -> dict:
     return row
 
 
-def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, experts: dict | None = None) -> dict:
+def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, experts: dict | None = None,
+             ep: bool = False) -> dict:
     import numpy as np
 
     from tprules.errors import BadInput
@@ -192,16 +224,16 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     from tprules.workspace import Workspace
 
     row = {"model_type": model_type, "weight_seed": seed}
-    tag = f"w{seed}" + ("-experts" if experts else "")
-    folder, out = work / "models" / f"{model_type}-{tag}", work / "programs" / f"{model_type}-{tag}-tp{tp}"
+    tag = f"w{seed}" + ("-experts" if experts else "") + (f"-ep{tp}" if ep else "")
+    folder, out = work / "models" / f"{model_type}-{tag}", work / "programs" / f"{model_type}-{tag}-{_kind(ep)}{tp}"
     try:
-        tiny_model(model_type, folder, seed, experts)
+        tiny_model(model_type, folder, seed, experts, tp if ep else 0)
     except Exception as err:  # noqa: BLE001
         row.update(result="no tiny model", detail=f"transformers: {type(err).__name__}: {str(err)[:160]}")
         return row
     started = time.perf_counter()
     try:
-        report = import_hf(folder, tp, out)
+        report = import_hf(folder, tp, out, ep=ep)
     except BadInput as err:
         detail = str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err)
         mismatch = "differs from torch on a second input" in detail  # the import's own check (verify.py)
@@ -213,7 +245,7 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     row.update(architecture=report.architecture, import_s=round(time.perf_counter() - started, 2),
                statements=report.statements, candidates=report.candidates,
                verify_s=round(report.seconds.get("verify", 0.0), 3))
-    why = shaped(out, tp, plan_sharded(folder))
+    why = shaped(out, tp, {} if ep else plan_sharded(folder), _kind(ep).upper())
     if why is not None:
         row.update(result="unshaped", detail=why)
         return row
@@ -268,14 +300,18 @@ def plan_sharded(folder: Path) -> dict[str, str]:
     return out
 
 
-def shaped(folder: Path, tp: int, sharded: dict[str, str]) -> str | None:
+def _kind(ep: bool) -> str:
+    return "ep" if ep else "tp"
+
+
+def shaped(folder: Path, tp: int, sharded: dict[str, str], kind: str = "TP") -> str | None:
     """Why an imported program is not the one its plan shapes (None: it is): at TP > 1, no
     collective (no `fold` fact: every chip computes everything), or a weight in `sharded`
     (plan_sharded) kept whole on the spine."""
     if tp == 1:
         return None
     if not _rows(folder / "fold.facts"):
-        return f"no collective at TP {tp}: the plan split nothing"
+        return f"no collective at {kind} {tp}: the plan split nothing"
     spine = {row[0] for row in _rows(folder / "spine.facts")}
     whole = [f"{weight} ({why})" for weight, why in sorted(sharded.items()) if weight in spine]
     if whole:
@@ -305,7 +341,7 @@ def _torch_logits(folder: Path, ids):
         return model(input_ids=torch.from_numpy(ids), use_cache=False).logits.float().numpy()
 
 
-def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: float) -> dict:
+def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: float, ep: bool = False) -> dict:
     """`try_one` in a forked process under a memory limit: a model too big for the machine is
     one row (`crash`), not the end of the run."""
     import multiprocessing
@@ -318,7 +354,7 @@ def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: floa
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
-            rows.put(try_one(model_type, work, tp, device))
+            rows.put(try_one(model_type, work, tp, device, ep))
         except MemoryError:
             rows.put({"model_type": model_type, "result": "crash", "detail": f"more than {memory_gib:g} GiB"})
 
@@ -337,6 +373,7 @@ def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: floa
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--ep", action="store_true", help="the EP plans (base_model_ep_plan) on --tp chips")
     ap.add_argument("--device", choices=("none", "cpu", "sim"), default="none")
     ap.add_argument("--only", help="comma-separated model types")
     ap.add_argument("--work", default="/tmp/tprules-coverage")
@@ -348,12 +385,13 @@ def main(argv: list[str]) -> int:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     work = Path(args.work)
-    types = args.only.split(",") if args.only else architectures()
+    kind = _kind(args.ep)
+    types = args.only.split(",") if args.only else architectures(kind)
     rows = []
     print("| model type | architecture | result | statements | candidates | reference vs torch (max rel err) |")
     print("|---|---|---|---:|---:|---|")
     for model_type in types:
-        row = isolated(model_type, work, args.tp, args.device, args.memory_gib)
+        row = isolated(model_type, work, args.tp, args.device, args.memory_gib, args.ep)
         rows.append(row)
         err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
         if "run_rel_err" in row:
@@ -361,11 +399,11 @@ def main(argv: list[str]) -> int:
         what = row["result"] if row["result"] in ("ok", "MISMATCH") else f"{row['result']}: {row.get('detail', '')}"
         print(f"| {model_type} | {row.get('architecture', '')} | {what} | {row.get('statements', '')} | "
               f"{row.get('candidates', '')} | {err} |", flush=True)
-    (work / f"coverage-tp{args.tp}.json").write_text(json.dumps(rows, indent=1))
+    (work / f"coverage-{kind}{args.tp}.json").write_text(json.dumps(rows, indent=1))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["result"]] = counts.get(row["result"], 0) + 1
-    print(f"\n{len(rows)} architectures at TP {args.tp}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"\n{len(rows)} architectures at {kind.upper()} {args.tp}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     why: dict[str, int] = {}
     for row in rows:
         if row["result"] not in ("ok", "MISMATCH"):

@@ -20,6 +20,9 @@ def add_parser(sub):
     hf.add_argument("--batch", type=int, default=1, metavar="B", help="batch size (default 1)")
     hf.add_argument("--layers", type=int, metavar="L", help="keep the first L decoder layers")
     hf.add_argument("--plan", metavar="PLAN.json", help="a tensor-parallel plan replacing the config's base_model_tp_plan")
+    hf.add_argument("--ep", action="store_true",
+                    help="the config's base_model_ep_plan (whole experts per chip) in place of its TP plan, as "
+                         "transformers' enable_expert_parallel; with --plan, PLAN.json is an EP plan")
     hf.add_argument("--seed", type=int, default=0, metavar="K",
                     help="seed of the random weights (without *.safetensors) and of input_ids (default 0)")
     hf.add_argument("--no-data", action="store_true",
@@ -55,16 +58,17 @@ def run(args) -> int:
 
     report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
                        plan=args.plan, seed=args.seed, no_data=args.no_data, every_layer=args.every_layer,
-                       progress=Progress(), verify=not args.no_verify)
+                       progress=Progress(), verify=not args.no_verify, ep=args.ep)
     if args.format == "json":
         common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
+                          "ep": report.ep,
                           "statements": report.statements, "candidates": report.candidates,
                           "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
                           "layer_kinds": report.kinds, "traced_layers": report.traced,
                           "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
         return 0
     timing = _timing(report)
-    sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: TP {report.tp}, "
+    sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: {'EP' if report.ep else 'TP'} {report.tp}, "
                      f"batch {args.batch}, seq {args.seq}{'' if not args.no_data else ', facts only'}\n"
                      f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
                      f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"

@@ -67,11 +67,12 @@ def run(args) -> int:
               f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})", file=sys.stderr)
     if "cost" in args.show:
         from ..planner import shim_machine
-        from ..planner.cost import cost_lines
+        from ..planner.cost import cost_lines, input_lines
         from ..runtime import Program
 
         machine = shim_machine(ws.shim) if args.machine in ("auto", "none") else args.machine
-        for line in cost_lines(Program.from_workspace(ws), result, machine):
+        prog = Program.from_workspace(ws)
+        for line in [*input_lines(prog), *cost_lines(prog, result, machine)]:
             print(line, file=sys.stderr)
     if "timing" in args.show:
         print(f"[timing] plan: {time.perf_counter() - started:.3f} s", file=sys.stderr)

@@ -1,5 +1,6 @@
 """A Hugging Face model folder in `save_pretrained` layout: config.json, the tensor-parallel
-plan of its config class, optional *.safetensors weights; and the model built from them.
+plan of its config class (or, with `--ep`, its expert-parallel plan), optional *.safetensors
+weights; and the model built from them.
 
 Nothing is downloaded: the folder is all there is. Without weights the model gets the
 seeded random initialisation of its class; with `--no-data` it lives on meta tensors.
@@ -16,7 +17,7 @@ from typing import Any
 from ..datalog.lang.ast import Pos
 from ..paths import display_path
 from .errors import ImportFailed
-from .styles import style
+from .styles import NOT_IN_EP_PLAN, style
 
 
 @dataclass
@@ -30,6 +31,12 @@ class Source:
     plan_file: str | None = None  # --plan, as shown (None: the config class's own plan)
     base_prefix: str = ""  # the path a --plan's patterns are relative to ("": the model's own plan, from the top)
     buffers: frozenset[str] = frozenset()  # the model's buffers, layer numbers as `*` (a style splits parameters only)
+    ep: bool = False  # the EP plan in place of the TP plan (DistributedConfig(enable_expert_parallel=True))
+
+    @property
+    def kind(self) -> str:
+        """Which plan of the config the import applies: `tp` or `ep`."""
+        return "ep" if self.ep else "tp"
 
     def where(self, name: str = "config.json") -> Pos:
         return Pos(f"{self.display}/{name}", 0)
@@ -43,8 +50,12 @@ def _first_line(err: BaseException) -> str:
     return (text[0] if text else type(err).__name__)[:300]
 
 
-def read_source(directory: Path | str, layers: int | None = None, plan_file: Path | str | None = None) -> Source:
-    """Check the folder and read its config and plan (nothing heavy: no model yet)."""
+def read_source(directory: Path | str, layers: int | None = None, plan_file: Path | str | None = None,
+                ep: bool = False) -> Source:
+    """Check the folder and read its config and plan (nothing heavy: no model yet); `ep`: its
+    expert-parallel plan in place of the tensor-parallel one, as transformers'
+    `enable_expert_parallel` applies it (`tp_plan={}`: what the EP plan does not name stays
+    replicated)."""
     from transformers import AutoConfig
 
     directory = Path(directory)
@@ -60,7 +71,7 @@ def read_source(directory: Path | str, layers: int | None = None, plan_file: Pat
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal_lm
 
     arch = (getattr(config, "architectures", None) or [causal_lm.get(config.model_type, config.model_type)])[0]
-    source = Source(directory, display, config, arch, {}, sorted(directory.glob("*.safetensors")))
+    source = Source(directory, display, config, arch, {}, sorted(directory.glob("*.safetensors")), ep=ep)
     if config.model_type not in causal_lm:
         raise source.fail(f"model type {config.model_type} has no causal-LM class in transformers")
     if layers is not None:
@@ -94,7 +105,11 @@ def _plan(source: Source, plan_file) -> dict[str, str]:
             raise ImportFailed("--plan: expected a JSON object of module pattern → style, as base_model_tp_plan",
                                Pos(display_path(path), 0))
     else:
-        raw = getattr(source.config, "base_model_tp_plan", None) or getattr(type(source.config), "base_model_tp_plan", None)
+        field = f"base_model_{source.kind}_plan"
+        raw = getattr(source.config, field, None) or getattr(type(source.config), field, None)
+        if not raw and source.ep:
+            raise source.fail(f"{type(source.config).__name__} has no base_model_ep_plan (--ep): nothing of it is "
+                              "split by expert; import its TP plan without --ep, or give one with --plan PLAN.json")
         if not raw:
             raise source.fail(f"{type(source.config).__name__} has no base_model_tp_plan; give one with --plan PLAN.json")
     where = Pos(display_path(Path(plan_file)), 0) if plan_file is not None else source.where()
@@ -107,6 +122,8 @@ def _check_styles(source: Source, plan: dict[str, str], where: Pos) -> None:
     for pattern, name in plan.items():
         found = style(name)
         why = "not a style transformers registers" if found is None else found.missing
+        if source.ep and name in NOT_IN_EP_PLAN:
+            why = "transformers refuses it in an EP plan (deprecated): ep_dispatch_experts with grouped_gemm replaces it"
         if why is not None:
             problems.append(f"{pattern} {name} ({why})")
     if problems:
@@ -131,8 +148,9 @@ def apply_plan(source: Source, model) -> None:
 
     Without --plan it is the one transformers applies (the model's `tp_plan`: the class's own
     entries such as `lm_head: colwise_gather_output`, each config's `base_model_tp_plan` under
-    its base model's path, the input embedding's `embedding_rowwise`), its patterns from the
-    top. An entry that matches nothing is skipped, as transformers skips it (a module this
+    its base model's path, the input embedding's `embedding_rowwise`; with --ep the model's
+    `ep_plan` alone, as `enable_expert_parallel` applies it), its patterns from the top. An
+    entry that matches nothing is skipped, as transformers skips it (a module this
     configuration does not build: the dense MLP of an all-MoE cut), unless it names, under
     another path, a module that no entry shapes: that module would be replicated where the
     plan meant to split it (a base model's plan read at the wrong prefix), and it is refused.
@@ -141,9 +159,10 @@ def apply_plan(source: Source, model) -> None:
     if source.plan_file is not None:
         source.base_prefix = _base_path(source.plan, model)
         return check_plan_paths(source, model)
-    plan = dict(getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {})
+    plan = dict(getattr(model, f"{source.kind}_plan", None) or getattr(model, f"_{source.kind}_plan", None) or {})
     if not plan:
-        raise source.fail(f"{type(model).__name__} has no tensor-parallel plan; give one with --plan PLAN.json")
+        what = "expert-parallel" if source.ep else "tensor-parallel"
+        raise source.fail(f"{type(model).__name__} has no {what} plan; give one with --plan PLAN.json")
     _check_styles(source, plan, source.where())
     paths = _paths(model)
     for entry, name in plan.items():

@@ -39,6 +39,7 @@ class ImportReport:
     collectives: dict[str, int] | None = None  # import torch: how many folds of each collective kind
     inputs: dict[str, list[int]] | None = None  # import torch: each program input's shape
     drawn: bool = False  # import torch: the check's second input drawn by tprules (inputs() takes no seed)
+    ep: bool = False  # import hf --ep: the expert-parallel plan
 
     @property
     def total_s(self) -> float:
@@ -47,8 +48,9 @@ class ImportReport:
 
 def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | None = None, plan=None,
               seed: int = 0, no_data: bool = False, every_layer: bool = False, progress=None,
-              verify: bool = True) -> ImportReport:
-    """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips.
+              verify: bool = True, ep: bool = False) -> ImportReport:
+    """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips
+    (`ep`: under the config's expert-parallel plan in place of its tensor-parallel one).
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
     (stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
@@ -70,10 +72,11 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     progress = progress or Progress(False)
     try:
         clock.tick("load")  # torch and transformers (startup.py)
-        src = read_source(source, layers, plan)
+        src = read_source(source, layers, plan, ep)
         heads = Heads(*head_counts(src.config))
-        check_heads(src, heads, tp)
-        check_experts(src)
+        if not ep:  # the EP plan splits no attention heads
+            check_heads(src, heads, tp)
+        check_experts(src, tp if ep else None)
         _quiet_transformers()
         model = build_model(src, seed, no_data)
         apply_plan(src, model)
@@ -94,7 +97,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
             data, expected = _data(src, model, built, tp, batch, seq, seed)
         clock.tick("data")
         info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
-                "tp": tp, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
+                "tp": tp, "ep": ep, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
                 "seed": seed, "no_data": no_data, "plan": src.plan, **_versions(),
                 "statements": built.statements, "candidates": built.candidates, "folded": built.folded,
                 "layer_kinds": built.kinds, "traced_layers": built.traced}
@@ -107,7 +110,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     finally:
         progress.close()
     return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
-                        built.folds, built.folded, clock.seconds, built.kinds, built.traced)
+                        built.folds, built.folded, clock.seconds, built.kinds, built.traced, ep=ep)
 
 
 @dataclass

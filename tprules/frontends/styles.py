@@ -8,7 +8,9 @@ split, and what happens at the module's boundary.
   `packed_rowwise` (a fused weight such as gate_up_proj packs `split_factor` projections
   along that axis: chip k gets its slice of each part), `vocab` (an embedding's rows:
   vocabulary-parallel), `embedding_colwise` (an embedding's hidden axis), `replicate`, or
-  `None` (the style changes no weight: local_params, mla_kv_a_proj, all_reduce);
+  `experts` (an experts module's stacked parameter on axis 0, the expert axis: chip k holds
+  experts [k E/N, (k+1) E/N) whole: grouped_gemm), or `None` (the style changes no weight:
+  local_params, mla_kv_a_proj, all_reduce);
 - `output`: `gather` (an all-gather makes the module's output whole on the spine),
   `reduce` (a fold sums its partial output at the boundary), or `None` (as it is);
 - `split_input`: the module's replicated input is sliced per chip on its last axis before
@@ -18,7 +20,14 @@ split, and what happens at the module's boundary.
   product with a replicated routing weight, a sum over the chosen experts) up to the
   boundary's one fold (moe_tp_experts);
 - `share_input`: each chip reads its replicated input divided by N, a partial the
-  enclosing fold sums back once (moe_identity_expert).
+  enclosing fold sums back once (moe_identity_expert);
+- `dispatch`: an experts module whose experts are split by expert (ep_dispatch_experts, as
+  transformers' AllReduceEP runs it at inference): at its boundary each chip keeps the
+  routing slots whose expert it holds (local ids, the others' weights 0), runs its own
+  experts, and one fold sums the partial outputs where they leave (dispatch.py).
+
+transformers applies its EP plan (`base_model_ep_plan`, `import hf --ep`) with the same
+registry, in place of the TP plan; `ep_router` and `moe_tp_experts` it refuses there.
 
 A style tprules cannot import says why (`missing`); the importer names every such entry
 of a plan at once.
@@ -68,6 +77,7 @@ class Style:
     split_input: bool = False
     linear: bool = False  # a partial stays partial through linear statements up to the boundary's fold
     share_input: bool = False  # each chip takes 1 / N of its replicated input (a partial)
+    dispatch: bool = False  # whole experts per chip, routing slots masked at the boundary (dispatch.py)
     missing: str | None = None  # why it is not imported (None: it is)
     inputs: tuple[Port | None, ...] = ()  # a torch style's positional inputs (None: left alone)
     outputs: tuple[Port | None, ...] = ()  # a torch style's outputs
@@ -105,7 +115,17 @@ STYLES = {s.name: s for s in [
     Style("moe_tp_experts", output="reduce", linear=True),
     # an identity expert inside moe_tp_experts: its input divided by N, so that the fold sums it once
     Style("moe_identity_expert", share_input=True),
+    # expert parallelism (transformers' expert_parallel.py): whole experts per chip, split on
+    # the expert axis; the experts module's routing slots masked per chip, one all-reduce
+    Style("grouped_gemm", "experts"),
+    Style("ep_dispatch_experts", output="reduce", dispatch=True),
+    # transformers 5.25 no longer registers it, and refuses it in an EP plan
+    Style("ep_router", missing="transformers no longer registers it: ep_dispatch_experts with grouped_gemm "
+                               "replaces it"),
 ]}
+
+# styles transformers refuses in an EP plan (DistributedMixin._resolve_parallel_plans)
+NOT_IN_EP_PLAN = {"ep_router", "moe_tp_experts"}
 
 SPLIT_FACTOR = 2  # packed_colwise / packed_rowwise as transformers registers them
 
@@ -114,4 +134,4 @@ def style(name: str) -> Style | None:
     return STYLES.get(name)
 
 
-__all__ = ["Layout", "Port", "REPLICATED", "SPLIT_FACTOR", "STYLES", "Style", "style"]
+__all__ = ["Layout", "NOT_IN_EP_PLAN", "Port", "REPLICATED", "SPLIT_FACTOR", "STYLES", "Style", "style"]

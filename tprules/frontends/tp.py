@@ -20,6 +20,7 @@ from functools import cached_property
 
 from ..ops import ELEMENTWISE, LAYOUT, Ops
 from ..program.builder import ProgramBuilder
+from .dispatch import Dispatch
 from .errors import ImportFailed
 from .graph import Graph, Statement, Tensor, under
 from .hf import generic_path, plan_style
@@ -60,13 +61,17 @@ class TPProgram:
 EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
-def check_experts(source) -> None:
-    """A router picks at most as many experts as there are."""
+def check_experts(source, ep: int | None = None) -> None:
+    """A router picks at most as many experts as there are; under the EP plan on `ep` chips,
+    each chip holds E/N whole experts."""
     config = source.config
     k = getattr(config, "num_experts_per_tok", None)
     experts = next((getattr(config, f) for f in EXPERTS if isinstance(getattr(config, f, None), int)), None)
     if isinstance(k, int) and experts is not None and k > experts:
         raise source.fail(f"num_experts_per_tok {k} is more than the {experts} experts a router picks from (top-{k})")
+    if ep is not None and experts is not None and experts % ep:
+        raise source.fail(f"{experts} experts do not split over --tp {ep} chips under the EP plan (each chip holds "
+                          "E/N whole experts)")
 
 
 def check_heads(source, heads: Heads, tp: int) -> None:
@@ -110,6 +115,11 @@ def weight_placement(arch: str, value: Tensor, style: Style | None, tp: int, hea
         placement = Shard((plain(0, tp, shape[0]),))  # rows [k V/N, (k+1) V/N) of the table on chip k
     elif kind == "embedding_colwise" and rank == 2:
         placement = Shard((plain(1, tp, shape[1]),))
+    elif kind == "experts" and rank >= 1:  # transformers' Shard(0): experts [k E/N, (k+1) E/N) whole on chip k
+        if shape[0] % tp:
+            raise ImportFailed(f"{arch}: {style.name} at {value.name}: its {shape[0]} experts do not split over "
+                               f"--tp {tp} chips (each chip holds E/N whole experts)")
+        placement = Shard((plain(0, tp, shape[0]),))
     else:
         raise ImportFailed(f"{arch}: the plan says {style.name} for {module}, but {value.name} has shape {list(shape)}")
     for split in placement.splits:
@@ -121,9 +131,10 @@ def weight_placement(arch: str, value: Tensor, style: Style | None, tp: int, hea
 
 
 
-class Sharder(Ports):
+class Sharder(Ports, Dispatch):
     def __init__(self, graph: Graph, tp: int, arch: str, styles=None, args=None):
         Ports.__init__(self, args)
+        Dispatch.__init__(self)
         self.g = graph
         self.tp = tp
         self.arch = arch
@@ -226,6 +237,8 @@ class Sharder(Ports):
         if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
             return self._whole(value, set())
         for prefix, s in self.styled(reader):
+            if s.dispatch and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
+                return self._dispatched(value, prefix, s)
             if s.share_input and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
                 return self._share(value, prefix, s)
             if not s.split_input or under(v.module, prefix):
@@ -385,7 +398,8 @@ class Sharder(Ports):
         module = st.module or ""
         left = [self._leaving(r, module) for r in st.reads]
         reads = [self._entering(r, module) for r in left]
-        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
+        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads]) \
+            or self.runs_local(st, reads)
         if self.ported and not keep and st.cls == Ops.ADD:
             reads, keep = self._partial_bias(reads, module)
         for r in reads:

@@ -165,6 +165,25 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
     return lines
 
 
+def input_lines(prog) -> list[str]:
+    """`plan --show cost` on more than one chip: the program inputs (weights) each chip reads,
+    its own and the spine's: where a plan splits weights, what each chip holds of them (expert
+    parallelism: E/N whole experts each; tensor parallelism: 1/N of every expert)."""
+    if prog.chips < 2:
+        return []
+    own = [0.0] * prog.chips
+    spine = 0.0
+    for name in prog.inputs:
+        t = prog.tensors[name]
+        nbytes = float(t.size * t.storage.itemsize)
+        if t.home is None:
+            spine += nbytes
+        else:
+            own[t.home] += nbytes
+    chips = ", ".join(f"chip {k} {_size(n)}" for k, n in enumerate(own))
+    return [f"[inputs] each chip's own: {chips} (together {_size(sum(own))}); the spine's {_size(spine)} on every chip"]
+
+
 def transfers(prog, group, machine: Machine) -> list[tuple[str, float, int, float, float]]:
     """(kind, whole bytes, chips, bytes into one chip, seconds) of each fold of a collective
     group: what its all-reduce, all-gather or reduce-scatter moves between chips over the machine's link.
