@@ -1,0 +1,181 @@
+"""The driver of `tprules import hf SOURCE --tp N --decode [--past P] [--cache-len L]`: one
+decode step (decode_step.py) through the passes of `import hf` (frontends/__init__.py).
+
+- the step is traced with torch.export, its token, position and caches program inputs;
+- each layer's cache is placed as its key/value projection's output is (split by key/value
+  heads, on axis 1 of [batch, kv heads, L, head]), so each chip holds its own heads' cache;
+  the write at the position is a `put_along` on the chip, and the updated caches are
+  program outputs `key_cache_I_new`, `value_cache_I_new`, each chip's its own;
+- data/ holds the caches as torch's prefill of P seeded prompt tokens left them and the new
+  token; expected/ torch's logits and updated caches of the step (a split cache's expected
+  value one file per chip, as its tensors are), expected/prompt_ids.npy the prompt;
+- the program checks itself on a second prompt before the folder is written (verify.check).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from . import decode_step as ds
+from .graph import INPUT, OUTPUT
+from .importer import ImportReport, _Clock, _quiet_transformers, _versions, _wellformed, built_whole, program_data
+from .placement import REPLICATE, Placement, Shard
+
+
+def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = None, batch: int = 1,
+                  layers: int | None = None, plan=None, seed: int = 0, no_data: bool = False, progress=None,
+                  verify: bool = True) -> ImportReport:
+    """Write the program folder `out`: one decode step of the model at `source` on `tp` chips,
+    after a prompt of `past` tokens, with a static cache of `cache_len` (default past + 1)."""
+    from ..progress import Progress
+    from .hf import apply_plan, build_model, head_counts, read_source
+    from .startup import load_extra
+    from .tp import Heads, check_experts, check_heads
+    from .write import check_out, write_folder
+
+    clock = _Clock()
+    load_extra()
+    if tp < 1:
+        raise UsageError(f"--tp takes a count of at least 1; got {tp}")
+    length = past + 1 if cache_len is None else cache_len
+    check_out(Path(out))
+    progress = progress or Progress(False)
+    try:
+        clock.tick("load")
+        src = read_source(source, layers, plan)
+        ds.check_lengths(src, past, length, batch)
+        heads = Heads(*head_counts(src.config))
+        check_heads(src, heads, tp)
+        check_experts(src)
+        _quiet_transformers()
+        model = build_model(src, seed, no_data)
+        apply_plan(src, model)
+        clock.tick("model")
+        progress.phase("trace the decode step", 1)
+        built, placement = _build(src, model, tp, batch, length, heads, clock, progress)
+        data, expected = {}, {}
+        if not no_data:
+            data, expected = _data(src, model, built, placement, tp, batch, past, length, seed)
+        clock.tick("data")
+        info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
+                "tp": tp, "decode": True, "past": past, "cache_len": length, "batch": batch,
+                "layers": getattr(src.config, "num_hidden_layers", None), "seed": seed, "no_data": no_data,
+                "plan": src.plan, **_versions(), "statements": built.statements, "candidates": built.candidates,
+                "folded": built.folded}
+        checked = _Checked(src, model, built, placement, tp, batch, past, length, seed,
+                           verify and not no_data, data)
+        write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
+        clock.tick("write")
+        clock.move("write", "verify", checked.seconds)
+    finally:
+        progress.close()
+    return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
+                        built.folds, built.folded, clock.seconds)
+
+
+def _build(src, model, tp, batch, length, heads, clock, progress):
+    """The traced, lowered and sharded step; every value's placement."""
+    from .constants import Constants
+    from .lower import Lowerer
+    from .tp import Sharder, plan_placements
+    from .trace import export
+
+    cache = ds.static_cache(src, model, batch, length, traced=True)
+    layers = ds.layer_count(cache)
+    with ds.stepping(model, cache) as step:
+        program = export(step, ds.example(batch, cache), {}, src.architecture)
+    clock.tick("trace")
+    constants = Constants(program, model)
+    names = dict(zip(constants.user_inputs, ds.input_names(layers)))
+    lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(layers),
+                      positions=length)
+    graph = lowerer.run()
+    clock.tick("lower")
+    style_of, weights, kinds = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
+                                               src.buffers)
+    first = Sharder(graph, tp, src.architecture, style_of).run(weights, kinds) if tp > 1 else None
+    if first is not None:  # the caches placed as the values written into them, then sharded again
+        weights.update(cache_placements(graph, first))
+    tpp = Sharder(graph, tp, src.architecture, style_of).run(weights, kinds)
+    return built_whole(src, graph, constants, lowerer, tpp, clock, progress), tpp.placement
+
+
+def cache_placements(graph, tpp) -> dict[str, Placement]:
+    """Each cache input placed as the value written into it is (the key or value heads after
+    the projection, split or gathered as the plan places them): the `put_along` reading the
+    cache takes that value as its source (operand 2), placed by a sharding of the step with
+    every cache replicated."""
+    from ..ops import Ops
+
+    found: dict[str, Placement] = {}
+    for s in graph.stmts:
+        x = graph.values[s.reads[0]]
+        if s.cls == Ops.PUT_ALONG and x.role == "input" and len(s.reads) == 3 and x.name not in found:
+            p = tpp.placement[s.reads[2]]
+            found[x.name] = p if isinstance(p, Shard) else REPLICATE
+    return found
+
+
+def _split(values: dict[str, np.ndarray], placement: dict[str, Placement], tp: int) -> dict[str, np.ndarray]:
+    """Whole values by program name → each as its tensors hold it (a split one per chip)."""
+    out = {}
+    for name, whole in values.items():
+        p = placement.get(name, REPLICATE)
+        if isinstance(p, Shard):
+            for k in range(tp):
+                out[f"{name}@{k}"] = np.array(p.slice_of(whole, k, tp), order="C")
+        else:
+            out[name] = whole
+    return out
+
+
+def prompt(seed, vocab: int, batch: int, past: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded prompt [B, P] and new token [B, 1] (stream 1: the check's second input)."""
+    rng = np.random.default_rng([seed, 2, stream])
+    ids = rng.integers(0, vocab, size=(batch, past + 1)).astype(np.int64)
+    return ids[:, :past], ids[:, past:]
+
+
+def _data(src, model, built, placement, tp, batch, past, length, seed):
+    vocab = int(src.config.get_text_config().vocab_size)
+    ids, token = prompt(seed, vocab, batch, past)
+    inputs, outputs = ds.after_prompt(src, model, ids, token, length)
+    data = program_data(built, tp, inputs)
+    expected = _split(outputs, placement, tp)
+    expected["prompt_ids"] = ids
+    return data, expected
+
+
+class _Checked:
+    """write_folder's check: well-formed, then the reference after a second prompt against
+    torch's step (verify.check, on the logits)."""
+
+    def __init__(self, src, model, built, placement, tp, batch, past, length, seed, verify, data):
+        self.src, self.model, self.built, self.placement, self.tp = src, model, built, placement, tp
+        self.batch, self.past, self.length, self.seed, self.verify, self.data = batch, past, length, seed, verify, data
+        self.seconds = 0.0
+
+    def __call__(self, folder: Path) -> None:
+        import time
+
+        _wellformed(folder)
+        if not self.verify:
+            return
+        from .verify import check
+
+        started = time.perf_counter()
+        try:
+            vocab = int(self.src.config.get_text_config().vocab_size)
+            ids, token = prompt(self.seed, vocab, self.batch, self.past, stream=1)
+            inputs, outputs = ds.after_prompt(self.src, self.model, ids, token, self.length)
+            given = {**inputs, **_split(inputs, self.placement, self.tp)}
+            check(folder, self.model, self.built, given, outputs[OUTPUT], self.src.architecture, self.src.where(),
+                  data=self.data)
+        finally:
+            self.seconds = time.perf_counter() - started
+
+
+__all__ = ["INPUT", "import_decode"]

@@ -1,0 +1,155 @@
+"""One decode step of a causal LM, as torch runs it: transformers' `StaticCache` (the cache
+that its export path for ExecuTorch, `TorchExportableModuleWithStaticCache`, builds), here
+with each layer's keys and values as forward's inputs and their update as its outputs.
+
+ExecuTorch's module keeps the cache as buffers, which the program would fold into constants;
+the step below hands the same `StaticLayer`s tensors of the inputs instead, so the cache is
+what a serving engine passes in: `key_cache_I` and `value_cache_I` [batch, kv heads, L,
+head], as StaticCache lays them out. The position of the new token, `cache_position` [1],
+is the layers' `cumulative_length` (where `StaticLayer.update` writes, and what the model
+reads its position ids and causal mask from); the write is `index_copy_` at that position.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from .errors import ImportFailed
+
+POSITION = "cache_position"
+KINDS = ("key", "value")
+
+
+def cache_input(kind: str, layer: int) -> str:
+    return f"{kind}_cache_{layer}"
+
+
+def cache_output(kind: str, layer: int) -> str:
+    return f"{kind}_cache_{layer}_new"
+
+
+def static_cache(src, model, batch: int, length: int, traced: bool = False):
+    """transformers' StaticCache of `length` for the model, every layer allocated, or one line
+    saying why the model's cache cannot be static. `traced`: each sliding-window layer as a
+    `StaticLayer`, as TorchExportableModuleWithStaticCache makes it (the sliding layer counts
+    its tokens in a Python int, which a trace would bake in as the position); the same
+    layer while the window is no shorter than the cache (refused otherwise), the mask still
+    the model's sliding one."""
+    import torch
+    from transformers import StaticCache
+    from transformers.cache_utils import StaticLayer
+
+    config = model.config.get_text_config()
+    try:
+        cache = StaticCache(max_cache_len=length, config=config)
+    except Exception as err:  # noqa: BLE001 - transformers raises many kinds
+        raise src.fail(f"--decode: transformers cannot make its cache static: {_line(err)}") from None
+    for i, layer in enumerate(cache.layers):
+        if not isinstance(layer, StaticLayer):  # a recurrent state (Mamba, gated delta), a shared layer
+            raise src.fail(f"--decode: layer {i}'s cache is a {type(layer).__name__}, not keys and values "
+                           "(a hybrid model's recurrent state as cache input and output is not imported yet)")
+        window = getattr(layer, "max_cache_len", length)
+        if window < length:  # StaticSlidingWindowLayer: a window shorter than the cache rolls it
+            raise src.fail(f"--decode: layer {i} attends over a sliding window of {window} tokens, shorter than "
+                           f"--cache-len {length}: transformers rolls that layer's cache, which is not imported; "
+                           f"give --cache-len {window} or less")
+        if traced and layer.is_sliding:
+            cache.layers[i] = StaticLayer(length)
+    try:  # allocated by the model's own first write (its head counts), then emptied
+        device = next(iter(model.parameters())).device
+        with torch.no_grad():
+            model(input_ids=torch.zeros((batch, 1), dtype=torch.int64, device=device), cache=cache, use_cache=True)
+        cache.reset()
+    except Exception as err:  # noqa: BLE001
+        raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
+    return cache
+
+
+def _line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:300]
+
+
+def layer_count(cache) -> int:
+    return len(cache.layers)
+
+
+@contextmanager
+def stepping(model, cache):
+    """The model's forward as one decode step: (input_ids, cache_position, key_cache_0,
+    value_cache_0, ...) → (logits, key_cache_0_new, value_cache_0_new, ...). The model keeps
+    its own module paths (the plan's patterns name them)."""
+    def step(input_ids, cache_position, *caches):
+        for i, layer in enumerate(cache.layers):
+            layer.keys, layer.values = caches[2 * i].clone(), caches[2 * i + 1].clone()
+            layer.cumulative_length = cache_position[0].clone()
+        out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True)
+        news = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        return (out.logits, *news)
+
+    model.forward = step
+    try:
+        yield model
+    finally:
+        del model.forward
+
+
+def example(batch: int, cache) -> tuple:
+    """The traced step's arguments: a token, its position, the caches (zeros)."""
+    import torch
+
+    ids = torch.zeros((batch, 1), dtype=torch.int64)
+    tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    return (ids, torch.tensor([0], dtype=torch.int64), *[torch.zeros_like(t) for t in tensors])
+
+
+def input_names(layers: int) -> list[str]:
+    from .graph import INPUT
+
+    return [INPUT, POSITION] + [cache_input(k, i) for i in range(layers) for k in KINDS]
+
+
+def output_names(layers: int) -> tuple[str, ...]:
+    return tuple(cache_output(k, i) for i in range(layers) for k in KINDS)
+
+
+def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int) -> tuple[dict, dict]:
+    """torch's own prefill of `prompt` [B, P] into a StaticCache of `length`, then its decode
+    step of `token` [B, 1]: (the step's inputs, whole, by program name; its outputs)."""
+    import torch
+
+    batch, past = prompt.shape
+    cache = static_cache(src, model, batch, length)
+    with torch.no_grad():
+        if past:
+            model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
+        inputs = {input_names(0)[0]: token, POSITION: np.array([past], np.int64)}
+        for i, layer in enumerate(cache.layers):
+            inputs[cache_input("key", i)] = _numpy(layer.keys)
+            inputs[cache_input("value", i)] = _numpy(layer.values)
+        logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
+    outputs = {"logits": _numpy(logits)}
+    for i, layer in enumerate(cache.layers):
+        outputs[cache_output("key", i)] = _numpy(layer.keys)
+        outputs[cache_output("value", i)] = _numpy(layer.values)
+    return inputs, outputs
+
+
+def _numpy(t) -> np.ndarray:
+    return t.detach().cpu().float().numpy().copy()
+
+
+def check_lengths(src, past: int, length: int, batch: int) -> None:
+    """--past P and --cache-len L: 0 ≤ P < L ≤ the model's max_position_embeddings."""
+    if past < 0:
+        raise ImportFailed(f"--past takes a count of at least 0; got {past}")
+    if length < 1 or batch < 1:
+        raise ImportFailed(f"--cache-len and --batch take a count of at least 1; got {length} and {batch}")
+    if past >= length:
+        raise ImportFailed(f"--past {past} leaves no room in --cache-len {length}: the new token is written at "
+                           f"position {past} (--cache-len must be at least --past + 1)")
+    most = getattr(src.config.get_text_config(), "max_position_embeddings", None)
+    if isinstance(most, int) and length > most:
+        raise src.fail(f"--cache-len {length} is beyond the model's max_position_embeddings {most}")
