@@ -57,8 +57,8 @@ def test_on_two_ranks_each_keeps_its_chips_cache(step, tmp_path):
     data = json.loads(done.stdout)
     assert data["ok"] and len({r["pid"] for r in data["ranks"]}) == 2
     for k in range(2):
-        got = np.load(tmp_path / "out" / f"key_cache_0_new@{k}.npy")
-        assert np.allclose(got, np.load(step / "expected" / f"key_cache_0_new@{k}.npy"), rtol=0, atol=1e-5)
+        got = np.load(tmp_path / "out" / f"model.layers.0.key_cache_new@{k}.npy")
+        assert np.allclose(got, np.load(step / "expected" / f"model.layers.0.key_cache_new@{k}.npy"), rtol=0, atol=1e-5)
 
 
 def test_the_step_compiles_for_sm_90(step):

@@ -50,7 +50,7 @@ def test_the_step_gives_torchs_logits_and_updated_cache(decoded, model_type, tp)
     folder = decoded(model_type, tp, past=5, cache_len=10)
     prog, values = _outputs(folder)
     layers = TINY["num_hidden_layers"]
-    caches = [f"{k}_cache_{i}_new" for i in range(layers) for k in ("key", "value")]
+    caches = [f"model.layers.{i}.{k}_cache_new" for i in range(layers) for k in ("key", "value")]
     assert sorted(prog.outputs) == sorted(["logits"] + [c if tp == 1 else f"{c}@{k}" for c in caches
                                                         for k in range(tp)])
     assert prog.tensors["input_ids"].shape == (1, 1) and prog.tensors["cache_position"].shape == (1,)
@@ -66,9 +66,9 @@ def test_each_chip_holds_its_own_heads_cache(decoded):
     prog = Program.from_workspace(Workspace(folder))
     kv, head = TINY["num_key_value_heads"], TINY["head_dim"]
     for k in range(2):
-        t = prog.tensors[f"key_cache_0@{k}"]
+        t = prog.tensors[f"model.layers.0.key_cache@{k}"]
         assert t.shape == (1, kv // 2, 10, head) and t.home == k
-    whole = np.concatenate([np.load(folder / "data" / f"value_cache_1@{k}.npy") for k in range(2)], axis=1)
+    whole = np.concatenate([np.load(folder / "data" / f"model.layers.1.value_cache@{k}.npy") for k in range(2)], axis=1)
     filled = np.abs(whole).sum(axis=(0, 1, 3))
     assert filled[:5].all() and not filled[5:].any()  # torch's prefill wrote the prompt's 5 positions
 
@@ -77,7 +77,7 @@ def test_a_batch_of_two_writes_each_row_at_the_position(decoded):
     folder = decoded("llama", 2, past=3, cache_len=6, batch=2)
     prog, values = _outputs(folder)
     assert prog.tensors["input_ids"].shape == (2, 1) and prog.tensors["logits"].shape == (2, 1, TINY["vocab_size"])
-    for out in ("logits", "key_cache_1_new@1"):
+    for out in ("logits", "model.layers.1.key_cache_new@1"):
         _, rel = errors(values.get(out), np.load(folder / "expected" / f"{out}.npy"))
         assert rel <= 1e-4
 
@@ -132,3 +132,28 @@ def test_the_report_and_source_json_name_the_step(cli, hf_model, tmp_path):
     assert out.splitlines()[0].endswith(": TP 2, decode step after 3 tokens, cache 4, batch 1")
     source = json.loads((tmp_path / "p" / "source.json").read_text())
     assert (source["decode"], source["past"], source["cache_len"]) == (True, 3, 4)
+
+
+def _classes(folder) -> list[str]:
+    return sorted(line.split("\t")[1] for line in (folder / "op.facts").read_text().splitlines())
+
+
+def test_a_stamped_step_computes_what_the_step_traced_whole_does(tmp_path):
+    """Six layers of one kind: two traced, four stamped; the same statements of the same
+    classes, shapes and placements as the whole trace (fx numbers some nodes of the two traces
+    differently), and the step still torch's."""
+    from tprules.frontends.decode import import_decode
+
+    source = make_model(tmp_path / "src", "llama", num_hidden_layers=6)
+    stamped = import_decode(source, 2, tmp_path / "stamped", past=3, cache_len=5)
+    whole = import_decode(source, 2, tmp_path / "whole", past=3, cache_len=5, every_layer=True, verify=False)
+    assert (stamped.kinds, stamped.traced, whole.traced) == (1, 2, None)
+    assert (stamped.statements, stamped.folds, stamped.tensors) == (whole.statements, whole.folds, whole.tensors)
+    assert _classes(tmp_path / "stamped") == _classes(tmp_path / "whole")
+    for rel in ("placed", "spine"):
+        assert len((tmp_path / "stamped" / f"{rel}.facts").read_text().splitlines()) == \
+            len((tmp_path / "whole" / f"{rel}.facts").read_text().splitlines())
+    _, values = _outputs(tmp_path / "stamped")
+    for out in ("logits", "model.layers.5.value_cache_new@1", "model.layers.2.key_cache_new@0"):
+        _, rel = errors(values.get(out), np.load(tmp_path / "stamped" / "expected" / f"{out}.npy"))
+        assert rel <= 1e-4, out

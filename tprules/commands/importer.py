@@ -87,26 +87,26 @@ def _run_decode(args) -> int:
 
     if not args.decode:
         raise UsageError(f"{'--past' if args.past is not None else '--cache-len'} is a decode step's; add --decode")
-    if args.seq is not None or args.every_layer:
-        raise UsageError(f"{'--seq' if args.seq is not None else '--every-layer'} is the prefill's; a decode step "
-                         "takes --past and --cache-len")
+    if args.seq is not None:
+        raise UsageError("--seq is the prefill's; a decode step takes --past and --cache-len")
     past = 8 if args.past is None else args.past
     report = import_decode(args.source, args.tp, args.out, past=past, cache_len=args.cache_len, batch=args.batch,
                            layers=args.layers, plan=args.plan, seed=args.seed, no_data=args.no_data,
-                           progress=Progress(), verify=not args.no_verify)
+                           progress=Progress(), verify=not args.no_verify, every_layer=args.every_layer)
     length = past + 1 if args.cache_len is None else args.cache_len
     if args.format == "json":
         common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
                           "decode": True, "past": past, "cache_len": length, "batch": args.batch,
                           "statements": report.statements, "candidates": report.candidates,
                           "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
+                          "layer_kinds": report.kinds, "traced_layers": report.traced,
                           "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
         return 0
     sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: TP {report.tp}, decode step "
                      f"after {past} tokens, cache {length}, batch {args.batch}{'' if not args.no_data else ', facts only'}\n"
                      f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
                      f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
-                     f"{_timing(report)} (total {report.total_s:.2f} s)\n")
+                     f"{_timing(report)} (total {report.total_s:.2f} s)\n{_layers(report)}")
     return 0
 
 

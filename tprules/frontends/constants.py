@@ -128,6 +128,11 @@ class Constants:
             self._weights = named
         return self._weights
 
+    def forget_weights(self) -> None:
+        """Read the model's weights again on next use (a decode step's tabulated values read
+        them in the reduced model that stamp.py traces; its data reads every layer's)."""
+        self._weights = None
+
     def weight(self, fqn: str):
         return self.weights()[fqn].detach()
 
@@ -151,6 +156,8 @@ class Constants:
         copy of a constant computed from its own layer's weights)."""
         if node in memo:
             return memo[node]
+        if node.op == "constant":  # a lowering's own constant (lower.py's _Filled): no weight to rename
+            return self.value(node)
         if node.op == "placeholder":
             out = self.weight(rename(self.fqn[node.name]))
         elif node.op == "get_attr":

@@ -5,7 +5,8 @@ decode step (decode_step.py) through the passes of `import hf` (frontends/__init
 - each layer's cache is placed as its key/value projection's output is (split by key/value
   heads, on axis 1 of [batch, kv heads, L, head]), so each chip holds its own heads' cache;
   the write at the position is a `put_along` on the chip, and the updated caches are
-  program outputs `key_cache_I_new`, `value_cache_I_new`, each chip's its own;
+  program outputs `model.layers.I.key_cache_new` and `..value_cache_new`, each chip's its own;
+- each layer kind is traced once and every layer stamped where `import hf` stamps (stamp.py);
 - data/ holds the caches as torch's prefill of P seeded prompt tokens left them and the new
   token; expected/ torch's logits and updated caches of the step (a split cache's expected
   value one file per chip, as its tensors are), expected/prompt_ids.npy the prompt;
@@ -20,14 +21,16 @@ import numpy as np
 
 from ..errors import UsageError
 from . import decode_step as ds
+from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
 from .importer import ImportReport, _Clock, _quiet_transformers, _versions, _wellformed, built_whole, program_data
 from .placement import REPLICATE, Placement, Shard
+from .stamp import CannotStamp
 
 
 def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = None, batch: int = 1,
                   layers: int | None = None, plan=None, seed: int = 0, no_data: bool = False, progress=None,
-                  verify: bool = True) -> ImportReport:
+                  verify: bool = True, every_layer: bool = False) -> ImportReport:
     """Write the program folder `out`: one decode step of the model at `source` on `tp` chips,
     after a prompt of `past` tokens, with a static cache of `cache_len` (default past + 1)."""
     from ..progress import Progress
@@ -54,8 +57,8 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         model = build_model(src, seed, no_data)
         apply_plan(src, model)
         clock.tick("model")
-        progress.phase("trace the decode step", 1)
-        built, placement = _build(src, model, tp, batch, length, heads, clock, progress)
+        built = _build(src, model, tp, batch, length, heads, clock, progress, every_layer)
+        placement = full_placement(built)
         data, expected = {}, {}
         if not no_data:
             data, expected = _data(src, model, built, placement, tp, batch, past, length, seed)
@@ -64,7 +67,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
                 "tp": tp, "decode": True, "past": past, "cache_len": length, "batch": batch,
                 "layers": getattr(src.config, "num_hidden_layers", None), "seed": seed, "no_data": no_data,
                 "plan": src.plan, **_versions(), "statements": built.statements, "candidates": built.candidates,
-                "folded": built.folded}
+                "folded": built.folded, "layer_kinds": built.kinds, "traced_layers": built.traced}
         checked = _Checked(src, model, built, placement, tp, batch, past, length, seed,
                            verify and not no_data, data)
         write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
@@ -73,34 +76,121 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
     finally:
         progress.close()
     return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
-                        built.folds, built.folded, clock.seconds)
+                        built.folds, built.folded, clock.seconds, built.kinds, built.traced)
 
 
-def _build(src, model, tp, batch, length, heads, clock, progress):
-    """The traced, lowered and sharded step; every value's placement."""
+def _build(src, model, tp, batch, length, heads, clock, progress, every_layer=False):
+    """The traced, lowered and sharded step: each layer kind traced once and every layer
+    stamped (stamp.py) where import hf would stamp the prefill, else every layer traced."""
+    from .importer import _stampable
+    from .layers import layer_kinds
+
+    kinds = None if every_layer else layer_kinds(model)
+    if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
+        try:
+            return _stamped(src, model, kinds, tp, batch, length, heads, clock, progress)
+        except (CannotStamp, ImportFailed):
+            pass  # traced whole: a model that fails is reported as the full trace names it
+    return _whole(src, model, tp, batch, length, heads, clock, progress)
+
+
+def _lowered(src, model, batch, length, clock, tag=None):
+    """The step traced (torch.export) and lowered to a Graph."""
     from .constants import Constants
     from .lower import Lowerer
-    from .tp import Sharder, plan_placements
     from .trace import export
 
     cache = ds.static_cache(src, model, batch, length, traced=True)
-    layers = ds.layer_count(cache)
+    layers, path = ds.layer_count(cache), ds.layers_path(model)
     with ds.stepping(model, cache) as step:
         program = export(step, ds.example(batch, cache), {}, src.architecture)
     clock.tick("trace")
     constants = Constants(program, model)
-    names = dict(zip(constants.user_inputs, ds.input_names(layers)))
-    lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(layers),
+    names = dict(zip(constants.user_inputs, ds.input_names(path, layers)))
+    lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(path, layers),
                       positions=length)
+    if tag is not None:
+        tag(lowerer, program)
     graph = lowerer.run()
     clock.tick("lower")
+    return constants, lowerer, graph
+
+
+def _whole(src, model, tp, batch, length, heads, clock, progress):
+    from .tp import Sharder, plan_placements
+
+    progress.phase("trace the decode step", 1)
+    constants, lowerer, graph = _lowered(src, model, batch, length, clock)
     style_of, weights, kinds = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                src.buffers)
-    first = Sharder(graph, tp, src.architecture, style_of).run(weights, kinds) if tp > 1 else None
-    if first is not None:  # the caches placed as the values written into them, then sharded again
-        weights.update(cache_placements(graph, first))
+    _place_caches(graph, tp, src.architecture, style_of, weights, kinds)
     tpp = Sharder(graph, tp, src.architecture, style_of).run(weights, kinds)
-    return built_whole(src, graph, constants, lowerer, tpp, clock, progress), tpp.placement
+    built = built_whole(src, graph, constants, lowerer, tpp, clock, progress)
+    built.placement = tpp.placement
+    return built
+
+
+def _stamped(src, model, kinds, tp, batch, length, heads, clock, progress):
+    """Each layer kind's first and second layers traced; each cache input and output tagged
+    with the layer that writes it; every layer stamped (importer.stamp_built)."""
+    from ..ops import Ops
+    from .importer import stamp_built
+    from .layers import reduced
+    from .stamp import Segments, tag_lowerer
+
+    progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers of the decode step", 1)
+    tagged: dict = {}
+
+    def tag(lowerer, program):
+        tagged["s"] = Segments(program, kinds)
+        tag_lowerer(lowerer, tagged["s"])
+
+    with reduced(model, kinds):
+        constants, lowerer, graph = _lowered(src, model, batch, length, clock, tag)
+    constants.forget_weights()
+    progress.advance()
+    segments = tagged["s"]
+    outputs = set(lowerer.more.values())
+    for s in graph.stmts:
+        if s.cls == Ops.PUT_ALONG and graph.values[s.reads[0]].role == "input":
+            graph.segment[s.reads[0]] = segments.of[s.name]
+        elif s.name in outputs:
+            segments.of[s.name] = graph.segment[s.name] = graph.segment[s.reads[0]]
+
+    def place(graph, style_of, weights, kinds_of):
+        _place_caches(graph, tp, src.architecture, style_of, weights, kinds_of)
+
+    built = stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, progress, place)
+    _check_names(built.facts)
+    return built
+
+
+def _check_names(facts) -> None:
+    """CannotStamp where two stamped statements or tensors share a name (fx numbers a step's
+    nodes with gaps that stamp.py cannot follow in some models: the step is traced whole)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for rel, cols in (("op", (0,)), ("writes", (0,)), ("writes", (1,)), ("reads", (0, 1)), ("tensor", (0,))):
+        if not facts.rows(rel):
+            continue
+        keys = [pc.cast(facts.column(rel, c), pa.string()) for c in cols]
+        joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\t")
+        if len(pc.unique(joined)) != facts.rows(rel):
+            raise CannotStamp(f"two stamped rows of {rel}.facts share a name")
+
+
+def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
+    """The caches placed as the values written into them (cache_placements): a first sharding
+    with every cache replicated, the graph's values as they were after it."""
+    from .tp import Sharder
+
+    if tp == 1:
+        return
+    values = dict(graph.values)
+    first = Sharder(graph, tp, arch, style_of).run(weights, kinds)
+    graph.values = values
+    weights.update(cache_placements(graph, first))
 
 
 def cache_placements(graph, tpp) -> dict[str, Placement]:
@@ -117,6 +207,16 @@ def cache_placements(graph, tpp) -> dict[str, Placement]:
             p = tpp.placement[s.reads[2]]
             found[x.name] = p if isinstance(p, Shard) else REPLICATE
     return found
+
+
+def full_placement(built) -> dict[str, Placement]:
+    """The program's inputs' and outputs' placements by their names in the full program."""
+    if built.instances is None:
+        return built.placement
+    graph = built.graph
+    ends = [v.name for v in graph.inputs if v.role == "input"] + [graph.output] + \
+        [s.writes for s in graph.stmts if s.aten == "(output)"]
+    return {full: built.placement[name] for name in ends for full, _, _ in built.instances(name)}
 
 
 def _split(values: dict[str, np.ndarray], placement: dict[str, Placement], tp: int) -> dict[str, np.ndarray]:

@@ -4,10 +4,11 @@ with each layer's keys and values as forward's inputs and their update as its ou
 
 ExecuTorch's module keeps the cache as buffers, which the program would fold into constants;
 the step below hands the same `StaticLayer`s tensors of the inputs instead, so the cache is
-what a serving engine passes in: `key_cache_I` and `value_cache_I` [batch, kv heads, L,
-head], as StaticCache lays them out. The position of the new token, `cache_position` [1],
-is the layers' `cumulative_length` (where `StaticLayer.update` writes, and what the model
-reads its position ids and causal mask from); the write is `index_copy_` at that position.
+what a serving engine passes in: `model.layers.I.key_cache` and `model.layers.I.value_cache`
+[batch, kv heads, L, head], as StaticCache lays them out (their updates `..._new`). The
+position of the new token, `cache_position` [1], is the layers' `cumulative_length` (where
+`StaticLayer.update` writes, and what the model reads its position ids and causal mask
+from); the write is `index_copy_` at that position.
 """
 
 from __future__ import annotations
@@ -22,21 +23,33 @@ POSITION = "cache_position"
 KINDS = ("key", "value")
 
 
-def cache_input(kind: str, layer: int) -> str:
-    return f"{kind}_cache_{layer}"
+def layers_path(model) -> str:
+    """The module path of the decoder layers' list (`model.layers`): a layer's cache is named
+    under its layer, `model.layers.3.key_cache`, so that stamping renames it with the layer."""
+    import torch
+
+    total = getattr(model.config.get_text_config(), "num_hidden_layers", None)
+    for path, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == total and path.rsplit(".", 1)[-1] == "layers":
+            return path
+    return "cache"
 
 
-def cache_output(kind: str, layer: int) -> str:
-    return f"{kind}_cache_{layer}_new"
+def cache_input(path: str, kind: str, layer: int) -> str:
+    return f"{path}.{layer}.{kind}_cache"
+
+
+def cache_output(path: str, kind: str, layer: int) -> str:
+    return f"{cache_input(path, kind, layer)}_new"
 
 
 def static_cache(src, model, batch: int, length: int, traced: bool = False):
     """transformers' StaticCache of `length` for the model, every layer allocated, or one line
-    saying why the model's cache cannot be static. `traced`: each sliding-window layer as a
-    `StaticLayer`, as TorchExportableModuleWithStaticCache makes it (the sliding layer counts
-    its tokens in a Python int, which a trace would bake in as the position); the same
-    layer while the window is no shorter than the cache (refused otherwise), the mask still
-    the model's sliding one."""
+    saying why the model's cache cannot be static. `traced`: each layer a `step_layer()`,
+    a sliding-window one too, as TorchExportableModuleWithStaticCache makes it a `StaticLayer`
+    (the sliding layer counts its tokens in a Python int, which a trace would bake in as the
+    position): the same layer while the window is no shorter than the cache (refused
+    otherwise), the mask still the model's sliding one."""
     import torch
     from transformers import StaticCache
     from transformers.cache_utils import StaticLayer
@@ -55,8 +68,8 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
             raise src.fail(f"--decode: layer {i} attends over a sliding window of {window} tokens, shorter than "
                            f"--cache-len {length}: transformers rolls that layer's cache, which is not imported; "
                            f"give --cache-len {window} or less")
-        if traced and layer.is_sliding:
-            cache.layers[i] = StaticLayer(length)
+        if traced:
+            cache.layers[i] = step_layer()(length)
     try:  # allocated by the model's own first write (its head counts), then emptied
         device = next(iter(model.parameters())).device
         with torch.no_grad():
@@ -65,6 +78,33 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     except Exception as err:  # noqa: BLE001
         raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
     return cache
+
+
+_STEP_LAYER: list = []
+
+
+def step_layer():
+    """transformers' StaticLayer whose update writes as its own does (index_copy_ at
+    `cumulative_length`) without counting the tokens it has seen: in a step that count is the
+    input `cache_position`, and its in-place add, dropped from the trace, would leave a gap in
+    fx's numbering of the nodes, which stamp.py follows."""
+    if not _STEP_LAYER:
+        import torch
+        from transformers.cache_utils import StaticLayer
+
+        class StepLayer(StaticLayer):
+            def update(self, key_states, value_states, *args, **kwargs):
+                if not self.is_initialized:
+                    self.lazy_initialization(key_states, value_states)
+                at = torch.arange(key_states.shape[-2], device=self.device) + self.cumulative_length
+                keys, values = self.keys, self.values
+                assert keys is not None and values is not None  # allocated above
+                keys.index_copy_(2, at, key_states)
+                values.index_copy_(2, at, value_states)
+                return keys, values
+
+        _STEP_LAYER.append(StepLayer)
+    return _STEP_LAYER[0]
 
 
 def _line(err: BaseException) -> str:
@@ -105,14 +145,14 @@ def example(batch: int, cache) -> tuple:
     return (ids, torch.tensor([0], dtype=torch.int64), *[torch.zeros_like(t) for t in tensors])
 
 
-def input_names(layers: int) -> list[str]:
+def input_names(path: str, layers: int) -> list[str]:
     from .graph import INPUT
 
-    return [INPUT, POSITION] + [cache_input(k, i) for i in range(layers) for k in KINDS]
+    return [INPUT, POSITION] + [cache_input(path, k, i) for i in range(layers) for k in KINDS]
 
 
-def output_names(layers: int) -> tuple[str, ...]:
-    return tuple(cache_output(k, i) for i in range(layers) for k in KINDS)
+def output_names(path: str, layers: int) -> tuple[str, ...]:
+    return tuple(cache_output(path, k, i) for i in range(layers) for k in KINDS)
 
 
 def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int) -> tuple[dict, dict]:
@@ -120,20 +160,23 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
     step of `token` [B, 1]: (the step's inputs, whole, by program name; its outputs)."""
     import torch
 
+    from .graph import INPUT, OUTPUT
+
     batch, past = prompt.shape
+    path = layers_path(model)
     cache = static_cache(src, model, batch, length)
     with torch.no_grad():
         if past:
             model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
-        inputs = {input_names(0)[0]: token, POSITION: np.array([past], np.int64)}
+        inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
         for i, layer in enumerate(cache.layers):
-            inputs[cache_input("key", i)] = _numpy(layer.keys)
-            inputs[cache_input("value", i)] = _numpy(layer.values)
+            inputs[cache_input(path, "key", i)] = _numpy(layer.keys)
+            inputs[cache_input(path, "value", i)] = _numpy(layer.values)
         logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
-    outputs = {"logits": _numpy(logits)}
+    outputs = {OUTPUT: _numpy(logits)}
     for i, layer in enumerate(cache.layers):
-        outputs[cache_output("key", i)] = _numpy(layer.keys)
-        outputs[cache_output("value", i)] = _numpy(layer.values)
+        outputs[cache_output(path, "key", i)] = _numpy(layer.keys)
+        outputs[cache_output(path, "value", i)] = _numpy(layer.values)
     return inputs, outputs
 
 

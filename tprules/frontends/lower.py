@@ -7,6 +7,7 @@ for is refused in one line naming its module path and ATen op.
 
 from __future__ import annotations
 
+import re
 from typing import NoReturn
 
 from .. import ops
@@ -170,13 +171,22 @@ class Lowerer:
         meta = value_of if value_of is not None else n.meta["val"]
         shape, dtype = tuple(int(d) for d in meta.shape), self.dtype_of(n, meta)
         pairs = tuple((k, str(v)) for k, v in attrs.items())
-        key = (cls, reads, pairs, shape, dtype)
+        key = (cls, reads, pairs, shape, dtype, self._layer())
         if key in self.computed:  # the same statement again (q, k and v each view the hidden state)
             self.names[n] = self.computed[key]
             return
         name = self.graph.add_value(Tensor(n.name, shape, dtype, role="activation", module=self.module))
         self.names[n] = self.computed[key] = name
         self.graph.stmts.append(Statement(n.name, cls, reads, name, pairs, module=self.module, aten=str(n.target)))
+
+    def _layer(self) -> str | None:
+        """In a decode step, the decoder layer a statement is in: each layer computes its own
+        (every layer writes its cache at the same position, which would otherwise be computed
+        once, in the first layer, and read by the others: not a program stamp.py can stamp)."""
+        if self.positions is None:
+            return None
+        found = _LAYER.search(self.module)
+        return found.group(0) if found else None
 
     def part(self, n, tag: str, cls: str, operands: list, shape, dtype: str | None = None, **attrs) -> str:
         """A statement of a lowering that writes `n` in several (its value named `n__tag`):
@@ -241,14 +251,19 @@ class Lowerer:
 
     def _name_more(self, node, name: str) -> None:
         """A further output as its own tensor `name`: a copy (a reshape to its own shape) of the
-        value, which statements may read too (a program output is a tensor no statement reads)."""
+        value, which statements may read too (a program output is a tensor no statement reads),
+        right after the statement that writes the value (in its layer, for stamp.py)."""
         if node not in self.c.dynamic:
             raise ImportFailed(f"{self.arch}: the forward's output {name} does not depend on its inputs")
         value = self.value(node)
         v = self.graph.values[value]
         self.graph.add_value(Tensor(name, v.shape, v.dtype, role="activation", module=v.module))
-        self.graph.stmts.append(Statement(name, ops.Ops.RESHAPE, (value,), name, (), module=v.module,
-                                          aten="(output)"))
+        at = next((i + 1 for i, s in enumerate(self.graph.stmts) if s.writes == value), len(self.graph.stmts))
+        self.graph.stmts.insert(at, Statement(name, ops.Ops.RESHAPE, (value,), name, (), module=v.module,
+                                              aten="(output)"))
+
+
+_LAYER = re.compile(r"(^|\.)layers\.\d+(\.|$)")
 
 
 class _Meta:

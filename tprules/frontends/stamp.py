@@ -94,6 +94,18 @@ class Segments:
                                   "to different nodes")
 
 
+DERIVED = ("block_", "split_", "share_")  # tp.py's statements of a value's blocks, slices and shares
+PART = "__"  # a statement of a lowering that writes its node in several: `NODE__tag` (lower.py's part)
+
+
+def segment_of(segments: Segments, name: str, default: int = PRE) -> int:
+    """The segment of a statement: its node's, for a part of a node's lowering too."""
+    found = segments.of.get(name)
+    if found is None and PART in name:
+        found = segments.of.get(name.split(PART, 1)[0])
+    return default if found is None else found
+
+
 def _layer_of(n, rx) -> int | None:
     stack = n.meta.get("nn_module_stack")
     if not stack:
@@ -156,7 +168,7 @@ class TaggingSharder(Sharder):
 
     def _statement(self, st) -> None:
         super()._statement(st)
-        self._mark(self.g.segments.of.get(st.name, PRE))
+        self._mark(segment_of(self.g.segments, st.name))
 
 
 class Stamper:
@@ -204,7 +216,7 @@ class Stamper:
         """Each traced layer's one output: the activation it writes that later segments read."""
         out: dict[int, set[str]] = {}
         for st in self.g.stmts:
-            s = self.seg.of.get(st.name, PRE)
+            s = segment_of(self.seg, st.name)
             for r in st.reads:
                 v = self.g.values.get(r)
                 if v is None or v.role != "activation":
@@ -238,6 +250,13 @@ class Stamper:
         if name.startswith("allreduce_"):
             return "allreduce_" + self.whole(name[len("allreduce_"):], q, i)
         s = self.seg.of.get(name)
+        derived = next((p for p in DERIVED if name.startswith(p)), None) if s is None else None
+        if derived is not None:  # a statement the sharding adds for a value (tp.py): named after the value
+            return derived + self.whole(name[len(derived):], q, i)
+        if s is None and PART in name:  # a part of a node's lowering: the node renamed, its tag kept
+            base, tag = name.split(PART, 1)
+            if base in self.seg.of:
+                return f"{self.whole(base, q, i)}{PART}{tag}"
         if s is None or s == PRE:
             return name
         if s == q:
