@@ -30,9 +30,10 @@ from .stamp import CannotStamp
 
 def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = None, batch: int = 1,
                   layers: int | None = None, plan=None, seed: int = 0, no_data: bool = False, progress=None,
-                  verify: bool = True, every_layer: bool = False) -> ImportReport:
+                  verify: bool = True, every_layer: bool = False, step: int = 1) -> ImportReport:
     """Write the program folder `out`: one decode step of the model at `source` on `tp` chips,
-    after a prompt of `past` tokens, with a static cache of `cache_len` (default past + 1)."""
+    after a prompt of `past` tokens, with a static cache of `cache_len` (default past + step).
+    `step` tokens a step (a prefill into the cache: `past` 0, `step` the prompt's length)."""
     from ..progress import Progress
     from .hf import apply_plan, build_model, head_counts, read_source
     from .startup import load_extra
@@ -43,13 +44,14 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
     load_extra()
     if tp < 1:
         raise UsageError(f"--tp takes a count of at least 1; got {tp}")
-    length = past + 1 if cache_len is None else cache_len
+    length = past + step if cache_len is None else cache_len
+    tokens = (batch, step)
     check_out(Path(out))
     progress = progress or Progress(False)
     try:
         clock.tick("load")
         src = read_source(source, layers, plan)
-        ds.check_lengths(src, past, length, batch)
+        ds.check_lengths(src, past, length, batch, step)
         heads = Heads(*head_counts(src.config))
         check_heads(src, heads, tp)
         check_experts(src)
@@ -57,18 +59,18 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         model = build_model(src, seed, no_data)
         apply_plan(src, model)
         clock.tick("model")
-        built = _build(src, model, tp, batch, length, heads, clock, progress, every_layer)
+        built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer)
         placement = full_placement(built)
         data, expected = {}, {}
         if not no_data:
-            data, expected = _data(src, model, built, placement, tp, batch, past, length, seed)
+            data, expected = _data(src, model, built, placement, tp, tokens, past, length, seed)
         clock.tick("data")
         info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
-                "tp": tp, "decode": True, "past": past, "cache_len": length, "batch": batch,
+                "tp": tp, "decode": True, "past": past, "cache_len": length, "batch": batch, "step": step,
                 "layers": getattr(src.config, "num_hidden_layers", None), "seed": seed, "no_data": no_data,
                 "plan": src.plan, **_versions(), "statements": built.statements, "candidates": built.candidates,
                 "folded": built.folded, "layer_kinds": built.kinds, "traced_layers": built.traced}
-        checked = _Checked(src, model, built, placement, tp, batch, past, length, seed,
+        checked = _Checked(src, model, built, placement, tp, tokens, past, length, seed,
                            verify and not no_data, data)
         write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
         clock.tick("write")
@@ -79,7 +81,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
                         built.folds, built.folded, clock.seconds, built.kinds, built.traced)
 
 
-def _build(src, model, tp, batch, length, heads, clock, progress, every_layer=False):
+def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False):
     """The traced, lowered and sharded step: each layer kind traced once and every layer
     stamped (stamp.py) where import hf would stamp the prefill, else every layer traced."""
     from .importer import _stampable
@@ -88,22 +90,22 @@ def _build(src, model, tp, batch, length, heads, clock, progress, every_layer=Fa
     kinds = None if every_layer else layer_kinds(model)
     if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
         try:
-            return _stamped(src, model, kinds, tp, batch, length, heads, clock, progress)
+            return _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress)
         except (CannotStamp, ImportFailed):
             pass  # traced whole: a model that fails is reported as the full trace names it
-    return _whole(src, model, tp, batch, length, heads, clock, progress)
+    return _whole(src, model, tp, tokens, length, heads, clock, progress)
 
 
-def _lowered(src, model, batch, length, clock, tag=None):
+def _lowered(src, model, tokens, length, clock, tag=None):
     """The step traced (torch.export) and lowered to a Graph."""
     from .constants import Constants
     from .lower import Lowerer
     from .trace import export
 
-    cache = ds.static_cache(src, model, batch, length, traced=True)
+    cache = ds.static_cache(src, model, tokens[0], length, traced=True)
     layers, path = ds.layer_count(cache), ds.layers_path(model)
     with ds.stepping(model, cache) as step:
-        program = export(step, ds.example(batch, cache), {}, src.architecture)
+        program = export(step, ds.example(tokens, cache), {}, src.architecture)
     clock.tick("trace")
     constants = Constants(program, model)
     names = dict(zip(constants.user_inputs, ds.input_names(path, layers)))
@@ -116,11 +118,11 @@ def _lowered(src, model, batch, length, clock, tag=None):
     return constants, lowerer, graph
 
 
-def _whole(src, model, tp, batch, length, heads, clock, progress):
+def _whole(src, model, tp, tokens, length, heads, clock, progress):
     from .tp import Sharder, plan_placements
 
     progress.phase("trace the decode step", 1)
-    constants, lowerer, graph = _lowered(src, model, batch, length, clock)
+    constants, lowerer, graph = _lowered(src, model, tokens, length, clock)
     style_of, weights, kinds = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                src.buffers)
     _place_caches(graph, tp, src.architecture, style_of, weights, kinds)
@@ -130,7 +132,7 @@ def _whole(src, model, tp, batch, length, heads, clock, progress):
     return built
 
 
-def _stamped(src, model, kinds, tp, batch, length, heads, clock, progress):
+def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress):
     """Each layer kind's first and second layers traced; each cache input and output tagged
     with the layer that writes it; every layer stamped (importer.stamp_built)."""
     from ..ops import Ops
@@ -146,7 +148,7 @@ def _stamped(src, model, kinds, tp, batch, length, heads, clock, progress):
         tag_lowerer(lowerer, tagged["s"])
 
     with reduced(model, kinds):
-        constants, lowerer, graph = _lowered(src, model, batch, length, clock, tag)
+        constants, lowerer, graph = _lowered(src, model, tokens, length, clock, tag)
     constants.forget_weights()
     progress.advance()
     segments = tagged["s"]
@@ -232,16 +234,16 @@ def _split(values: dict[str, np.ndarray], placement: dict[str, Placement], tp: i
     return out
 
 
-def prompt(seed, vocab: int, batch: int, past: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The seeded prompt [B, P] and new token [B, 1] (stream 1: the check's second input)."""
+def prompt(seed, vocab: int, tokens: tuple[int, int], past: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded prompt [B, P] and the step's tokens [B, S] (stream 1: the check's second input)."""
     rng = np.random.default_rng([seed, 2, stream])
-    ids = rng.integers(0, vocab, size=(batch, past + 1)).astype(np.int64)
+    ids = rng.integers(0, vocab, size=(tokens[0], past + tokens[1])).astype(np.int64)
     return ids[:, :past], ids[:, past:]
 
 
-def _data(src, model, built, placement, tp, batch, past, length, seed):
+def _data(src, model, built, placement, tp, tokens, past, length, seed):
     vocab = int(src.config.get_text_config().vocab_size)
-    ids, token = prompt(seed, vocab, batch, past)
+    ids, token = prompt(seed, vocab, tokens, past)
     inputs, outputs = ds.after_prompt(src, model, ids, token, length)
     data = program_data(built, tp, inputs)
     expected = _split(outputs, placement, tp)
@@ -253,9 +255,9 @@ class _Checked:
     """write_folder's check: well-formed, then the reference after a second prompt against
     torch's step (verify.check, on the logits)."""
 
-    def __init__(self, src, model, built, placement, tp, batch, past, length, seed, verify, data):
+    def __init__(self, src, model, built, placement, tp, tokens, past, length, seed, verify, data):
         self.src, self.model, self.built, self.placement, self.tp = src, model, built, placement, tp
-        self.batch, self.past, self.length, self.seed, self.verify, self.data = batch, past, length, seed, verify, data
+        self.tokens, self.past, self.length, self.seed, self.verify, self.data = tokens, past, length, seed, verify, data
         self.seconds = 0.0
 
     def __call__(self, folder: Path) -> None:
@@ -269,7 +271,7 @@ class _Checked:
         started = time.perf_counter()
         try:
             vocab = int(self.src.config.get_text_config().vocab_size)
-            ids, token = prompt(self.seed, vocab, self.batch, self.past, stream=1)
+            ids, token = prompt(self.seed, vocab, self.tokens, self.past, stream=1)
             inputs, outputs = ds.after_prompt(self.src, self.model, ids, token, self.length)
             given = {**inputs, **_split(inputs, self.placement, self.tp)}
             check(folder, self.model, self.built, given, outputs[OUTPUT], self.src.architecture, self.src.where(),

@@ -136,11 +136,11 @@ def stepping(model, cache):
         del model.forward
 
 
-def example(batch: int, cache) -> tuple:
-    """The traced step's arguments: a token, its position, the caches (zeros)."""
+def example(tokens: tuple[int, int], cache) -> tuple:
+    """The traced step's arguments: its tokens [B, S], the first one's position, the caches (zeros)."""
     import torch
 
-    ids = torch.zeros((batch, 1), dtype=torch.int64)
+    ids = torch.zeros(tokens, dtype=torch.int64)
     tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
     return (ids, torch.tensor([0], dtype=torch.int64), *[torch.zeros_like(t) for t in tensors])
 
@@ -184,12 +184,15 @@ def _numpy(t) -> np.ndarray:
     return t.detach().cpu().float().numpy().copy()
 
 
-def check_lengths(src, past: int, length: int, batch: int) -> None:
-    """--past P and --cache-len L: 0 ≤ P < L ≤ the model's max_position_embeddings."""
+def check_lengths(src, past: int, length: int, batch: int, step: int = 1) -> None:
+    """--past P and --cache-len L: 0 ≤ P < P + S ≤ L ≤ the model's max_position_embeddings."""
     if past < 0:
         raise ImportFailed(f"--past takes a count of at least 0; got {past}")
-    if length < 1 or batch < 1:
-        raise ImportFailed(f"--cache-len and --batch take a count of at least 1; got {length} and {batch}")
+    if length < 1 or batch < 1 or step < 1:
+        raise ImportFailed(f"--cache-len, --batch and a step's tokens take a count of at least 1; got {length}, "
+                           f"{batch} and {step}")
+    if step > 1 and past + step > length:
+        raise ImportFailed(f"a step of {step} tokens after {past} does not fit in a cache of {length}")
     if past >= length:
         raise ImportFailed(f"--past {past} leaves no room in --cache-len {length}: the new token is written at "
                            f"position {past} (--cache-len must be at least --past + 1)")
