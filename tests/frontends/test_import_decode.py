@@ -157,3 +157,24 @@ def test_a_stamped_step_computes_what_the_step_traced_whole_does(tmp_path):
     for out in ("logits", "model.layers.5.value_cache_new@1", "model.layers.2.key_cache_new@0"):
         _, rel = errors(values.get(out), np.load(tmp_path / "stamped" / "expected" / f"{out}.npy"))
         assert rel <= 1e-4, out
+
+
+def test_candidates_pair_two_layers_only_where_one_feeds_the_other(decoded):
+    """The mask and the rotary rows, computed once from the position, are read in every layer:
+    their readers are not paired across layers (always a `cycle`); the residual that one
+    layer passes to the next norm still is."""
+    import re
+
+    folder = decoded("llama", 2, past=5, cache_len=10)
+    rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
+            for rel in ("member", "attr", "reads", "writes")}
+    layer = {o: m.group(1) for o, k, v in rows["attr"] if k == "module" and (m := re.search(r"layers\.(\d+)", v))}
+    writer = {t: o for o, t in rows["writes"]}
+    fed = {(writer[t], o) for o, _, t in rows["reads"] if t in writer}
+    pairs: dict[str, list[str]] = {}
+    for f, o in rows["member"]:
+        pairs.setdefault(f, []).append(o)
+    across = [(a, c) for a, c in pairs.values() if a in layer and c in layer and layer[a] != layer[c]]
+    assert across and all((a, c) in fed or (c, a) in fed for a, c in across)
+    mask_readers = [o for o, _, t in rows["reads"] if t == "where"]
+    assert {layer[o] for o in mask_readers} == {"0", "1"}  # read in both layers, paired within each

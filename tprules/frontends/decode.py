@@ -15,6 +15,7 @@ decode step (decode_step.py) through the passes of `import hf` (frontends/__init
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         apply_plan(src, model)
         clock.tick("model")
         built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer)
+        within_layers(built)
         placement = full_placement(built)
         data, expected = {}, {}
         if not no_data:
@@ -193,6 +195,47 @@ def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
     first = Sharder(graph, tp, arch, style_of).run(weights, kinds)
     graph.values = values
     weights.update(cache_placements(graph, first))
+
+
+LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+
+
+def within_layers(built) -> None:
+    """Drop the sibling candidates whose two statements lie in different decoder layers (a
+    producer and its consumer in the next layer stay: the residual and the next norm). A
+    step computes its causal mask and rotary rows from the position once and every layer's
+    attention on every chip reads them: their readers would pair across layers (the 405B at
+    TP 16: 2.6 million candidates), each pair refused as a `cycle` (a path runs from the
+    earlier layer to the later through the layers between) at a cost that grows with both."""
+    facts = built.facts
+    if hasattr(facts, "columns"):  # a stamped program's FactColumns
+        import pyarrow as pa
+
+        def rows(rel):
+            return list(zip(*[c.to_pylist() for c in facts.columns[rel]]))
+    else:
+        def rows(rel):
+            return facts.facts[rel]
+    writer = {t: o for o, t in rows("writes")}
+    fed = {(writer[t], o) for o, _, t in rows("reads") if t in writer}
+    layer = {}
+    for o, key, value in rows("attr"):
+        found = LAYER.search(value) if key == "module" else None
+        if found:
+            layer[o] = found.group(1)
+    by_fusion: dict[str, list[str]] = {}
+    for f, o in rows("member"):
+        by_fusion.setdefault(f, []).append(o)  # two members: a pair
+    drop = {f for f, (a, c) in by_fusion.items() if layer.get(a, "") != layer.get(c, "") and a in layer and c in layer
+            and (a, c) not in fed and (c, a) not in fed}
+    if not drop:
+        return
+    kept = [(f, o) for f, os in by_fusion.items() if f not in drop for o in os]
+    if hasattr(facts, "columns"):
+        facts.set("member", [pa.array([f for f, _ in kept], pa.string()), pa.array([o for _, o in kept], pa.string())])
+    else:
+        facts.facts["member"] = kept
+    built.candidates -= len(drop)
 
 
 def cache_placements(graph, tpp) -> dict[str, Placement]:
