@@ -52,7 +52,7 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     otherwise), the mask still the model's sliding one."""
     import torch
     from transformers import StaticCache
-    from transformers.cache_utils import StaticLayer
+    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
     config = model.config.get_text_config()
     try:
@@ -60,9 +60,11 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     except Exception as err:  # noqa: BLE001 - transformers raises many kinds
         raise src.fail(f"--decode: transformers cannot make its cache static: {_line(err)}") from None
     for i, layer in enumerate(cache.layers):
-        if not isinstance(layer, StaticLayer):  # a recurrent state (Mamba, gated delta), a shared layer
+        if type(layer) not in (StaticLayer, StaticSlidingWindowLayer):  # a recurrent state (Mamba, gated delta),
+            # an indexer's keys (DeepSeek-V3.2), a shared layer: more than keys and values
             raise src.fail(f"--decode: layer {i}'s cache is a {type(layer).__name__}, not keys and values "
-                           "(a hybrid model's recurrent state as cache input and output is not imported yet)")
+                           "(a hybrid model's recurrent state or an indexer's keys as cache input and output is not "
+                           "imported yet)")
         window = getattr(layer, "max_cache_len", length)
         if window < length:  # StaticSlidingWindowLayer: a window shorter than the cache rolls it
             raise src.fail(f"--decode: layer {i} attends over a sliding window of {window} tokens, shorter than "
@@ -165,14 +167,17 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
     batch, past = prompt.shape
     path = layers_path(model)
     cache = static_cache(src, model, batch, length)
-    with torch.no_grad():
-        if past:
-            model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
-        inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
-        for i, layer in enumerate(cache.layers):
-            inputs[cache_input(path, "key", i)] = _numpy(layer.keys)
-            inputs[cache_input(path, "value", i)] = _numpy(layer.values)
-        logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
+    try:
+        with torch.no_grad():
+            if past:
+                model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
+            inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
+            for i, layer in enumerate(cache.layers):
+                inputs[cache_input(path, "key", i)] = _numpy(layer.keys)
+                inputs[cache_input(path, "value", i)] = _numpy(layer.values)
+            logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
+    except Exception as err:  # noqa: BLE001 - the model's own forward raises anything
+        raise src.fail(f"--decode: transformers' own forward with a static cache fails: {_line(err)}") from None
     outputs = {OUTPUT: _numpy(logits)}
     for i, layer in enumerate(cache.layers):
         outputs[cache_output(path, "key", i)] = _numpy(layer.keys)
