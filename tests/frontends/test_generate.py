@@ -25,14 +25,20 @@ def test_the_programs_greedy_tokens_are_transformers(cli, hf_model, tmp_path):
 
 
 def test_a_mismatch_exits_1_and_shows_both(cli, hf_model, tmp_path, monkeypatch):
+    """From a program folder (the model folder its source.json names), transformers' tokens
+    made to differ: exit 1, both shown."""
     from tprules.frontends import generate
+    from tprules.frontends.decode import import_decode
 
+    import_decode(hf_model("llama"), 1, tmp_path / "step", past=3, layers=1, no_data=True)
     (tmp_path / "prompt.txt").write_text("5 17 99\n")
     real = generate._transformers
     monkeypatch.setattr(generate, "_transformers", lambda *a: real(*a) + 1)  # transformers' tokens, each off by one
-    status, out, _ = cli("generate", hf_model("llama"), "--tp", "1", "--prompt-ids", tmp_path / "prompt.txt",
+    status, out, _ = cli("generate", tmp_path / "step", "--tp", "1", "--prompt-ids", tmp_path / "prompt.txt",
                          "--tokens", "1", "--layers", "1")
     assert status == 1 and "MISMATCH" in out and "transformers: " in out
+    got, want = [line.split(": ")[1].split() for line in out.splitlines()[:2]]
+    assert [int(w) - 1 for w in want] == [int(g) for g in got]
 
 
 BAD = {
