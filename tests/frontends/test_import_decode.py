@@ -148,7 +148,8 @@ def test_a_stamped_step_computes_what_the_step_traced_whole_does(tmp_path):
     stamped = import_decode(source, 2, tmp_path / "stamped", past=3, cache_len=5)
     whole = import_decode(source, 2, tmp_path / "whole", past=3, cache_len=5, every_layer=True, verify=False)
     assert (stamped.kinds, stamped.traced, whole.traced) == (1, 2, None)
-    assert (stamped.statements, stamped.folds, stamped.tensors) == (whole.statements, whole.folds, whole.tensors)
+    assert (stamped.statements, stamped.folds, stamped.tensors, stamped.candidates) == \
+        (whole.statements, whole.folds, whole.tensors, whole.candidates)
     assert _classes(tmp_path / "stamped") == _classes(tmp_path / "whole")
     for rel in ("placed", "spine"):
         assert len((tmp_path / "stamped" / f"{rel}.facts").read_text().splitlines()) == \

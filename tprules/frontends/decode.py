@@ -15,7 +15,6 @@ decode step (decode_step.py) through the passes of `import hf` (frontends/__init
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -197,9 +196,6 @@ def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
     weights.update(cache_placements(graph, first))
 
 
-LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
-
-
 def within_layers(built) -> None:
     """Drop the sibling candidates whose two statements lie in different decoder layers (a
     producer and its consumer in the next layer stay: the residual and the next norm). A
@@ -207,35 +203,48 @@ def within_layers(built) -> None:
     attention on every chip reads them: their readers would pair across layers (the 405B at
     TP 16: 2.6 million candidates), each pair refused as a `cycle` (a path runs from the
     earlier layer to the later through the layers between) at a cost that grows with both."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .columnar import _intern
+
     facts = built.facts
     if hasattr(facts, "columns"):  # a stamped program's FactColumns
-        import pyarrow as pa
-
-        def rows(rel):
-            return list(zip(*[c.to_pylist() for c in facts.columns[rel]]))
-    else:
-        def rows(rel):
-            return facts.facts[rel]
-    writer = {t: o for o, t in rows("writes")}
-    fed = {(writer[t], o) for o, _, t in rows("reads") if t in writer}
-    layer = {}
-    for o, key, value in rows("attr"):
-        found = LAYER.search(value) if key == "module" else None
-        if found:
-            layer[o] = found.group(1)
-    by_fusion: dict[str, list[str]] = {}
-    for f, o in rows("member"):
-        by_fusion.setdefault(f, []).append(o)  # two members: a pair
-    drop = {f for f, (a, c) in by_fusion.items() if layer.get(a, "") != layer.get(c, "") and a in layer and c in layer
-            and (a, c) not in fed and (c, a) not in fed}
-    if not drop:
+        def column(rel, i):
+            return facts.column(rel, i)
+    else:  # a ProgramBuilder's tuples
+        def column(rel, i):
+            return pa.array([str(row[i]) for row in facts.facts[rel]], pa.string())
+    if len(column("member", 0)) == 0:
         return
-    kept = [(f, o) for f, os in by_fusion.items() if f not in drop for o in os]
+    modules = pc.equal(column("attr", 1), "module")
+    named, paths = pc.filter(column("attr", 0), modules), pc.filter(column("attr", 2), modules)
+    members, writers, readers = column("member", 1), column("writes", 0), column("reads", 0)
+    code, _ = _intern(pa.chunked_array([named, members, writers, readers], pa.string()))
+    n = int(code.max()) + 1
+    at = np.cumsum([0, len(named), len(members), len(writers), len(readers)])
+    c_named, c_members, c_writers, c_readers = (code[at[i]:at[i + 1]] for i in range(4))
+    found = pc.struct_field(pc.extract_regex(paths, r"(?:^|\.)layers\.(?P<n>\d+)(?:\.|$)"), [0])
+    has = pc.is_valid(found).to_numpy(zero_copy_only=False)
+    layer = np.full(n, -1, dtype=np.int64)
+    layer[c_named[has]] = pc.cast(pc.filter(found, pc.is_valid(found)), pa.int64()).to_numpy()
+    t_code, _ = _intern(pa.chunked_array([column("writes", 1), column("reads", 2)], pa.string()))
+    writer = np.full(int(t_code.max()) + 1, -1, dtype=np.int64)
+    writer[t_code[:len(writers)]] = c_writers
+    fed_by = writer[t_code[len(writers):]]
+    fed = np.unique(fed_by[fed_by >= 0] * n + c_readers[fed_by >= 0])
+    a, c = c_members[0::2], c_members[1::2]  # a candidate is a pair: its two member rows in turn
+    across = (layer[a] >= 0) & (layer[c] >= 0) & (layer[a] != layer[c])
+    drop = across & ~np.isin(a * n + c, fed) & ~np.isin(c * n + a, fed)
+    if not drop.any():
+        return
+    keep = pa.array(np.repeat(~drop, 2))
+    kept = [pc.filter(column("member", 0), keep), pc.filter(members, keep)]
     if hasattr(facts, "columns"):
-        facts.set("member", [pa.array([f for f, _ in kept], pa.string()), pa.array([o for _, o in kept], pa.string())])
+        facts.set("member", kept)
     else:
-        facts.facts["member"] = kept
-    built.candidates -= len(drop)
+        facts.facts["member"] = list(zip(kept[0].to_pylist(), kept[1].to_pylist()))
+    built.candidates -= int(drop.sum())
 
 
 def cache_placements(graph, tpp) -> dict[str, Placement]:
