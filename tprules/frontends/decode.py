@@ -21,9 +21,10 @@ import numpy as np
 
 from ..errors import UsageError
 from . import decode_step as ds
+from . import importer
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
-from .importer import ImportReport, _Clock, _quiet_transformers, _versions, _wellformed, built_whole, program_data
+from .importer import ImportReport, _Clock, _quiet_transformers, _versions, built_whole, program_data
 from .placement import REPLICATE, Placement, Shard
 from .stamp import CannotStamp
 
@@ -303,33 +304,23 @@ def _data(src, model, built, placement, tp, tokens, past, length, seed):
     return data, expected
 
 
-class _Checked:
+class _Checked(importer._Checked):
     """write_folder's check: well-formed, then the reference after a second prompt against
     torch's step (verify.check, on the logits)."""
 
     def __init__(self, src, model, built, placement, tp, tokens, past, length, seed, verify, data):
-        self.src, self.model, self.built, self.placement, self.tp = src, model, built, placement, tp
-        self.tokens, self.past, self.length, self.seed, self.verify, self.data = tokens, past, length, seed, verify, data
-        self.seconds = 0.0
+        super().__init__(src, model, built, seed, tokens[0], tokens[1], verify, data)
+        self.placement, self.tp, self.tokens, self.past, self.length = placement, tp, tokens, past, length
 
-    def __call__(self, folder: Path) -> None:
-        import time
-
-        _wellformed(folder)
-        if not self.verify:
-            return
+    def second(self, folder: Path) -> None:
         from .verify import check
 
-        started = time.perf_counter()
-        try:
-            vocab = int(self.src.config.get_text_config().vocab_size)
-            ids, token = prompt(self.seed, vocab, self.tokens, self.past, stream=1)
-            inputs, outputs = ds.after_prompt(self.src, self.model, ids, token, self.length)
-            given = {**inputs, **_split(inputs, self.placement, self.tp)}
-            check(folder, self.model, self.built, given, outputs[OUTPUT], self.src.architecture, self.src.where(),
-                  data=self.data)
-        finally:
-            self.seconds = time.perf_counter() - started
+        vocab = int(self.src.config.get_text_config().vocab_size)
+        ids, token = prompt(self.seed, vocab, self.tokens, self.past, stream=1)
+        inputs, outputs = ds.after_prompt(self.src, self.model, ids, token, self.length)
+        given = {**inputs, **_split(inputs, self.placement, self.tp)}
+        check(folder, self.model, self.built, given, outputs[OUTPUT], self.src.architecture, self.src.where(),
+              data=self.data)
 
 
 __all__ = ["INPUT", "import_decode"]

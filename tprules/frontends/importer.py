@@ -314,15 +314,19 @@ class _Checked:
         _wellformed(folder)
         if not self.verify:
             return
-        from .verify import second_ids, verify
-
         started = time.perf_counter()
-        ids = second_ids(self.seed, int(self.src.config.vocab_size), self.batch, self.seq)
-        names = [name for name, v, _, _ in self.built.inputs if v.role == "input"]
         try:
-            verify(folder, self.src, self.model, self.built, ids, names, self.data)
+            self.second(folder)
         finally:
             self.seconds = time.perf_counter() - started
+
+    def second(self, folder: Path) -> None:
+        """The program against torch on the second input (a decode step's: decode.py)."""
+        from .verify import second_ids, verify
+
+        ids = second_ids(self.seed, int(self.src.config.vocab_size), self.batch, self.seq)
+        names = [name for name, v, _, _ in self.built.inputs if v.role == "input"]
+        verify(folder, self.src, self.model, self.built, ids, names, self.data)
 
 
 def _wellformed(folder: Path) -> None:
