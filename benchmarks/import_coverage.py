@@ -1,6 +1,7 @@
 """Which decoder-only architectures of the installed transformers import, run, and match torch.
 
     python benchmarks/import_coverage.py [--tp 2] [--ep] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
+                                         [--decode]
 
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
@@ -25,6 +26,11 @@ writes it as JSON.
 With `--ep`, every causal-LM model type whose config class has a `base_model_ep_plan`,
 imported under it (`import hf --ep`: whole experts per chip, in place of the TP plan); a
 program without a collective fails as `unshaped` (its experts were not split).
+
+With --decode, each import is one decode step (`import hf --decode`, DECODE's prompt and
+cache): every program output (the logits and every layer's updated cache) against torch's
+own prefill and step in expected/; the second input is the import's own check (a second
+prompt and token, frontends/decode.py).
 """
 
 from __future__ import annotations
@@ -189,6 +195,9 @@ def drawn(model, config) -> None:
                 p.normal_(0.0, std)
 
 
+DECODE: dict = {}  # --decode: import_decode's past and cache_len (empty: the prefill)
+
+
 def try_one(model_type: str, work: Path, tp: int, device: str, ep: bool = False) -> dict:
     """Every weight seed of WEIGHT_SEEDS (and for a mixture of experts, with its EXPERTS
     count and top-k too); the row is the first combination that does not match (or the
@@ -233,7 +242,12 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
         return row
     started = time.perf_counter()
     try:
-        report = import_hf(folder, tp, out, ep=ep)
+        if DECODE:
+            from tprules.frontends.decode import import_decode
+
+            report = import_decode(folder, tp, out, **DECODE)
+        else:
+            report = import_hf(folder, tp, out, ep=ep)
     except BadInput as err:
         detail = str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err)
         mismatch = "differs from torch on a second input" in detail  # the import's own check (verify.py)
@@ -252,6 +266,11 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     ws = Workspace(out)
     prog = Program.from_workspace(ws)
     inputs = program_inputs(prog)
+    if DECODE:  # every output against torch's step; the second prompt was the import's own check
+        values = reference(prog, inputs)
+        rel = max(errors(values.get(t), np.load(out / "expected" / f"{t}.npy"))[1] for t in prog.outputs)
+        row.update(reference_rel_err=rel, result="ok" if rel <= 1e-4 else "MISMATCH")
+        return row
     _, rel = errors(reference(prog, inputs).get("logits"), np.load(out / "expected" / "logits.npy"))
     other = np.random.default_rng(INPUT_SEED + seed).integers(0, _vocab(folder), size=inputs["input_ids"].shape)
     inputs["input_ids"] = other.astype(np.int64)
@@ -379,7 +398,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--work", default="/tmp/tprules-coverage")
     ap.add_argument("--memory-gib", type=float, default=6.0,
                     help="address space of the process trying one architecture (a default vision tower may be large)")
+    ap.add_argument("--decode", action="store_true", help="one decode step after a prompt (DECODE), not the prefill")
     args = ap.parse_args(argv)
+    if args.decode:
+        DECODE.update(past=5, cache_len=8)
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -399,7 +421,7 @@ def main(argv: list[str]) -> int:
         what = row["result"] if row["result"] in ("ok", "MISMATCH") else f"{row['result']}: {row.get('detail', '')}"
         print(f"| {model_type} | {row.get('architecture', '')} | {what} | {row.get('statements', '')} | "
               f"{row.get('candidates', '')} | {err} |", flush=True)
-    (work / f"coverage-{kind}{args.tp}.json").write_text(json.dumps(rows, indent=1))
+    (work / f"coverage{'-decode' if args.decode else ''}-{kind}{args.tp}.json").write_text(json.dumps(rows, indent=1))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["result"]] = counts.get(row["result"], 0) + 1

@@ -16,7 +16,7 @@ def add_parser(sub):
     hf.add_argument("source", metavar="SOURCE", help="a save_pretrained folder: config.json and optional *.safetensors")
     hf.add_argument("--tp", type=int, required=True, metavar="N", help="chips")
     hf.add_argument("--out", required=True, metavar="DIR", help="the program folder to write (replaced if an earlier import)")
-    hf.add_argument("--seq", type=int, default=8, metavar="S", help="sequence length of the traced prefill (default 8)")
+    hf.add_argument("--seq", type=int, metavar="S", help="sequence length of the traced prefill (default 8)")
     hf.add_argument("--batch", type=int, default=1, metavar="B", help="batch size (default 1)")
     hf.add_argument("--layers", type=int, metavar="L", help="keep the first L decoder layers")
     hf.add_argument("--plan", metavar="PLAN.json", help="a tensor-parallel plan replacing the config's base_model_tp_plan")
@@ -32,6 +32,11 @@ def add_parser(sub):
     hf.add_argument("--no-verify", action="store_true",
                     help="skip the check before writing: the program's reference on a second input against "
                          "torch's forward (nothing to check under --no-data)")
+    hf.add_argument("--decode", action="store_true",
+                    help="one decode step instead of the prefill: a token, its position and a static KV cache in, "
+                         "the logits and the updated cache out")
+    hf.add_argument("--past", type=int, metavar="P", help="--decode: the prompt's length before the step (default 8)")
+    hf.add_argument("--cache-len", type=int, metavar="L", help="--decode: the static cache's length (default P + 1)")
     common.add_format(hf)
     common.add_show(hf)
     tt = frontends.add_parser("torch", help="a module and its TP plan in torch's own API (a recipe file)")
@@ -53,9 +58,12 @@ def add_parser(sub):
 def run(args) -> int:
     if args.frontend == "torch":
         return _run_torch(args)
+    if args.decode or args.past is not None or args.cache_len is not None:
+        return _run_decode(args)
     from ..frontends.importer import import_hf
     from ..progress import Progress
 
+    args.seq = 8 if args.seq is None else args.seq
     report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
                        plan=args.plan, seed=args.seed, no_data=args.no_data, every_layer=args.every_layer,
                        progress=Progress(), verify=not args.no_verify, ep=args.ep)
@@ -73,6 +81,36 @@ def run(args) -> int:
                      f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
                      f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
                      f"{timing} (total {report.total_s:.2f} s)\n{_layers(report)}")
+    return 0
+
+
+def _run_decode(args) -> int:
+    from ..errors import UsageError
+    from ..frontends.decode import import_decode
+    from ..progress import Progress
+
+    if not args.decode:
+        raise UsageError(f"{'--past' if args.past is not None else '--cache-len'} is a decode step's; add --decode")
+    if args.seq is not None:
+        raise UsageError("--seq is the prefill's; a decode step takes --past and --cache-len")
+    past = 8 if args.past is None else args.past
+    report = import_decode(args.source, args.tp, args.out, past=past, cache_len=args.cache_len, batch=args.batch,
+                           layers=args.layers, plan=args.plan, seed=args.seed, no_data=args.no_data,
+                           progress=Progress(), verify=not args.no_verify, every_layer=args.every_layer)
+    length = past + 1 if args.cache_len is None else args.cache_len
+    if args.format == "json":
+        common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
+                          "decode": True, "past": past, "cache_len": length, "batch": args.batch,
+                          "statements": report.statements, "candidates": report.candidates,
+                          "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
+                          "layer_kinds": report.kinds, "traced_layers": report.traced,
+                          "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
+        return 0
+    sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: TP {report.tp}, decode step "
+                     f"after {past} tokens, cache {length}, batch {args.batch}{'' if not args.no_data else ', facts only'}\n"
+                     f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
+                     f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
+                     f"{_timing(report)} (total {report.total_s:.2f} s)\n{_layers(report)}")
     return 0
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from . import aten_complex, aten_indexed, aten_more
+from . import aten_complex, aten_indexed, aten_more, aten_positions
 from .aten_table import Lowerings, OpTable, arg, over_axes
 
 
@@ -259,6 +259,7 @@ def _fill(table: OpTable, aten) -> None:
 
     aten_more.register(table, aten)
     OPS.update(aten_indexed.table(aten))
+    OPS.update(aten_positions.table(aten))
     aten_complex.register(table, aten)  # (wraps the real mul above)
 
     @lowering(aten.reciprocal.default)

@@ -44,4 +44,37 @@ def table(aten) -> dict:
             ctx.unsupported(n, f"a scatter that reduces ({n.kwargs['reduce']}; put_along replaces)")
         ctx.emit(n, Ops.PUT_ALONG, [x, index, source], axis=along(ctx, n, x, dim, index))
 
-    return {aten.gather.default: gather, aten.scatter.value: scatter_value, aten.scatter.src: scatter_source}
+    def index_put(ctx, n):
+        """x[.., index, ..] = values along one axis (functionalized index_put_ and index_copy_: a
+        static cache's write of the new keys at their positions, transformers' StaticLayer):
+        put_along with the index spread over the values' shape."""
+        if n.args[3:4] and n.args[3]:
+            ctx.unsupported(n, "an index_put that accumulates (put_along replaces)")
+        put_at(ctx, n, *n.args[:3])
+
+    def put_at(ctx, n, x, indices, values):
+        at = [i for i, index in enumerate(indices) if index is not None]
+        shape, vshape = ctx.shape(x), ctx.shape(values)
+        if len(at) != 1 or len(ctx.shape(indices[at[0]])) != 1:
+            ctx.unsupported(n, "an index_put other than by one 1-D index along one axis")
+        axis, index = at[0], indices[at[0]]
+        width = ctx.shape(index)[0]
+        want = shape[:axis] + (width,) + shape[axis + 1:]
+        if ctx.dtype(index) not in INTEGER_IDS or tuple(vshape) != want:
+            ctx.unsupported(n, f"an index_put of values {list(vshape)} at {ctx.dtype(index)} ids into x "
+                               f"{list(shape)} along axis {axis} (imported: integer ids, values {list(want)})")
+        lined = [1] * len(shape)
+        lined[axis] = width
+        v = ctx.part(n, "ids", Ops.RESHAPE, [index], lined, ctx.dtype(index))
+        v = ctx.part(n, "spread", Ops.EXPAND, [v], want, ctx.dtype(index))
+        ctx.emit(n, Ops.PUT_ALONG, [x, v, values], axis=axis)
+
+    def index_copy(ctx, n):
+        """x.index_copy(dim, index, source): index_put along `dim`."""
+        x, dim, index, source = n.args[:4]
+        dim %= len(ctx.shape(x))
+        put_at(ctx, n, x, [None] * dim + [index], source)
+
+    return {aten.gather.default: gather, aten.scatter.value: scatter_value, aten.scatter.src: scatter_source,
+            aten.index_put.default: index_put, aten.index_copy.default: index_copy}
+

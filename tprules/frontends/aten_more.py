@@ -29,6 +29,18 @@ def register(table: OpTable, aten) -> None:
         cls = "greater" if n.target == aten.lt.Scalar else "greater_equal"
         ctx.emit(n, cls, [minus], value=repr(-float(n.args[1])))
 
+    @lowering(aten.le.Tensor, aten.lt.Tensor, aten.ge.Tensor, aten.gt.Tensor)
+    def compare(ctx, n):
+        """a ≤ b as b − a ≥ 0 (a < b: b − a > 0; ≥ and >: a − b): exact for the integer
+        positions a causal mask compares (a decode step's cache positions with its own)."""
+        a, b = n.args[:2]
+        if not (ctx.is_tensor(a) and ctx.is_tensor(b)) or ctx.dtype(a) != ctx.dtype(b):
+            ctx.unsupported(n, "a comparison of two tensors of different dtypes")
+        first, second = (b, a) if n.target in (aten.le.Tensor, aten.lt.Tensor) else (a, b)
+        d = ctx.part(n, "diff", "sub", [first, second], ctx.shape(n), ctx.dtype(a))
+        cls = "greater_equal" if n.target in (aten.le.Tensor, aten.ge.Tensor) else "greater"
+        ctx.emit(n, cls, [d], value=repr(0.0))
+
     def boolean(ctx, n, x):
         if ctx.dtype(x) != "i8" or ctx.dtype(n) != "i8":
             ctx.unsupported(n, f"a logical op on {ctx.dtype(x)} values (imported: booleans)")

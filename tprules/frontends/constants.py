@@ -128,6 +128,11 @@ class Constants:
             self._weights = named
         return self._weights
 
+    def forget_weights(self) -> None:
+        """Read the model's weights again on next use (a decode step's tabulated values read
+        them in the reduced model that stamp.py traces; its data reads every layer's)."""
+        self._weights = None
+
     def weight(self, fqn: str):
         return self.weights()[fqn].detach()
 

@@ -131,6 +131,8 @@ class _Built:
     names: dict = field(default_factory=dict)  # fx node → the graph value holding it (the lowerer's)
     output: object = None  # the fx node of the logits
     reduce: object = None  # the context the graph was traced in (the reduced model), if any
+    placement: dict = field(default_factory=dict)  # a stamped graph's value → its placement
+    instances: Any = None  # a stamped graph's value → (full name, template, layer) of each copy (stamp.py)
 
 
 def _lowered(src, model, batch, seq, arch, tag=None):
@@ -187,10 +189,8 @@ def built_whole(src, graph, constants, lowerer, tpp, clock, progress) -> _Built:
 
 def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:
     """Each layer kind traced once (its first and second layers), every layer stamped."""
-    from .columnar import candidates as add_candidates
     from .layers import reduced
-    from .stamp import Segments, Stamper, TaggingSharder, tag_lowerer
-    from .tp import plan_placements
+    from .stamp import Segments, tag_lowerer
 
     progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers", 1)
     segments: dict[str, Any] = {}  # the Segments and the graph tagged with them
@@ -205,8 +205,22 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     progress.advance()
     graph = lowerer.run()
     clock.tick("lower")
+    return stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, progress)
+
+
+def stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, progress, place=None) -> _Built:
+    """A reduced trace's graph (its values tagged with their segments, stamp.py) sharded and
+    stamped for every layer (import hf's and its decode step's last step). `place(graph,
+    style_of, weights, kinds)` may add placements of program inputs before the sharding."""
+    from .columnar import candidates as add_candidates
+    from .layers import reduced
+    from .stamp import Stamper, TaggingSharder
+    from .tp import plan_placements
+
     style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                   src.buffers)
+    if place is not None:
+        place(graph, style_of, weights, kinds_of)
     sharder = TaggingSharder(graph, tp, src.architecture, style_of)
     tpp = sharder.run(weights, kinds_of)
     _check_folded(src, graph, constants, tpp.placement)
@@ -220,9 +234,11 @@ def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Buil
     folded = sorted(name for f in graph.folded for name, _, _ in stamper.instances(f))
     candidates = add_candidates(facts)
     clock.tick("stamp")
-    return _Built(facts, facts.rows("op"), candidates, facts.rows("tensor"), facts.rows("fold"), folded, inputs,
-                  constants, graph, kinds.kinds, len(kinds.order), lowerer.names, lowerer.output,
-                  lambda: reduced(model, kinds))
+    built = _Built(facts, facts.rows("op"), candidates, facts.rows("tensor"), facts.rows("fold"), folded, inputs,
+                   constants, graph, kinds.kinds, len(kinds.order), lowerer.names, lowerer.output,
+                   lambda: reduced(model, kinds))
+    built.placement, built.instances = tpp.placement, stamper.instances
+    return built
 
 
 def _data(src, model, built: _Built, tp, batch, seq, seed):
@@ -281,15 +297,19 @@ class _Checked:
         _wellformed(folder)
         if not self.verify:
             return
-        from .verify import second_ids, verify
-
         started = time.perf_counter()
-        ids = second_ids(self.seed, int(self.src.config.vocab_size), self.batch, self.seq)
-        names = [name for name, v, _, _ in self.built.inputs if v.role == "input"]
         try:
-            verify(folder, self.src, self.model, self.built, ids, names, self.data)
+            self.second(folder)
         finally:
             self.seconds = time.perf_counter() - started
+
+    def second(self, folder: Path) -> None:
+        """The program against torch on the second input (a decode step's: decode.py)."""
+        from .verify import second_ids, verify
+
+        ids = second_ids(self.seed, int(self.src.config.vocab_size), self.batch, self.seq)
+        names = [name for name, v, _, _ in self.built.inputs if v.role == "input"]
+        verify(folder, self.src, self.model, self.built, ids, names, self.data)
 
 
 def _wellformed(folder: Path) -> None:

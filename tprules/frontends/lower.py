@@ -7,6 +7,7 @@ for is refused in one line naming its module path and ATen op.
 
 from __future__ import annotations
 
+import re
 from typing import NoReturn
 
 from .. import ops
@@ -21,7 +22,8 @@ class Lowerer:
     """The traced program as statements of registry classes (a `Graph`)."""
 
     def __init__(self, program, constants: Constants, arch: str, table: Lowerings | OpTable | None = None,
-                 inputs: dict[str, str] | None = None, output: str = OUTPUT):
+                 inputs: dict[str, str] | None = None, output: str = OUTPUT, more: tuple[str, ...] = (),
+                 positions: int | None = None):
         self.table: Lowerings | OpTable = op_table() if table is None else table
         self.program = program
         self.c = constants
@@ -36,6 +38,9 @@ class Lowerer:
         self.empty: set = set()  # nodes of an empty tensor (a full-width rotary's pass-through slice)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
+        # the forward's further outputs (a decode step's updated caches, decode.py) → their names
+        self.more = dict(zip(outputs[1:], more))
+        self.positions = positions  # a decode step's cache length: a function of the position tabulated (aten_positions.py)
         # a module's forward (import torch): each placeholder of a user input → its program input's name
         self.input_names = inputs
         self.graph.output = output
@@ -67,7 +72,28 @@ class Lowerer:
             raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids" if self.input_names is None else
                                f"{self.arch}: the forward's output does not depend on its inputs")
         self._name_output(self.names[self.output])
+        for node, name in self.more.items():
+            self._name_more(node, name)
+        if self.positions is not None:
+            self._drop_unread()
         return self.graph
+
+    def _drop_unread(self) -> None:
+        """Statements no output needs: the position's values that only a tabulated function of
+        it read (aten_positions.py), the table holding what they computed."""
+        g = self.graph
+        keep = {g.output, *self.more.values()}
+        live = []
+        for s in reversed(g.stmts):
+            if s.writes in keep:
+                live.append(s)
+                keep.update(s.reads)
+        dropped = {s.writes for s in g.stmts} - {s.writes for s in live}
+        g.stmts = live[::-1]
+        read = {r for s in g.stmts for r in s.reads} | {s.writes for s in g.stmts}
+        for name in dropped | {v.name for v in g.values.values() if v.role != "activation" and v.name not in read}:
+            g.values.pop(name, None)
+            g.folded.pop(name, None)
 
     def at_node(self, n) -> None:
         """Called before each node is lowered (stamp.py tags what each node adds)."""
@@ -149,7 +175,7 @@ class Lowerer:
         meta = value_of if value_of is not None else n.meta["val"]
         shape, dtype = tuple(int(d) for d in meta.shape), self.dtype_of(n, meta)
         pairs = tuple((k, str(v)) for k, v in attrs.items())
-        key = (cls, reads, pairs, shape, dtype)
+        key = (cls, reads, pairs, shape, dtype, self._layer())
         if key in self.computed:  # the same statement again (q, k and v each view the hidden state)
             self.names[n] = self.computed[key]
             self.reused(self.computed[key])
@@ -157,6 +183,15 @@ class Lowerer:
         name = self.graph.add_value(Tensor(n.name, shape, dtype, role="activation", module=self.module))
         self.names[n] = self.computed[key] = name
         self.graph.stmts.append(Statement(n.name, cls, reads, name, pairs, module=self.module, aten=str(n.target)))
+
+    def _layer(self) -> str | None:
+        """In a decode step, the decoder layer a statement is in: each layer computes its own
+        (every layer writes its cache at the same position, which would otherwise be computed
+        once, in the first layer, and read by the others: not a program stamp.py can stamp)."""
+        if self.positions is None:
+            return None
+        found = _LAYER.search(self.module)
+        return found.group(0) if found else None
 
     def part(self, n, tag: str, cls: str, operands: list, shape, dtype: str | None = None, **attrs) -> str:
         """A statement of a lowering that writes `n` in several (its value named `n__tag`):
@@ -217,6 +252,23 @@ class Lowerer:
         g.stmts = [Statement(s.name, s.cls, tuple(out if r == value else r for r in s.reads),
                              out if s.writes == value else s.writes, s.attrs, module=s.module, aten=s.aten)
                    for s in g.stmts]
+
+
+    def _name_more(self, node, name: str) -> None:
+        """A further output as its own tensor `name`: a copy (a reshape to its own shape) of the
+        value, which statements may read too (a program output is a tensor no statement reads),
+        right after the statement that writes the value (in its layer, for stamp.py)."""
+        if node not in self.c.dynamic:
+            raise ImportFailed(f"{self.arch}: the forward's output {name} does not depend on its inputs")
+        value = self.value(node)
+        v = self.graph.values[value]
+        self.graph.add_value(Tensor(name, v.shape, v.dtype, role="activation", module=v.module))
+        at = next((i + 1 for i, s in enumerate(self.graph.stmts) if s.writes == value), len(self.graph.stmts))
+        self.graph.stmts.insert(at, Statement(name, ops.Ops.RESHAPE, (value,), name, (), module=v.module,
+                                              aten="(output)"))
+
+
+_LAYER = re.compile(r"(^|\.)layers\.\d+(\.|$)")
 
 
 class _Meta:

@@ -1,0 +1,181 @@
+"""`tprules import hf --decode`: one decode step after a prompt, its static KV cache in and
+out, against torch's own prefill and step (transformers' StaticCache)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tprules.program.model import Program
+from tprules.runtime.compare import errors
+from tprules.runtime.inputs import program_inputs
+from tprules.runtime.reference import reference
+from tprules.workspace import Workspace
+
+from .test_import_cli import leftovers
+from .tiny import MAMBA, TINY, make_model
+
+FAMILY = ("llama", "qwen3", "mistral")
+
+
+@pytest.fixture(scope="module")
+def decoded(hf_model, tmp_path_factory):
+    """`decoded("llama", 2, past=5, cache_len=10)`: the folder of that decode step."""
+    from tprules.frontends.decode import import_decode
+
+    done: dict = {}
+
+    def get(model_type: str, tp: int, **options):
+        key = (model_type, tp, tuple(sorted(options.items())))
+        if key not in done:
+            out = tmp_path_factory.mktemp(f"{model_type}-decode-tp{tp}") / "program"
+            import_decode(hf_model(model_type), tp, out, **options)
+            done[key] = out
+        return done[key]
+
+    return get
+
+
+def _outputs(folder):
+    """The reference's value of every program output, and the program."""
+    prog = Program.from_workspace(Workspace(folder))
+    return prog, reference(prog, program_inputs(prog))
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("model_type", FAMILY)
+def test_the_step_gives_torchs_logits_and_updated_cache(decoded, model_type, tp):
+    folder = decoded(model_type, tp, past=5, cache_len=10)
+    prog, values = _outputs(folder)
+    layers = TINY["num_hidden_layers"]
+    caches = [f"model.layers.{i}.{k}_cache_new" for i in range(layers) for k in ("key", "value")]
+    assert sorted(prog.outputs) == sorted(["logits"] + [c if tp == 1 else f"{c}@{k}" for c in caches
+                                                        for k in range(tp)])
+    assert prog.tensors["input_ids"].shape == (1, 1) and prog.tensors["cache_position"].shape == (1,)
+    for out in prog.outputs:
+        _, rel = errors(values.get(out), np.load(folder / "expected" / f"{out}.npy"))
+        assert rel <= 1e-4, out
+    assert np.load(folder / "data" / "cache_position.npy").tolist() == [5]
+    assert np.load(folder / "expected" / "prompt_ids.npy").shape == (1, 5)
+
+
+def test_each_chip_holds_its_own_heads_cache(decoded):
+    folder = decoded("llama", 2, past=5, cache_len=10)
+    prog = Program.from_workspace(Workspace(folder))
+    kv, head = TINY["num_key_value_heads"], TINY["head_dim"]
+    for k in range(2):
+        t = prog.tensors[f"model.layers.0.key_cache@{k}"]
+        assert t.shape == (1, kv // 2, 10, head) and t.home == k
+    whole = np.concatenate([np.load(folder / "data" / f"model.layers.1.value_cache@{k}.npy") for k in range(2)], axis=1)
+    filled = np.abs(whole).sum(axis=(0, 1, 3))
+    assert filled[:5].all() and not filled[5:].any()  # torch's prefill wrote the prompt's 5 positions
+
+
+def test_a_batch_of_two_writes_each_row_at_the_position(decoded):
+    folder = decoded("llama", 2, past=3, cache_len=6, batch=2)
+    prog, values = _outputs(folder)
+    assert prog.tensors["input_ids"].shape == (2, 1) and prog.tensors["logits"].shape == (2, 1, TINY["vocab_size"])
+    for out in ("logits", "model.layers.1.key_cache_new@1"):
+        _, rel = errors(values.get(out), np.load(folder / "expected" / f"{out}.npy"))
+        assert rel <= 1e-4
+
+
+def test_the_next_token_is_torchs_from_a_prompt_of_its_own(hf_model, tmp_path):
+    """Another architecture (Gemma 2: a sliding window and soft-capped logits), at another
+    position, its next token the argmax of torch's logits."""
+    from tprules.frontends.decode import import_decode
+
+    folder = tmp_path / "gemma2"
+    import_decode(make_model(tmp_path / "src", "gemma2"), 2, folder, past=7, cache_len=9, seed=3)
+    _, values = _outputs(folder)
+    want = np.load(folder / "expected" / "logits.npy")
+    assert np.argmax(values.get("logits"), axis=-1).tolist() == np.argmax(want, axis=-1).tolist()
+    assert errors(values.get("logits"), want)[1] <= 1e-4
+
+
+BAD = {
+    "past_fills_the_cache": (lambda tmp, m: m("llama"), ["--past", "8", "--cache-len", "8"],
+                             "--past 8 leaves no room in --cache-len 8"),
+    "cache_beyond_positions": (lambda tmp, m: m("llama"), ["--past", "4", "--cache-len", "65"],
+                               "LlamaForCausalLM: --cache-len 65 is beyond the model's max_position_embeddings 64"),
+    "recurrent_state": (lambda tmp, m: make_model(tmp / "bamba", "bamba", weights=False, **MAMBA), ["--past", "2"],
+                        "BambaForCausalLM: --decode: layer 0's cache is a LinearAttentionLayer, not keys and values"),
+    "window_shorter_than_cache": (lambda tmp, m: make_model(tmp / "mistral", "mistral", weights=False,
+                                                            sliding_window=4), ["--past", "5", "--cache-len", "8"],
+                                  "layer 0 attends over a sliding window of 4 tokens, shorter than --cache-len 8"),
+    "seq_with_decode": (lambda tmp, m: m("llama"), ["--seq", "4"], "usage: --seq is the prefill's"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
+    setup, extra, message = BAD[case]
+    status, out, err = cli("import", "hf", setup(tmp_path, hf_model), "--tp", "2", "--decode", "--out",
+                           tmp_path / "out", *extra)
+    assert (status, out) == (2, "")
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert leftovers(tmp_path, "out") == []
+
+
+def test_past_without_decode_is_refused(cli, hf_model, tmp_path):
+    status, _, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--past", "4", "--out", tmp_path / "out")
+    assert status == 2 and "--past is a decode step's; add --decode" in err
+    assert leftovers(tmp_path, "out") == []
+
+
+def test_the_report_and_source_json_name_the_step(cli, hf_model, tmp_path):
+    status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--decode", "--past", "3", "--out",
+                           tmp_path / "p")
+    assert status == 0 and err == ""
+    assert out.splitlines()[0].endswith(": TP 2, decode step after 3 tokens, cache 4, batch 1")
+    source = json.loads((tmp_path / "p" / "source.json").read_text())
+    assert (source["decode"], source["past"], source["cache_len"]) == (True, 3, 4)
+
+
+def _classes(folder) -> list[str]:
+    return sorted(line.split("\t")[1] for line in (folder / "op.facts").read_text().splitlines())
+
+
+def test_a_stamped_step_computes_what_the_step_traced_whole_does(tmp_path):
+    """Six layers of one kind: two traced, four stamped; the same statements of the same
+    classes, shapes and placements as the whole trace (fx numbers some nodes of the two traces
+    differently), and the step still torch's."""
+    from tprules.frontends.decode import import_decode
+
+    source = make_model(tmp_path / "src", "llama", num_hidden_layers=6)
+    stamped = import_decode(source, 2, tmp_path / "stamped", past=3, cache_len=5)
+    whole = import_decode(source, 2, tmp_path / "whole", past=3, cache_len=5, every_layer=True, verify=False)
+    assert (stamped.kinds, stamped.traced, whole.traced) == (1, 2, None)
+    assert (stamped.statements, stamped.folds, stamped.tensors, stamped.candidates) == \
+        (whole.statements, whole.folds, whole.tensors, whole.candidates)
+    assert _classes(tmp_path / "stamped") == _classes(tmp_path / "whole")
+    for rel in ("placed", "spine"):
+        assert len((tmp_path / "stamped" / f"{rel}.facts").read_text().splitlines()) == \
+            len((tmp_path / "whole" / f"{rel}.facts").read_text().splitlines())
+    _, values = _outputs(tmp_path / "stamped")
+    for out in ("logits", "model.layers.5.value_cache_new@1", "model.layers.2.key_cache_new@0"):
+        _, rel = errors(values.get(out), np.load(tmp_path / "stamped" / "expected" / f"{out}.npy"))
+        assert rel <= 1e-4, out
+
+
+def test_candidates_pair_two_layers_only_where_one_feeds_the_other(decoded):
+    """The mask and the rotary rows, computed once from the position, are read in every layer:
+    their readers are not paired across layers (always a `cycle`); the residual that one
+    layer passes to the next norm still is."""
+    import re
+
+    folder = decoded("llama", 2, past=5, cache_len=10)
+    rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
+            for rel in ("member", "attr", "reads", "writes")}
+    layer = {o: m.group(1) for o, k, v in rows["attr"] if k == "module" and (m := re.search(r"layers\.(\d+)", v))}
+    writer = {t: o for o, t in rows["writes"]}
+    fed = {(writer[t], o) for o, _, t in rows["reads"] if t in writer}
+    pairs: dict[str, list[str]] = {}
+    for f, o in rows["member"]:
+        pairs.setdefault(f, []).append(o)
+    across = [(a, c) for a, c in pairs.values() if a in layer and c in layer and layer[a] != layer[c]]
+    assert across and all((a, c) in fed or (c, a) in fed for a, c in across)
+    mask_readers = [o for o, _, t in rows["reads"] if t == "where"]
+    assert {layer[o] for o in mask_readers} == {"0", "1"}  # read in both layers, paired within each

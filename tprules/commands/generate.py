@@ -1,0 +1,50 @@
+"""`tprules generate SOURCE_OR_DIR --tp N --prompt-ids FILE --tokens K`: the prefill program,
+then K - 1 decode steps on the device, the caches fed back; prints the greedy tokens and
+checks them against transformers' generate (tprules/frontends/generate.py). Exit 1 when they
+differ. Needs the `import` extra."""
+
+from __future__ import annotations
+
+import sys
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("generate", help="greedy tokens of an imported model's prefill and decode programs, "
+                                        "checked against transformers")
+    p.add_argument("source", metavar="SOURCE_OR_DIR",
+                   help="a save_pretrained folder, or a program folder imported from one")
+    p.add_argument("--tp", type=int, required=True, metavar="N", help="chips")
+    p.add_argument("--prompt-ids", required=True, metavar="FILE",
+                   help="the prompt's token ids: a .npy of integers ([P] or [batch, P]) or a text file of integers")
+    p.add_argument("--tokens", type=int, required=True, metavar="K", help="tokens to generate")
+    p.add_argument("--device", choices=("cpu", "sim", "cuda"), default="cpu", help="where the programs run")
+    p.add_argument("--layers", type=int, metavar="L", help="keep the first L decoder layers")
+    p.add_argument("--plan", metavar="PLAN.json", help="a tensor-parallel plan replacing the config's base_model_tp_plan")
+    p.add_argument("--seed", type=int, default=0, metavar="K", help="seed of the random weights (without *.safetensors)")
+    p.add_argument("--out", metavar="DIR", help="keep the two programs here (DIR/prefill, DIR/decode)")
+    common.add_format(p)
+    common.add_show(p)
+    return p
+
+
+def run(args) -> int:
+    from ..frontends.generate import generate
+
+    done = generate(args.source, args.tp, args.prompt_ids, args.tokens, device=args.device, out=args.out,
+                    seed=args.seed, layers=args.layers, plan=args.plan)
+    if args.format == "json":
+        common.emit_json({"tokens": done.tokens.tolist(), "transformers": done.expected.tolist(), "ok": done.ok,
+                          "steps": done.steps, "seconds": {k: round(v, 4) for k, v in done.seconds.items()}})
+        return 0 if done.ok else 1
+    for row, (got, want) in enumerate(zip(done.tokens.tolist(), done.expected.tolist())):
+        prefix = f"[{row}] " if len(done.tokens) > 1 else ""
+        sys.stdout.write(f"{prefix}tokens: {' '.join(map(str, got))}\n")
+        if got != want:
+            sys.stdout.write(f"{prefix}transformers: {' '.join(map(str, want))}\n")
+    timing = ", ".join(f"{k} {v:.2f} s" for k, v in done.seconds.items())
+    verdict = "the same as transformers' generate (greedy, static cache)" if done.ok else \
+        "MISMATCH: differs from transformers' generate (greedy, static cache)"
+    sys.stdout.write(f"{done.steps} programs run on {args.device} (TP {args.tp}): {verdict}\n{timing}\n")
+    return 0 if done.ok else 1

@@ -1,0 +1,105 @@
+"""The op table's functions of a position (aten.py merges this table into its own): in a
+decode step the rotary embedding's cos and sin depend on the new token's position, an input,
+where a prefill folds them into constants. Like a serving engine's cos/sin cache, the value
+is tabulated at import for every position the cache holds (0 ≤ p < L, the Lowerer's
+`positions`) and gathered by the position: a constant table [L, n] read by `embedding`.
+
+Only a value that depends on the program's inputs through one integer of one element (the
+position, however it is broadcast or offset) is tabulated; any other is refused naming the
+op, as the table has no class for it.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .constants import _map
+
+
+def table(aten) -> dict:
+    """ATen op → its lowering."""
+
+    def tabulated(ctx, n):
+        positions: int | None = getattr(ctx, "positions", None)
+        found = _position_of(ctx, n) if positions else None
+        if found is None or positions is None:
+            return ctx.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py); a "
+                                      "function of the position alone is tabulated in a decode step only")
+        source, cone = found
+        shape = ctx.shape(n)
+        width = int(np.prod(shape)) if shape else 1
+
+        def make():
+            import torch
+
+            rows = [_evaluate(ctx.c, n, cone, source, p).reshape(-1) for p in range(positions)]
+            return torch.stack(rows).to(torch.float32)
+
+        values = ctx.constant(("positions", ctx.c.key(n), positions), "positions", make, "f32")
+        ids = ctx.part(n, "at", "reshape", [source], [1], ctx.dtype(source))
+        rows = ctx.part(n, "row", "embedding", [values, ids], [1, width], "f32")
+        ctx.emit(n, "reshape", [rows])
+
+    return {aten.cos.default: tabulated, aten.sin.default: tabulated}
+
+
+def _position_of(ctx, n) -> tuple | None:
+    """(the one-element integer node that `n` depends on the inputs through, the nodes
+    between them), or None where there is none."""
+    dynamic = ctx.c.dynamic
+    frontier = [a for a in n.all_input_nodes if a in dynamic]
+    seen: list = []
+    while frontier:
+        node = frontier.pop(0)
+        if node in seen:
+            continue
+        seen.append(node)
+        val = node.meta.get("val")
+        if hasattr(val, "shape") and val.numel() == 1 and not val.is_floating_point() and val.dtype.is_signed:
+            cone = _cone(ctx, n, node)
+            if cone is not None:
+                return node, cone
+        frontier.extend(a for a in node.all_input_nodes if a in dynamic)
+    return None
+
+
+def _cone(ctx, n, source):
+    """The dynamic nodes from `source` to `n` (exclusive), or None where one of them reads
+    another input than through `source`."""
+    dynamic = ctx.c.dynamic
+    cone, todo = set(), [n]
+    while todo:
+        node = todo.pop()
+        for a in node.all_input_nodes:
+            if a is source or a not in dynamic or a in cone:
+                continue
+            if a.op == "placeholder":
+                return None
+            cone.add(a)
+            todo.append(a)
+    return cone
+
+
+def _evaluate(c, n, cone, source, position: int):
+    """torch's value of `n` with `source` holding `position`."""
+    import torch
+
+    val = source.meta["val"]
+    device = next(iter(c.model.parameters())).device  # meta under --no-data
+    memo = {source: torch.full(tuple(val.shape), position, dtype=val.dtype, device=device)}
+
+    def value(node):
+        if node in memo:
+            return memo[node]
+        if node not in cone and node is not n:
+            return c.value(node)
+        args = _map(node.args, value)
+        kwargs = _map(node.kwargs, value)
+        out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
+        memo[node] = out
+        return out
+
+    return value(n)
+

@@ -1,0 +1,326 @@
+"""The driver of `tprules import hf SOURCE --tp N --decode [--past P] [--cache-len L]`: one
+decode step (decode_step.py) through the passes of `import hf` (frontends/__init__.py).
+
+- the step is traced with torch.export, its token, position and caches program inputs;
+- each layer's cache is placed as its key/value projection's output is (split by key/value
+  heads, on axis 1 of [batch, kv heads, L, head]), so each chip holds its own heads' cache;
+  the write at the position is a `put_along` on the chip, and the updated caches are
+  program outputs `model.layers.I.key_cache_new` and `..value_cache_new`, each chip's its own;
+- each layer kind is traced once and every layer stamped where `import hf` stamps (stamp.py);
+- data/ holds the caches as torch's prefill of P seeded prompt tokens left them and the new
+  token; expected/ torch's logits and updated caches of the step (a split cache's expected
+  value one file per chip, as its tensors are), expected/prompt_ids.npy the prompt;
+- the program checks itself on a second prompt before the folder is written (verify.check).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from . import decode_step as ds
+from . import importer
+from .errors import ImportFailed
+from .graph import INPUT, OUTPUT
+from .importer import ImportReport, _Clock, _quiet_transformers, _versions, built_whole, program_data
+from .placement import REPLICATE, Placement, Shard
+from .stamp import CannotStamp
+
+
+def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = None, batch: int = 1,
+                  layers: int | None = None, plan=None, seed: int = 0, no_data: bool = False, progress=None,
+                  verify: bool = True, every_layer: bool = False, step: int = 1) -> ImportReport:
+    """Write the program folder `out`: one decode step of the model at `source` on `tp` chips,
+    after a prompt of `past` tokens, with a static cache of `cache_len` (default past + step).
+    `step` tokens a step (a prefill into the cache: `past` 0, `step` the prompt's length)."""
+    from ..progress import Progress
+    from .hf import apply_plan, build_model, head_counts, read_source
+    from .startup import load_extra
+    from .tp import Heads, check_experts, check_heads
+    from .write import check_out, write_folder
+
+    clock = _Clock()
+    load_extra()
+    if tp < 1:
+        raise UsageError(f"--tp takes a count of at least 1; got {tp}")
+    length = past + step if cache_len is None else cache_len
+    tokens = (batch, step)
+    check_out(Path(out))
+    progress = progress or Progress(False)
+    try:
+        clock.tick("load")
+        src = read_source(source, layers, plan)
+        ds.check_lengths(src, past, length, batch, step)
+        heads = Heads(*head_counts(src.config))
+        check_heads(src, heads, tp)
+        check_experts(src)
+        _quiet_transformers()
+        model = build_model(src, seed, no_data)
+        apply_plan(src, model)
+        clock.tick("model")
+        built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer)
+        within_layers(built)
+        placement = full_placement(built)
+        data, expected = {}, {}
+        if not no_data:
+            data, expected = _data(src, model, built, placement, tp, tokens, past, length, seed)
+        clock.tick("data")
+        info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
+                "tp": tp, "decode": True, "past": past, "cache_len": length, "batch": batch, "step": step,
+                "layers": getattr(src.config, "num_hidden_layers", None), "seed": seed, "no_data": no_data,
+                "plan": src.plan, **_versions(), "statements": built.statements, "candidates": built.candidates,
+                "folded": built.folded, "layer_kinds": built.kinds, "traced_layers": built.traced}
+        checked = _Checked(src, model, built, placement, tp, tokens, past, length, seed,
+                           verify and not no_data, data)
+        write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
+        clock.tick("write")
+        clock.move("write", "verify", checked.seconds)
+    finally:
+        progress.close()
+    return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
+                        built.folds, built.folded, clock.seconds, built.kinds, built.traced)
+
+
+def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False):
+    """The traced, lowered and sharded step: each layer kind traced once and every layer
+    stamped (stamp.py) where import hf would stamp the prefill, else every layer traced."""
+    from .importer import _stampable
+    from .layers import layer_kinds
+
+    kinds = None if every_layer else layer_kinds(model)
+    if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
+        try:
+            return _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress)
+        except (CannotStamp, ImportFailed):
+            pass  # traced whole: a model that fails is reported as the full trace names it
+    return _whole(src, model, tp, tokens, length, heads, clock, progress)
+
+
+def _lowered(src, model, tokens, length, clock, tag=None):
+    """The step traced (torch.export) and lowered to a Graph."""
+    from .constants import Constants
+    from .lower import Lowerer
+    from .trace import export
+
+    cache = ds.static_cache(src, model, tokens[0], length, traced=True)
+    layers, path = ds.layer_count(cache), ds.layers_path(model)
+    with ds.stepping(model, cache) as step:
+        program = export(step, ds.example(tokens, cache), {}, src.architecture)
+    clock.tick("trace")
+    constants = Constants(program, model)
+    names = dict(zip(constants.user_inputs, ds.input_names(path, layers)))
+    lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(path, layers),
+                      positions=length)
+    if tag is not None:
+        tag(lowerer, program)
+    graph = lowerer.run()
+    clock.tick("lower")
+    return constants, lowerer, graph
+
+
+def _whole(src, model, tp, tokens, length, heads, clock, progress):
+    from .tp import Sharder, plan_placements
+
+    progress.phase("trace the decode step", 1)
+    constants, lowerer, graph = _lowered(src, model, tokens, length, clock)
+    style_of, weights, kinds = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
+                                               src.buffers)
+    _place_caches(graph, tp, src.architecture, style_of, weights, kinds)
+    tpp = Sharder(graph, tp, src.architecture, style_of).run(weights, kinds)
+    built = built_whole(src, graph, constants, lowerer, tpp, clock, progress)
+    built.placement = tpp.placement
+    return built
+
+
+def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress):
+    """Each layer kind's first and second layers traced; each cache input and output tagged
+    with the layer that writes it; every layer stamped (importer.stamp_built)."""
+    from ..ops import Ops
+    from .importer import stamp_built
+    from .layers import reduced
+    from .stamp import Segments, tag_lowerer
+
+    progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers of the decode step", 1)
+    tagged: dict = {}
+
+    def tag(lowerer, program):
+        tagged["s"] = Segments(program, kinds)
+        tag_lowerer(lowerer, tagged["s"])
+
+    with reduced(model, kinds):
+        constants, lowerer, graph = _lowered(src, model, tokens, length, clock, tag)
+    constants.forget_weights()
+    progress.advance()
+    segments = tagged["s"]
+    outputs = set(lowerer.more.values())
+    for s in graph.stmts:
+        if s.cls == Ops.PUT_ALONG and graph.values[s.reads[0]].role == "input":
+            graph.segment[s.reads[0]] = segments.of[s.name]
+        elif s.name in outputs:
+            segments.of[s.name] = graph.segment[s.name] = graph.segment[s.reads[0]]
+
+    def place(graph, style_of, weights, kinds_of):
+        _place_caches(graph, tp, src.architecture, style_of, weights, kinds_of)
+
+    built = stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, progress, place)
+    _check_names(built.facts)
+    return built
+
+
+def _check_names(facts) -> None:
+    """CannotStamp where two stamped statements or tensors share a name (fx numbers a step's
+    nodes with gaps that stamp.py cannot follow in some models: the step is traced whole)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for rel, cols in (("op", (0,)), ("writes", (0,)), ("writes", (1,)), ("reads", (0, 1)), ("tensor", (0,))):
+        if not facts.rows(rel):
+            continue
+        keys = [pc.cast(facts.column(rel, c), pa.string()) for c in cols]
+        joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\t")
+        if len(pc.unique(joined)) != facts.rows(rel):
+            raise CannotStamp(f"two stamped rows of {rel}.facts share a name")
+
+
+def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
+    """The caches placed as the values written into them (cache_placements): a first sharding
+    with every cache replicated, the graph's values as they were after it."""
+    from .tp import Sharder
+
+    if tp == 1:
+        return
+    values = dict(graph.values)
+    first = Sharder(graph, tp, arch, style_of).run(weights, kinds)
+    graph.values = values
+    weights.update(cache_placements(graph, first))
+
+
+def within_layers(built) -> None:
+    """Drop the sibling candidates whose two statements lie in different decoder layers (a
+    producer and its consumer in the next layer stay: the residual and the next norm). A
+    step computes its causal mask and rotary rows from the position once and every layer's
+    attention on every chip reads them: their readers would pair across layers (the 405B at
+    TP 16: 2.6 million candidates), each pair refused as a `cycle` (a path runs from the
+    earlier layer to the later through the layers between) at a cost that grows with both."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .columnar import _intern
+
+    facts = built.facts
+    if hasattr(facts, "columns"):  # a stamped program's FactColumns
+        def column(rel, i):
+            return facts.column(rel, i)
+    else:  # a ProgramBuilder's tuples
+        def column(rel, i):
+            return pa.array([str(row[i]) for row in facts.facts[rel]], pa.string())
+    if len(column("member", 0)) == 0:
+        return
+    modules = pc.equal(column("attr", 1), "module")
+    named, paths = pc.filter(column("attr", 0), modules), pc.filter(column("attr", 2), modules)
+    members, writers, readers = column("member", 1), column("writes", 0), column("reads", 0)
+    code, _ = _intern(pa.chunked_array([named, members, writers, readers], pa.string()))
+    n = int(code.max()) + 1
+    at = np.cumsum([0, len(named), len(members), len(writers), len(readers)])
+    c_named, c_members, c_writers, c_readers = (code[at[i]:at[i + 1]] for i in range(4))
+    found = pc.struct_field(pc.extract_regex(paths, r"(?:^|\.)layers\.(?P<n>\d+)(?:\.|$)"), [0])
+    has = pc.is_valid(found).to_numpy(zero_copy_only=False)
+    layer = np.full(n, -1, dtype=np.int64)
+    layer[c_named[has]] = pc.cast(pc.filter(found, pc.is_valid(found)), pa.int64()).to_numpy()
+    t_code, _ = _intern(pa.chunked_array([column("writes", 1), column("reads", 2)], pa.string()))
+    writer = np.full(int(t_code.max()) + 1, -1, dtype=np.int64)
+    writer[t_code[:len(writers)]] = c_writers
+    fed_by = writer[t_code[len(writers):]]
+    fed = np.unique(fed_by[fed_by >= 0] * n + c_readers[fed_by >= 0])
+    a, c = c_members[0::2], c_members[1::2]  # a candidate is a pair: its two member rows in turn
+    across = (layer[a] >= 0) & (layer[c] >= 0) & (layer[a] != layer[c])
+    drop = across & ~np.isin(a * n + c, fed) & ~np.isin(c * n + a, fed)
+    if not drop.any():
+        return
+    keep = pa.array(np.repeat(~drop, 2))
+    kept = [pc.filter(column("member", 0), keep), pc.filter(members, keep)]
+    if hasattr(facts, "columns"):
+        facts.set("member", kept)
+    else:
+        facts.facts["member"] = list(zip(kept[0].to_pylist(), kept[1].to_pylist()))
+    built.candidates -= int(drop.sum())
+
+
+def cache_placements(graph, tpp) -> dict[str, Placement]:
+    """Each cache input placed as the value written into it is (the key or value heads after
+    the projection, split or gathered as the plan places them): the `put_along` reading the
+    cache takes that value as its source (operand 2), placed by a sharding of the step with
+    every cache replicated."""
+    from ..ops import Ops
+
+    found: dict[str, Placement] = {}
+    for s in graph.stmts:
+        x = graph.values[s.reads[0]]
+        if s.cls == Ops.PUT_ALONG and x.role == "input" and len(s.reads) == 3 and x.name not in found:
+            p = tpp.placement[s.reads[2]]
+            found[x.name] = p if isinstance(p, Shard) else REPLICATE
+    return found
+
+
+def full_placement(built) -> dict[str, Placement]:
+    """The program's inputs' and outputs' placements by their names in the full program."""
+    if built.instances is None:
+        return built.placement
+    graph = built.graph
+    ends = [v.name for v in graph.inputs if v.role == "input"] + [graph.output] + \
+        [s.writes for s in graph.stmts if s.aten == "(output)"]
+    return {full: built.placement[name] for name in ends for full, _, _ in built.instances(name)}
+
+
+def _split(values: dict[str, np.ndarray], placement: dict[str, Placement], tp: int) -> dict[str, np.ndarray]:
+    """Whole values by program name → each as its tensors hold it (a split one per chip)."""
+    out = {}
+    for name, whole in values.items():
+        p = placement.get(name, REPLICATE)
+        if isinstance(p, Shard):
+            for k in range(tp):
+                out[f"{name}@{k}"] = np.array(p.slice_of(whole, k, tp), order="C")
+        else:
+            out[name] = whole
+    return out
+
+
+def prompt(seed, vocab: int, tokens: tuple[int, int], past: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded prompt [B, P] and the step's tokens [B, S] (stream 1: the check's second input)."""
+    rng = np.random.default_rng([seed, 2, stream])
+    ids = rng.integers(0, vocab, size=(tokens[0], past + tokens[1])).astype(np.int64)
+    return ids[:, :past], ids[:, past:]
+
+
+def _data(src, model, built, placement, tp, tokens, past, length, seed):
+    vocab = int(src.config.get_text_config().vocab_size)
+    ids, token = prompt(seed, vocab, tokens, past)
+    inputs, outputs = ds.after_prompt(src, model, ids, token, length)
+    data = program_data(built, tp, inputs)
+    expected = _split(outputs, placement, tp)
+    expected["prompt_ids"] = ids
+    return data, expected
+
+
+class _Checked(importer._Checked):
+    """write_folder's check: well-formed, then the reference after a second prompt against
+    torch's step (verify.check, on the logits)."""
+
+    def __init__(self, src, model, built, placement, tp, tokens, past, length, seed, verify, data):
+        super().__init__(src, model, built, seed, tokens[0], tokens[1], verify, data)
+        self.placement, self.tp, self.tokens, self.past, self.length = placement, tp, tokens, past, length
+
+    def second(self, folder: Path) -> None:
+        from .verify import check
+
+        vocab = int(self.src.config.get_text_config().vocab_size)
+        ids, token = prompt(self.seed, vocab, self.tokens, self.past, stream=1)
+        inputs, outputs = ds.after_prompt(self.src, self.model, ids, token, self.length)
+        given = {**inputs, **_split(inputs, self.placement, self.tp)}
+        check(folder, self.model, self.built, given, outputs[OUTPUT], self.src.architecture, self.src.where(),
+              data=self.data)
+
+
+__all__ = ["INPUT", "import_decode"]

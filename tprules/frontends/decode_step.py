@@ -1,0 +1,206 @@
+"""One decode step of a causal LM, as torch runs it: transformers' `StaticCache` (the cache
+that its export path for ExecuTorch, `TorchExportableModuleWithStaticCache`, builds), here
+with each layer's keys and values as forward's inputs and their update as its outputs.
+
+ExecuTorch's module keeps the cache as buffers, which the program would fold into constants;
+the step below hands the same `StaticLayer`s tensors of the inputs instead, so the cache is
+what a serving engine passes in: `model.layers.I.key_cache` and `model.layers.I.value_cache`
+[batch, kv heads, L, head], as StaticCache lays them out (their updates `..._new`). The
+position of the new token, `cache_position` [1], is the layers' `cumulative_length` (where
+`StaticLayer.update` writes, and what the model reads its position ids and causal mask
+from); the write is `index_copy_` at that position.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from .errors import ImportFailed
+
+POSITION = "cache_position"
+KINDS = ("key", "value")
+
+
+def layers_path(model) -> str:
+    """The module path of the decoder layers' list (`model.layers`): a layer's cache is named
+    under its layer, `model.layers.3.key_cache`, so that stamping renames it with the layer."""
+    import torch
+
+    total = getattr(model.config.get_text_config(), "num_hidden_layers", None)
+    for path, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == total and path.rsplit(".", 1)[-1] == "layers":
+            return path
+    return "cache"
+
+
+def cache_input(path: str, kind: str, layer: int) -> str:
+    return f"{path}.{layer}.{kind}_cache"
+
+
+def cache_output(path: str, kind: str, layer: int) -> str:
+    return f"{cache_input(path, kind, layer)}_new"
+
+
+def static_cache(src, model, batch: int, length: int, traced: bool = False):
+    """transformers' StaticCache of `length` for the model, every layer allocated, or one line
+    saying why the model's cache cannot be static. `traced`: each layer a `step_layer()`,
+    a sliding-window one too, as TorchExportableModuleWithStaticCache makes it a `StaticLayer`
+    (the sliding layer counts its tokens in a Python int, which a trace would bake in as the
+    position): the same layer while the window is no shorter than the cache (refused
+    otherwise), the mask still the model's sliding one."""
+    import torch
+    from transformers import StaticCache
+    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+    config = model.config.get_text_config()
+    try:
+        cache = StaticCache(max_cache_len=length, config=config)
+    except Exception as err:  # noqa: BLE001 - transformers raises many kinds
+        raise src.fail(f"--decode: transformers cannot make its cache static: {_line(err)}") from None
+    for i, layer in enumerate(cache.layers):
+        if type(layer) not in (StaticLayer, StaticSlidingWindowLayer):  # a recurrent state (Mamba, gated delta),
+            # an indexer's keys (DeepSeek-V3.2), a shared layer: more than keys and values
+            raise src.fail(f"--decode: layer {i}'s cache is a {type(layer).__name__}, not keys and values "
+                           "(a hybrid model's recurrent state or an indexer's keys as cache input and output is not "
+                           "imported yet)")
+        window = getattr(layer, "max_cache_len", length)
+        if window < length:  # StaticSlidingWindowLayer: a window shorter than the cache rolls it
+            raise src.fail(f"--decode: layer {i} attends over a sliding window of {window} tokens, shorter than "
+                           f"--cache-len {length}: transformers rolls that layer's cache, which is not imported; "
+                           f"give --cache-len {window} or less")
+        if traced:
+            cache.layers[i] = step_layer()(length)
+    try:  # allocated by the model's own first write (its head counts), then emptied
+        device = next(iter(model.parameters())).device
+        with torch.no_grad():
+            model(input_ids=torch.zeros((batch, 1), dtype=torch.int64, device=device), cache=cache, use_cache=True)
+        cache.reset()
+    except Exception as err:  # noqa: BLE001
+        raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
+    return cache
+
+
+_STEP_LAYER: list = []
+
+
+def step_layer():
+    """transformers' StaticLayer whose update writes as its own does (index_copy_ at
+    `cumulative_length`) without counting the tokens it has seen: in a step that count is the
+    input `cache_position`, and its in-place add, dropped from the trace, would leave a gap in
+    fx's numbering of the nodes, which stamp.py follows."""
+    if not _STEP_LAYER:
+        import torch
+        from transformers.cache_utils import StaticLayer
+
+        class StepLayer(StaticLayer):
+            def update(self, key_states, value_states, *args, **kwargs):
+                if not self.is_initialized:
+                    self.lazy_initialization(key_states, value_states)
+                at = torch.arange(key_states.shape[-2], device=self.device) + self.cumulative_length
+                keys, values = self.keys, self.values
+                assert keys is not None and values is not None  # allocated above
+                keys.index_copy_(2, at, key_states)
+                values.index_copy_(2, at, value_states)
+                return keys, values
+
+        _STEP_LAYER.append(StepLayer)
+    return _STEP_LAYER[0]
+
+
+def _line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:300]
+
+
+def layer_count(cache) -> int:
+    return len(cache.layers)
+
+
+@contextmanager
+def stepping(model, cache):
+    """The model's forward as one decode step: (input_ids, cache_position, key_cache_0,
+    value_cache_0, ...) → (logits, key_cache_0_new, value_cache_0_new, ...). The model keeps
+    its own module paths (the plan's patterns name them)."""
+    def step(input_ids, cache_position, *caches):
+        for i, layer in enumerate(cache.layers):
+            layer.keys, layer.values = caches[2 * i].clone(), caches[2 * i + 1].clone()
+            layer.cumulative_length = cache_position[0].clone()
+        out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True)
+        news = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        return (out.logits, *news)
+
+    model.forward = step
+    try:
+        yield model
+    finally:
+        del model.forward
+
+
+def example(tokens: tuple[int, int], cache) -> tuple:
+    """The traced step's arguments: its tokens [B, S], the first one's position, the caches (zeros)."""
+    import torch
+
+    ids = torch.zeros(tokens, dtype=torch.int64)
+    tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    return (ids, torch.tensor([0], dtype=torch.int64), *[torch.zeros_like(t) for t in tensors])
+
+
+def input_names(path: str, layers: int) -> list[str]:
+    from .graph import INPUT
+
+    return [INPUT, POSITION] + [cache_input(path, k, i) for i in range(layers) for k in KINDS]
+
+
+def output_names(path: str, layers: int) -> tuple[str, ...]:
+    return tuple(cache_output(path, k, i) for i in range(layers) for k in KINDS)
+
+
+def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int) -> tuple[dict, dict]:
+    """torch's own prefill of `prompt` [B, P] into a StaticCache of `length`, then its decode
+    step of `token` [B, 1]: (the step's inputs, whole, by program name; its outputs)."""
+    import torch
+
+    from .graph import INPUT, OUTPUT
+
+    batch, past = prompt.shape
+    path = layers_path(model)
+    cache = static_cache(src, model, batch, length)
+    try:
+        with torch.no_grad():
+            if past:
+                model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
+            inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
+            for i, layer in enumerate(cache.layers):
+                inputs[cache_input(path, "key", i)] = _numpy(layer.keys)
+                inputs[cache_input(path, "value", i)] = _numpy(layer.values)
+            logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
+    except Exception as err:  # noqa: BLE001 - the model's own forward raises anything
+        raise src.fail(f"--decode: transformers' own forward with a static cache fails: {_line(err)}") from None
+    outputs = {OUTPUT: _numpy(logits)}
+    for i, layer in enumerate(cache.layers):
+        outputs[cache_output(path, "key", i)] = _numpy(layer.keys)
+        outputs[cache_output(path, "value", i)] = _numpy(layer.values)
+    return inputs, outputs
+
+
+def _numpy(t) -> np.ndarray:
+    return t.detach().cpu().float().numpy().copy()
+
+
+def check_lengths(src, past: int, length: int, batch: int, step: int = 1) -> None:
+    """--past P and --cache-len L: 0 ≤ P < P + S ≤ L ≤ the model's max_position_embeddings."""
+    if past < 0:
+        raise ImportFailed(f"--past takes a count of at least 0; got {past}")
+    if length < 1 or batch < 1 or step < 1:
+        raise ImportFailed(f"--cache-len, --batch and a step's tokens take a count of at least 1; got {length}, "
+                           f"{batch} and {step}")
+    if step > 1 and past + step > length:
+        raise ImportFailed(f"a step of {step} tokens after {past} does not fit in a cache of {length}")
+    if past >= length:
+        raise ImportFailed(f"--past {past} leaves no room in --cache-len {length}: the new token is written at "
+                           f"position {past} (--cache-len must be at least --past + 1)")
+    most = getattr(src.config.get_text_config(), "max_position_embeddings", None)
+    if isinstance(most, int) and length > most:
+        raise src.fail(f"--cache-len {length} is beyond the model's max_position_embeddings {most}")
