@@ -86,11 +86,10 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
 def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False):
     """The traced, lowered and sharded step: each layer kind traced once and every layer
     stamped (stamp.py) where import hf would stamp the prefill, else every layer traced."""
-    from .importer import _stampable
     from .layers import layer_kinds
 
     kinds = None if every_layer else layer_kinds(model)
-    if kinds is not None and len(kinds.order) < kinds.count and _stampable(src.plan):
+    if kinds is not None and len(kinds.order) < kinds.count:
         try:
             return _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress)
         except (CannotStamp, ImportFailed):
