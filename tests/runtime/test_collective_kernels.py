@@ -154,6 +154,26 @@ def test_ranks_overlap_each_pattern_with_one_process_outputs(name, chips, ranks,
         assert float(np.max(np.abs(report.values[t] - want))) / scale <= 1e-6, t
 
 
+def bf16(make, **kw):
+    """The program with every tensor bf16 (the values each statement stores are rounded)."""
+    def made(chips: int = 2) -> ProgramBuilder:
+        b = make(chips=chips, **kw)
+        b.facts["tensor"] = [(t, "bf16") for t, _ in b.facts["tensor"]]
+        return b
+    return made
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("make", [gather_matmul, matmul_scatter, reduce_norm], ids=lambda m: m.__name__)
+def test_bf16_programs_match_the_reference_in_one_process_and_on_ranks(make, ranks, tmp_path):
+    folder = bf16(make)().write(tmp_path / "bf16")
+    ws = Workspace(folder, shim=SHIM)
+    prog = Program.from_workspace(ws)
+    plan = run_plan(ws, prog, "cpu")
+    assert kernels(plan, prog) and execute(ws, plan, "cpu", prog=prog).ok
+    assert run_on_threads(prog, plan, ranks).ok
+
+
 def test_async_tp_example_on_cpu_and_two_thread_ranks():
     ws = Workspace("facts/async-tp-mlp-tp2", shim="cuda-lane:h200:Bf16SymmMem")
     prog = Program.from_workspace(ws)
