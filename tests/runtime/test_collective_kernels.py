@@ -30,16 +30,17 @@ def builder(chips: int) -> ProgramBuilder:
     return b
 
 
-def gather_matmul(chips: int = 2, axis: int = 0) -> ProgramBuilder:
-    """ag: x = cat(x_k) along `axis`; mm_k: h_k = x @ w_k (chip k); act_k: a_k = relu(h_k)."""
+def gather_matmul(chips: int = 2, axis: int = 0, block: int = 4) -> ProgramBuilder:
+    """ag: x = cat(x_k) along `axis`; mm_k: h_k = x @ w_k (chip k); act_k: a_k = relu(h_k).
+    Chip k's block is `block` rows (axis 0) or 3 columns of `block` + 1 rows (the contracted axis)."""
     b = builder(chips)
-    rows, width = 4 * chips, 6
+    rows, width = block * chips, 6
     if axis == 0:
-        xs = [b.tensor(f"x_{k}", [4, width], chip=k) for k in range(chips)]
+        xs = [b.tensor(f"x_{k}", [block, width], chip=k) for k in range(chips)]
         x = b.gather("ag", xs, b.tensor("x", [rows, width], spine=True), "sp_in", axis=0)
     else:
-        xs = [b.tensor(f"x_{k}", [5, 3], chip=k) for k in range(chips)]
-        x = b.gather("ag", xs, b.tensor("x", [5, 3 * chips], spine=True), "cols", axis=-1)
+        xs = [b.tensor(f"x_{k}", [block + 1, 3], chip=k) for k in range(chips)]
+        x = b.gather("ag", xs, b.tensor("x", [block + 1, 3 * chips], spine=True), "cols", axis=-1)
     m, n = b.shapes[x][0], 5
     for k in range(chips):
         h = b.stmt(f"mm_{k}", "matmul", [x, b.tensor(f"w_{k}", [b.shapes[x][1], n], chip=k)],
@@ -48,10 +49,10 @@ def gather_matmul(chips: int = 2, axis: int = 0) -> ProgramBuilder:
     return b
 
 
-def matmul_scatter(chips: int = 2, axis: int = 0, transpose_b: bool = False) -> ProgramBuilder:
+def matmul_scatter(chips: int = 2, axis: int = 0, transpose_b: bool = False, block: int = 4) -> ProgramBuilder:
     """mm_k: p_k = x_k @ w_k (chip k); rs: y = sum(p_k) along `axis`, chip k's block y_k; act_k: relu(y_k)."""
     b = builder(chips)
-    rows, cols = 4 * chips, 2 * chips
+    rows, cols = block * chips, 2 * chips
     parts = []
     for k in range(chips):
         w = b.tensor(f"w_{k}", [cols, 3] if transpose_b else [3, cols], chip=k)
@@ -86,6 +87,11 @@ PROGRAMS = {
     "scatter-rows": (matmul_scatter, {}, "matmul_reduce_scatter"),
     "scatter-cols": (matmul_scatter, {"axis": -1}, "matmul_reduce_scatter"),
     "scatter-cols-transposed": (matmul_scatter, {"axis": -1, "transpose_b": True}, "matmul_reduce_scatter"),
+    # blocks of 16 rows: each block's product in bands of rows, MPI given a turn between them
+    "gather-rows-banded": (gather_matmul, {"block": 16}, "all_gather_matmul"),
+    "gather-contracted-banded": (gather_matmul, {"axis": -1, "block": 16}, "all_gather_matmul"),
+    "scatter-rows-banded": (matmul_scatter, {"block": 16}, "matmul_reduce_scatter"),
+    "scatter-cols-banded": (matmul_scatter, {"axis": -1, "block": 16}, "matmul_reduce_scatter"),
     "norm-residual": (reduce_norm, {}, "all_reduce_norm"),
     "norm-alone": (reduce_norm, {"residual": False}, "all_reduce_norm"),
 }

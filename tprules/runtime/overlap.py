@@ -35,6 +35,7 @@ from .semantics import CLASSES, F32, apply, store
 from .trace import HOST, member_modules
 
 CHUNKS = 4  # row chunks of an all_reduce_norm's all-reduce
+PIECES = 4  # bands of rows a block's product is computed in, MPI given a turn between them
 
 
 _BLAS: list = []  # threadpoolctl's controller, made on the first kernel
@@ -130,10 +131,21 @@ def _hold(run, tensor: str, values: dict[int, np.ndarray]) -> None:
             if chip in values else REMOTE
 
 
-def _matmul(attrs: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """A @ B in float32, not yet stored in a destination's dtype."""
+def _matmul(attrs: dict, a: np.ndarray, b: np.ndarray, poke=None) -> np.ndarray:
+    """A @ B in float32, not yet stored in a destination's dtype. With `poke` (a call that
+    lets MPI move the transfers in flight: an MPI library without a progress thread moves a
+    large message only inside its calls), a 2-D A is multiplied in `PIECES` bands of rows,
+    poked between them."""
+    a, b = np.asarray(a, F32), np.asarray(b, F32)
     with np.errstate(all="ignore"):
-        return np.asarray(CLASSES["matmul"](attrs, np.asarray(a, F32), np.asarray(b, F32)), F32)
+        if poke is None or a.ndim != 2 or len(a) < 2 * PIECES:
+            return np.asarray(CLASSES["matmul"](attrs, a, b), F32)
+        bounds = np.linspace(0, len(a), PIECES + 1).astype(int).tolist()
+        out = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            out.append(np.asarray(CLASSES["matmul"](attrs, a[lo:hi], b), F32))
+            poke()
+        return np.concatenate(out)
 
 
 def _block(axis: int, start: int, size: int, ndim: int) -> tuple:
@@ -179,14 +191,19 @@ def all_gather_matmul(run, kernel: CollectiveKernel) -> None:
             if contracted:  # a block of the contracted axis: a partial product
                 rows = (slice(None), slice(offset[chip], offset[chip] + size)) if m.attr("transpose_b") == "1" \
                     else (slice(offset[chip], offset[chip] + size), slice(None))
-                results[m.name] += _matmul(attrs, x, w[rows])
+                results[m.name] += _matmul(attrs, x, w[rows], poke)
             else:  # a block of rows of the product
                 results[m.name][_block(axis, offset[chip], size, ndim)] = \
-                    store(_matmul(attrs, x, w), prog.tensors[m.writes].dtype)
+                    store(_matmul(attrs, x, w, poke), prog.tensors[m.writes].dtype)
             line.compute(f"matmul {m.name} block {chip}", chip_of(run, m.name), began, block=chip)
 
     size, rank = world.size, world.rank
     current = {c: store(host_value(run, fold.reads[c], c), out.dtype).astype(dtype) for c in world.chips}
+    pending: list = []
+
+    def poke() -> None:
+        world.progress(pending)
+
     for step in range(size):
         holder = (rank - step) % size
         pending = []
@@ -243,6 +260,8 @@ def matmul_reduce_scatter(run, kernel: CollectiveKernel) -> None:
     block_shape[scatter.axis] = scatter.block
     own = len(world.chips) * int(np.prod(block_shape))
     receives = {p: world.irecv(own, np.float32, p) for p in range(size) if p != rank}
+    sends: list = []
+    got: dict[int, np.ndarray] = {}
 
     def partial(chip: int, j: int) -> np.ndarray:
         """Block j of chip `chip`'s partial, as the matmul stores it."""
@@ -254,10 +273,12 @@ def matmul_reduce_scatter(run, kernel: CollectiveKernel) -> None:
         if scatter.axis == ndim - 1:  # a block of columns: the columns of B
             cols = (slice(j * scatter.block, (j + 1) * scatter.block), slice(None)) if m.attr("transpose_b") == "1" \
                 else (slice(None), slice(j * scatter.block, (j + 1) * scatter.block))
-            return store(_matmul(attrs, a, b[cols]), dtype)
-        return store(_matmul(attrs, scatter.take(a, j), b), dtype)  # a block of rows: the rows of A
+            return store(_matmul(attrs, a, b[cols], poke), dtype)
+        return store(_matmul(attrs, scatter.take(a, j), b, poke), dtype)  # a block of rows: the rows of A
 
-    sends, got = [], {}
+    def poke() -> None:
+        world.progress([*receives.values(), *(p for _, p in sends)])
+
     for step in range(1, size + 1):
         dest = (rank + step) % size
         blocks = []

@@ -196,6 +196,13 @@ class RankWorld(World):
         return Pending(self.comm.Iallreduce(send, total, op=self.MPI.SUM), total, time.perf_counter(), "allreduce",
                        send)
 
+    def progress(self, pending: list["Pending"]) -> None:
+        """Let MPI move the transfers started (a Test of each): without a progress thread of
+        its own, an MPI library moves a large message only inside its calls."""
+        for p in pending:
+            if p.done == p.started:
+                p.request.Test()
+
     def wait(self, pending: "Pending", what: str) -> np.ndarray:
         """Wait for a started transfer (polled against the deadline, as every wait); its array."""
         self._wait(pending.request, what)
