@@ -125,7 +125,14 @@ class Prepared:
         self.compiled: list[Compiled | None] = []
         scatters = reduce_scatters(prog)
         for i, k in enumerate(self.kernels):
-            if i in overlapped or not runs_here(k, world, scatters):
+            if i in overlapped:  # a collective kernel on ranks, run on the host: what it does
+                self.compiled.append(None)
+                if show_kernels and i in self.spans:
+                    from .overlap import shown as overlapped_shown
+
+                    show_kernels(*overlapped_shown(self.spans[i]))
+                continue
+            if not runs_here(k, world, scatters):
                 self.compiled.append(None)
                 if show_kernels and is_scatter(k, scatters):  # a collective, not a kernel: what it does
                     show_kernels(*shown(k, prog, scatters[k.members[0]], world))

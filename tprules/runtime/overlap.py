@@ -371,5 +371,21 @@ def _rows(value: np.ndarray, shape, like, a: int, b: int) -> np.ndarray:
     return value.reshape(-1, like[-1])[a:b]
 
 
+HOW = {"all_gather_matmul": "a ring of nonblocking sends and receives; each rank multiplies the blocks it holds "
+                              "while the next are in flight",
+       "matmul_reduce_scatter": "one destination rank's blocks at a time, each sent while the next is computed; "
+                                "each rank adds what it receives in rank order",
+       "all_reduce_norm": f"the partial sum all-reduced in {CHUNKS} row chunks, the members after the fold applied "
+                          "to each chunk as it arrives"}
+
+
+def shown(kernel: CollectiveKernel):
+    """A collective kernel as `run --show kernels` prints it on ranks: no source, what it does."""
+    from .scatter import Shown
+
+    return (Shown(kernel.group, kernel.members, f"collective kernel {kernel.pattern}", "collective"),
+            f"// {kernel.pattern} on each rank's host (runtime/overlap.py): {HOW[kernel.pattern]}")
+
+
 RUNS = {"all_gather_matmul": all_gather_matmul, "matmul_reduce_scatter": matmul_reduce_scatter,
         "all_reduce_norm": all_reduce_norm}
