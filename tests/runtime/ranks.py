@@ -81,7 +81,9 @@ class ThreadWorld(RankWorld):
     # taken at its wait, an all-reduce exchanged when started (every rank starts them in order)
     def isend(self, array, to):
         self.hub.pipes[self.rank, to].put(np.array(array, copy=True))
-        return Pending(None, np.asarray(array), time.perf_counter(), "message")
+        sent = Pending(None, np.asarray(array), time.perf_counter(), "message")
+        sent.finished = sent.started
+        return sent
 
     def irecv(self, shape, dtype, source):
         pending = Pending(None, np.empty(shape, dtype), time.perf_counter(), "message")
@@ -89,7 +91,9 @@ class ThreadWorld(RankWorld):
         return pending
 
     def iallreduce(self, partial):
-        return Pending(None, self.allreduce(partial, "an all-reduce started"), time.perf_counter(), "allreduce")
+        total = Pending(None, self.allreduce(partial, "an all-reduce started"), time.perf_counter(), "allreduce")
+        total.finished = total.started
+        return total
 
     def progress(self, pending):
         pass  # the queues move everything at once
@@ -99,7 +103,8 @@ class ThreadWorld(RankWorld):
             data = self.hub.pipes[pending.source, self.rank].get(timeout=120)
             assert data.shape == pending.data.shape and data.dtype == pending.data.dtype, what
             pending.data, pending.source = data, None
-        pending.done = time.perf_counter()
+        if pending.finished is None:
+            pending.finished = time.perf_counter()
         return pending.data
 
     def gather(self, obj, what):

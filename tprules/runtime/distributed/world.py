@@ -200,13 +200,14 @@ class RankWorld(World):
         """Let MPI move the transfers started (a Test of each): without a progress thread of
         its own, an MPI library moves a large message only inside its calls."""
         for p in pending:
-            if p.done == p.started:
-                p.request.Test()
+            if p.finished is None and p.request.Test():
+                p.finished = time.perf_counter()
 
     def wait(self, pending: "Pending", what: str) -> np.ndarray:
         """Wait for a started transfer (polled against the deadline, as every wait); its array."""
-        self._wait(pending.request, what)
-        pending.done = time.perf_counter()
+        if pending.finished is None:
+            self._wait(pending.request, what)
+            pending.finished = time.perf_counter()
         if pending.kind == "allreduce":
             self.traffic.allreduces += 1
             self.traffic.allreduce_bytes += pending.data.nbytes
@@ -252,12 +253,17 @@ class RankWorld(World):
 
 class Pending:
     """A started nonblocking transfer: its request, its array (sent, or received into), when it
-    started and (once waited for) when it was done."""
+    started and when it was seen finished (by a `progress` or the `wait`; None before)."""
 
     def __init__(self, request, data: np.ndarray, started: float, kind: str, keep: np.ndarray | None = None):
         self.request, self.data, self.started, self.kind = request, data, started, kind
         self._keep = keep  # an all-reduce's send buffer, alive until the request ends
-        self.done = started
+        self.finished: float | None = None
+
+    @property
+    def done(self) -> float:
+        """When it was seen finished (its start, before)."""
+        return self.started if self.finished is None else self.finished
 
 
 def describe_rank(rank: int, chips) -> str:
