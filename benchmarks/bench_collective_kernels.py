@@ -124,17 +124,15 @@ def ranks(args) -> int:
 
 
 def seventy(args) -> int:
-    from benchmarks.bench_torch_import import RECIPE
-
     work = args.work or Path(tempfile.mkdtemp(prefix="tprules-70b-"))
     out = work / "program"
     if not (out / "op.facts").exists():
-        run = measure(tprules("import", "torch", RECIPE.relative_to(ROOT), "--tp", args.tp, "--seq", args.seq,
+        run = measure(tprules("import", "torch", args.recipe.resolve().relative_to(ROOT), "--tp", args.tp, "--seq", args.seq,
                               "--no-data", "--no-verify", "--out", out), work / "import.out", args.timeout)
         if run.status != 0:
             print(f"import failed: {(work / 'import.err').read_text().strip()[-300:]}")
             return 1
-    lines = [f"Llama-3-70B's shape, torchtitan's plan with sequence parallel, TP {args.tp}, sequence {args.seq}, "
+    lines = [f"{args.recipe.name}, torchtitan's plan with sequence parallel, TP {args.tp}, sequence {args.seq}, "
              f"no weights; best of {args.repeat}", "", "| command | shim | wall (s) | CPU (s) | peak (MiB) |",
              "|---|---|---:|---:|---:|"]
     for step in ("check", "plan"):
@@ -166,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--seq", type=int, default=2048)
     s.add_argument("--repeat", type=int, default=1)
     s.add_argument("--work", type=Path)
+    s.add_argument("--recipe", type=Path, default=ROOT / "facts" / "recipes" / "llama3_70b.py")
     s.add_argument("--timeout", type=float, default=1800.0)
     args = p.parse_args(argv)
     return ranks(args) if args.what == "ranks" else seventy(args)
