@@ -64,9 +64,9 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
     kernels: list[list[int]] = []
     patterns = declared_patterns(workspace)
     if patterns:
-        from .kernels import form
+        from .kernels import Relations, form
 
-        kernels = form(index, ask, places, workspace.program.facts.tuples, patterns, cost,
+        kernels = form(index, ask, places, Relations.of_facts(workspace.program.facts), patterns, cost,
                        cost.view if cost is not None else None)
         ask = keeping_folds_alone(ask, program.fold)
     return _plan(index, ask, places, workspace.shim, stats, across_places, cost, progress, kernels)
@@ -177,11 +177,11 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
     if patterns:  # as `plan`: each pattern proposed whole, then every fold kept as it is
         import numpy as np
 
-        from .kernels import COLLECTIVE, form
+        from .kernels import COLLECTIVE, Relations, form
 
         relations = g.to_facts()
         relations.update(shim.manifest.to_facts())
-        kernels = form(index, ask, listed, lambda rel: relations.get(rel, ()), patterns, cost,
+        kernels = form(index, ask, listed, Relations.of_lists(relations), patterns, cost,
                        cost.view if cost is not None else None)
         ask = keeping_folds_alone(ask, np.array([p == COLLECTIVE for p in listed], dtype=bool))
     return _plan(index, ask, listed, name if name is not None else shim.name(), stats, across_places, cost, progress,

@@ -68,56 +68,94 @@ class Overlap:
         return self.kernel <= self.unfused * (1 + TIE)
 
 
-def proposals(relation: Callable[[str], Iterable[tuple]], places: dict[str, str], position: dict[str, int],
+class Relations:
+    """What `proposals` reads of a program: the tuples of a relation whose column is any of
+    some symbols (`matching_any`: a FactBase's, decoding only those) and whole small
+    relations (`tuples`). `of_lists` makes one over relations given as lists (plan_graph's)."""
+
+    def __init__(self, matching_any: Callable[[str, int, Iterable[str]], list[tuple]],
+                 tuples: Callable[[str], Iterable[tuple]]):
+        self.matching_any, self.tuples = matching_any, tuples
+
+    @classmethod
+    def of_facts(cls, facts) -> "Relations":
+        return cls(facts.matching_any, facts.tuples)
+
+    @classmethod
+    def of_lists(cls, relations: dict[str, list[tuple]]) -> "Relations":
+        def matching_any(rel: str, column: int, symbols: Iterable[str]) -> list[tuple]:
+            wanted = set(symbols)
+            return [t for t in relations.get(rel, ()) if t[column] in wanted]
+
+        return cls(matching_any, lambda rel: relations.get(rel, ()))
+
+
+def proposals(relations: Relations, places: dict[str, str], position: dict[str, int],
               patterns: Iterable[str]) -> list[Proposal]:
     """Each fold of a kind whose pattern is among `patterns`, with the members that pattern
-    would hold (rules/collective.dl says whether they are exactly it): `relation(name)` gives
-    a relation's tuples (op, reads, writes, fold, collective); `places` each statement's place."""
+    would hold (rules/collective.dl says whether they are exactly it), when it holds the
+    statements its pattern needs beside the fold (a matmul, or a norm): `places` is each
+    statement's place. Only the tuples around the folds are read."""
     wanted = set(patterns)
-    cls = dict(relation("op"))
-    writes = dict(relation("writes"))
-    writer = {t: o for o, t in writes.items()}
-    readers: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    kinds = dict(relations.tuples("collective"))
+    folds = sorted(((o, PATTERN[kinds.get(c, "all_reduce")]) for o, c in relations.tuples("fold")
+                    if PATTERN[kinds.get(c, "all_reduce")] in wanted), key=lambda f: position[f[0]])
+    if not folds:
+        return []
+    writes = dict(relations.matching_any("writes", 0, [o for o, _ in folds]))
     operands: dict[str, dict[int, str]] = defaultdict(dict)
-    for o, i, t in relation("reads"):
-        readers[t].append((o, int(i)))
+    for o, i, t in relations.matching_any("reads", 0, [o for o, _ in folds]):
         operands[o][int(i)] = t
-    for rs in readers.values():
-        rs.sort(key=lambda r: (position[r[0]], r[1]))
-    kinds = dict(relation("collective"))
+    readers = _readers(relations, writes.values(), position)
+    writer = {t: o for o, t in relations.matching_any("writes", 1, [t for ts in operands.values() for t in ts.values()])}
+    cls = dict(relations.matching_any("op", 0, {*writer.values(), *(r for rs in readers.values() for r, _ in rs)}))
+    adds = [r for rs in readers.values() for r, _ in rs if cls.get(r) == Ops.ADD and places.get(r) == "spine"]
+    added = dict(relations.matching_any("writes", 0, adds)) if adds else {}
+    after = _readers(relations, added.values(), position) if adds else {}
+    cls.update(relations.matching_any("op", 0, {r for rs in after.values() for r, _ in rs}))
+
+    def norm_reading(t: str, of: dict) -> str | None:
+        return next((r for r, _ in of.get(t, ()) if cls.get(r) == Ops.RMSNORM and places.get(r) == "spine"), None)
+
     out = []
-    for o, c in sorted(relation("fold"), key=lambda f: position[f[0]]):
-        kind = kinds.get(c, "all_reduce")
-        pattern = PATTERN.get(kind)
-        if pattern not in wanted or o not in writes:
+    for o, pattern in folds:
+        y = writes.get(o)
+        if y is None:
             continue
-        y = writes[o]
         members: list[str] = [o]
-        if kind == "all_gather":  # one matmul per chip reading the gathered tensor as operand 0
+        if pattern == "all_gather_matmul":  # one matmul per chip reading the gathered tensor as operand 0
             per_chip: dict[str, str] = {}
-            for r, i in readers[y]:
+            for r, i in readers.get(y, ()):
                 if i == 0 and cls.get(r) == Ops.MATMUL and places.get(r, "").startswith("chip:"):
                     per_chip.setdefault(places[r], r)
             members += per_chip.values()
-        elif kind == "reduce_scatter":  # the matmul writing each partial, and the slices
-            members += [w for w in (writer.get(t) for _, t in sorted(operands[o].items()))
-                        if w is not None and cls.get(w) == Ops.MATMUL]
-            members += [r for r, i in readers[y] if i == 0 and cls.get(r) == Ops.SLICE]
+        elif pattern == "matmul_reduce_scatter":  # the matmul writing each partial, and the slices
+            mms = [w for w in (writer.get(t) for _, t in sorted(operands[o].items()))
+                   if w is not None and cls.get(w) == Ops.MATMUL]
+            members += [*mms, *(r for r, i in readers.get(y, ()) if i == 0 and cls.get(r) == Ops.SLICE)] if mms else []
         else:  # the spine rmsnorm reading the sum, or reading the one spine add that reads it
-            norms = [r for r, _ in readers[y] if cls.get(r) == Ops.RMSNORM and places.get(r) == "spine"]
-            if norms:
-                members.append(norms[0])
+            norm = norm_reading(y, readers)
+            if norm is not None:
+                members.append(norm)
             else:
-                for a, _ in readers[y]:
-                    if cls.get(a) != Ops.ADD or places.get(a) != "spine" or a not in writes:
-                        continue
-                    after = [r for r, _ in readers[writes[a]] if cls.get(r) == Ops.RMSNORM and places.get(r) == "spine"]
-                    if after:
-                        members += [a, after[0]]
+                for a, _ in readers.get(y, ()):
+                    norm = norm_reading(added[a], after) if a in added else None
+                    if norm is not None:
+                        members += [a, norm]
                         break
         if len(members) > 1:
             out.append(Proposal(o, pattern, tuple(sorted(dict.fromkeys(members), key=position.__getitem__))))
     return out
+
+
+def _readers(relations: Relations, tensors: Iterable[str], position: dict[str, int]) -> dict[str, list[tuple[str, int]]]:
+    """tensor → (statement, operand) of each read of it, in program order."""
+    found: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for o, i, t in relations.matching_any("reads", 2, list(tensors)):
+        found[t].append((o, int(i)))
+    for rs in found.values():
+        rs.sort(key=lambda r: (position[r[0]], r[1]))
+    return found
 
 
 def overlap(view, cost, pattern: str, members: Iterable[str]) -> Overlap:
@@ -181,19 +219,21 @@ def acyclic_as_one(members: list[int], succ: list[list[int]]) -> bool:
     return True
 
 
-def form(index, ask, places: list[str], relation: Callable[[str], Iterable[tuple]], patterns: Iterable[str],
-         cost=None, view=None) -> list[list[int]]:
+def form(index, ask, places: list[str], relations: Relations, patterns: Iterable[str], cost=None,
+         view=None) -> list[list[int]]:
     """The collective kernels to form: each proposal the rules allow (`ask`, as the greedy
     passes ask), whose members can be one group, and whose overlap pays (every one without a
     cost model); as lists of statement positions, in program order."""
     names = index.names
     position = {o: k for k, o in enumerate(names)}
-    found = proposals(relation, dict(zip(names, places)), position, patterns)
+    found = proposals(relations, dict(zip(names, places)), position, patterns)
     if not found:
         return []
     owner = np.repeat(np.arange(len(found)), [len(p.members) for p in found])
     statements = np.array([position[o] for p in found for o in p.members], dtype=np.int64)
     allowed = ask([f"kernel{i}" for i in range(1, len(found) + 1)], owner, statements)
+    if not any(allowed):
+        return []
     succ: list[list[int]] = [[] for _ in names]
     for a, b in zip(index.src.tolist(), index.dst.tolist()):
         succ[a].append(b)
