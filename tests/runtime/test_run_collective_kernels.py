@@ -1,7 +1,7 @@
 """Collective kernels at run time (SPEC §3, runtime/collective.py, runtime/overlap.py): a
 planned kernel runs as one collective with the unfused program's outputs, in one process
 (cpu, sim) bit for bit as its parts run apart, and on ranks overlapped (thread ranks here;
-the MPI path and its trace: test_collective_kernels_mpi.py).
+the MPI path and its trace: test_run_collective_kernels_mpi.py).
 
 Each program is written for these tests, one a pattern (and the variants whose blocks
 overlap differently: a gather along the contracted axis, a scatter along the columns), for
