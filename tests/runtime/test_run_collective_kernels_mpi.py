@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_run_collective_kernels import load
 from test_ranks_cli import mpi, tprules
+from test_run_collective_kernels import load
 
 H200 = "cuda-lane:h200:Bf16SymmMem"
 
