@@ -136,3 +136,20 @@ def test_a_sequence_parallel_program_builds_for_sm_90(nvvm):
     assert all(k["registers"] > 0 and k["spill_stores"] == 0 for k in rows)
     # the reduce-scatter's fold is no kernel (run lowers it as a collective); the all-gather's is
     assert [k["members"] for k in data["kernels"] if k["members"] in (["scatter"], ["allgather"])] == [["allgather"]]
+
+
+def test_collective_kernels_build_for_sm_90(nvvm):
+    """facts/async-tp-mlp-tp2 under the shim that declares collective kernels: each kernel's
+    parts (its fold, and its matmuls or norm beside it) build, as `run` compiles them
+    (runtime/collective.py); the reduce-scatter's fold is the collective, no kernel."""
+    r = tprules("compile", "facts/async-tp-mlp-tp2", "--shim", "cuda-lane:h200:Bf16SymmMem", "--device", "cuda",
+                "--arch", "sm_90", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ok"] is True and data["arch"] == "sm_90"
+    by_group: dict[str, list[list[str]]] = {}
+    for k in data["kernels"]:
+        by_group.setdefault(k["group"], []).append(k["members"])
+    kernels = {g: sorted(ms) for g, ms in by_group.items() if len(ms) > 1}
+    assert sorted(kernels.values()) == [[["allgather"], ["mm1_0"], ["mm1_1"]], [["allreduce"], ["norm"], ["res"]],
+                                        [["mm2_0"], ["mm2_1"], ["scatter_0"], ["scatter_1"]]]

@@ -13,7 +13,7 @@ import numpy as np
 
 from tprules.runtime.distributed.job import Job
 from tprules.runtime.distributed.rank import RankOptions, run_job
-from tprules.runtime.distributed.world import RankWorld, Traffic
+from tprules.runtime.distributed.world import Pending, RankWorld, Traffic
 
 
 class _Hub:
@@ -76,6 +76,36 @@ class ThreadWorld(RankWorld):
         assert data.shape == tuple(shape) and data.dtype == np.dtype(dtype), what
         self._count(data.nbytes, time.perf_counter())
         return data
+
+    # nonblocking (collective kernels, runtime/overlap.py): a send is put at once, a receive
+    # taken at its wait, an all-reduce exchanged when started (every rank starts them in order)
+    def isend(self, array, to):
+        self.hub.pipes[self.rank, to].put(np.array(array, copy=True))
+        sent = Pending(None, np.asarray(array), time.perf_counter(), "message")
+        sent.finished = sent.started
+        return sent
+
+    def irecv(self, shape, dtype, source):
+        pending = Pending(None, np.empty(shape, dtype), time.perf_counter(), "message")
+        pending.source = source
+        return pending
+
+    def iallreduce(self, partial):
+        total = Pending(None, self.allreduce(partial, "an all-reduce started"), time.perf_counter(), "allreduce")
+        total.finished = total.started
+        return total
+
+    def progress(self, pending):
+        pass  # the queues move everything at once
+
+    def wait(self, pending, what):
+        if getattr(pending, "source", None) is not None:
+            data = self.hub.pipes[pending.source, self.rank].get(timeout=120)
+            assert data.shape == pending.data.shape and data.dtype == pending.data.dtype, what
+            pending.data, pending.source = data, None
+        if pending.finished is None:
+            pending.finished = time.perf_counter()
+        return pending.data
 
     def gather(self, obj, what):
         everything = self._exchange(obj)

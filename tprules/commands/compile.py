@@ -77,7 +77,10 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
 
             plan = make_plan(ws, machine="gpu" if matmul == "library" else "gpu (own tiles)")
         groups = ordered_groups(plan, prog)
+    from ..runtime.collective import expand
     from ..runtime.scatter import reduce_scatters
+
+    groups = expand(groups, prog)[0]  # a collective kernel's parts, as run compiles them (runtime/collective.py)
 
     scatters = reduce_scatters(prog)  # a reduce-scatter's fold alone is no kernel: run does it as a collective
     groups = [g for g in groups if not (g.place == "collective" and len(g.members) == 1 and g.members[0] in scatters)]

@@ -64,7 +64,8 @@ def run(args) -> int:
     if "plan" in args.show:
         print(f"[plan] {stats.rounds} rounds, {stats.asked} fused ops asked in {stats.batches} batches "
               f"({stats.refused} refused), {stats.merged} merges, {stats.costly} not made as slower than their parts "
-              f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})", file=sys.stderr)
+              f"({', '.join(f'{k} {v}' for k, v in stats.by_pass.items())})"
+              + (f"; {stats.kernels} collective kernels formed first" if stats.kernels else ""), file=sys.stderr)
     if "cost" in args.show:
         from ..planner import shim_machine
         from ..planner.cost import cost_lines, input_lines

@@ -12,6 +12,11 @@ about them in batches, and merges only what the shim allows; with the project's
               keys of many groups in `shapes.py`);
 3. plan       groups in program order, members in program order, each with its place.
 
+Under a shim that declares collective kernels (SPEC §3), each declared pattern is proposed
+whole before step 2 and formed where the rules allow it and its overlap pays (`kernels.py`:
+a group of place `collective`); the greedy passes then keep every fold, and so every
+kernel, as it is (`keeping_folds_alone`).
+
 >>> from tprules.workspace import Workspace
 >>> p = plan(Workspace("facts/megatron-mlp-tp2"))
 >>> [(g.members, g.place) for g in p.groups][:2]
@@ -56,22 +61,34 @@ def plan(workspace, *, stats: Stats | None = None, across_places: bool = True, m
         cost = KernelCost(checked_view(workspace), shim_machine(workspace.shim) if machine == "auto" else machine)
 
     ask = rules_asker(workspace, index)
-    if declares_collective_kernels(workspace):
+    kernels: list[list[int]] = []
+    patterns = declared_patterns(workspace)
+    if patterns:
+        from .kernels import Relations, form
+
+        kernels = form(index, ask, places, Relations.of_facts(workspace.program.facts), patterns, cost,
+                       cost.view if cost is not None else None)
         ask = keeping_folds_alone(ask, program.fold)
-    return _plan(index, ask, places, workspace.shim, stats, across_places, cost, progress)
+    return _plan(index, ask, places, workspace.shim, stats, across_places, cost, progress, kernels)
+
+
+def declared_patterns(workspace) -> list[str]:
+    """The collective kernels the workspace's shim declares (SPEC §2 `collective_kernel`)."""
+    return sorted(p for s, p in workspace.program.facts.tuples("collective_kernel") if s == workspace.shim)
 
 
 def declares_collective_kernels(workspace) -> bool:
     """Whether the workspace's shim declares a collective kernel (SPEC §2 `collective_kernel`)."""
-    return any(s == workspace.shim for s, _ in workspace.program.facts.tuples("collective_kernel"))
+    return bool(declared_patterns(workspace))
 
 
 def keeping_folds_alone(ask, fold):
     """`ask`, with every proposal that holds a fold (`fold`: a bool per statement) refused.
 
     Under a shim that declares collective kernels the rules allow a candidate that is
-    exactly a pattern (rules/collective.dl); the runtime does not run such a kernel yet
-    (it lowers a fold only as a group of its own), so the planner does not form one."""
+    exactly a pattern (rules/collective.dl). The planner forms those whole, before the
+    greedy passes (kernels.py); a pairwise merge holding a fold (or a kernel) is never made:
+    the runtime runs a fold either alone or as the one collective of a kernel."""
     import numpy as np
 
     def guarded(fusions: list[str], owner, statements) -> list[bool]:
@@ -154,14 +171,31 @@ def plan_graph(g, shim, *, name: str | None = None, places: dict[str, str] | Non
         answers = fits_all(shim, ops, g)
         return [answers[f].ok for f in fusions]
 
-    return _plan(index, ask, [places.get(o, "") for o in index.names], name if name is not None else shim.name(),
-                 stats, across_places, cost, progress)
+    listed = [places.get(o, "") for o in index.names]
+    kernels: list[list[int]] = []
+    patterns = list(shim.collective_kernels()) if hasattr(shim, "collective_kernels") else []
+    if patterns:  # as `plan`: each pattern proposed whole, then every fold kept as it is
+        import numpy as np
+
+        from .kernels import COLLECTIVE, Relations, form
+
+        relations = g.to_facts()
+        relations.update(shim.manifest.to_facts())
+        kernels = form(index, ask, listed, Relations.of_lists(relations), patterns, cost,
+                       cost.view if cost is not None else None)
+        ask = keeping_folds_alone(ask, np.array([p == COLLECTIVE for p in listed], dtype=bool))
+    return _plan(index, ask, listed, name if name is not None else shim.name(), stats, across_places, cost, progress,
+                 kernels)
 
 
-def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_places: bool, cost, progress) -> Plan:
+def _plan(index: PlanIndex, ask, places: list[str], name: str, stats, across_places: bool, cost, progress,
+          kernels: list[list[int]] | None = None) -> Plan:
     import numpy as np
 
+    from .kernels import COLLECTIVE
+
     greedy = Greedy(index, ask, places, across_places=across_places, cost=cost, progress=progress)
+    greedy.preform(kernels or [], COLLECTIVE)
     try:
         groups = greedy.run()
     finally:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import cast
 
 import numpy as np
 
@@ -70,6 +71,7 @@ class Stats:
     merged: int = 0
     refused: int = 0
     costly: int = 0  # allowed by the shim, not made: estimated slower than the parts
+    kernels: int = 0  # collective kernels formed before the passes (planner/kernels.py)
     by_pass: dict[str, int] = field(default_factory=dict)
 
 
@@ -99,6 +101,29 @@ class Greedy:
         self._names = 0
 
     # -- the passes ------------------------------------------------------------------
+
+    def preform(self, groups: list[list[int]], place: str) -> None:
+        """Make each of `groups` (statement positions in program order, disjoint, each known
+        to be acyclic as one group) one group of place `place` before the passes: the
+        collective kernels (planner/kernels.py). Merged in program order, no step can close a
+        cycle that the whole group would not."""
+        if not groups:
+            return
+        if place not in self.place_names:
+            self.place_names.append(place)
+        code = self.place_names.index(place)
+        g = self.groups
+        graph = g.graph()
+        group_of = cast("list[int]", graph.group_of)  # by statement number (GroupGraph.from_groups)
+        for members in groups:
+            at = members[0]
+            for k in members[1:]:
+                new = graph.try_merge(group_of[at], group_of[k])
+                assert new is not None, "a collective kernel checked acyclic closed a cycle"
+                g.first[new] = members[0]
+                g.place[new] = code
+            self.stats.kernels += 1
+        g.read_back(graph)
 
     def run(self) -> GroupArrays:
         if self.progress is not None:

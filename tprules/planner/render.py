@@ -74,6 +74,9 @@ def _detail(g: Group, classes: dict[str, str], folds: dict[str, str]) -> str:
     """The classes of a group's members, or the collective a fold belongs to."""
     if len(g.members) == 1 and g.members[0] in folds:
         return f"[collective: {folds[g.members[0]]}]"
+    held = [folds[o] for o in g.members if o in folds]
+    if g.place == "collective" and len(held) == 1:  # a collective kernel (SPEC §3)
+        return f"[collective kernel: {held[0]}] " + "+".join(classes.get(o, "?") for o in g.members)
     return "+".join(classes.get(o, "?") for o in g.members)
 
 
@@ -97,8 +100,8 @@ def render_dot(plan: Plan, classes: dict[str, str], folds: dict[str, str], flows
         colour = _colour(place)
         if place == "collective":
             for g in groups:
-                label = "\\n".join([g.group] + [f"{o} (fold)" for o in g.members]
-                                    + [folds[o] for o in g.members if o in folds])
+                label = "\\n".join([g.group] + [f"{o} ({'fold' if o in folds else classes.get(o, '?')})"
+                                               for o in g.members] + [folds[o] for o in g.members if o in folds])
                 out.append(f"  {_quote(g.group)} [label={_quote(label)}, shape=octagon, style=\"filled,bold\", "
                            f"fillcolor=white, penwidth=2];")
             continue

@@ -110,7 +110,11 @@ class Prepared:
         self.trace = trace
         self.world = world = world or World(prog.chips)
         phase = phases(trace)
-        groups = ordered_groups(plan, prog)
+        from .collective import expand
+
+        groups, self.spans = expand(ordered_groups(plan, prog), prog)  # a collective kernel as its parts
+        overlapped = {i for at, k in self.spans.items() for i in range(at, at + len(k.parts))} \
+            if world.collectives else set()  # on ranks, run on the host as one kernel (overlap.py)
         self.device = get_device(device, matmul) if isinstance(device, str) else device
         with phase("lower", groups=len(groups)):
             self.kernels = [lower(g, prog) for g in groups]
@@ -120,7 +124,14 @@ class Prepared:
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled: list[Compiled | None] = []
         scatters = reduce_scatters(prog)
-        for k in self.kernels:
+        for i, k in enumerate(self.kernels):
+            if i in overlapped:  # a collective kernel on ranks, run on the host: what it does
+                self.compiled.append(None)
+                if show_kernels and i in self.spans:
+                    from .overlap import shown as overlapped_shown
+
+                    show_kernels(*overlapped_shown(self.spans[i]))
+                continue
             if not runs_here(k, world, scatters):
                 self.compiled.append(None)
                 if show_kernels and is_scatter(k, scatters):  # a collective, not a kernel: what it does
@@ -138,7 +149,7 @@ class Prepared:
             inputs = program_inputs(prog, {t for t in prog.inputs if world.holds(prog.tensors[t].home)})
         with phase("reference"):
             self.expected = world.reference(prog, inputs)
-        self.executor = Executor(prog, self.device, self.kernels, self.compiled, inputs, share, world)
+        self.executor = Executor(prog, self.device, self.kernels, self.compiled, inputs, share, world, self.spans)
 
     def run(self, progress=None):
         """One run of the whole program (an `executor.Execution`)."""

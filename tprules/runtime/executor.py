@@ -47,6 +47,7 @@ from ..codegen.ir import Kernel
 from ..ops import Ops
 from ..program.model import Program
 from .buffers import buffers
+from .collective import CollectiveKernel
 from .devices.base import Compiled, Queue
 from .scatter import Scatter, reduce_scatters
 from .semantics import store
@@ -113,13 +114,16 @@ def kernel_timing(runs) -> dict[str, tuple[int, float]]:
 
 class Executor:
     def __init__(self, prog: Program, device, kernels: list[Kernel], compiled: list[Compiled | None],
-                 inputs: dict[str, np.ndarray], share: bool = True, world: World | None = None):
+                 inputs: dict[str, np.ndarray], share: bool = True, world: World | None = None,
+                 spans: dict[int, CollectiveKernel] | None = None):
         """`kernels` in an order where producers come first, `compiled[i]` kernel i as the
         device runs it (None where no chip of this process runs it); `inputs` those of
         this process's chips and the spine's; `share` False: every chip runs each spine
         kernel, even where they could share it; `world`: one process holding every chip
-        unless given."""
+        unless given; `spans`: where each collective kernel's parts begin in `kernels`
+        (collective.py; on ranks each runs as one overlapped kernel, overlap.py)."""
         self.prog = prog
+        self.spans = spans or {}
         self.device = device
         self.kernels = kernels
         self.compiled = compiled
@@ -146,10 +150,19 @@ class Executor:
             before = Traffic(*world.traffic.astuple())
             run = _Run(prog, world, queues, held, self.share, trace, self.scatters)
             started, cpu = time.perf_counter(), time.process_time()
-            for kernel, compiled in zip(self.kernels, self.compiled):
-                run.launch(kernel, compiled)
+            at = 0
+            while at < len(self.kernels):
+                step = 1
+                kernel = self.spans.get(at)
+                if kernel is not None and world.collectives:  # one overlapped collective kernel on ranks
+                    run.collective_kernel(kernel)
+                    step = len(kernel.parts)
+                else:
+                    run.launch(self.kernels[at], self.compiled[at])
+                at += step
                 if progress is not None:
-                    progress()
+                    for _ in range(step):
+                        progress()
             for q in queues.values():
                 q.synchronize()
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -255,6 +268,15 @@ class _Run:
                     self.ready[(p.tensor, chip)] = mark
             self.kernels[chip] += 1
             self.launches[chip] += compiled.launches
+
+    def collective_kernel(self, kernel: CollectiveKernel) -> None:
+        """A collective kernel on ranks, overlapping its transfer with its compute (overlap.py)."""
+        from .overlap import RUNS, blas_threads
+
+        with blas_threads(self.world):
+            RUNS[kernel.pattern](self, kernel)
+        for chip in self.queues:
+            self.kernels[chip] += 1
 
     # -- a fold alone on ranks: a collective on the world's communicator ----------------------
 

@@ -96,6 +96,10 @@ class FactShim:
 
     # -- facts -------------------------------------------------------------------------
 
+    def collective_kernels(self) -> tuple[str, ...]:
+        """The collective kernels this shim declares it builds (SPEC §2 `collective_kernel`)."""
+        return tuple(p for s, p in self._facts.ordered("collective_kernel") if s == self._name)
+
     def shim_facts(self) -> dict[str, list[tuple]]:
         """This shim's facts and the class registry, as fact tuples."""
         out = {rel: [t for t in self._facts.ordered(rel) if t[0] == self._name] for rel in SHIM_RELATIONS}

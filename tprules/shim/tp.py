@@ -88,6 +88,12 @@ class TensorParallelShim:
             answers.update(self._fits_fused(fused, g))
         return {op.name: answers[op.name] for op in ops}
 
+    def collective_kernels(self) -> tuple[str, ...]:
+        """The collective kernels base declares (none for a base that is not a FactShim): a
+        planner forms them and keeps every fold out of its other merges (planner.plan_graph)."""
+        declared = getattr(self.base, "collective_kernels", None)
+        return tuple(declared()) if declared is not None else ()
+
     def places(self, g: TensorGraph) -> dict[str, str]:
         """Each statement's place by the rules (`chip:K`, `spine`, or `collective` for a fold)."""
         return self.session(g).places()

@@ -108,11 +108,7 @@ def path_program() -> ProgramBuilder:
 def own_shim(b: ProgramBuilder, name: str, patterns: tuple[str, ...], limits: dict[str, int]) -> ProgramBuilder:
     """The program describes its own shim `name`: every registry class fused, these limits,
     these collective kernels."""
-    registry = (HERE.parents[2] / "facts" / "shims" / "registry.facts").read_text().splitlines()
-    b.add_facts("shim", [(name,)])
-    b.add_facts("supports", [(name, line.split("\t")[0], "fused") for line in registry if line])
-    b.add_facts("limit", [(name, k, v) for k, v in limits.items()])
-    b.add_facts("collective_kernel", [(name, p) for p in patterns])
+    b.own_shim(name, patterns, limits)
     return b
 
 

@@ -121,6 +121,14 @@ class FactBase:
             return []
         return self._decode(rel, rows[rows[:, column] == found])
 
+    def matching_any(self, rel: str, column: int, symbols) -> list[tuple]:
+        """The tuples of `rel` whose `column` is any of `symbols`, in file order; only they are decoded."""
+        rows = self.rows(rel)
+        ids = [i for i in (self.symbols.ids.get(s) for s in symbols) if i is not None]  # asking interns nothing
+        if rows is None or not ids:
+            return []
+        return self._decode(rel, rows[np.isin(rows[:, column], np.asarray(ids, dtype=rows.dtype))])
+
     def where(self, rel: str, tup: tuple) -> Pos | None:
         found = self._origins_of(rel).get(tup)
         return Pos(*found) if found is not None else None

@@ -177,6 +177,45 @@ class RankWorld(World):
         self._count(data.nbytes, started)
         return data
 
+    # -- nonblocking, for collective kernels that overlap (runtime/overlap.py) -----------
+
+    def isend(self, array: np.ndarray, to: int) -> "Pending":
+        """Start sending `array` to rank `to`; `wait` ends it."""
+        data = np.ascontiguousarray(array)
+        return Pending(self.comm.Isend(data, dest=to), data, time.perf_counter(), "message")
+
+    def irecv(self, shape, dtype, source: int) -> "Pending":
+        """Start receiving an array from rank `source`; `wait` returns it."""
+        data = np.empty(shape, dtype)
+        return Pending(self.comm.Irecv(data, source=source), data, time.perf_counter(), "message")
+
+    def iallreduce(self, partial: np.ndarray) -> "Pending":
+        """Start the sum over every rank of `partial` (float32); `wait` returns it."""
+        send = np.ascontiguousarray(partial, np.float32)
+        total = np.empty_like(send)
+        return Pending(self.comm.Iallreduce(send, total, op=self.MPI.SUM), total, time.perf_counter(), "allreduce",
+                       send)
+
+    def progress(self, pending: list["Pending"]) -> None:
+        """Let MPI move the transfers started (a Test of each): without a progress thread of
+        its own, an MPI library moves a large message only inside its calls."""
+        for p in pending:
+            if p.finished is None and p.request.Test():
+                p.finished = time.perf_counter()
+
+    def wait(self, pending: "Pending", what: str) -> np.ndarray:
+        """Wait for a started transfer (polled against the deadline, as every wait); its array."""
+        if pending.finished is None:
+            self._wait(pending.request, what)
+            pending.finished = time.perf_counter()
+        if pending.kind == "allreduce":
+            self.traffic.allreduces += 1
+            self.traffic.allreduce_bytes += pending.data.nbytes
+            self.traffic.allreduce_s += pending.done - pending.started
+        else:
+            self._count(pending.data.nbytes, pending.started)
+        return pending.data
+
     def gather(self, obj, what: str):
         """Every rank's `obj` in rank order on rank 0 (None elsewhere)."""
         self.barrier(what)
@@ -210,6 +249,21 @@ class RankWorld(World):
                 raise RankTimeout(f"waited {self.timeout:g} s for {what}; another rank stopped answering")
             time.sleep(pause)
             pause = min(pause * 2 or 2e-6, 1e-3)
+
+
+class Pending:
+    """A started nonblocking transfer: its request, its array (sent, or received into), when it
+    started and when it was seen finished (by a `progress` or the `wait`; None before)."""
+
+    def __init__(self, request, data: np.ndarray, started: float, kind: str, keep: np.ndarray | None = None):
+        self.request, self.data, self.started, self.kind = request, data, started, kind
+        self._keep = keep  # an all-reduce's send buffer, alive until the request ends
+        self.finished: float | None = None
+
+    @property
+    def done(self) -> float:
+        """When it was seen finished (its start, before)."""
+        return self.started if self.finished is None else self.finished
 
 
 def describe_rank(rank: int, chips) -> str:
