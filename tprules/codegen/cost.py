@@ -35,6 +35,7 @@ from .ir import (
     Concat,
     Expr,
     Gather,
+    GroupedMatmulStage,
     Kernel,
     Load,
     MatmulStage,
@@ -211,6 +212,8 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
                 operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes, tiled)
         epilogue = _evaluate([st.value for st in stage.stores], mn, stores, tiled)
         return operands + epilogue + Estimate(2.0 * mn * stage.k * len(stage.matmuls), 0.0, 0.0, 0.0, 0)
+    if isinstance(stage, GroupedMatmulStage):
+        return _grouped(stage, machine, dtypes, stores, tiled)
     if isinstance(stage, RowStage):
         n = prod(stage.shape)
         # the pass that stores evaluates every row op's input once, with the stores
@@ -231,7 +234,22 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
     raise TypeError(f"not a stage: {stage!r}")
 
 
-def _repeats(machine: Machine, stage: MatmulStage | BatchedMatmulStage, side: str) -> int:
+def _grouped(stage: GroupedMatmulStage, machine: Machine, dtypes: dict[str, str], stores: int,
+             tiled: frozenset[str]) -> Estimate:
+    """A grouped matmul reads A once and each expert's matrix once for all its rows: of E
+    experts at most M hold rows, so B's bytes (or its prologue's work) are those of
+    min(E, M) experts; the offsets are read once per expert."""
+    mm = stage.matmul
+    used = min(stage.experts, stage.m) / stage.experts
+    a = _operand(mm.a, _repeats(machine, stage, "a"), machine, dtypes, tiled)
+    b = _operand(mm.b, _repeats(machine, stage, "b"), machine, dtypes, tiled)
+    b = Estimate(b.flops, b.bytes * used, b.ops * used, b.transcendental * used, 0, b.views, b.copied * used)
+    offsets = _evaluate([stage.offsets], stage.experts)
+    epilogue = _evaluate([st.value for st in stage.stores], stage.m * stage.n, stores, tiled)
+    return a + b + offsets + epilogue + Estimate(2.0 * stage.m * stage.n * stage.k, 0.0, 0.0, 0.0, 0)
+
+
+def _repeats(machine: Machine, stage: MatmulStage | BatchedMatmulStage | GroupedMatmulStage, side: str) -> int:
     """How many times each element of a computed operand is computed (see Machine.operands)."""
     if machine.operands == "loops":
         return 1 if side == "a" else stage.m

@@ -63,6 +63,8 @@ class Ops(enum.StrEnum):
     # MoE routing's gather and scatter (issues 21 and 22)
     TAKE_ALONG = "take_along"
     PUT_ALONG = "put_along"
+    # mixture-of-experts in the grouped form: each expert's rows times its weights (issue 36)
+    GROUPED_MATMUL = "grouped_matmul"
 
 
 KINDS = ("matmul", "elementwise", "row", "layout", "window")
