@@ -71,3 +71,49 @@ def test_on_two_mpi_ranks_matches_torch(imported, model_type, tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["ok"] and data["outputs"][0]["expected"]["ok"]
+
+
+# transformers' Mixtral plan with its experts' entries (moe_tp_experts, the packed gate_up
+# colwise, down rowwise), as an older transformers shipped it
+EXPERTS_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
+                "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise",
+                "layers.*.mlp.experts": "moe_tp_experts", "layers.*.mlp.experts.gate_up_proj": "packed_colwise",
+                "layers.*.mlp.experts.down_proj": "rowwise"}
+
+
+@pytest.fixture(scope="module")
+def planned(hf_model, tmp_path_factory):
+    """Mixtral at TP 2 with the experts' plan, in each experts' form (issue 36)."""
+    from tprules.frontends.importer import import_hf
+
+    root = tmp_path_factory.mktemp("mixtral-experts")
+    plan = root / "plan.json"
+    plan.write_text(json.dumps(EXPERTS_PLAN))
+    out = {}
+    for experts in ("grouped_mm", "batched_mm"):
+        out[experts] = root / experts
+        import_hf(hf_model("mixtral"), 2, out[experts], plan=str(plan), experts=experts, **ONE_LAYER)
+    return out
+
+
+def test_the_grouped_experts_are_split_read_once_and_folded_once(planned):
+    folder = planned["grouped_mm"]
+    ops = dict((o, c) for o, c in facts(folder, "op"))
+    assert [c for _, c in facts(folder, "fold")].count("model.layers.0.mlp.experts") == 1
+    grouped = sorted(o for o, c in ops.items() if c == "grouped_matmul")
+    assert len(grouped) == 4 and all("@" in o for o in grouped)  # gate_up and down, one per chip
+    reads = {(o, int(i)): t for o, i, t in facts(folder, "reads")}
+    weights = {reads[o, 1] for o in grouped}
+    # the weights are the checkpoint's, each chip's block (not a gathered or folded copy)
+    assert not any(c == "take_rows" and "experts" in reads[o, 0] for o, c in ops.items())
+    shapes = {(t, int(a)): int(n) for t, a, n in facts(folder, "shape")}
+    assert shapes[("model.layers.0.mlp.experts.gate_up_proj@0", 1)] == 2 * 128 // 2
+    assert all(shapes[(w, 0)] == 4 for w in weights)  # every expert on every chip
+    assert sorted(c for o, c in ops.items() if c == "sort_rank") == ["sort_rank"]  # one sort, on the spine
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm"])
+def test_either_experts_form_matches_torch_fused_on_the_cpu(planned, experts):
+    report = execute(Workspace(planned[experts]), device="cpu")
+    (out,) = report.outputs
+    assert report.ok and out.expected.ok and out.expected.max_rel_err <= 1e-4

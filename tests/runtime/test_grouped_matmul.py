@@ -48,6 +48,16 @@ def experts(b):
     _s(b, "out", "add_scalar", [back], [8, 6], value="0.0")
 
 
+def ranks(b):
+    """The stable sort of the grouped form: ids with ties (and a row with a NaN and an
+    infinity), each element's place, and the sorted ids put there."""
+    ids = b.tensor("ids", [2, 9], spine=True, data=np.array(
+        [[3, 1, 3, 0, 1, 1, 2, 0, 3], [2.5, np.nan, -np.inf, 2.5, 0, np.nan, 7, -1, 0]], np.float32))
+    rank = _s(b, "rank", "sort_rank", [ids], [2, 9], "i64")
+    _s(b, "sorted", "put_along", [b.tensor("zeros", [2, 9], spine=True, data=np.zeros((2, 9), np.float32)), rank,
+                                  ids], [2, 9], axis=1)
+
+
 def _write(tmp_path, build, **kw):
     b = ProgramBuilder(chips=1)
     build(b, **kw)
@@ -129,6 +139,20 @@ def test_the_cost_reads_each_used_expert_s_weights_once(tmp_path):
     assert estimates["grouped"].bytes < 1.5 * weights + (64 * 32 + 64 * 48 + 4) * cost.WORD
     assert estimates["gathered"].bytes > 64 * 32 * 48 * cost.WORD  # every pair's matrix, copied
     assert estimates["grouped"].flops == estimates["gathered"].flops == 2 * 64 * 32 * 48
+
+
+def test_sort_rank_inverts_torch_s_stable_sort():
+    torch = pytest.importorskip("torch")
+    x = np.array([[3, 1, 3, 0, 1, 1, 2, 0, 3], [2.5, np.nan, -np.inf, 2.5, 0, np.nan, 7, -1, 0]], np.float32)
+    rank = ops.CLASSES["sort_rank"].reference({}, x).astype(np.int64)
+    order = torch.sort(torch.tensor(x), stable=True).indices.numpy()
+    assert (np.take_along_axis(rank, order, axis=-1) == np.arange(9)).all()
+
+
+@pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])
+def test_the_rank_kernels_match_the_reference(tmp_path, device, unfused):
+    report = execute(_write(tmp_path, ranks), device=device, baseline=unfused)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
 
 
 def test_the_sharding_rule_splits_the_experts_n_or_k_as_moe_tp_experts_does():

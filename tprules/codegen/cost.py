@@ -224,6 +224,8 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
             passes: float = ops.CLASSES[op.cls].passes
             if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
                 passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
+            elif ops.CLASSES[op.cls].reduction == "count":  # each element counts over the row once
+                passes = op.x.shape[-1]
             reads = _evaluate([op.x], n, 0, tiled)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,

@@ -142,7 +142,7 @@ def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...],
     values = RowValues(stage)
     for n, op in enumerate(stage.rows):
         how = reduction(op.cls)
-        if how == "select":
+        if how in ("select", "count"):
             continue  # no statistics: each stored element selects again (emit.RowValues.select)
         if how in ("average", "moments"):
             values.stats[n] = mean_row(src, values, op, lead, scope)

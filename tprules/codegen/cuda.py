@@ -239,7 +239,7 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
         for n, op in enumerate(stage.rows):
             part = src.fresh("part")
             how = reduction(op.cls)
-            if how == "select":
+            if how in ("select", "count"):
                 continue  # no statistics: each stored element selects again (emit.RowValues.select)
             if how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead, part)

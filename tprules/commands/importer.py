@@ -26,6 +26,9 @@ def add_parser(sub):
                     help="facts only: trace on meta tensors, write no weights and no expected logits")
     hf.add_argument("--every-layer", action="store_true",
                     help="trace every decoder layer instead of each layer kind once (the same facts, slower)")
+    hf.add_argument("--experts", choices=("grouped_mm", "batched_mm"), default="grouped_mm",
+                    help="a mixture of experts' form: grouped_mm (default: sorted by expert, one grouped matmul "
+                         "reading each expert's weights once) or batched_mm (each pair's weights gathered, a bmm)")
     hf.add_argument("--no-verify", action="store_true",
                     help="skip the check before writing: the program's reference on a second input against "
                          "torch's forward (nothing to check under --no-data)")
@@ -55,7 +58,7 @@ def run(args) -> int:
 
     report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
                        plan=args.plan, seed=args.seed, no_data=args.no_data, every_layer=args.every_layer,
-                       progress=Progress(), verify=not args.no_verify)
+                       progress=Progress(), verify=not args.no_verify, experts=args.experts)
     if args.format == "json":
         common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
                           "statements": report.statements, "candidates": report.candidates,
