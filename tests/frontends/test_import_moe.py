@@ -117,3 +117,31 @@ def test_either_experts_form_matches_torch_fused_on_the_cpu(planned, experts):
     report = execute(Workspace(planned[experts]), device="cpu")
     (out,) = report.outputs
     assert report.ok and out.expected.ok and out.expected.max_rel_err <= 1e-4
+
+
+def _experts_weights_read(cli, folder) -> tuple[float, float]:
+    """(the bytes of experts' weights `run --show kernels` says the experts' kernels read,
+    the experts' weights of one chip: E matrices of gate_up and of down)."""
+    import re
+
+    status, _, err = cli("run", folder, "--show", "kernels")
+    assert status == 0
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    read = 0.0
+    for line in err.splitlines():
+        m = re.match(r"# --- group .*\] on chip:0, weights read ([\d.]+) (\w+)$", line)
+        if m and "mlp.experts" in line and "attention" not in line:
+            read += float(m.group(1)) * units[m.group(2)]
+    shapes: dict[str, list[int]] = {}
+    for t, _, n in facts(folder, "shape"):
+        shapes.setdefault(t, []).append(int(n))
+    one_chip = sum(4 * int(np.prod(shapes[f"model.layers.0.mlp.experts.{w}@0"])) for w in ("gate_up_proj", "down_proj"))
+    return read, one_chip
+
+
+def test_show_kernels_says_the_grouped_form_reads_each_expert_once_and_the_batched_form_once_a_pair(cli, planned):
+    grouped, weights = _experts_weights_read(cli, planned["grouped_mm"])
+    batched, _ = _experts_weights_read(cli, planned["batched_mm"])
+    pairs = 4 * 2  # seq 4, top 2: the batched form gathers one matrix a pair
+    assert grouped == pytest.approx(weights, rel=0.02)  # 4 experts, 8 pairs: each expert's weights once
+    assert batched >= 0.98 * pairs / 4 * weights

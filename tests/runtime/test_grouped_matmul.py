@@ -115,6 +115,32 @@ def test_one_blas_call_per_expert_and_the_weights_read_transposed_where_they_lie
     assert report.ok
 
 
+def test_the_trace_says_the_weights_each_form_reads(tmp_path):
+    """A kernel's trace slice counts the experts' weights a grouped matmul reads once, and
+    a gather of them once per (token, expert) pair."""
+    from tprules.runtime.trace import kernel_args
+
+    def gathered(b):
+        x = b.tensor("x", [16, 8], spine=True)
+        ids = b.tensor("ids", [16], "i64", spine=True, data=np.arange(16, dtype=np.int64) % 4)
+        wb = _s(b, "wb", "take_rows", [b.tensor("w", [4, 8, 12], spine=True), ids], [16, 8, 12])
+        _s(b, "h", "bmm", [_s(b, "x3", "reshape", [x], [16, 1, 8]), wb], [16, 1, 12])
+
+    def grouped(b):
+        offs = b.tensor("offs", [4], "i32", spine=True, data=np.array([4, 8, 12, 16], np.int32))
+        _s(b, "h", "grouped_matmul", [b.tensor("x", [16, 8], spine=True), b.tensor("w", [4, 8, 12], spine=True),
+                                      offs], [16, 12])
+
+    read = {}
+    for build in (gathered, grouped):
+        prog = Program.from_workspace(_write(tmp_path / build.__name__, build))
+        kernel = lower(fused_plan(prog, [[s.name for s in prog.statements]]).groups[0], prog)
+        read[build.__name__] = kernel_args(kernel, prog, "cpu")["weights_read_bytes"]
+    x, w, ids, offs = 16 * 8 * 4, 4 * 8 * 12 * 4, 16 * 4, 4 * 4  # every element counted as 4 bytes
+    assert read["grouped"] == x + w + offs
+    assert read["gathered"] == x + 16 * 8 * 12 * 4 + ids  # the pairs' matrices
+
+
 def test_the_cost_reads_each_used_expert_s_weights_once(tmp_path):
     """Against the batched form's gather of weights: a bmm of one row per (token, expert)
     whose B is the experts' matrices taken by id, [S, K, N]."""

@@ -48,6 +48,7 @@ from .ir import (
     RowStage,
     Transpose,
     Window,
+    children,
     params_read,
 )
 from .views import block, view_of
@@ -330,3 +331,52 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0, tiled: frozenset[str]
         walk(v)
     read = sum(min(n, size) for p, size in loads.items() if p not in tiled)
     return Estimate(0.0, float(WORD * (read + n * stores)), float(n * ops), float(n * transcendental), 0)
+
+
+def weight_bytes(kernel: Kernel, inputs: set[str] | frozenset[str]) -> float:
+    """Bytes a run of `kernel` reads from the program's inputs `inputs` (tensors no statement
+    writes: weights and constants), as its matmul cores consume them: a matmul's operand
+    once per element it holds (a gather of an expert's weights per (token, expert) pair: the
+    pairs' matrices, each a copy), a grouped matmul's experts once for the min(E, M) that
+    can hold rows, any other read once per element loaded (at most the tensor's size)."""
+    read = {p.name for p in kernel.params if p.role == "in" and p.tensor in inputs}
+    total = 0.0
+    for stage in [s for st in kernel.stages for s in (st.stages if isinstance(st, AttentionStage) else (st,))]:
+        if isinstance(stage, (MatmulStage, BatchedMatmulStage, GroupedMatmulStage)):
+            used = min(stage.experts, stage.m) / stage.experts if isinstance(stage, GroupedMatmulStage) else 1.0
+            for mm in stage.matmuls:
+                total += _reads(mm.a, prod(mm.a.shape), read) + used * _reads(mm.b, prod(mm.b.shape), read)
+            if isinstance(stage, GroupedMatmulStage):
+                total += _reads(stage.offsets, stage.experts, read)
+            values = [st.value for st in stage.stores]
+            n = stage.m * stage.n * getattr(stage, "batch", 1)
+        elif isinstance(stage, (Pointwise, RowStage)):
+            values = [st.value for st in stage.stores] + [op.x for op in getattr(stage, "rows", ())]
+            n = prod(stage.shape)
+        elif isinstance(stage, AbsMax):
+            values, n = [stage.value], prod(stage.value.shape)
+        else:  # a library's gemm reads buffers the stages before it wrote
+            continue
+        total += sum(_reads(v, n, read) for v in values)
+    return total
+
+
+def _reads(e: Expr, n: int, read: set[str]) -> float:
+    """Bytes of `read` buffers that evaluating `e` at n indices loads: a buffer smaller than
+    the pass once (a broadcast weight), but a gather's table once per element gathered."""
+    found: dict[str, float] = {}
+
+    def walk(x: Expr, gathered: bool) -> None:
+        if isinstance(x, Load):
+            if x.param in read:
+                found[x.param] = max(found.get(x.param, 0.0), float(n if gathered else min(n, prod(x.shape))))
+            return
+        if isinstance(x, Gather):
+            walk(x.table, True)
+            walk(x.ids, gathered)
+            return
+        for c in (x.operands if isinstance(x, (Window, PutAlong)) else children(x)):
+            walk(c, gathered)
+
+    walk(e, False)
+    return WORD * sum(found.values())
