@@ -153,7 +153,7 @@ def counts(ctx, n, x, bins: int) -> str:
     experts = ctx.constant(("bins", bins), "bins", lambda: torch.arange(bins, dtype=torch.float32)[None, :], "f32")
     diff = ctx.part(n, "diff", Ops.SUB, [column, experts], [s, bins], "f32")
     at_least = ctx.part(n, "ge", Ops.GREATER_EQUAL, [diff], [s, bins], "i8", value="0.0")
-    at_most = ctx.part(n, "le", Ops.GREATER_EQUAL, [ctx.part(n, "neg", Ops.NEG, [diff], [s, bins], "f32")], [s, bins],
+    at_most = ctx.part(n, "le", Ops.GREATER_EQUAL, [ctx.part(n, "negated", Ops.NEG, [diff], [s, bins], "f32")], [s, bins],
                        "i8", value="0.0")
     onehot = ctx.part(n, "onehot", Ops.MUL, [at_least, at_most], [s, bins], "f32")
     ones = ctx.constant(("ones", s), "ones", lambda: torch.ones(1, s), "f32")
