@@ -1,4 +1,5 @@
-"""The grouped matmul's kernels (issue 36) compiled for both architectures of the CI set:
+"""The grouped matmul's and the stable sort's rank kernels (issue 36) compiled for both
+architectures of the CI set:
 alone, unfused, as planned (fused with the experts' gather, SwiGLU and the routing weight)
 and split around a library's gemm (benchmarks/ptx_check.py's three jobs)."""
 
@@ -29,6 +30,8 @@ def _experts(folder):
     act = st("act", "mul", [st("sg", "silu", [g], [8, 5]), u], [8, 5])
     y = st("y", "grouped_matmul", [act, b.tensor("down", [3, 5, 6], spine=True), offs], [8, 6])
     st("out", "mul", [y, b.tensor("wt", [8, 1], spine=True)], [8, 6])
+    ids = b.tensor("ids", [1, 8], spine=True, data=np.array([[2, 0, 1, 2, 0, 1, 1, 2]], np.float32))
+    st("rank", "sort_rank", [ids], [1, 8], "i64")  # the grouped form's sort
     return b.write(folder)
 
 
@@ -37,4 +40,4 @@ def test_the_grouped_experts_compile(nvvm, tmp_path, arch):
     folder = _experts(tmp_path / "experts")
     r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "grouped_matmul" in r.stdout and "0 failed" in r.stdout
+    assert "grouped_matmul" in r.stdout and "rank (row)" in r.stdout and "0 failed" in r.stdout
