@@ -127,10 +127,11 @@ def _experts_weights_read(cli, folder) -> tuple[float, float]:
     status, _, err = cli("run", folder, "--show", "kernels")
     assert status == 0
     units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-    read = 0.0
+    read, header = 0.0, ""
     for line in err.splitlines():
-        m = re.match(r"# --- group .*\] on chip:0, weights read ([\d.]+) (\w+)$", line)
-        if m and "mlp.experts" in line and "attention" not in line:
+        header = line if line.startswith("# --- group ") else header
+        m = re.match(r"# weights read: ([\d.]+) (\w+)$", line)
+        if m and header.endswith(" on chip:0") and "mlp.experts" in header and "attention" not in header:
             read += float(m.group(1)) * units[m.group(2)]
     shapes: dict[str, list[int]] = {}
     for t, _, n in facts(folder, "shape"):

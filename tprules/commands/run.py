@@ -178,14 +178,16 @@ def program_inputs(ws) -> frozenset[str]:
 def _kernel_printer(modules: dict[str, str], inputs: frozenset[str] = frozenset()):
     """`--show kernels`: each kernel's group, its members with their module paths (an
     imported model's), the bytes of the program's inputs it reads (weights: a gather of
-    experts' weights per token reads one matrix a pair), and its source."""
+    experts' weights per token reads one matrix a pair; a line of its own), and its source."""
     from ..codegen.cost import weight_bytes
     from ..runtime.report import size
 
     def show(kernel, source: str) -> None:
         members = common.with_modules(kernel.members, modules)
-        weights = f", weights read {size(int(weight_bytes(kernel, inputs)))}" if inputs else ""
-        print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}{weights}", file=sys.stderr)
+        print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
+        weights = weight_bytes(kernel, inputs) if inputs else 0
+        if weights:  # a kernel that reads none of the program's inputs (a fold's sum) says nothing
+            print(f"# weights read: {size(int(weights))}", file=sys.stderr)
         print(source, file=sys.stderr)
 
     return show
