@@ -211,7 +211,10 @@ def main(args) -> int:
     print(f"device {device.describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     rows = []
     for model_type in args.hf:
-        rows += bench_model(model_type, args, device)
+        done = bench_model(model_type, args, device)
+        rows += done
         print(f"  {model_type}: done", flush=True)
+        if len(args.hf) > 1:  # each model's rows as they come (a long run cut short keeps them)
+            print_table(done, args)
     print_table(rows, args)
     return 0 if all(r["ok"] for r in rows) else 1
