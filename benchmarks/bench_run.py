@@ -260,12 +260,19 @@ def main(argv=None) -> int:
     add_layer_options(p)
     p.add_argument("--impls", default="unfused,planner,numpy,torch,compile",
                    help=f"comma-separated, of: {', '.join(IMPLS)}")
-    p.add_argument("--hf", default="", help="comma-separated model types (llama,qwen3,gemma): the Hugging Face "
+    p.add_argument("--hf", default="", help="comma-separated model types (llama,qwen3,gemma; mixtral,qwen3_moe,olmoe,"
+                   "deepseek_v3,qwen2_moe, ...: mixtures of experts): the Hugging Face "
                    "model's own forward (eager, torch.compile) against `tprules run` of its import (hf_layer.py)")
     p.add_argument("--kv-heads", type=int, default=4, help="with --hf: key/value heads")
     p.add_argument("--layers", type=int, default=1, help="with --hf: decoder layers")
     p.add_argument("--vocab", type=int, default=1024, help="with --hf: vocabulary size")
     p.add_argument("--threads", type=int, default=2, help="with --hf: torch's threads")
+    p.add_argument("--batch", type=int, default=1, help="with --hf: batch size (a decode-sized step: --seq 1 --batch 8)")
+    p.add_argument("--experts", type=int, default=4, help="with --hf, a mixture of experts: experts")
+    p.add_argument("--top-k", type=int, default=2, help="with --hf, a mixture of experts: experts per token")
+    p.add_argument("--moe-ffn", type=int, default=1408, help="with --hf, a mixture of experts: an expert's width")
+    p.add_argument("--batched-mm", action="store_true",
+                   help="with --hf, a mixture of experts: also run its import in the batched_mm form")
     args = p.parse_args(argv)
     if args.hf:
         import hf_layer

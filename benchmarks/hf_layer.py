@@ -2,6 +2,8 @@
 
     python benchmarks/bench_run.py --hf llama,qwen3,gemma [--tp 1,2,4] [--repeat 10] [--layers 1]
                                    [--seq 128 --hidden 1024 --ffn 2816 --heads 16 --kv-heads 4]
+    python benchmarks/bench_run.py --hf mixtral,qwen3_moe,olmoe,deepseek_v3,qwen2_moe [--experts 4 --top-k 2
+                                   --moe-ffn 1408] [--seq 1 --batch 8] [--batched-mm]
 
 For each model type: transformers builds the causal LM from a config (its own modeling
 code, eager attention, float32, seeded weights, nothing downloaded) and saves it; then, in
@@ -11,6 +13,12 @@ alike; the fastest run of each counts):
 - compile: the same forward under `torch.compile` (inductor), where it works here;
 - at each TP: `tprules import hf` of the saved folder (the same weights and ids), then its
   plan run (`tprules run`, the planner's plan) and its unfused run (one kernel a statement).
+A mixture of experts (`MOE` below) gets `--experts` experts of width `--moe-ffn`, `--top-k`
+a token; its import takes the experts in transformers' grouped_mm form (tprules' default),
+and with `--batched-mm` in the batched_mm form too (`TP n planner, batched_mm`). torch's
+forward runs transformers' default experts form (grouped_mm). The config's own TP plan is
+imported (transformers' plans for these models split attention; the experts then run
+whole on the spine).
 Every tprules output is checked against the reference and against torch's own logits
 (`expected/logits.npy`, the tolerance of `tprules run`). Not a test: it prints figures.
 """
@@ -29,6 +37,27 @@ EXTRA = {
     "qwen3": {},
     "gemma": {"hidden_activation": "gelu_pytorch_tanh"},
 }
+MOE = ("mixtral", "qwen3_moe", "olmoe", "deepseek_v3", "qwen2_moe", "qwen3_next", "glm4_moe", "phimoe", "granitemoe")
+
+
+def moe_fields(model_type: str, args) -> dict:
+    """The experts' fields of a mixture of experts (each config names them its own way);
+    every layer a MoE layer; a shared expert (DeepSeek-V3's, Qwen2-MoE's) as wide as one expert."""
+    if model_type not in MOE:
+        return {}
+    e, k, w = args.experts, args.top_k, args.moe_ffn
+    fields = {"num_local_experts": e, "num_experts": e, "n_routed_experts": e, "num_experts_per_tok": k,
+              "moe_intermediate_size": w, "first_k_dense_replace": 0, "n_shared_experts": 1, "n_group": 1,
+              "topk_group": 1, "decoder_sparse_step": 1, "mlp_only_layers": [], "shared_expert_intermediate_size": w}
+    if model_type in ("mixtral", "phimoe", "olmoe"):
+        fields["intermediate_size"] = w  # their experts' width is the config's intermediate_size
+    if model_type == "granitemoe":
+        fields["intermediate_size"] = w
+    if model_type == "deepseek_v3":  # multi-head latent attention: rope and nope halves of the head, as many KV heads
+        d = args.hidden // args.heads
+        fields.update(qk_rope_head_dim=d // 2, qk_nope_head_dim=d // 2, v_head_dim=d, kv_lora_rank=4 * d,
+                      q_lora_rank=4 * d, head_dim=d // 2, num_key_value_heads=args.heads)
+    return fields
 
 
 def make_folder(work: Path, model_type: str, args) -> Path:
@@ -39,11 +68,12 @@ def make_folder(work: Path, model_type: str, args) -> Path:
     transformers.utils.logging.disable_progress_bar()
     transformers.logging.set_verbosity_error()
     head_dim = args.hidden // args.heads
+    fields = {"intermediate_size": args.ffn, **EXTRA.get(model_type, {}), **moe_fields(model_type, args)}
     config = CONFIG_MAPPING[model_type](
-        hidden_size=args.hidden, intermediate_size=args.ffn, num_hidden_layers=args.layers,
-        num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, head_dim=head_dim,
+        hidden_size=args.hidden, num_hidden_layers=args.layers,
+        num_attention_heads=args.heads, **{"num_key_value_heads": args.kv_heads, "head_dim": head_dim, **fields},
         vocab_size=args.vocab, max_position_embeddings=max(2 * args.seq, 256), pad_token_id=0, bos_token_id=1,
-        eos_token_id=2, **EXTRA.get(model_type, {}))
+        eos_token_id=2)
     torch.manual_seed(0)
     folder = work / f"{model_type}-model"
     AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32).save_pretrained(folder)
@@ -107,9 +137,10 @@ def bench_model(model_type: str, args, device) -> list[dict]:
         folder = make_folder(work, model_type, args)
         impls: dict[str, object] = {}
         notes = []
+        forms = ["grouped_mm"] + (["batched_mm"] if args.batched_mm and model_type in MOE else [])
         for tp in args.tp:
             out = work / f"{model_type}-tp{tp}"
-            import_hf(folder, tp=tp, out=out, seq=args.seq)
+            import_hf(folder, tp=tp, out=out, seq=args.seq, batch=args.batch)
             if "eager" not in impls:
                 ids = np.load(out / "data" / "input_ids.npy")
                 expected = np.load(out / "expected" / "logits.npy")
@@ -122,6 +153,12 @@ def bench_model(model_type: str, args, device) -> list[dict]:
             for name in ("planner", "unfused"):
                 if name in args.impls:
                     impls[f"TP {tp} {name}"] = Imported(out, name == "planner", device)
+            for form in forms[1:]:  # the other experts' form, for comparison
+                other = work / f"{model_type}-tp{tp}-{form}"
+                import_hf(folder, tp=tp, out=other, seq=args.seq, batch=args.batch, experts=form)
+                for name in ("planner", "unfused"):
+                    if name in args.impls:
+                        impls[f"TP {tp} {name}, {form}"] = Imported(other, name == "planner", device)
         for impl in impls.values():
             impl.run()  # warm up
         best: dict[str, list] = {}
@@ -143,7 +180,9 @@ def bench_model(model_type: str, args, device) -> list[dict]:
 
 
 def print_table(rows: list[dict], args) -> None:
-    print(f"\nseq {args.seq}, hidden {args.hidden}, ffn {args.ffn}, {args.heads} heads, {args.kv_heads} KV heads, "
+    moe = f", MoE: {args.experts} experts of {args.moe_ffn}, top {args.top_k}" if any(m in MOE for m in args.hf) else ""
+    print(f"\nbatch {args.batch}, seq {args.seq}, hidden {args.hidden}, ffn {args.ffn}, {args.heads} heads, "
+          f"{args.kv_heads} KV heads{moe}, "
           f"{args.layers} layer(s), vocab {args.vocab}, float32; fastest of {args.repeat} interleaved rounds")
     print("| model | run | kernels | wall | ÷ torch eager | ÷ unfused | cpu | check |\n|---|---|---:|---:|---:|---:|---:|---|")
     for model in dict.fromkeys(r["model"] for r in rows):
@@ -151,6 +190,8 @@ def print_table(rows: list[dict], args) -> None:
         eager = at["eager"]["wall"]
         for name, r in at.items():
             unfused = at.get(name.replace("planner", "unfused")) if "planner" in name else None
+            if unfused is None and "planner" in name:
+                unfused = at.get(name.replace("planner", "unfused").split(",")[0])
             vs_unfused = f"{r['wall'] / unfused['wall']:.2f}" if unfused else ""
             label = {"eager": "torch eager, `model(ids)`", "compile": "torch.compile"}.get(name, f"`tprules run`, {name}")
             calls = "" if name in ("eager", "compile") else str(r["calls"])
@@ -170,7 +211,10 @@ def main(args) -> int:
     print(f"device {device.describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     rows = []
     for model_type in args.hf:
-        rows += bench_model(model_type, args, device)
+        done = bench_model(model_type, args, device)
+        rows += done
         print(f"  {model_type}: done", flush=True)
+        if len(args.hf) > 1:  # each model's rows as they come (a long run cut short keeps them)
+            print_table(done, args)
     print_table(rows, args)
     return 0 if all(r["ok"] for r in rows) else 1

@@ -71,3 +71,116 @@ def test_on_two_mpi_ranks_matches_torch(imported, model_type, tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["ok"] and data["outputs"][0]["expected"]["ok"]
+
+
+# transformers' Mixtral plan with its experts' entries (moe_tp_experts, the packed gate_up
+# colwise, down rowwise), as an older transformers shipped it
+EXPERTS_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
+                "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise",
+                "layers.*.mlp.experts": "moe_tp_experts", "layers.*.mlp.experts.gate_up_proj": "packed_colwise",
+                "layers.*.mlp.experts.down_proj": "rowwise"}
+
+
+@pytest.fixture(scope="module")
+def planned(hf_model, tmp_path_factory):
+    """Mixtral at TP 2 with the experts' plan, in each experts' form (issue 36)."""
+    from tprules.frontends.importer import import_hf
+
+    root = tmp_path_factory.mktemp("mixtral-experts")
+    plan = root / "plan.json"
+    plan.write_text(json.dumps(EXPERTS_PLAN))
+    out = {}
+    for experts in ("grouped_mm", "batched_mm"):
+        out[experts] = root / experts
+        import_hf(hf_model("mixtral"), 2, out[experts], plan=str(plan), experts=experts, **ONE_LAYER)
+    return out
+
+
+def test_the_grouped_experts_are_split_read_once_and_folded_once(planned):
+    folder = planned["grouped_mm"]
+    ops = dict((o, c) for o, c in facts(folder, "op"))
+    assert [c for _, c in facts(folder, "fold")].count("model.layers.0.mlp.experts") == 1
+    grouped = sorted(o for o, c in ops.items() if c == "grouped_matmul")
+    assert len(grouped) == 4 and all("@" in o for o in grouped)  # gate_up and down, one per chip
+    reads = {(o, int(i)): t for o, i, t in facts(folder, "reads")}
+    weights = {reads[o, 1] for o in grouped}
+    # the weights are the checkpoint's, each chip's block (not a gathered or folded copy)
+    assert not any(c == "take_rows" and "experts" in reads[o, 0] for o, c in ops.items())
+    shapes = {(t, int(a)): int(n) for t, a, n in facts(folder, "shape")}
+    assert shapes[("model.layers.0.mlp.experts.gate_up_proj@0", 1)] == 2 * 128 // 2
+    assert all(shapes[(w, 0)] == 4 for w in weights)  # every expert on every chip
+    assert sorted(c for o, c in ops.items() if c == "sort_rank") == ["sort_rank"]  # one sort, on the spine
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm"])
+def test_either_experts_form_matches_torch_fused_on_the_cpu(planned, experts):
+    report = execute(Workspace(planned[experts]), device="cpu")
+    (out,) = report.outputs
+    assert report.ok and out.expected.ok and out.expected.max_rel_err <= 1e-4
+
+
+def _experts_weights_read(cli, folder) -> tuple[float, float]:
+    """(the bytes of experts' weights `run --show kernels` says the experts' kernels read,
+    the experts' weights of one chip: E matrices of gate_up and of down)."""
+    import re
+
+    status, _, err = cli("run", folder, "--show", "kernels")
+    assert status == 0
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    read, header = 0.0, ""
+    for line in err.splitlines():
+        header = line if line.startswith("# --- group ") else header
+        m = re.match(r"# weights read: ([\d.]+) (\w+)$", line)
+        if m and header.endswith(" on chip:0") and "mlp.experts" in header and "attention" not in header:
+            read += float(m.group(1)) * units[m.group(2)]
+    shapes: dict[str, list[int]] = {}
+    for t, _, n in facts(folder, "shape"):
+        shapes.setdefault(t, []).append(int(n))
+    one_chip = sum(4 * int(np.prod(shapes[f"model.layers.0.mlp.experts.{w}@0"])) for w in ("gate_up_proj", "down_proj"))
+    return read, one_chip
+
+
+def test_show_kernels_says_the_grouped_form_reads_each_expert_once_and_the_batched_form_once_a_pair(cli, planned):
+    grouped, weights = _experts_weights_read(cli, planned["grouped_mm"])
+    batched, _ = _experts_weights_read(cli, planned["batched_mm"])
+    pairs = 4 * 2  # seq 4, top 2: the batched form gathers one matrix a pair
+    assert grouped == pytest.approx(weights, rel=0.02)  # 4 experts, 8 pairs: each expert's weights once
+    assert batched >= 0.98 * pairs / 4 * weights
+
+
+def _counted(folder, baseline: bool) -> tuple[float, float, float]:
+    """(the cost model's seconds for the plan `run` runs, the bytes its kernels move as
+    rendered: every buffer argument once, and each operand a kernel computes into a buffer
+    of its own written and read back, the matmul work) on the CPU: counted, not timed."""
+    import re
+
+    from tprules.codegen import lower
+    from tprules.codegen.cost import CPU, WORD, estimate
+    from tprules.runtime import run_plan
+    from tprules.runtime.devices import get_device
+
+    ws = Workspace(folder)
+    prog = Program.from_workspace(ws)
+    plan = run_plan(ws, prog, get_device("cpu"), baseline=baseline)
+    ran: list = []
+    report = execute(ws, plan, device="cpu", prog=prog, show_kernels=lambda k, source: ran.append((k, source)))
+    assert report.ok
+    moved = flops = 0.0
+    for kernel, source in ran:
+        moved += WORD * sum(int(np.prod(p.buffer_shape)) * (2 if p.role == "scratch" else 1) for p in kernel.params)
+        moved += 2 * WORD * sum(int(n) for n in re.findall(r"opnd\d+ = np\.empty\((\d+), np\.float32\)", source))
+        flops += kernel.work
+    seconds = sum(CPU.seconds(estimate(lower(g, prog), CPU)) for g in plan.groups if g.place != "collective")
+    return seconds, moved, flops
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm"])
+def test_a_plan_the_cost_model_prefers_moves_no_more_than_unfused(planned, experts):
+    """The planner never makes a MoE layer slower than unfused: where its cost model prefers
+    the plan, the kernels that run it move no more bytes and do no more work than one kernel
+    per statement (issue 36: the batched form's plan was 1.6x slower than unfused)."""
+    plan_s, plan_bytes, plan_work = _counted(planned[experts], baseline=False)
+    unfused_s, unfused_bytes, unfused_work = _counted(planned[experts], baseline=True)
+    assert plan_s <= unfused_s  # the plan is the cost model's choice
+    assert plan_bytes <= unfused_bytes and plan_work <= unfused_work * 1.05, (plan_bytes, unfused_bytes, plan_work,
+                                                                              unfused_work)

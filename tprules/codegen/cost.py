@@ -35,6 +35,7 @@ from .ir import (
     Concat,
     Expr,
     Gather,
+    GroupedMatmulStage,
     Kernel,
     Load,
     MatmulStage,
@@ -47,6 +48,7 @@ from .ir import (
     RowStage,
     Transpose,
     Window,
+    children,
     params_read,
 )
 from .views import block, view_of
@@ -211,6 +213,8 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
                 operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes, tiled)
         epilogue = _evaluate([st.value for st in stage.stores], mn, stores, tiled)
         return operands + epilogue + Estimate(2.0 * mn * stage.k * len(stage.matmuls), 0.0, 0.0, 0.0, 0)
+    if isinstance(stage, GroupedMatmulStage):
+        return _grouped(stage, machine, dtypes, stores, tiled)
     if isinstance(stage, RowStage):
         n = prod(stage.shape)
         # the pass that stores evaluates every row op's input once, with the stores
@@ -221,6 +225,8 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
             passes: float = ops.CLASSES[op.cls].passes
             if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
                 passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
+            elif ops.CLASSES[op.cls].reduction == "count":  # each element counts over the row once
+                passes = op.x.shape[-1]
             reads = _evaluate([op.x], n, 0, tiled)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
@@ -231,7 +237,22 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
     raise TypeError(f"not a stage: {stage!r}")
 
 
-def _repeats(machine: Machine, stage: MatmulStage | BatchedMatmulStage, side: str) -> int:
+def _grouped(stage: GroupedMatmulStage, machine: Machine, dtypes: dict[str, str], stores: int,
+             tiled: frozenset[str]) -> Estimate:
+    """A grouped matmul reads A once and each expert's matrix once for all its rows: of E
+    experts at most M hold rows, so B's bytes (or its prologue's work) are those of
+    min(E, M) experts; the offsets are read once per expert."""
+    mm = stage.matmul
+    used = min(stage.experts, stage.m) / stage.experts
+    a = _operand(mm.a, _repeats(machine, stage, "a"), machine, dtypes, tiled)
+    b = _operand(mm.b, _repeats(machine, stage, "b"), machine, dtypes, tiled)
+    b = Estimate(b.flops, b.bytes * used, b.ops * used, b.transcendental * used, 0, b.views, b.copied * used)
+    offsets = _evaluate([stage.offsets], stage.experts)
+    epilogue = _evaluate([st.value for st in stage.stores], stage.m * stage.n, stores, tiled)
+    return a + b + offsets + epilogue + Estimate(2.0 * stage.m * stage.n * stage.k, 0.0, 0.0, 0.0, 0)
+
+
+def _repeats(machine: Machine, stage: MatmulStage | BatchedMatmulStage | GroupedMatmulStage, side: str) -> int:
     """How many times each element of a computed operand is computed (see Machine.operands)."""
     if machine.operands == "loops":
         return 1 if side == "a" else stage.m
@@ -310,3 +331,52 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0, tiled: frozenset[str]
         walk(v)
     read = sum(min(n, size) for p, size in loads.items() if p not in tiled)
     return Estimate(0.0, float(WORD * (read + n * stores)), float(n * ops), float(n * transcendental), 0)
+
+
+def weight_bytes(kernel: Kernel, inputs: set[str] | frozenset[str]) -> float:
+    """Bytes a run of `kernel` reads from the program's inputs `inputs` (tensors no statement
+    writes: weights and constants), as its matmul cores consume them: a matmul's operand
+    once per element it holds (a gather of an expert's weights per (token, expert) pair: the
+    pairs' matrices, each a copy), a grouped matmul's experts once for the min(E, M) that
+    can hold rows, any other read once per element loaded (at most the tensor's size)."""
+    read = {p.name for p in kernel.params if p.role == "in" and p.tensor in inputs}
+    total = 0.0
+    for stage in [s for st in kernel.stages for s in (st.stages if isinstance(st, AttentionStage) else (st,))]:
+        if isinstance(stage, (MatmulStage, BatchedMatmulStage, GroupedMatmulStage)):
+            used = min(stage.experts, stage.m) / stage.experts if isinstance(stage, GroupedMatmulStage) else 1.0
+            for mm in stage.matmuls:
+                total += _reads(mm.a, prod(mm.a.shape), read) + used * _reads(mm.b, prod(mm.b.shape), read)
+            if isinstance(stage, GroupedMatmulStage):
+                total += _reads(stage.offsets, stage.experts, read)
+            values = [st.value for st in stage.stores]
+            n = stage.m * stage.n * getattr(stage, "batch", 1)
+        elif isinstance(stage, (Pointwise, RowStage)):
+            values = [st.value for st in stage.stores] + [op.x for op in getattr(stage, "rows", ())]
+            n = prod(stage.shape)
+        elif isinstance(stage, AbsMax):
+            values, n = [stage.value], prod(stage.value.shape)
+        else:  # a library's gemm reads buffers the stages before it wrote
+            continue
+        total += sum(_reads(v, n, read) for v in values)
+    return total
+
+
+def _reads(e: Expr, n: int, read: set[str]) -> float:
+    """Bytes of `read` buffers that evaluating `e` at n indices loads: a buffer smaller than
+    the pass once (a broadcast weight), but a gather's table once per element gathered."""
+    found: dict[str, float] = {}
+
+    def walk(x: Expr, gathered: bool) -> None:
+        if isinstance(x, Load):
+            if x.param in read:
+                found[x.param] = max(found.get(x.param, 0.0), float(n if gathered else min(n, prod(x.shape))))
+            return
+        if isinstance(x, Gather):
+            walk(x.table, True)
+            walk(x.ids, gathered)
+            return
+        for c in (x.operands if isinstance(x, (Window, PutAlong)) else children(x)):
+            walk(c, gathered)
+
+    walk(e, False)
+    return WORD * sum(found.values())

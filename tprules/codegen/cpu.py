@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import attention, attention_cpu, batched, cpu_gemm
+from . import attention, attention_cpu, batched, cpu_gemm, grouped
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
-from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Kernel, MatmulStage, Pointwise, RowOut, RowStage, children
+from .ir import (
+    AbsMax,
+    AttentionStage,
+    BatchedMatmulStage,
+    GroupedMatmulStage,
+    Kernel,
+    MatmulStage,
+    Pointwise,
+    RowOut,
+    RowStage,
+    children,
+)
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
 
@@ -39,7 +50,8 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     src = Source(kernel.params)
     if not gemm:  # our own loops run attention's chain stage by stage
         kernel = attention.unfold(kernel)
-    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage, AttentionStage)) for s in kernel.stages)
+    gemm = gemm and any(isinstance(s, (MatmulStage, BatchedMatmulStage, GroupedMatmulStage, AttentionStage))
+                       for s in kernel.stages)
     for line in (HEADER.format(kind=kernel.kind) + (GEMM_HEADER if gemm else "")).splitlines():
         src.line(line)
     for line in HELPERS.splitlines():
@@ -57,6 +69,8 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
                 cpu_gemm.matmul(src, stage, kernel, threads if parallel else 1)
             elif gemm and isinstance(stage, BatchedMatmulStage):
                 batched.render_cpu_gemm(src, stage, kernel, parallel)
+            elif gemm and isinstance(stage, GroupedMatmulStage):
+                grouped.render_cpu_gemm(src, stage, kernel, parallel)
             else:
                 RENDER[type(stage)](src, stage, kernel)
         src.line("return")
@@ -128,7 +142,7 @@ def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...],
     values = RowValues(stage)
     for n, op in enumerate(stage.rows):
         how = reduction(op.cls)
-        if how == "select":
+        if how in ("select", "count"):
             continue  # no statistics: each stored element selects again (emit.RowValues.select)
         if how in ("average", "moments"):
             values.stats[n] = mean_row(src, values, op, lead, scope)
@@ -220,4 +234,4 @@ def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str
 
 
 RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
-          BatchedMatmulStage: batched.render_cpu}
+          BatchedMatmulStage: batched.render_cpu, GroupedMatmulStage: grouped.render_cpu}

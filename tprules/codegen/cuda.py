@@ -26,13 +26,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
-from . import attention, attention_cuda, batched, typed
+from . import attention, attention_cuda, batched, grouped, typed
 from .emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
 from .extern import split_matmuls
-from .ir import AbsMax, AttentionStage, BatchedMatmulStage, Gemm, Kernel, MatmulStage, Pointwise, RowStage
+from .ir import (
+    AbsMax,
+    AttentionStage,
+    BatchedMatmulStage,
+    Gemm,
+    GroupedMatmulStage,
+    Kernel,
+    MatmulStage,
+    Pointwise,
+    RowStage,
+)
 from .tiles import tile_products
 
-TILED = (MatmulStage, BatchedMatmulStage, AttentionStage)  # stages of T x T threads with shared tiles
+TILED = (MatmulStage, BatchedMatmulStage, GroupedMatmulStage, AttentionStage)  # stages of T x T threads with shared tiles
 
 MAX_GRID = 65535
 
@@ -141,6 +151,8 @@ def grid(stage, target: Target) -> int:
         work = -(-stage.m // target.tile) * -(-stage.n // target.tile)
     elif isinstance(stage, BatchedMatmulStage):
         work = stage.batch * -(-stage.m // target.tile) * -(-stage.n // target.tile)
+    elif isinstance(stage, GroupedMatmulStage):
+        work = stage.experts * -(-stage.m // target.tile) * -(-stage.n // target.tile)
     elif isinstance(stage, AttentionStage):
         work = stage.stages[0].batch * -(-stage.stages[0].m // target.tile)
     elif isinstance(stage, RowStage):
@@ -227,7 +239,7 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
         for n, op in enumerate(stage.rows):
             part = src.fresh("part")
             how = reduction(op.cls)
-            if how == "select":
+            if how in ("select", "count"):
                 continue  # no statistics: each stored element selects again (emit.RowValues.select)
             if how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead, part)
@@ -296,4 +308,5 @@ def attention_stage(src: Source, stage: AttentionStage, kernel: Kernel, target: 
 
 
 RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row,
-          BatchedMatmulStage: batched.render_cuda, AttentionStage: attention_stage}
+          BatchedMatmulStage: batched.render_cuda, GroupedMatmulStage: grouped.render_cuda,
+          AttentionStage: attention_stage}

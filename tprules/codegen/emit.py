@@ -307,6 +307,8 @@ class RowValues:
         how = reduction(op.cls)
         if how == "select":
             return self.select(op, idx, scope)
+        if how == "count":
+            return self.count(op, idx, scope)
         stats = self.stats[n]
         if how == "average":
             return stats["m"]
@@ -349,6 +351,22 @@ class RowValues:
             src.line(f"{pv} = {bv}")
             src.line(f"{pi} = {bi}")
         return pv if op.cls == Ops.TOPK_VALUES else f"f32({pi})"
+
+    def count(self, op, idx: tuple[str, ...], scope: Scope) -> str:
+        """A stable sort's rank: how many elements of the row sort before element idx[-1]
+        (smaller, or equal and earlier; NaN after every number, NaNs in their order), counted
+        again for each stored element: no state between elements."""
+        src = scope.src
+        n, q = src.fresh("n"), src.fresh("q")
+        x = scope.again(row=self.value).at(op.x, idx)
+        src.line(f"{n} = 0")
+        with src.block(f"for {q} in range({op.x.shape[-1]}):"):
+            y = scope.again(row=self.value).at(op.x, idx[:-1] + (q,))
+            before = (f"({y} < {x} or ({x} != {x} and {y} == {y}) or ({q} < {idx[-1]} and "
+                      f"({y} == {x} or ({x} != {x} and {y} != {y}))))")
+            with src.block(f"if {before}:"):
+                src.line(f"{n} += 1")
+        return f"f32({n})"
 
 
 def origin(kernel, marks: dict[int, object], line: int | None) -> str | None:

@@ -301,6 +301,25 @@ class BatchedMatmulStage:
 
 
 @dataclass(frozen=True)
+class GroupedMatmulStage:
+    """A `grouped_matmul` [M, K] x [E, K, N] (codegen/grouped.py): expert e's rows of A,
+    offsets[e − 1] .. offsets[e], times B[e]; `offsets` is read as integers. The stores (at
+    [M, N]) are the epilogue, as in a matmul stage."""
+
+    m: int
+    n: int
+    k: int
+    experts: int
+    matmul: Matmul
+    offsets: Expr
+    stores: tuple[Store, ...]
+
+    @property
+    def matmuls(self) -> tuple[Matmul, ...]:
+        return (self.matmul,)
+
+
+@dataclass(frozen=True)
 class AttentionStage:
     """Attention's chain (codegen/attention.py): a bmm stage, the row and pointwise stages
     over its result, and the bmm stage that reads them, run per batch index and tile of rows
@@ -310,7 +329,7 @@ class AttentionStage:
     local: tuple[str, ...]
 
 
-Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage, AttentionStage]
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage, GroupedMatmulStage, AttentionStage]
 
 
 # -- the kernel --------------------------------------------------------------------------
@@ -349,7 +368,8 @@ class Kernel:
     def kind(self) -> str:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
         names = {Pointwise: "pointwise", MatmulStage: Ops.MATMUL.value, RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
-                 BatchedMatmulStage: Ops.BMM.value, AttentionStage: "attention"}
+                 BatchedMatmulStage: Ops.BMM.value, GroupedMatmulStage: Ops.GROUPED_MATMUL.value,
+                 AttentionStage: "attention"}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:
@@ -366,6 +386,8 @@ class Kernel:
                 total += s.m * s.n * s.k
             elif isinstance(s, BatchedMatmulStage):
                 total += s.batch * s.m * s.n * s.k * len(s.matmuls)
+            elif isinstance(s, GroupedMatmulStage):
+                total += s.m * s.n * s.k
             elif isinstance(s, (Pointwise, RowStage)):
                 total += prod(s.shape) * (1 + len(getattr(s, "rows", ())) * 2)
             else:

@@ -11,13 +11,14 @@ from typing import cast
 
 from .. import ops
 from ..ops import Ops
-from ..program.model import BMM, LAYOUT, MATMUL, ROW, WINDOW, Program, Statement
+from ..program.model import BMM, GROUPED, LAYOUT, MATMUL, ROW, WINDOW, Program, Statement
 from . import attention, layout, window
 from .ir import (
     AbsMax,
     Acc,
     BatchedMatmulStage,
     Expr,
+    GroupedMatmulStage,
     Kernel,
     Load,
     Matmul,
@@ -82,10 +83,10 @@ class Lowering:
             return Load(self.tensor_param(t), info.shape)
         s = self.produced[t]
         plan = self.sched.stages[stage]
-        if s.cls in (MATMUL, BMM, *ROW):
+        if s.cls in (MATMUL, BMM, GROUPED, *ROW):
             if self.sched.bound.get(t) != stage:
                 raise AssertionError(f"{s.name} read in stage {stage} but computed in {self.sched.bound.get(t)}")
-            node = Acc if s.cls in (MATMUL, BMM) else RowOut
+            node = Acc if s.cls in (MATMUL, BMM, GROUPED) else RowOut
             return node(plan.anchors.index(s.name), info.shape, info.dtype)
         reads = operands(s, self.produced, self.fused)
         if s.cls in LAYOUT:
@@ -116,7 +117,7 @@ class Lowering:
     def stage(self, i: int):
         plan = self.sched.stages[i]
         # anchors first: their operands are what the pass reads
-        if plan.kind in (MATMUL, BMM):
+        if plan.kind in (MATMUL, BMM, GROUPED):
             mms = []
             for o in plan.anchors:
                 s = self.prog.statement(o)
@@ -137,6 +138,10 @@ class Lowering:
         if plan.kind == BMM:
             batch, m, n, k = plan.dims
             return BatchedMatmulStage(batch, m, n, k, tuple(mms), stores)
+        if plan.kind == GROUPED:
+            m, n, k, experts = plan.dims
+            s = self.prog.statement(plan.anchors[0])
+            return GroupedMatmulStage(m, n, k, experts, mms[0], self.operand(s, 2, s.reads[2], i), stores)
         if plan.kind == "row":
             return RowStage(plan.domain, tuple(rows), stores)
         return Pointwise(plan.domain, stores)

@@ -24,18 +24,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ops import Ops
-from ..program.model import BMM, INDEXED, MATMUL, ROW, Program, Statement
+from ..program.model import BMM, GROUPED, INDEXED, MATMUL, ROW, Program, Statement
 
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
 
 
 @dataclass
 class StagePlan:
-    kind: str  # pointwise | matmul | bmm | row
+    kind: str  # pointwise | matmul | bmm | grouped_matmul | row
     domain: tuple[int, ...]
     anchors: list[str] = field(default_factory=list)  # statements, in order
     stores: list[str] = field(default_factory=list)  # tensors, in order
-    dims: tuple[int, ...] = ()  # (M, N, K) of a matmul stage, (B, M, N, K) of a bmm stage
+    # (M, N, K) of a matmul stage, (B, M, N, K) of a bmm stage, (M, N, K, E) of a grouped one
+    dims: tuple[int, ...] = ()
 
 
 @dataclass
@@ -103,6 +104,12 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
                 stages[cur].anchors.append(s.name)
             else:
                 stages.append(StagePlan(BMM.value, shape(t), [s.name], dims=dims))
+            bound[t] = len(stages) - 1
+        elif s.cls == GROUPED:  # one per stage: its groups are data (codegen/grouped.py)
+            for u in reads:
+                ready(u)  # a value bound to an earlier stage is stored for this one
+            m, k = shape(reads[0])
+            stages.append(StagePlan(GROUPED.value, shape(t), [s.name], dims=(m, shape(t)[1], k, shape(reads[1])[0])))
             bound[t] = len(stages) - 1
         elif s.cls in ROW:
             x_inline = inline(reads[0], t, quant[0])

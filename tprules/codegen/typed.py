@@ -242,6 +242,10 @@ class _Checker:
             return F32
         if fn == "abs":
             return args[0]
+        if fn in ("min", "max"):  # of integers (a grouped matmul's row bounds)
+            if len(args) != 2 or any(a != INT for a in args):
+                self.fail(node, f"{fn} of {args} (written for integers)")
+            return INT
         if fn.startswith("math."):  # float32 in, float32 out (float64 in, float64 out)
             if any(a not in (F32, F64) for a in args):
                 self.fail(node, f"{fn} of {args}")

@@ -29,6 +29,9 @@ def add_parser(sub):
                     help="facts only: trace on meta tensors, write no weights and no expected logits")
     hf.add_argument("--every-layer", action="store_true",
                     help="trace every decoder layer instead of each layer kind once (the same facts, slower)")
+    hf.add_argument("--experts", choices=("grouped_mm", "batched_mm"), default="grouped_mm",
+                    help="a mixture of experts' form: grouped_mm (default: sorted by expert, one grouped matmul "
+                         "reading each expert's weights once) or batched_mm (each pair's weights gathered, a bmm)")
     hf.add_argument("--no-verify", action="store_true",
                     help="skip the check before writing: the program's reference on a second input against "
                          "torch's forward (nothing to check under --no-data)")
@@ -66,7 +69,7 @@ def run(args) -> int:
     args.seq = 8 if args.seq is None else args.seq
     report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
                        plan=args.plan, seed=args.seed, no_data=args.no_data, every_layer=args.every_layer,
-                       progress=Progress(), verify=not args.no_verify, ep=args.ep)
+                       progress=Progress(), verify=not args.no_verify, ep=args.ep, experts=args.experts)
     if args.format == "json":
         common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
                           "ep": report.ep,

@@ -58,7 +58,7 @@ def run(args) -> int:
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
                          matmul=args.matmul,
-                         show_kernels=_kernel_printer(module_paths(ws.program.facts))
+                         show_kernels=_kernel_printer(module_paths(ws.program.facts), program_inputs(ws))
                          if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text
 
@@ -168,12 +168,26 @@ def run_mpi(args) -> int:
     return run_rank(options, emit)
 
 
-def _kernel_printer(modules: dict[str, str]):
+def program_inputs(ws) -> frozenset[str]:
+    """The tensors no statement writes (weights, constants, ids): what `--show kernels`
+    counts as weights read."""
+    facts = ws.program.facts
+    return frozenset(t for t, *_ in facts.tuples("tensor")) - {t for _, t in facts.tuples("writes")}
+
+
+def _kernel_printer(modules: dict[str, str], inputs: frozenset[str] = frozenset()):
     """`--show kernels`: each kernel's group, its members with their module paths (an
-    imported model's), and its source."""
+    imported model's), the bytes of the program's inputs it reads (weights: a gather of
+    experts' weights per token reads one matrix a pair; a line of its own), and its source."""
+    from ..codegen.cost import weight_bytes
+    from ..runtime.report import size
+
     def show(kernel, source: str) -> None:
         members = common.with_modules(kernel.members, modules)
         print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
+        weights = weight_bytes(kernel, inputs) if inputs else 0
+        if weights:  # a kernel that reads none of the program's inputs (a fold's sum) says nothing
+            print(f"# weights read: {size(int(weights))}", file=sys.stderr)
         print(source, file=sys.stderr)
 
     return show

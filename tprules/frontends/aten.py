@@ -13,14 +13,15 @@ module path, and what is missing.
 lower.py walks the traced graph in order and calls the table for every node that depends
 on `input_ids` (the table's functions call back its `emit`, `alias`, `value`, ...). The
 ops of real models beyond the first table are aten_more.py's, the indexed ops (gather,
-scatter) aten_indexed.py's and complex rotary aten_complex.py's, all merged into this one.
+scatter) aten_indexed.py's, the grouped experts' (sort, offsets, grouped matmul)
+aten_grouped.py's and complex rotary aten_complex.py's, all merged into this one.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from . import aten_complex, aten_indexed, aten_more, aten_positions
+from . import aten_complex, aten_grouped, aten_indexed, aten_more, aten_positions
 from .aten_table import Lowerings, OpTable, arg, over_axes
 
 
@@ -180,6 +181,8 @@ def _fill(table: OpTable, aten) -> None:
             ctx.unsupported(n, "an index other than one tensor of ids on axis 0 (the class take_rows)")
         if ctx.dtype(indices[0]) not in ("i64", "i32"):
             ctx.unsupported(n, f"an index of dtype {ctx.dtype(indices[0])} (a mask; take_rows takes integer ids)")
+        if aten_grouped.repeated_rows(ctx, n, x, indices[0]):  # x[ids // k]: the grouped experts' tokens
+            return
         ctx.emit(n, "take_rows", [x, indices[0]])
 
     @lowering(operator.getitem)
@@ -195,6 +198,8 @@ def _fill(table: OpTable, aten) -> None:
                 sizes = [min(sizes, ctx.shape(x)[axis] - start) for start in range(0, ctx.shape(x)[axis], sizes)]
             start = sum(sizes[:index])
             return ctx.emit(n, "slice", [x], axis=axis, start=start, end=start + sizes[index], step=1)
+        if source.target in (aten.sort.default, aten.sort.stable):
+            return aten_grouped.sorted_item(ctx, n, source, index)
         if source.target == aten.max.dim:  # item 0 the maximum, item 1 its index (an argmax)
             return over_axes(ctx, n, source.args[0], [arg(source, 1, "dim")], False, ("amax", "argmax")[index])
         if source.target == aten.native_layer_norm.default and index == 0:
@@ -258,6 +263,7 @@ def _fill(table: OpTable, aten) -> None:
         ctx.emit(n, "cat", xs, axis=axis)
 
     aten_more.register(table, aten)
+    aten_grouped.register(table, aten)
     OPS.update(aten_indexed.table(aten))
     OPS.update(aten_positions.table(aten))
     aten_complex.register(table, aten)  # (wraps the real mul above)

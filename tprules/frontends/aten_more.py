@@ -229,8 +229,12 @@ def register(table: OpTable, aten) -> None:
         x = n.args[0]
         shape = ctx.shape(x)
         axis = n.args[1] % len(shape)
-        if ctx.dtype(n) not in ("f32", "f16", "bf16"):
-            ctx.unsupported(n, f"a running sum of {ctx.dtype(n)} values (imported: floats, as a matmul)")
+        if ctx.dtype(n) not in ("f32", "f16", "bf16", "i32", "i64"):
+            ctx.unsupported(n, f"a running sum of {ctx.dtype(n)} values (imported: floats and integers, as a matmul)")
+        if ctx.dtype(n) in ("i32", "i64") and ctx.dtype(x) != ctx.dtype(n):
+            # torch converts x to the result's dtype first (a grouped form's counts to int32 offsets);
+            # the matmul's float32 sums of integers are exact below 2**24
+            x = ctx.part(n, "whole", "cast", [x], shape, ctx.dtype(n))
         length = shape[axis]
         order = [a for a in range(len(shape)) if a != axis] + [axis]
         v = x

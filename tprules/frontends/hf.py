@@ -224,14 +224,21 @@ def check_plan_paths(source: Source, model) -> None:
 # -- the model ---------------------------------------------------------------------------
 
 
-def build_model(source: Source, seed: int, no_data: bool):
-    """The causal LM in float32, eager attention (the plain math: matmuls and a softmax)."""
+EXPERTS = ("grouped_mm", "batched_mm")  # transformers' static-shape experts forms, the default first
+
+
+def build_model(source: Source, seed: int, no_data: bool, experts: str = EXPERTS[0]):
+    """The causal LM in float32, eager attention (the plain math: matmuls and a softmax), its
+    experts in a static-shape form: `grouped_mm` (the pairs of token and chosen expert sorted
+    by expert, one grouped matmul per projection reading each expert's weights once) or
+    `batched_mm` (tokens repeated per chosen expert, each pair's weights gathered by id, a bmm)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    # eager attention (the plain math) and the static-shape experts of a mixture of experts:
-    # tokens repeated per chosen expert, each pair's weights gathered by expert id, a bmm
-    options = {"attn_implementation": "eager", "dtype": torch.float32, "experts_implementation": "batched_mm"}
+    # transformers' own default is grouped_mm where the model's experts have that form (it
+    # refuses the name for a model without experts): asked for by name only for batched_mm
+    options = {"attn_implementation": "eager", "dtype": torch.float32,
+               "experts_implementation": None if experts == EXPERTS[0] else experts}
     torch.manual_seed(seed)
     try:
         if no_data:

@@ -48,13 +48,16 @@ class ImportReport:
 
 def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | None = None, plan=None,
               seed: int = 0, no_data: bool = False, every_layer: bool = False, progress=None,
-              verify: bool = True, ep: bool = False) -> ImportReport:
+              verify: bool = True, ep: bool = False, experts: str = "grouped_mm") -> ImportReport:
     """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips
-    (`ep`: under the config's expert-parallel plan in place of its tensor-parallel one).
+    (`ep`: under the config's expert-parallel plan in place of its tensor-parallel one;
+    `experts`: transformers' experts form traced, `grouped_mm` or `batched_mm`).
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
     (stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
-    data, `verify` first checks the program against torch on a second input (verify.py)."""
+    data, `verify` first checks the program against torch on a second input (verify.py).
+    `experts`: the form of a mixture of experts, transformers' `grouped_mm` or `batched_mm`
+    (hf.EXPERTS)."""
     from .startup import load_extra
 
     clock = _Clock()
@@ -78,7 +81,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
             check_heads(src, heads, tp)
         check_experts(src, tp if ep else None)
         _quiet_transformers()
-        model = build_model(src, seed, no_data)
+        model = build_model(src, seed, no_data, experts)
         apply_plan(src, model)
         clock.tick("model")
         kinds = None if every_layer else layer_kinds(model)

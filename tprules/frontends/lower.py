@@ -121,6 +121,14 @@ class Lowerer:
         op = str(n.target) if hasattr(n.target, "_schema") else getattr(n.target, "__name__", str(n.target))
         raise ImportFailed(f"{self.arch}: {op} at {_module(n) or self.module or '(top)'}: {what}")
 
+    def is_dynamic(self, x) -> bool:
+        """Whether x's value depends on input_ids."""
+        return x in self.c.dynamic
+
+    def is_weight(self, x) -> bool:
+        """Whether constant x is a weight of the model as it lies (through identity ops)."""
+        return not self.is_dynamic(x) and isinstance(self.c.resolve(x), Weight)
+
     def transposed(self, x) -> str | None:
         """The weight a matmul operand is the transpose of, if it is one."""
         if x in self.c.dynamic:

@@ -114,6 +114,25 @@ def bmm(attrs, ins, shapes, out, tp, **_) -> Placement:
     raise NotShardable(f"operands placed {a} and {b} (heads split differently; needs a redistribution)")
 
 
+def grouped_matmul(attrs, ins, shapes, out, tp, **_) -> Placement:
+    """A[M, K] by the experts' B[E, K, N] at replicated offsets (moe_tp_experts in the grouped
+    form): B split on N (the experts' gate_up colwise) gives a result split on N; A and B
+    split alike on K (down_proj rowwise) partial sums. The rows and the experts stay whole:
+    which rows are whose is data (the offsets)."""
+    a, b, offsets = ins
+    if not isinstance(offsets, Replicate):
+        raise NotShardable(f"offsets placed {offsets} (a grouped matmul reads them whole)")
+    if isinstance(a, Replicate) and isinstance(b, Replicate):
+        return REPLICATE
+    if isinstance(a, Replicate) and isinstance(b, Shard) and set(b.axes()) == {2}:
+        return Shard((b.at(2).moved(1),))
+    if isinstance(a, Shard) and isinstance(b, Shard) and set(a.axes()) == {1} and set(b.axes()) == {1} \
+            and a.at(1).moved(0) == b.at(1).moved(0) and a.replication(tp) == 1:
+        return PARTIAL
+    raise NotShardable(f"operands placed {a} and {b} (a grouped matmul splits the experts' N, or A's and B's K "
+                       "alike; its rows and experts stay whole)")
+
+
 def reshape(attrs, ins, shapes, out, tp, **_) -> Placement:
     """The same elements in another shape. In each group of axes whose sizes multiply to the
     same number, a split factor keeps its place in the flattened group: it lands in the
@@ -314,14 +333,17 @@ def conv1d(attrs, ins, shapes, out, tp, **_) -> Placement:
                        "where it is depthwise)")
 
 
-RULES = {Ops.MATMUL: matmul, Ops.CONV1D: conv1d, Ops.BMM: bmm, Ops.RESHAPE: reshape, Ops.PERMUTE: permute, Ops.EXPAND: expand,
+RULES = {Ops.MATMUL: matmul, Ops.CONV1D: conv1d, Ops.BMM: bmm, Ops.GROUPED_MATMUL: grouped_matmul, Ops.RESHAPE: reshape,
+         Ops.PERMUTE: permute, Ops.EXPAND: expand,
          Ops.SLICE: slice_, Ops.CAT: cat, Ops.EMBEDDING: embedding, Ops.TAKE_ROWS: take_rows,
          Ops.TAKE_ALONG: along, Ops.PUT_ALONG: along, **{c: row for c in ops.ROW}}
 # Linear in a partial operand (the others replicated): a sum of partials, so taken through
 # where a style keeps the partial to its module's boundary (moe_tp_experts' one all-reduce).
 LINEAR: dict[str, str] = {
     Ops.MUL: "one", Ops.DIV: "first", Ops.SCALE: "one", Ops.CAST: "one", Ops.SLICE: "one", Ops.RESHAPE: "one",
-    Ops.PERMUTE: "one", Ops.EXPAND: "one", Ops.ADD: "all", Ops.SUB: "all", Ops.SUM: "all", Ops.NEG: "one"}
+    Ops.PERMUTE: "one", Ops.EXPAND: "one", Ops.ADD: "all", Ops.SUB: "all", Ops.SUM: "all", Ops.NEG: "one",
+    # the grouped form's rows put back in token order: rows of a sum are the sum of the rows
+    Ops.TAKE_ROWS: "first"}
 
 
 def partial_through(cls: str, ins) -> bool:

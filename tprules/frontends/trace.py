@@ -27,7 +27,8 @@ def _key(model, batch: int, seq: int) -> tuple:
     config = model.config.to_dict()
     config.pop("_name_or_path", None)
     device = next(iter(model.parameters())).device.type
-    return json.dumps(config, sort_keys=True, default=str), batch, seq, device
+    experts = getattr(model.config, "_experts_implementation", None)  # not in to_dict: the experts' form
+    return json.dumps(config, sort_keys=True, default=str), batch, seq, device, experts
 
 
 def trace(model, batch: int, seq: int, arch: str):

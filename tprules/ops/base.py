@@ -63,13 +63,18 @@ class Ops(enum.StrEnum):
     # MoE routing's gather and scatter (issues 21 and 22)
     TAKE_ALONG = "take_along"
     PUT_ALONG = "put_along"
+    # mixture-of-experts in the grouped form: each expert's rows times its weights (issue 36)
+    GROUPED_MATMUL = "grouped_matmul"
+    # the sort of the grouped form: each element's place in its row sorted stably (issue 36)
+    SORT_RANK = "sort_rank"
 
 
 KINDS = ("matmul", "elementwise", "row", "layout", "window")
 # How a row class reduces its row: sum of squares; max, then sum of exp; sum; sum, then
 # sum of squared deviations; no statistics, each stored element selecting again over the
-# row (top-k: the t-th largest found by t + 1 selection passes); max.
-REDUCTIONS = ("rms", "max_exp", "average", "moments", "select", "max")
+# row (top-k: the t-th largest found by t + 1 selection passes); max; no statistics, each
+# stored element counting over the row (a stable sort's rank: the elements that go before it).
+REDUCTIONS = ("rms", "max_exp", "average", "moments", "select", "max", "count")
 N_ARY = 0  # the registry's arity of a class that reads any number of operands
 
 
@@ -94,7 +99,7 @@ class OpClass:
     reference: Callable
     shape: Callable
     formula: Callable | None = None
-    reduction: str | None = None  # row classes: rms | max_exp | average | moments | select | max
+    reduction: str | None = None  # row classes: rms | max_exp | average | moments | select | max | count
     passes: int = 0  # row classes: reduction passes over the row before the one that stores
     eps: str | None = None  # the default eps of a normalisation
     number_attrs: tuple[str, ...] = ()  # attributes read as numbers (a missing or bad one is ill-formed)

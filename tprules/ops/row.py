@@ -90,6 +90,15 @@ def _topk_order(attrs, x):
     return np.argsort(-x, axis=-1, kind="stable")[..., :int(attrs["k"])]
 
 
+def _sort_rank(attrs, x):
+    """Where each element goes when its row is sorted ascending, stably (NaN last): the
+    inverse of the stable argsort."""
+    order = np.argsort(x, axis=-1, kind="stable")
+    rank = np.empty(order.shape, np.int64)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(x.shape[-1]), order.shape), axis=-1)
+    return rank.astype(F32)
+
+
 CLASSES = (
     OpClass(Ops.RMSNORM, "row", 2, "0: x[..,H], 1: w[H]",
             "x / sqrt(mean(x², last axis) + eps) * w, attr `eps` (default 1e-6)", _rmsnorm, _rmsnorm_shape,
@@ -113,4 +122,8 @@ CLASSES = (
     OpClass(Ops.AMAX, "row", 1, "0: x[.., H]", "the maximum over the last axis, kept as an axis of size 1: [.., 1]; "
             "NaN where the row holds one", _amax,
             _amax_shape, reduction="max", passes=1),
+    OpClass(Ops.SORT_RANK, "row", 1, "0: x[.., H]",
+            "the place each element takes in its row sorted ascending, equal elements in their order and NaN "
+            "last (the inverse of torch.sort(stable=True)'s indices): [.., H] (integers)", _sort_rank,
+            lambda attrs, shapes, out: _last_axis(attrs, shapes, out, Ops.SORT_RANK), reduction="count"),
 )

@@ -44,7 +44,7 @@ from .shapes import DTYPES, QUANT_FORMATS, check_shapes, shape_problem, statemen
 from .view import I64, PROVENANCE, Signatures, Spans, _Position, _Readers, _Tensors, first_reads, row_ids, sequence_ids
 
 # the kinds, as codegen asks for them (tprules/ops)
-MATMUL, BMM = Ops.MATMUL, Ops.BMM
+MATMUL, BMM, GROUPED = Ops.MATMUL, Ops.BMM, Ops.GROUPED_MATMUL
 ROW = ops.ROW
 ANCHORS = ops.MATMULS | ops.ROW  # classes whose output element needs more than one input element
 POINTWISE = ops.ELEMENTWISE  # one output element from the same element of each operand
@@ -406,5 +406,5 @@ class _Where(Mapping):
         return len(self.prog.names)
 
 
-__all__ = ["ANCHORS", "BMM", "DTYPES", "INDEXED", "LAYOUT", "MATMUL", "POINTWISE", "QUANT_FORMATS", "ROW", "WINDOW",
+__all__ = ["ANCHORS", "BMM", "DTYPES", "GROUPED", "INDEXED", "LAYOUT", "MATMUL", "POINTWISE", "QUANT_FORMATS", "ROW", "WINDOW",
            "Program", "Statement", "Tensor", "shape_problem", "statement_shape"]

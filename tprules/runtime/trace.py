@@ -118,13 +118,15 @@ def phases(trace: Trace | None):
 
 
 def kernel_args(kernel, prog, machine) -> dict:
-    """What a kernel slice says: group, members, their classes, place, estimated seconds."""
-    from ..codegen.cost import MACHINES, estimate
+    """What a kernel slice says: group, members, their classes, place, estimated seconds, and
+    the bytes it reads of the program's inputs (weights: codegen/cost.py's weight_bytes)."""
+    from ..codegen.cost import MACHINES, estimate, weight_bytes
 
     classes = [prog.statement(m).cls for m in kernel.members]
     machine = MACHINES.get(machine, MACHINES["cpu"]) if isinstance(machine, str) else machine
     out = {"group": kernel.group, "members": list(kernel.members), "classes": classes, "place": kernel.place,
-           "kind": kernel.kind, "estimated_us": round(machine.seconds(estimate(kernel, machine)) * 1e6, 3)}
+           "kind": kernel.kind, "estimated_us": round(machine.seconds(estimate(kernel, machine)) * 1e6, 3),
+           "weights_read_bytes": int(weight_bytes(kernel, frozenset(prog.inputs)))}
     return {**out, **member_modules(prog, kernel.members)}
 
 

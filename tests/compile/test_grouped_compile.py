@@ -1,0 +1,43 @@
+"""The grouped matmul's and the stable sort's rank kernels (issue 36) compiled for both
+architectures of the CI set:
+alone, unfused, as planned (fused with the experts' gather, SwiGLU and the routing weight)
+and split around a library's gemm (benchmarks/ptx_check.py's three jobs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tprules.program.builder import ProgramBuilder
+
+from .conftest import ARCHES, python
+
+
+def _experts(folder):
+    b = ProgramBuilder(chips=1)
+
+    def st(name, cls, reads, shape, dtype="f32", **attrs):
+        return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+
+    x = b.tensor("x", [4, 6], spine=True)
+    tok = b.tensor("tok", [8], "i64", spine=True, data=np.array([0, 1, 0, 3, 1, 2, 3, 2], np.int64))
+    offs = b.tensor("offs", [3], "i32", spine=True, data=np.array([3, 5, 8], np.int32))
+    rows = st("rows", "take_rows", [x, tok], [8, 6])
+    gu = st("gu_t", "permute", [b.tensor("gate_up", [3, 10, 6], spine=True)], [3, 6, 10], dims="0,2,1")
+    h = st("h", "grouped_matmul", [rows, gu, offs], [8, 10])
+    g = st("g", "slice", [h], [8, 5], axis=1, start=0, end=5, step=1)
+    u = st("u", "slice", [h], [8, 5], axis=1, start=5, end=10, step=1)
+    act = st("act", "mul", [st("sg", "silu", [g], [8, 5]), u], [8, 5])
+    y = st("y", "grouped_matmul", [act, b.tensor("down", [3, 5, 6], spine=True), offs], [8, 6])
+    st("out", "mul", [y, b.tensor("wt", [8, 1], spine=True)], [8, 6])
+    ids = b.tensor("ids", [1, 8], spine=True, data=np.array([[2, 0, 1, 2, 0, 1, 1, 2]], np.float32))
+    st("rank", "sort_rank", [ids], [1, 8], "i64")  # the grouped form's sort
+    return b.write(folder)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_grouped_experts_compile(nvvm, tmp_path, arch):
+    folder = _experts(tmp_path / "experts")
+    r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "grouped_matmul" in r.stdout and "rank (row)" in r.stdout and "0 failed" in r.stdout
