@@ -166,6 +166,9 @@ BAD = {
     "nothing_split_by_expert": (
         lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.experts": "ep_dispatch_experts"})]),
         "ep_dispatch_experts at model.layers.0.mlp.experts: none of its parameters is split by expert (grouped_gemm)"),
+    "grouped_mm_form": (
+        lambda tmp, m: (m("mixtral"), ["--experts", "grouped_mm"]),
+        "--ep imports the experts in the batched_mm form only"),
 }
 
 

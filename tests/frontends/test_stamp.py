@@ -95,8 +95,8 @@ def test_layers_whose_styles_add_statements_are_stamped_as_the_full_trace(patter
 
 
 def test_the_nodes_a_trace_erases_count_in_their_layers_numbering(tmp_path):
-    """fx numbers a node before dead code is erased: Mixtral's experts erase two views a
-    layer, so layer 1's views start two numbers after layer 0's last live one."""
+    """fx numbers a node before dead code is erased: Mixtral's experts in the batched_mm form
+    erase two views a layer, so layer 1's views start two numbers after layer 0's last live one."""
     from tprules.frontends.hf import build_model, read_source
     from tprules.frontends.layers import layer_kinds, reduced
     from tprules.frontends.stamp import Segments
@@ -104,7 +104,7 @@ def test_the_nodes_a_trace_erases_count_in_their_layers_numbering(tmp_path):
 
     source = make_model(tmp_path / "model", "mixtral", weights=False, num_hidden_layers=3)
     src = read_source(source, None, None)
-    model = build_model(src, 0, True)
+    model = build_model(src, 0, True, "batched_mm")
     kinds = layer_kinds(model)
     with reduced(model, kinds):
         program = trace(model, 1, 6, src.architecture)

@@ -29,9 +29,10 @@ def add_parser(sub):
                     help="facts only: trace on meta tensors, write no weights and no expected logits")
     hf.add_argument("--every-layer", action="store_true",
                     help="trace every decoder layer instead of each layer kind once (the same facts, slower)")
-    hf.add_argument("--experts", choices=("grouped_mm", "batched_mm"), default="grouped_mm",
-                    help="a mixture of experts' form: grouped_mm (default: sorted by expert, one grouped matmul "
-                         "reading each expert's weights once) or batched_mm (each pair's weights gathered, a bmm)")
+    hf.add_argument("--experts", choices=("grouped_mm", "batched_mm"), default=None,
+                    help="a mixture of experts' form: grouped_mm (the default: sorted by expert, one grouped "
+                         "matmul reading each expert's weights once) or batched_mm (each pair's weights gathered, "
+                         "a bmm; the default and the only form under --ep)")
     hf.add_argument("--no-verify", action="store_true",
                     help="skip the check before writing: the program's reference on a second input against "
                          "torch's forward (nothing to check under --no-data)")

@@ -148,7 +148,10 @@ class TaggedGraph(Graph):
         if name not in self.values:
             self.segment[name] = self.now
             node = self.node
-            if node and name != node and name.startswith(node + "_") and name not in self.segments.of:
+            base = name.split("__", 1)[0]  # a part another node's lowering writes (`sort_1__rank`)
+            if base != name and base in self.segments.of and name not in self.segments.of:
+                self.derived[name] = ("", base, name[len(base):])
+            elif node and name != node and name.startswith(node + "_") and name not in self.segments.of:
                 self.derived[name] = ("", node, name[len(node):])
         return super().add_value(value)
 
