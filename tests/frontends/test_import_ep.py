@@ -131,11 +131,12 @@ TP_EXPERTS = {"layers.*.mlp.experts.gate_up_proj": "packed_colwise", "layers.*.m
 
 def test_the_cost_of_ep_against_tp_experts(cli, ep, tmp_path):
     """The same all-reduce (the experts' output), and each chip holds half the experts'
-    weights either way: E/N whole experts (EP) or 1/N of every expert (TP)."""
+    weights either way: E/N whole experts (EP) or 1/N of every expert (TP); both in the
+    batched_mm form, the one EP takes."""
     plan = tmp_path / "tp-experts.json"
     plan.write_text(json.dumps(TP_EXPERTS))
     lines = {}
-    for name, folder in (("ep", ep("mixtral", 2)), ("tp", ep("mixtral", 2, plan=str(plan)))):
+    for name, folder in (("ep", ep("mixtral", 2)), ("tp", ep("mixtral", 2, plan=str(plan), experts="batched_mm"))):
         status, _, err = cli("plan", folder, "--show", "cost")
         assert status == 0
         lines[name] = [x for x in err.splitlines() if "all-reduce of" in x or x.startswith("[inputs]")]

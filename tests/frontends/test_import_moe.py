@@ -35,7 +35,8 @@ def test_the_reference_matches_torch(imported, model_type, tp):
 
 
 def test_the_experts_are_split_and_folded_once_per_layer(imported):
-    folder = imported("mixtral", 2, **ONE_LAYER)
+    """In the batched_mm form (the grouped form's: test_the_grouped_experts_are_split_read_once_and_folded_once)."""
+    folder = imported("mixtral", 2, experts="batched_mm", **ONE_LAYER)
     ops = dict((o, c) for o, c in facts(folder, "op"))
     folds = [c for _, c in facts(folder, "fold")]
     assert folds.count("model.layers.0.mlp.experts") == 1  # one all-reduce of the experts' partials
