@@ -55,8 +55,9 @@ def test_group_limited_routing_matches_torch(routed, tp):
     folder = routed("glm4_moe", tp)
     assert _matches_torch(folder) <= 1e-4
     ops = dict((o, c) for o, c in facts(folder, "op"))
-    # the grouped experts' sort puts its values and positions at each id's rank: not routing
-    sorting = {o for o, _, t in facts(folder, "reads") if t.endswith("__rank")}
+    # the grouped experts' sort puts its values and positions at each id's rank, and its
+    # index_put spreads the rows back to their pairs' places: the experts' form, not routing
+    sorting = {o for o, _, t in facts(folder, "reads") if t.endswith(("__rank", "__spread"))}
     routing = {o: c for o, c in ops.items() if c in ("put_along", "take_along") and o not in sorting}
     assert sorted(routing.values()) == ["put_along", "take_along"]  # the groups' mask, the weights at the experts
     assert not any("@" in o for o in routing)  # on the spine
