@@ -36,11 +36,12 @@ PATTERNS = ("all_gather_matmul", "matmul_reduce_scatter", "all_reduce_norm")
 def sp_layer(chips: int, hidden: int, seq: int, ffn: int):
     """The layer as a ProgramBuilder, its two shims declared in the program."""
     from tprules.program.builder import ProgramBuilder
+    from tprules.shim.base import own_shim
 
     b = ProgramBuilder(chips=chips)
     limits = {"min_collective_block": 128, "max_members": 64, "max_inputs": 64, "max_matmuls": 16}
-    b.own_shim(DECLARING, PATTERNS, limits)
-    b.own_shim(PLAIN, (), {k: v for k, v in limits.items() if k != "min_collective_block"})
+    own_shim(b, DECLARING, PATTERNS, limits)
+    own_shim(b, PLAIN, (), {k: v for k, v in limits.items() if k != "min_collective_block"})
     rows = seq // chips
     xs = [b.tensor(f"x_{k}", [rows, hidden], chip=k) for k in range(chips)]
     x = b.gather("ag", xs, b.tensor("x", [seq, hidden], spine=True), "sp_in", axis=0)

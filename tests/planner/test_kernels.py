@@ -12,7 +12,8 @@ import pytest
 
 from tprules.codegen.cost import GPU
 from tprules.planner import Stats, plan, plan_graph
-from tprules.planner.cost import KernelCost, cost_lines
+from tprules.planner.cost import KernelCost
+from tprules.planner.cost_lines import cost_lines
 from tprules.planner.kernels import Overlap
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program

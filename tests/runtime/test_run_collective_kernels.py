@@ -18,6 +18,7 @@ from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute, run_plan
 from tprules.runtime.collective import collective_kernel
 from tprules.runtime.overlap import CHUNKS
+from tprules.shim.base import own_shim
 from tprules.workspace import Workspace
 
 SHIM = "cuda-lane:tiny:SymmMem"
@@ -26,7 +27,7 @@ PATTERNS = ("all_gather_matmul", "matmul_reduce_scatter", "all_reduce_norm")
 
 def builder(chips: int) -> ProgramBuilder:
     b = ProgramBuilder(chips=chips)
-    b.own_shim(SHIM, PATTERNS, {"min_collective_block": 2, "max_members": 16, "max_inputs": 16, "max_matmuls": 8})
+    own_shim(b, SHIM, PATTERNS, {"min_collective_block": 2, "max_members": 16, "max_inputs": 16, "max_matmuls": 8})
     return b
 
 

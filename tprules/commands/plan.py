@@ -68,7 +68,7 @@ def run(args) -> int:
               + (f"; {stats.kernels} collective kernels formed first" if stats.kernels else ""), file=sys.stderr)
     if "cost" in args.show:
         from ..planner import shim_machine
-        from ..planner.cost import cost_lines, input_lines
+        from ..planner.cost_lines import cost_lines, input_lines
         from ..runtime import Program
 
         machine = shim_machine(ws.shim) if args.machine in ("auto", "none") else args.machine

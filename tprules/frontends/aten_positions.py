@@ -15,6 +15,7 @@ import operator
 
 import numpy as np
 
+from ..ops import Ops
 from .constants import _map
 
 
@@ -38,9 +39,9 @@ def table(aten) -> dict:
             return torch.stack(rows).to(torch.float32)
 
         values = ctx.constant(("positions", ctx.c.key(n), positions), "positions", make, "f32")
-        ids = ctx.part(n, "at", "reshape", [source], [1], ctx.dtype(source))
-        rows = ctx.part(n, "row", "embedding", [values, ids], [1, width], "f32")
-        ctx.emit(n, "reshape", [rows])
+        ids = ctx.part(n, "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
+        rows = ctx.part(n, "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
+        ctx.emit(n, Ops.RESHAPE, [rows])
 
     return {aten.cos.default: tabulated, aten.sin.default: tabulated}
 

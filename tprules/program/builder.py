@@ -114,16 +114,6 @@ class ProgramBuilder:
         """Facts of other relations (e.g. a program's own shim)."""
         self.extra.setdefault(rel, []).extend(tuples)
 
-    def own_shim(self, name: str, patterns: tuple[str, ...] = (), limits: dict[str, int] | None = None) -> None:
-        """The program describes its own shim `name`: every class of the library's registry
-        fused, these limits, these collective kernels (SPEC §2)."""
-        from ..shim.base import library_facts  # the shim library sits downstream of programs
-
-        self.add_facts("shim", [(name,)])
-        self.add_facts("supports", [(name, cls, "fused") for cls, *_ in library_facts()["registry"]])
-        self.add_facts("limit", [(name, k, v) for k, v in (limits or {}).items()])
-        self.add_facts("collective_kernel", [(name, p) for p in patterns])
-
     @property
     def statements(self) -> list[str]:
         return [o for o, _ in self.facts["op"]]

@@ -8,6 +8,7 @@ import numpy as np
 from ..codegen.ir import Kernel
 from ..program.records import INTEGER
 
+REMOTE = None  # a chip of another rank holds the tensor
 QUANT_SCALE = "scale"  # the role of a quantized read's scale: its max starts at zero
 
 

@@ -46,15 +46,13 @@ import numpy as np
 from ..codegen.ir import Kernel
 from ..ops import Ops
 from ..program.model import Program
-from .buffers import buffers
+from .buffers import REMOTE, buffers
 from .collective import CollectiveKernel
 from .devices.base import Compiled, Queue
 from .scatter import Scatter, reduce_scatters
 from .semantics import store
 from .trace import HOST, member_modules
 from .world import Traffic, World
-
-REMOTE = None  # a chip of another rank holds the tensor
 
 
 @dataclass

@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from ..ops import Ops
 from .collective import CollectiveKernel
 from .semantics import CLASSES, F32, apply, store
 from .trace import HOST, member_modules
@@ -122,7 +123,7 @@ def chip_of(run, statement: str) -> int:
 
 def _hold(run, tensor: str, values: dict[int, np.ndarray]) -> None:
     """`values` (chip → value) held on this rank's chips; the other chips' as REMOTE."""
-    from .executor import REMOTE
+    from .buffers import REMOTE
 
     shape = run.prog.tensors[tensor].buffer_shape
     held = run.held.setdefault(tensor, {})
@@ -139,11 +140,11 @@ def _matmul(attrs: dict, a: np.ndarray, b: np.ndarray, poke=None) -> np.ndarray:
     a, b = np.asarray(a, F32), np.asarray(b, F32)
     with np.errstate(all="ignore"):
         if poke is None or a.ndim != 2 or len(a) < 2 * PIECES:
-            return np.asarray(CLASSES["matmul"](attrs, a, b), F32)
+            return np.asarray(CLASSES[Ops.MATMUL](attrs, a, b), F32)
         bounds = np.linspace(0, len(a), PIECES + 1).astype(int).tolist()
         out = []
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            out.append(np.asarray(CLASSES["matmul"](attrs, a[lo:hi], b), F32))
+            out.append(np.asarray(CLASSES[Ops.MATMUL](attrs, a[lo:hi], b), F32))
             poke()
         return np.concatenate(out)
 

@@ -155,3 +155,12 @@ def library_facts(library: Path | str | None = None) -> dict[str, list[tuple]]:
     """The shim library's facts by relation, in file order (e.g. `registry`, the class registry)."""
     facts = load_library(library)
     return {rel: facts.ordered(rel) for rel in (*SHIM_RELATIONS, "registry")}
+
+
+def own_shim(builder, name: str, patterns: tuple[str, ...] = (), limits: dict[str, int] | None = None) -> None:
+    """The program `builder` (program/builder.ProgramBuilder) describes its own shim `name`:
+    every class of the library's registry fused, these limits, these collective kernels (SPEC §2)."""
+    builder.add_facts("shim", [(name,)])
+    builder.add_facts("supports", [(name, cls, "fused") for cls, *_ in library_facts()["registry"]])
+    builder.add_facts("limit", [(name, k, v) for k, v in (limits or {}).items()])
+    builder.add_facts("collective_kernel", [(name, p) for p in patterns])

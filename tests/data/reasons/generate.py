@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from tprules.program.builder import ProgramBuilder  # noqa: E402
+from tprules.shim.base import own_shim as declare_own_shim  # noqa: E402
 
 H100, INT8, CPU = "cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32"
 H200 = "cuda-lane:h200:Bf16SymmMem"  # declares every collective kernel; min_collective_block 1024
@@ -108,7 +109,7 @@ def path_program() -> ProgramBuilder:
 def own_shim(b: ProgramBuilder, name: str, patterns: tuple[str, ...], limits: dict[str, int]) -> ProgramBuilder:
     """The program describes its own shim `name`: every registry class fused, these limits,
     these collective kernels."""
-    b.own_shim(name, patterns, limits)
+    declare_own_shim(b, name, patterns, limits)
     return b
 
 
