@@ -166,7 +166,8 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
 
     device = get_device(options.device, options.matmul)
     trace = _rank_trace(world, device, started) if options.trace else None
-    show = options.show_kernels(job.modules) if options.show_kernels and world.rank == 0 else None
+    show = (options.show_kernels(job.modules, frozenset(job.prog.inputs)) if options.show_kernels and world.rank == 0
+            else None)
     # as one process prepares (runtime/__init__.py), for this rank's chips; a spine kernel
     # runs on each of them, as in real tensor parallelism (docs/distributed.md)
     prepared = Prepared(job.prog, job.plan, device, show_kernels=show, trace=trace, share=False, world=world)
