@@ -180,12 +180,14 @@ def _kernel_printer(modules: dict[str, str], inputs: frozenset[str] = frozenset(
     imported model's), the bytes of the program's inputs it reads (weights: a gather of
     experts' weights per token reads one matrix a pair; a line of its own), and its source."""
     from ..codegen.cost import weight_bytes
+    from ..codegen.ir import Kernel
     from ..runtime.report import size
 
     def show(kernel, source: str) -> None:
         members = common.with_modules(kernel.members, modules)
         print(f"# --- group {kernel.group}: {kernel.kind} [{members}] on {kernel.place}", file=sys.stderr)
-        weights = weight_bytes(kernel, inputs) if inputs else 0
+        # a collective's heading (runtime/scatter.Shown) is no kernel: it reads no weights
+        weights = weight_bytes(kernel, inputs) if inputs and isinstance(kernel, Kernel) else 0
         if weights:  # a kernel that reads none of the program's inputs (a fold's sum) says nothing
             print(f"# weights read: {size(int(weights))}", file=sys.stderr)
         print(source, file=sys.stderr)

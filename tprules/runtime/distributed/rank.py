@@ -41,7 +41,7 @@ class RankOptions:
     engine: str = "fast"
     unfused: bool = False
     # module paths -> the printer of (kernel, source), on rank 0 (--show kernels)
-    show_kernels: Callable[[dict], Callable] | None = None
+    show_kernels: Callable[[dict, frozenset[str]], Callable] | None = None
     traceback: bool = False  # --show traceback: a failing rank prints its traceback before its line
     trace: str | None = None  # --trace OUT.json: every rank's trace, merged by rank 0 into one file
     matmul: str = "auto"  # the device's matmul core (--matmul)
