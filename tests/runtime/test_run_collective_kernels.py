@@ -197,6 +197,6 @@ def test_async_tp_example_on_cpu_and_two_thread_ranks():
 def test_show_kernels_on_ranks_says_what_each_collective_kernel_does(tmp_path):
     ws, prog, _ = load(tmp_path, "norm-residual")
     seen: list = []
-    run_on_threads(prog, run_plan(ws, prog, "cpu"), 2, show_kernels=lambda modules: lambda k, src: seen.append((k, src)))
+    run_on_threads(prog, run_plan(ws, prog, "cpu"), 2, show_kernels=lambda modules, inputs: lambda k, src: seen.append((k, src)))
     (kernel, source), = [(k, s) for k, s in seen if k.kind.startswith("collective kernel")]
     assert kernel.members == ("ar", "res", "norm") and "row chunks" in source
