@@ -121,7 +121,7 @@ class ThreadWorld(RankWorld):
 def run_on_threads(prog, plan, ranks: int, device: str = "cpu", repeat: int = 1, matmul: str = "auto",
                    show_kernels=None):
     """The report rank 0 makes of `plan` run on `ranks` thread ranks (a DistributedReport);
-    `show_kernels(modules)` makes rank 0's printer of its kernels, as `run --show kernels`."""
+    `show_kernels(modules, inputs)` makes rank 0's printer of its kernels, as `run --show kernels`."""
     hub = _Hub(ranks)
     reports, failures = [], []
 

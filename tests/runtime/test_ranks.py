@@ -229,9 +229,10 @@ def test_an_i64_output_at_two_ranks_is_what_one_process_computes(tmp_path):
 
 def _shown(make_printer_for, **options) -> dict[str, str]:
     """Group → kernel source, as `--show kernels` shows them: `make_printer_for(printer)` runs
-    with `printer(modules)`, the factory of a rank's printer."""
+    with `printer(modules, inputs)`, the factory of a rank's printer."""
     shown: dict[str, str] = {}
-    make_printer_for(lambda modules: lambda kernel, source: shown.setdefault(kernel.group, source), **options)
+    make_printer_for(lambda modules, inputs=frozenset(): lambda kernel, source: shown.setdefault(kernel.group, source),
+                     **options)
     return shown
 
 
