@@ -1,7 +1,7 @@
 """Which decoder-only architectures of the installed transformers import, run, and match torch.
 
     python benchmarks/import_coverage.py [--tp 2] [--ep] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
-                                         [--decode]
+                                         [--decode] [--keep]
 
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
@@ -31,12 +31,17 @@ With --decode, each import is one decode step (`import hf --decode`, DECODE's pr
 cache): every program output (the logits and every layer's updated cache) against torch's
 own prefill and step in expected/; the second input is the import's own check (a second
 prompt and token, frontends/decode.py).
+
+Each architecture's tiny models and imported programs (under --work's models/ and
+programs/) are deleted once it is tried, whatever its result (a full run kept tens of GB);
+`--keep` keeps those of an architecture that did not match (not `ok`), to look into.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 import traceback
@@ -389,6 +394,16 @@ def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: floa
                                                                        f"more than {memory_gib:g} GiB?"}
 
 
+def cleanup(work: Path, model_type: str, row: dict, keep: bool = False) -> None:
+    """Delete `model_type`'s tiny models and programs under `work` (every seed and variant:
+    `models/TYPE-w*`, `programs/TYPE-w*`), unless `keep` and the row is not ok."""
+    if keep and row.get("result") != "ok":
+        return
+    for sub in ("models", "programs"):
+        for folder in (work / sub).glob(f"{model_type}-w*"):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tp", type=int, default=2)
@@ -399,6 +414,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--memory-gib", type=float, default=6.0,
                     help="address space of the process trying one architecture (a default vision tower may be large)")
     ap.add_argument("--decode", action="store_true", help="one decode step after a prompt (DECODE), not the prefill")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the models and programs of an architecture that did not match (not ok); without it, "
+                         "every architecture's folders are deleted once it is tried")
     args = ap.parse_args(argv)
     if args.decode:
         DECODE.update(past=5, cache_len=8)
@@ -407,6 +425,7 @@ def main(argv: list[str]) -> int:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
     kind = _kind(args.ep)
     types = args.only.split(",") if args.only else architectures(kind)
     rows = []
@@ -414,6 +433,7 @@ def main(argv: list[str]) -> int:
     print("|---|---|---|---:|---:|---|")
     for model_type in types:
         row = isolated(model_type, work, args.tp, args.device, args.memory_gib, args.ep)
+        cleanup(work, model_type, row, args.keep)
         rows.append(row)
         err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
         if "run_rel_err" in row:
