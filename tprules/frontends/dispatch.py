@@ -2,7 +2,7 @@
 an `ep_dispatch_experts` module at inference, where every chip holds the same batch.
 
 - `grouped_gemm` splits an experts module's stacked parameters on axis 0, the expert axis:
-  chip k holds experts [k E/N, (k+1) E/N) whole (tp.weight_placement);
+  chip k holds experts [k E/N, (k+1) E/N) whole (weights.weight_placement);
 - the router runs on the spine; where its expert ids and routing weights enter the experts
   module, each chip keeps the routing slots whose expert it holds: their ids become local
   ids (id - k E/N), the others are sent to a slot that contributes nothing (a local id

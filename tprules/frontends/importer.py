@@ -69,7 +69,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     from ..progress import Progress
     from .hf import apply_plan, build_model, head_counts, read_source
     from .layers import layer_kinds
-    from .tp import Heads, check_experts, check_heads
+    from .weights import Heads, check_experts, check_heads
     from .write import check_out
 
     if ep and experts == "grouped_mm":
@@ -223,7 +223,7 @@ def stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, 
     from .columnar import candidates as add_candidates
     from .layers import reduced
     from .stamp import Stamper, TaggingSharder
-    from .tp import plan_placements
+    from .weights import plan_placements
 
     style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                   src.buffers)
