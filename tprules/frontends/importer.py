@@ -72,9 +72,6 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     from .weights import Heads, check_experts, check_heads
     from .write import check_out
 
-    if ep and experts == "grouped_mm":
-        raise UsageError("--ep imports the experts in the batched_mm form only (the EP dispatch of the grouped_mm "
-                         "form, each chip's sort over its own experts' ids, is not written yet); leave out --experts")
     experts = experts or ("batched_mm" if ep else "grouped_mm")
     check_out(Path(out))
     progress = progress or Progress(False)

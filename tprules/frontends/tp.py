@@ -313,8 +313,9 @@ class Sharder(Ports, Dispatch):
         module = st.module or ""
         left = [self._leaving(r, module) for r in st.reads]
         reads = [self._entering(r, module) for r in left]
-        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads]) \
-            or self.runs_local(st, reads)
+        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
+        if not keep and (own := self.local_reads(st, reads)) is not None:
+            keep, reads = True, own
         if self.ported and not keep and st.cls == Ops.ADD:
             reads, keep = self._partial_bias(reads, module)
         for r in reads:
