@@ -20,7 +20,7 @@ from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import leftovers
+from .test_import_cli import assert_refused, plan_file
 from .tiny import facts, make_model
 
 ONE_LAYER = dict(layers=1, seq=4)
@@ -155,28 +155,19 @@ BAD = {
     "no_ep_plan": (lambda tmp, m: (m("llama"), []),
                    "LlamaForCausalLM: LlamaConfig has no base_model_ep_plan (--ep)"),
     "tp_style_refused_in_ep_plan": (
-        lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, TP_EXPERTS)]),
+        lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, TP_EXPERTS)]),
         "layers.*.mlp.experts moe_tp_experts (transformers refuses it in an EP plan (deprecated)"),
-    "ep_router": (lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.gate": "ep_router"})]),
+    "ep_router": (lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, {"layers.*.mlp.gate": "ep_router"})]),
                   "layers.*.mlp.gate ep_router (transformers refuses it in an EP plan (deprecated)"),
     "experts_kept_whole": (
-        lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
+        lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, {"layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
                                                              "layers.*.mlp.experts": "ep_dispatch_experts"})]),
         "ep_dispatch_experts at model.layers.0.mlp.experts: model.layers.0.mlp.experts.down_proj is read by expert "
         "id, but the plan keeps it whole"),
     "nothing_split_by_expert": (
-        lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.experts": "ep_dispatch_experts"})]),
+        lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, {"layers.*.mlp.experts": "ep_dispatch_experts"})]),
         "ep_dispatch_experts at model.layers.0.mlp.experts: none of its parameters is split by expert (grouped_gemm)"),
-    "grouped_mm_form": (
-        lambda tmp, m: (m("mixtral"), ["--experts", "grouped_mm"]),
-        "--ep imports the experts in the batched_mm form only"),
 }
-
-
-def _plan(tmp_path, plan) -> str:
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps(plan))
-    return str(path)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -186,10 +177,7 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
     args = ["import", "hf", source, "--ep", "--out", tmp_path / "out", "--layers", "1", *extra]
     if "--tp" not in extra:
         args += ["--tp", "2"]
-    status, out, err = cli(*args)
-    assert (status, out) == (2, "")
-    assert len(err.splitlines()) == 1 and message in err, err
-    assert leftovers(tmp_path, "out") == []
+    assert_refused(cli, tmp_path, args, message)
 
 
 def test_the_report_says_ep(cli, hf_model, tmp_path):
