@@ -51,8 +51,8 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
               verify: bool = True, ep: bool = False, experts: str | None = None) -> ImportReport:
     """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips
     (`ep`: under the config's expert-parallel plan in place of its tensor-parallel one;
-    `experts`: transformers' experts form traced, `grouped_mm` (the default) or `batched_mm`
-    (the default and the only form under `ep`: the EP dispatch reads split experts by id).
+    `experts`: transformers' experts form traced, `grouped_mm` (the default, under `ep` too:
+    each chip sorts its own routing slots, dispatch.py) or `batched_mm`).
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
     (stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
@@ -72,7 +72,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     from .weights import Heads, check_experts, check_heads
     from .write import check_out
 
-    experts = experts or ("batched_mm" if ep else "grouped_mm")
+    experts = experts or "grouped_mm"  # hf.EXPERTS' first
     check_out(Path(out))
     progress = progress or Progress(False)
     try:
