@@ -124,6 +124,9 @@ class Dispatch:
                                "matmul)")
         if st.cls == Ops.GROUPED_MATMUL:
             self._whole_by_id(r, reads[1], st.reads[1])
+            if not isinstance(self.place[reads[2]], Partial):
+                raise ImportFailed(f"{self.arch}: {r.style.name} at {r.module}: {st.aten} groups its rows by offsets "
+                                   f"{reads[2]} that are not counted from each chip's own routing slots")
             return [reads[0], reads[1], self._first_offsets(r, reads[2])]
         if st.cls == Ops.TAKE_ROWS and self._by_id(st.reads[1], r):
             self._whole_by_id(r, reads[0], st.reads[0])
