@@ -4,7 +4,8 @@ every chip a slice of every expert) against EP (`import hf --ep`, E/N whole expe
     python benchmarks/ep_vs_tp.py [--chips 2] [--seq 32] [--work DIR]
 
 A Mixtral made here (hidden 256, 8 experts of FFN 512, top-2, one layer, no weights
-downloaded) imported both ways; for the experts module only (the groups `plan` places under
+downloaded) imported both ways, in each of transformers' experts forms (`--experts
+grouped_mm`, the default, and `batched_mm`); for the experts module only (the groups `plan` places under
 `model.layers.0.mlp.experts`): from `plan --show cost`, the bytes the experts' kernels move
 on one chip, the all-reduce's bytes, and what each chip holds of the weights (`[inputs]`);
 from `run --device cpu --trace`, the experts' kernels each chip runs and their time. Prints
@@ -99,10 +100,12 @@ def main(argv: list[str]) -> int:
     plan = work / "tp-experts.json"
     plan.write_text(json.dumps(TP_EXPERTS))
     rows = {}
-    for name, extra in (("TP experts (moe_tp_experts)", ["--plan", plan]), ("EP (--ep)", ["--ep"])):
-        out = work / ("ep" if extra == ["--ep"] else "tp")
-        tprules("import", "hf", source, "--tp", args.chips, "--seq", args.seq, "--out", out, *extra)
-        rows[name] = measure(out, args.chips)
+    for form in ("grouped_mm", "batched_mm"):
+        for name, extra in (("TP experts (moe_tp_experts)", ["--plan", plan]), ("EP (--ep)", ["--ep"])):
+            out = work / f"{'ep' if extra == ['--ep'] else 'tp'}-{form}"
+            tprules("import", "hf", source, "--tp", args.chips, "--seq", args.seq, "--out", out, "--experts", form,
+                    *extra)
+            rows[f"{name}, {form}"] = measure(out, args.chips)
     print(f"| one MoE layer, {args.chips} chips, seq {args.seq} | experts' bytes moved on chip 0 | all-reduce | "
           "expert weights on each chip | experts' kernels on chip 0 | their time on chip 0 (cpu) |")
     print("|---|---:|---:|---:|---:|---:|")

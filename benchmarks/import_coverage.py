@@ -1,7 +1,7 @@
 """Which decoder-only architectures of the installed transformers import, run, and match torch.
 
     python benchmarks/import_coverage.py [--tp 2] [--ep] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
-                                         [--decode] [--keep]
+                                         [--decode] [--keep] [--experts grouped_mm|batched_mm]
 
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in
 transformers 5.24): a tiny config (hidden 64, 2 layers, 4 heads, 2 key/value heads,
@@ -26,6 +26,9 @@ writes it as JSON.
 With `--ep`, every causal-LM model type whose config class has a `base_model_ep_plan`,
 imported under it (`import hf --ep`: whole experts per chip, in place of the TP plan); a
 program without a collective fails as `unshaped` (its experts were not split).
+
+With `--experts`, a mixture of experts is imported in that form of transformers' experts
+(`import hf --experts`); without it, in the importer's default form.
 
 With --decode, each import is one decode step (`import hf --decode`, DECODE's prompt and
 cache): every program output (the logits and every layer's updated cache) against torch's
@@ -201,6 +204,7 @@ def drawn(model, config) -> None:
 
 
 DECODE: dict = {}  # --decode: import_decode's past and cache_len (empty: the prefill)
+FORM: dict = {}  # --experts: import_hf's experts form (empty: the importer's default)
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str, ep: bool = False) -> dict:
@@ -252,7 +256,7 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
 
             report = import_decode(folder, tp, out, **DECODE)
         else:
-            report = import_hf(folder, tp, out, ep=ep)
+            report = import_hf(folder, tp, out, ep=ep, **FORM)
     except BadInput as err:
         detail = str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err)
         mismatch = "differs from torch on a second input" in detail  # the import's own check (verify.py)
@@ -417,7 +421,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--keep", action="store_true",
                     help="keep the models and programs of an architecture that did not match (not ok); without it, "
                          "every architecture's folders are deleted once it is tried")
+    ap.add_argument("--experts", choices=("grouped_mm", "batched_mm"),
+                    help="the experts form a mixture of experts is imported in (default: the importer's)")
     args = ap.parse_args(argv)
+    if args.experts:
+        FORM.update(experts=args.experts)
     if args.decode:
         DECODE.update(past=5, cache_len=8)
     import transformers

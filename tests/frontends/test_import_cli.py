@@ -19,6 +19,23 @@ def leftovers(parent, name) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name == name or p.name.startswith(f".{name}."))
 
 
+def assert_refused(cli, tmp_path, args, message: str) -> None:
+    """`tprules ARGS` (an import whose --out is tmp_path/out) refused as bad input: exit 2,
+    nothing on stdout, one line on stderr saying `message`, and no DIR or its temporary
+    folders left."""
+    status, out, err = cli(*args)
+    assert (status, out) == (2, "")
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert leftovers(tmp_path, "out") == []
+
+
+def plan_file(tmp_path, plan) -> str:
+    """A plan file (a dict as JSON, or the text given) for --plan."""
+    path = tmp_path / "plan.json"
+    path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
+    return str(path)
+
+
 def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
     status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p")
     lines = out.splitlines()
@@ -29,12 +46,6 @@ def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
     assert "trace" in lines[2] and lines[2].endswith(" s)")
     status, out, _ = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p", "--format", "json")
     assert status == 0 and json.loads(out)["statements"] == source["statements"]  # an earlier import is replaced
-
-
-def _plan(tmp_path, plan) -> str:
-    path = tmp_path / "plan.json"
-    path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
-    return str(path)
 
 
 LLAMA_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
@@ -52,12 +63,14 @@ BAD = {
                         "3 key/value heads (6 attention heads) neither split over --tp 2 chips nor replicate"),
     "corrupt_safetensors": (lambda tmp, m: (_corrupt(tmp, m("llama")), []),
                             "model.safetensors: import: not a readable safetensors file"),
-    "plan_style_unknown": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "layers.*.mlp.up_proj": "colwize",
-                                                                              "layers.*.mlp.down_proj": "sideways"})]),
+    "plan_style_unknown": (lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, {**LLAMA_PLAN,
+                                                                                 "layers.*.mlp.up_proj": "colwize",
+                                                                                 "layers.*.mlp.down_proj": "sideways"})]),
                            "plan.json: import: LlamaForCausalLM: the plan has 2 entries tprules cannot import: "
                            "layers.*.mlp.up_proj colwize (not a style transformers registers); "
                            "layers.*.mlp.down_proj sideways (not a style transformers registers)"),
-    "plan_module_missing": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "layers.*.mlp.gate": "colwise"})]),
+    "plan_module_missing": (lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, {**LLAMA_PLAN,
+                                                                                 "layers.*.mlp.gate": "colwise"})]),
                             "plan.json: import: LlamaForCausalLM: the plan names 1 module path the model does not "
                             "have: layers.*.mlp.gate"),
     "top_k_over_experts": (lambda tmp, m: (make_model(tmp / "k8", "mixtral", weights=False, num_experts_per_tok=8), []),
@@ -65,12 +78,12 @@ BAD = {
     "experts_width_not_divisible": (
         lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10), ["--tp", "4"]),
         "gate_up_proj packs 2 parts of 10 on axis 1, each of which does not split into 4 (packed_colwise, --tp 4)"),
-    "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, "{")]), "--plan: cannot read"),
+    "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, "{")]), "--plan: cannot read"),
     "vocab_parallel_embedding": (
-        lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "embed_tokens": "colwise"})]),
+        lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, {**LLAMA_PLAN, "embed_tokens": "colwise"})]),
         "LlamaForCausalLM: aten.embedding.default at model.embed_tokens: an embedding table placed "
         "Shard(axis 0 in 2) (vocabulary-parallel embedding is not imported)"),
-    "logits_split": (lambda tmp, m: (m("llama"), ["--plan", _plan(tmp, {**LLAMA_PLAN, "lm_head": "colwise"})]),
+    "logits_split": (lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, {**LLAMA_PLAN, "lm_head": "colwise"})]),
                      "the logits would stay split over the chips"),
     "layers_out_of_range": (lambda tmp, m: (m("llama"), ["--layers", "5"]), "--layers 5: the model has 2 decoder layers"),
     "tp_zero": (lambda tmp, m: (m("llama"), ["--tp", "0"]), "usage: --tp takes a count of at least 1; got 0"),
@@ -92,10 +105,7 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
     args = ["import", "hf", source, "--out", tmp_path / "out", *extra]
     if "--tp" not in extra:
         args += ["--tp", "2"]
-    status, out, err = cli(*args)
-    assert (status, out) == (2, "")
-    assert len(err.splitlines()) == 1 and message in err, err
-    assert leftovers(tmp_path, "out") == []
+    assert_refused(cli, tmp_path, args, message)
 
 
 def test_an_op_outside_the_table_names_the_op_and_the_module(cli, hf_model, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import leftovers
+from .test_import_cli import assert_refused, leftovers
 from .tiny import MAMBA, TINY, make_model
 
 FAMILY = ("llama", "qwen3", "mistral")
@@ -112,11 +112,8 @@ BAD = {
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
     setup, extra, message = BAD[case]
-    status, out, err = cli("import", "hf", setup(tmp_path, hf_model), "--tp", "2", "--decode", "--out",
-                           tmp_path / "out", *extra)
-    assert (status, out) == (2, "")
-    assert len(err.splitlines()) == 1 and message in err, err
-    assert leftovers(tmp_path, "out") == []
+    assert_refused(cli, tmp_path, ["import", "hf", setup(tmp_path, hf_model), "--tp", "2", "--decode", "--out",
+                                   tmp_path / "out", *extra], message)
 
 
 def test_past_without_decode_is_refused(cli, hf_model, tmp_path):

@@ -1,7 +1,9 @@
 """`import hf --ep`: the EP plans transformers ships (`base_model_ep_plan`, applied in place of
 the TP plan as `enable_expert_parallel` does): whole experts per chip (grouped_gemm), the
 routing slots masked per chip at the experts' boundary and one all-reduce
-(ep_dispatch_experts); a tiny Mixtral and Qwen3-MoE against torch, on every command."""
+(ep_dispatch_experts); a tiny Mixtral and Qwen3-MoE against torch, on every command, in the
+default experts form (grouped_mm); the dispatch's own statements in the batched_mm form
+(`BATCHED`; the grouped form's: test_import_ep_grouped.py)."""
 
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import leftovers
+from .test_import_cli import assert_refused, plan_file
 from .tiny import facts, make_model
 
 ONE_LAYER = dict(layers=1, seq=4)
+BATCHED = dict(experts="batched_mm")  # each slot's weights gathered by its clamped local id
 EXPERTS = "model.layers.0.mlp.experts"
 
 
@@ -58,7 +61,7 @@ def test_the_reference_matches_torch(ep, model_type, chips):
 
 @pytest.mark.parametrize("model_type", ["mixtral", "qwen3_moe"])
 def test_whole_experts_per_chip_and_one_all_reduce_named_by_the_experts(ep, model_type):
-    folder = ep(model_type, 2)
+    folder = ep(model_type, 2, **BATCHED)
     assert [c for _, c in facts(folder, "fold")] == [EXPERTS]  # the EP plan names nothing else: no other collective
     shapes = {(t, int(a)): int(n) for t, a, n in facts(folder, "shape")}
     placed = {t: int(k) for t, k in facts(folder, "placed")}
@@ -77,7 +80,7 @@ def test_whole_experts_per_chip_and_one_all_reduce_named_by_the_experts(ep, mode
 def test_each_chip_maps_its_experts_to_local_ids_and_masks_the_rest(ep):
     """Chip k's ids of experts [2k, 2k+2) are their local ids, the others' weights 0; the
     chips' masked weights sum to the router's."""
-    folder = ep("mixtral", 2)
+    folder = ep("mixtral", 2, **BATCHED)
     prog = Program.from_workspace(Workspace(folder))
     values = reference(prog, program_inputs(prog))
     (ids,) = [t for o, _, t in facts(folder, "reads") if o == "ep_shift_getitem_1@0"]
@@ -132,11 +135,11 @@ TP_EXPERTS = {"layers.*.mlp.experts.gate_up_proj": "packed_colwise", "layers.*.m
 def test_the_cost_of_ep_against_tp_experts(cli, ep, tmp_path):
     """The same all-reduce (the experts' output), and each chip holds half the experts'
     weights either way: E/N whole experts (EP) or 1/N of every expert (TP); both in the
-    batched_mm form, the one EP takes."""
+    batched_mm form."""
     plan = tmp_path / "tp-experts.json"
     plan.write_text(json.dumps(TP_EXPERTS))
     lines = {}
-    for name, folder in (("ep", ep("mixtral", 2)), ("tp", ep("mixtral", 2, plan=str(plan), experts="batched_mm"))):
+    for name, folder in (("ep", ep("mixtral", 2, **BATCHED)), ("tp", ep("mixtral", 2, plan=str(plan), **BATCHED))):
         status, _, err = cli("plan", folder, "--show", "cost")
         assert status == 0
         lines[name] = [x for x in err.splitlines() if "all-reduce of" in x or x.startswith("[inputs]")]
@@ -155,28 +158,19 @@ BAD = {
     "no_ep_plan": (lambda tmp, m: (m("llama"), []),
                    "LlamaForCausalLM: LlamaConfig has no base_model_ep_plan (--ep)"),
     "tp_style_refused_in_ep_plan": (
-        lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, TP_EXPERTS)]),
+        lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, TP_EXPERTS)]),
         "layers.*.mlp.experts moe_tp_experts (transformers refuses it in an EP plan (deprecated)"),
-    "ep_router": (lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.gate": "ep_router"})]),
+    "ep_router": (lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, {"layers.*.mlp.gate": "ep_router"})]),
                   "layers.*.mlp.gate ep_router (transformers refuses it in an EP plan (deprecated)"),
     "experts_kept_whole": (
-        lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
+        lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, {"layers.*.mlp.experts.gate_up_proj": "grouped_gemm",
                                                              "layers.*.mlp.experts": "ep_dispatch_experts"})]),
         "ep_dispatch_experts at model.layers.0.mlp.experts: model.layers.0.mlp.experts.down_proj is read by expert "
         "id, but the plan keeps it whole"),
     "nothing_split_by_expert": (
-        lambda tmp, m: (m("mixtral"), ["--plan", _plan(tmp, {"layers.*.mlp.experts": "ep_dispatch_experts"})]),
+        lambda tmp, m: (m("mixtral"), ["--plan", plan_file(tmp, {"layers.*.mlp.experts": "ep_dispatch_experts"})]),
         "ep_dispatch_experts at model.layers.0.mlp.experts: none of its parameters is split by expert (grouped_gemm)"),
-    "grouped_mm_form": (
-        lambda tmp, m: (m("mixtral"), ["--experts", "grouped_mm"]),
-        "--ep imports the experts in the batched_mm form only"),
 }
-
-
-def _plan(tmp_path, plan) -> str:
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps(plan))
-    return str(path)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -186,10 +180,7 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
     args = ["import", "hf", source, "--ep", "--out", tmp_path / "out", "--layers", "1", *extra]
     if "--tp" not in extra:
         args += ["--tp", "2"]
-    status, out, err = cli(*args)
-    assert (status, out) == (2, "")
-    assert len(err.splitlines()) == 1 and message in err, err
-    assert leftovers(tmp_path, "out") == []
+    assert_refused(cli, tmp_path, args, message)
 
 
 def test_the_report_says_ep(cli, hf_model, tmp_path):

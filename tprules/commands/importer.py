@@ -31,8 +31,8 @@ def add_parser(sub):
                     help="trace every decoder layer instead of each layer kind once (the same facts, slower)")
     hf.add_argument("--experts", choices=("grouped_mm", "batched_mm"), default=None,
                     help="a mixture of experts' form: grouped_mm (the default: sorted by expert, one grouped "
-                         "matmul reading each expert's weights once) or batched_mm (each pair's weights gathered, "
-                         "a bmm; the default and the only form under --ep)")
+                         "matmul reading each expert's weights once; under --ep too) or batched_mm (each pair's weights "
+                         "gathered, a bmm)")
     hf.add_argument("--no-verify", action="store_true",
                     help="skip the check before writing: the program's reference on a second input against "
                          "torch's forward (nothing to check under --no-data)")

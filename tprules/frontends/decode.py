@@ -38,7 +38,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
     from ..progress import Progress
     from .hf import apply_plan, build_model, head_counts, read_source
     from .startup import load_extra
-    from .tp import Heads, check_experts, check_heads
+    from .weights import Heads, check_experts, check_heads
     from .write import check_out, write_folder
 
     clock = _Clock()
@@ -120,7 +120,8 @@ def _lowered(src, model, tokens, length, clock, tag=None):
 
 
 def _whole(src, model, tp, tokens, length, heads, clock, progress):
-    from .tp import Sharder, plan_placements
+    from .tp import Sharder
+    from .weights import plan_placements
 
     progress.phase("trace the decode step", 1)
     constants, lowerer, graph = _lowered(src, model, tokens, length, clock)

@@ -51,8 +51,8 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
               verify: bool = True, ep: bool = False, experts: str | None = None) -> ImportReport:
     """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips
     (`ep`: under the config's expert-parallel plan in place of its tensor-parallel one;
-    `experts`: transformers' experts form traced, `grouped_mm` (the default) or `batched_mm`
-    (the default and the only form under `ep`: the EP dispatch reads split experts by id).
+    `experts`: transformers' experts form traced, `grouped_mm` (the default, under `ep` too:
+    each chip sorts its own routing slots, dispatch.py) or `batched_mm`).
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
     (stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
@@ -69,13 +69,10 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     from ..progress import Progress
     from .hf import apply_plan, build_model, head_counts, read_source
     from .layers import layer_kinds
-    from .tp import Heads, check_experts, check_heads
+    from .weights import Heads, check_experts, check_heads
     from .write import check_out
 
-    if ep and experts == "grouped_mm":
-        raise UsageError("--ep imports the experts in the batched_mm form only (the EP dispatch of the grouped_mm "
-                         "form, each chip's sort over its own experts' ids, is not written yet); leave out --experts")
-    experts = experts or ("batched_mm" if ep else "grouped_mm")
+    experts = experts or "grouped_mm"  # hf.EXPERTS' first
     check_out(Path(out))
     progress = progress or Progress(False)
     try:
@@ -223,7 +220,7 @@ def stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, 
     from .columnar import candidates as add_candidates
     from .layers import reduced
     from .stamp import Stamper, TaggingSharder
-    from .tp import plan_placements
+    from .weights import plan_placements
 
     style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                   src.buffers)

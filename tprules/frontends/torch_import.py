@@ -131,8 +131,9 @@ def _build(recipe, model, args, tp, styles, shapes, clock, progress):
     name; the count of each collective kind."""
     from .constants import Constants
     from .lower import Lowerer
-    from .tp import Heads, Sharder, placements
+    from .tp import Sharder
     from .trace import export
+    from .weights import Heads, placements
 
     progress.phase("trace the forward", 1)
     with _math_attention():

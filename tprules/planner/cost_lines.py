@@ -32,7 +32,9 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
                          e.launches, e.views, e.copied / prog.chips)
         seconds = m.seconds(e)
         total += seconds
+        experts = _expert_weights(kernel, prog)
         parts = [f"{e.flops / 1e6:.1f} MFLOP" if e.flops else "", f"{_size(e.bytes)} moved",
+                 f"{_size(experts)} of weights read" if experts else "",
                  f"{e.views} operand{'s' * (e.views != 1)} read as views" if e.views else "",
                  f"{_size(e.copied)} of layouts copied into buffers" if e.copied else ""]
         line = f"[cost] {g.group:<6} {seconds * 1e3:8.3f} ms  {kernel.kind}: {', '.join(p for p in parts if p)}"
@@ -46,6 +48,19 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
                  "(one chip's share each; a view costs the bytes its reader loads, a copied layout its buffer stored "
                  "and read back)")
     return lines
+
+
+def _expert_weights(kernel, prog) -> float:
+    """Bytes of the program's inputs that a kernel holding an experts' matmul reads (a grouped
+    matmul's experts once each, or a batched matmul of weights gathered per (token, expert)
+    pair: codegen/cost.py's weight_bytes); 0 for any other kernel, whose line says nothing."""
+    from ..codegen.cost import weight_bytes
+    from ..codegen.ir import BatchedMatmulStage, GroupedMatmulStage, params_read
+
+    weights = {p.name for p in getattr(kernel, "params", ()) if p.role == "in" and p.tensor in prog.inputs}
+    experts = [s for s in getattr(kernel, "stages", ()) if isinstance(s, GroupedMatmulStage) or
+               isinstance(s, BatchedMatmulStage) and any(params_read(mm.b) & weights for mm in s.matmuls)]
+    return weight_bytes(kernel, frozenset(prog.inputs)) if experts else 0.0
 
 
 def input_lines(prog) -> list[str]:
