@@ -115,6 +115,26 @@ def test_one_blas_call_per_expert_and_the_weights_read_transposed_where_they_lie
     assert report.ok
 
 
+def test_the_columns_are_tiles_shared_by_the_threads_however_the_tokens_chose(tmp_path):
+    """Wider than one column tile, on two threads, the groups uneven (one expert empty, one
+    holding most rows, rows past the last group): each (column tile, expert, row tile) is
+    one BLAS call, the column tile outermost, and the result is the reference's."""
+    def wide(b):
+        a = b.tensor("a", [40, 24], spine=True)
+        w = b.tensor("w", [3, 1100, 24], spine=True)  # the checkpoint's [E, N, K], read transposed
+        offs = b.tensor("offs", [3], "i32", spine=True, data=np.array([3, 3, 37], np.int32))
+        wt = _s(b, "wt", "permute", [w], [3, 24, 1100], dims="0,2,1")
+        _s(b, "out", "grouped_matmul", [a, wt, offs], [40, 1100])
+
+    ws = _write(tmp_path, wide)
+    prog = Program.from_workspace(ws)
+    plan = fused_plan(prog, [["wt", "out"]])
+    source = cpu.render(lower(plan.groups[0], prog), gemm=True, threads=2)
+    assert "column tiles of up to" in source and "prange(" in source
+    report = execute(ws, plan, device=CpuDevice(threads=2), prog=prog)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
 def test_the_trace_says_the_weights_each_form_reads(tmp_path):
     """A kernel's trace slice counts the experts' weights a grouped matmul reads once, and
     a gather of them once per (token, expert) pair."""
@@ -178,6 +198,24 @@ def test_sort_rank_inverts_torch_s_stable_sort():
 @pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])
 def test_the_rank_kernels_match_the_reference(tmp_path, device, unfused):
     report = execute(_write(tmp_path, ranks), device=device, baseline=unfused)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_the_cpu_rank_sorts_each_row_once(tmp_path):
+    """sort_rank on the CPU sorts the row's values once (a stable merge sort), not a count
+    over the row for each element; a long row of few distinct ids (the grouped form's
+    (token, expert) pairs) gives the reference's ranks."""
+    def long_row(b):
+        ids = np.random.default_rng(0).integers(0, 8, 3000).astype(np.float32)
+        ids[[5, 700]] = np.nan
+        _s(b, "rank", "sort_rank", [b.tensor("ids", [3000], spine=True, data=ids)], [3000], "i64")
+
+    ws = _write(tmp_path, long_row)
+    prog = Program.from_workspace(ws)
+    plan = fused_plan(prog, [["rank"]])
+    source = cpu.render(lower(plan.groups[0], prog), gemm=True)
+    assert source.count("np.argsort(") == 1 and "+= 1" not in source
+    report = execute(ws, plan, device="cpu", prog=prog)
     assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
 
 
