@@ -219,6 +219,35 @@ def test_the_cpu_rank_sorts_each_row_once(tmp_path):
     assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
 
 
+def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
+    """On a GPU (the simulator), sort_rank sorts the row by merging runs in a scratch
+    parameter of the kernel's own (sort_cuda.py) instead of counting over the row for each
+    element; rows of odd length, ties, NaN and infinities give the reference's ranks, fused
+    with the input's computation and with the sorted values put at the ranks."""
+    from tprules.codegen import cuda as render_cuda
+
+    def rows(b):
+        rng = np.random.default_rng(1)
+        ids = rng.integers(0, 5, (3, 37)).astype(np.float32)
+        ids[1, [0, 9, 30]] = np.nan
+        ids[2, [3, 4]] = -np.inf
+        x = b.tensor("ids", [3, 37], spine=True, data=ids)
+        y = _s(b, "y", "add_scalar", [x], [3, 37], value="1.0")
+        rank = _s(b, "rank", "sort_rank", [y], [3, 37], "i64")
+        _s(b, "sorted", "put_along", [b.tensor("zeros", [3, 37], spine=True, data=np.zeros((3, 37), np.float32)),
+                                      rank, y], [3, 37], axis=1)
+
+    ws = _write(tmp_path, rows)
+    prog = Program.from_workspace(ws)
+    plan = fused_plan(prog, [["y", "rank"]])
+    kernel = render_cuda.prepare(lower(plan.groups[0], prog))
+    assert [p.shape for p in kernel.params if p.role == "scratch"][-1] == (3, 4, 37)
+    source, _ = render_cuda.render(kernel, render_cuda.Target(simulator=True))
+    assert "+= 1" not in source  # no count over the row
+    report = execute(ws, plan, device="sim", prog=prog)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
 def test_the_sharding_rule_splits_the_experts_n_or_k_as_moe_tp_experts_does():
     from tprules.frontends.placement import PARTIAL, REPLICATE, Shard, plain
     from tprules.frontends.sharding import RULES, NotShardable

@@ -218,7 +218,8 @@ def reduction_loop(src: Source, values: RowValues, op, lead, h, scope: Scope) ->
 def rank_row(src: Source, values: RowValues, op, lead, scope: Scope) -> str:
     """A stable sort's rank of each element of the row (sort_rank), in O(h log h): the row's
     values computed once, sorted stably (Numba's merge sort: equal elements in their order,
-    NaN last), and each element's place put at its position; returns the ranks' array."""
+    NaN last), and each element's place put at its position; returns the template of a
+    rank ("rank[{}]")."""
     h = op.x.shape[-1]
     xs, order, rank, q = src.fresh("xs"), src.fresh("order"), src.fresh("rank"), src.fresh("q")
     src.line(f"{xs} = np.empty({h}, np.float32)")
@@ -229,7 +230,7 @@ def rank_row(src: Source, values: RowValues, op, lead, scope: Scope) -> str:
     src.line(f"{rank} = np.empty({h}, np.int64)")
     with src.block(f"for {q} in range({h}):"):
         src.line(f"{rank}[{order}[{q}]] = {q}")
-    return rank
+    return f"{rank}[{{}}]"
 
 
 def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str, str]:

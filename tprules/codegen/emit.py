@@ -308,8 +308,8 @@ class RowValues:
         if how == "select":
             return self.select(op, idx, scope)
         if how == "count":
-            if "rank" in self.stats.get(n, {}):  # the row's ranks, sorted once before the store pass (cpu.rank_row)
-                return f"f32({self.stats[n]['rank']}[{idx[-1]}])"
+            if "rank" in self.stats.get(n, {}):  # the row sorted once before the store pass: cpu.rank_row, sort_cuda
+                return f"f32({self.stats[n]['rank'].format(idx[-1])})"
             return self.count(op, idx, scope)
         stats = self.stats[n]
         if how == "average":
