@@ -219,6 +219,19 @@ def test_the_cpu_rank_sorts_each_row_once(tmp_path):
     assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
 
 
+def test_the_rank_s_cost_grows_as_a_sort_s(tmp_path):
+    """The cost of sort_rank over h elements is a sort's, h log h, not a count over the row
+    for each element (h²): four times the row, about five times the work, not sixteen."""
+    work = {}
+    for h in (1024, 4096):
+        def row(b, h=h):
+            _s(b, "rank", "sort_rank", [b.tensor("ids", [h], spine=True)], [h], "i64")
+
+        prog = Program.from_workspace(_write(tmp_path / str(h), row))
+        work[h] = cost.estimate(lower(fused_plan(prog, [["rank"]]).groups[0], prog), cost.CPU).ops
+    assert 4 < work[4096] / work[1024] < 6
+
+
 def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
     """On a GPU (the simulator), sort_rank sorts the row by merging runs in a scratch
     parameter of the kernel's own (sort_cuda.py) instead of counting over the row for each
