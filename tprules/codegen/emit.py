@@ -357,7 +357,8 @@ class RowValues:
     def count(self, op, idx: tuple[str, ...], scope: Scope) -> str:
         """A stable sort's rank: how many elements of the row sort before element idx[-1]
         (smaller, or equal and earlier; NaN after every number, NaNs in their order), counted
-        again for each stored element: no state between elements."""
+        again for each stored element: no state between elements. O(h²) a row: only where
+        the row was not sorted once before the store pass (cpu.rank_row, sort_cuda.py)."""
         src = scope.src
         n, q = src.fresh("n"), src.fresh("q")
         x = scope.again(row=self.value).at(op.x, idx)
