@@ -273,6 +273,9 @@ def main(argv=None) -> int:
     p.add_argument("--moe-ffn", type=int, default=1408, help="with --hf, a mixture of experts: an expert's width")
     p.add_argument("--batched-mm", action="store_true",
                    help="with --hf, a mixture of experts: also run its import in the batched_mm form")
+    p.add_argument("--decode-batch", type=int, default=0, metavar="B",
+                   help="with --hf: also each mixture of experts at a decode-sized step (seq 1, batch B), its "
+                   "import in both experts' forms (grouped_mm and batched_mm), in the same run")
     args = p.parse_args(argv)
     if args.hf:
         import hf_layer

@@ -3,7 +3,7 @@
     python benchmarks/bench_run.py --hf llama,qwen3,gemma [--tp 1,2,4] [--repeat 10] [--layers 1]
                                    [--seq 128 --hidden 1024 --ffn 2816 --heads 16 --kv-heads 4]
     python benchmarks/bench_run.py --hf mixtral,qwen3_moe,olmoe,deepseek_v3,qwen2_moe [--experts 4 --top-k 2
-                                   --moe-ffn 1408] [--seq 1 --batch 8] [--batched-mm]
+                                   --moe-ffn 1408] [--seq 1 --batch 8] [--batched-mm] [--decode-batch 8]
 
 For each model type: transformers builds the causal LM from a config (its own modeling
 code, eager attention, float32, seeded weights, nothing downloaded) and saves it; then, in
@@ -17,8 +17,10 @@ A mixture of experts (`MOE` below) gets `--experts` experts of width `--moe-ffn`
 a token; its import takes the experts in transformers' grouped_mm form (tprules' default),
 and with `--batched-mm` in the batched_mm form too (`TP n planner, batched_mm`). torch's
 forward runs transformers' default experts form (grouped_mm). The config's own TP plan is
-imported (transformers' plans for these models split attention; the experts then run
-whole on the spine).
+imported (transformers 5.24's plans split attention and the experts, `moe_tp_experts`).
+With `--decode-batch B`, after the models at `--seq`/`--batch`, each mixture of experts
+again at a decode-sized step (seq 1, batch B), in both experts' forms, its own table: the
+whole set of figures from one run.
 Every tprules output is checked against the reference and against torch's own logits
 (`expected/logits.npy`, the tolerance of `tprules run`). Not a test: it prints figures.
 """
@@ -202,19 +204,33 @@ def print_table(rows: list[dict], args) -> None:
 
 
 def main(args) -> int:
+    import copy
+    import os
+
     from tprules.runtime.devices import get_device
 
     device = get_device(args.device, args.matmul)
     import torch
 
     torch.set_num_threads(args.threads)
-    print(f"device {device.describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    rows = []
-    for model_type in args.hf:
-        done = bench_model(model_type, args, device)
-        rows += done
-        print(f"  {model_type}: done", flush=True)
-        if len(args.hf) > 1:  # each model's rows as they come (a long run cut short keeps them)
-            print_table(done, args)
-    print_table(rows, args)
-    return 0 if all(r["ok"] for r in rows) else 1
+    print(f"device {device.describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the start")
+    shapes = [(args, args.hf)]
+    if getattr(args, "decode_batch", 0):
+        step = copy.copy(args)
+        step.seq, step.batch, step.batched_mm = 1, args.decode_batch, True
+        shapes.append((step, [m for m in args.hf if m in MOE]))
+    tables = []
+    for shape, models in shapes:
+        rows = []
+        for model_type in models:
+            done = bench_model(model_type, shape, device)
+            rows += done
+            print(f"  {model_type} (seq {shape.seq}, batch {shape.batch}): done", flush=True)
+            if len(args.hf) > 1:  # each model's rows as they come (a long run cut short keeps them)
+                print_table(done, shape)
+        tables.append((rows, shape))
+    for rows, shape in tables:
+        print_table(rows, shape)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
+    return 0 if all(r["ok"] for rows, _ in tables for r in rows) else 1

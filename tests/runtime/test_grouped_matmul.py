@@ -115,6 +115,26 @@ def test_one_blas_call_per_expert_and_the_weights_read_transposed_where_they_lie
     assert report.ok
 
 
+def test_the_columns_are_tiles_shared_by_the_threads_however_the_tokens_chose(tmp_path):
+    """Wider than one column tile, on two threads, the groups uneven (one expert empty, one
+    holding most rows, rows past the last group): each (column tile, expert, row tile) is
+    one BLAS call, the column tile outermost, and the result is the reference's."""
+    def wide(b):
+        a = b.tensor("a", [40, 24], spine=True)
+        w = b.tensor("w", [3, 1100, 24], spine=True)  # the checkpoint's [E, N, K], read transposed
+        offs = b.tensor("offs", [3], "i32", spine=True, data=np.array([3, 3, 37], np.int32))
+        wt = _s(b, "wt", "permute", [w], [3, 24, 1100], dims="0,2,1")
+        _s(b, "out", "grouped_matmul", [a, wt, offs], [40, 1100])
+
+    ws = _write(tmp_path, wide)
+    prog = Program.from_workspace(ws)
+    plan = fused_plan(prog, [["wt", "out"]])
+    source = cpu.render(lower(plan.groups[0], prog), gemm=True, threads=2)
+    assert "column tiles of up to" in source and "prange(" in source
+    report = execute(ws, plan, device=CpuDevice(threads=2), prog=prog)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
 def test_the_trace_says_the_weights_each_form_reads(tmp_path):
     """A kernel's trace slice counts the experts' weights a grouped matmul reads once, and
     a gather of them once per (token, expert) pair."""
@@ -178,6 +198,66 @@ def test_sort_rank_inverts_torch_s_stable_sort():
 @pytest.mark.parametrize("device, unfused", [("cpu", False), ("sim", False), ("sim", True)])
 def test_the_rank_kernels_match_the_reference(tmp_path, device, unfused):
     report = execute(_write(tmp_path, ranks), device=device, baseline=unfused)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_the_cpu_rank_sorts_each_row_once(tmp_path):
+    """sort_rank on the CPU sorts the row's values once (a stable merge sort), not a count
+    over the row for each element; a long row of few distinct ids (the grouped form's
+    (token, expert) pairs) gives the reference's ranks."""
+    def long_row(b):
+        ids = np.random.default_rng(0).integers(0, 8, 3000).astype(np.float32)
+        ids[[5, 700]] = np.nan
+        _s(b, "rank", "sort_rank", [b.tensor("ids", [3000], spine=True, data=ids)], [3000], "i64")
+
+    ws = _write(tmp_path, long_row)
+    prog = Program.from_workspace(ws)
+    plan = fused_plan(prog, [["rank"]])
+    source = cpu.render(lower(plan.groups[0], prog), gemm=True)
+    assert source.count("np.argsort(") == 1 and "+= 1" not in source
+    report = execute(ws, plan, device="cpu", prog=prog)
+    assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
+
+
+def test_the_rank_s_cost_grows_as_a_sort_s(tmp_path):
+    """The cost of sort_rank over h elements is a sort's, h log h, not a count over the row
+    for each element (h²): four times the row, about five times the work, not sixteen."""
+    work = {}
+    for h in (1024, 4096):
+        def row(b, h=h):
+            _s(b, "rank", "sort_rank", [b.tensor("ids", [h], spine=True)], [h], "i64")
+
+        prog = Program.from_workspace(_write(tmp_path / str(h), row))
+        work[h] = cost.estimate(lower(fused_plan(prog, [["rank"]]).groups[0], prog), cost.CPU).ops
+    assert 4 < work[4096] / work[1024] < 6
+
+
+def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
+    """On a GPU (the simulator), sort_rank sorts the row by merging runs in a scratch
+    parameter of the kernel's own (sort_cuda.py) instead of counting over the row for each
+    element; rows of odd length, ties, NaN and infinities give the reference's ranks, fused
+    with the input's computation and with the sorted values put at the ranks."""
+    from tprules.codegen import cuda as render_cuda
+
+    def rows(b):
+        rng = np.random.default_rng(1)
+        ids = rng.integers(0, 5, (3, 37)).astype(np.float32)
+        ids[1, [0, 9, 30]] = np.nan
+        ids[2, [3, 4]] = -np.inf
+        x = b.tensor("ids", [3, 37], spine=True, data=ids)
+        y = _s(b, "y", "add_scalar", [x], [3, 37], value="1.0")
+        rank = _s(b, "rank", "sort_rank", [y], [3, 37], "i64")
+        _s(b, "sorted", "put_along", [b.tensor("zeros", [3, 37], spine=True, data=np.zeros((3, 37), np.float32)),
+                                      rank, y], [3, 37], axis=1)
+
+    ws = _write(tmp_path, rows)
+    prog = Program.from_workspace(ws)
+    plan = fused_plan(prog, [["y", "rank"]])
+    kernel = render_cuda.prepare(lower(plan.groups[0], prog))
+    assert [p.shape for p in kernel.params if p.role == "scratch"][-1] == (3, 4, 37)
+    source, _ = render_cuda.render(kernel, render_cuda.Target(simulator=True))
+    assert "+= 1" not in source  # no count over the row
+    report = execute(ws, plan, device="sim", prog=prog)
     assert report.ok, [(o.tensor, o.max_rel_err) for o in report.outputs]
 
 

@@ -225,11 +225,14 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
             passes: float = ops.CLASSES[op.cls].passes
             if ops.CLASSES[op.cls].reduction == "select":  # the t-th of k selects t + 1 times over the row
                 passes = (stage.shape[-1] + 1) / 2 * op.x.shape[-1]
-            elif ops.CLASSES[op.cls].reduction == "count":  # each element counts over the row once
-                passes = op.x.shape[-1]
+            elif ops.CLASSES[op.cls].reduction == "count":  # the row's input once, into the sort
+                passes = 1
             reads = _evaluate([op.x], n, 0, tiled)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
-            total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n,
+            # a stable sort's rank: a merge sort's comparisons, about log2(h) an element
+            # (cpu.rank_row, sort_cuda.py)
+            sort = n * max(1, op.x.shape[-1] - 1).bit_length() if ops.CLASSES[op.cls].reduction == "count" else 0
+            total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n + sort,
                                      reads.transcendental * passes + exps, 0)
         return total
     if isinstance(stage, AbsMax):

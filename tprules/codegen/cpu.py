@@ -70,7 +70,7 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
             elif gemm and isinstance(stage, BatchedMatmulStage):
                 batched.render_cpu_gemm(src, stage, kernel, parallel)
             elif gemm and isinstance(stage, GroupedMatmulStage):
-                grouped.render_cpu_gemm(src, stage, kernel, parallel)
+                grouped.render_cpu_gemm(src, stage, kernel, threads if parallel else 1)
             else:
                 RENDER[type(stage)](src, stage, kernel)
         src.line("return")
@@ -142,9 +142,11 @@ def one_row(src: Source, stage: RowStage, kernel: Kernel, lead: tuple[str, ...],
     values = RowValues(stage)
     for n, op in enumerate(stage.rows):
         how = reduction(op.cls)
-        if how in ("select", "count"):
+        if how == "select":
             continue  # no statistics: each stored element selects again (emit.RowValues.select)
-        if how in ("average", "moments"):
+        if how == "count":
+            values.stats[n] = {"rank": rank_row(src, values, op, lead, scope)}
+        elif how in ("average", "moments"):
             values.stats[n] = mean_row(src, values, op, lead, scope)
         elif how == "rms":
             ss = src.fresh("ss")
@@ -211,6 +213,24 @@ def reduction_loop(src: Source, values: RowValues, op, lead, h, scope: Scope) ->
     src.line(f"for {j} in range({h}):")
     src.depth += 1
     return scope.again(row=values.value).at(op.x, lead + (j,)), j
+
+
+def rank_row(src: Source, values: RowValues, op, lead, scope: Scope) -> str:
+    """A stable sort's rank of each element of the row (sort_rank), in O(h log h): the row's
+    values computed once, sorted stably (Numba's merge sort: equal elements in their order,
+    NaN last), and each element's place put at its position; returns the template of a
+    rank ("rank[{}]")."""
+    h = op.x.shape[-1]
+    xs, order, rank, q = src.fresh("xs"), src.fresh("order"), src.fresh("rank"), src.fresh("q")
+    src.line(f"{xs} = np.empty({h}, np.float32)")
+    x, j = reduction_loop(src, values, op, lead, h, scope)
+    src.line(f"{xs}[{j}] = {x}")
+    src.depth -= 1
+    src.line(f"{order} = np.argsort({xs}, kind='mergesort')")
+    src.line(f"{rank} = np.empty({h}, np.int64)")
+    with src.block(f"for {q} in range({h}):"):
+        src.line(f"{rank}[{order}[{q}]] = {q}")
+    return f"{rank}[{{}}]"
 
 
 def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str, str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
-from . import attention, attention_cuda, batched, grouped, typed
+from . import attention, attention_cuda, batched, grouped, sort_cuda, typed
 from .emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
 from .extern import split_matmuls
 from .ir import (
@@ -72,8 +72,9 @@ class Target:
 def prepare(kernel: Kernel, library: bool = False) -> Kernel:
     """The kernel as a GPU runs it: its attention stages of the online form one stage each
     (their scratch buffers one element, never touched), any other unfolded into its stages;
+    a scratch parameter for each stable sort's rank (sort_cuda.py);
     with `library`, its matmul stages split around the library's gemm (extern.py)."""
-    kernel = attention.unfold(kernel, attention.online)
+    kernel = sort_cuda.with_sort_scratch(attention.unfold(kernel, attention.online))
     if library:
         kernel = split_matmuls(kernel)
     return attention.without_tiled_buffers(kernel)
@@ -233,15 +234,19 @@ def row_loop(src: Source, values: RowValues, op, lead, h) -> str:
 def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
     lead_shape, h = stage.shape[:-1], stage.shape[-1]
     values = RowValues(stage)
+    sorts = dict(stage.sorts)
     r = src.fresh("r")
     with src.block(f"for {r} in range(bid, {stage.row_count}, nb):"):
         lead = unflatten(src, r, lead_shape)
         for n, op in enumerate(stage.rows):
             part = src.fresh("part")
             how = reduction(op.cls)
-            if how in ("select", "count"):
-                continue  # no statistics: each stored element selects again (emit.RowValues.select)
-            if how in ("average", "moments"):
+            if how == "select" or (how == "count" and n not in sorts):
+                continue  # no statistics: each stored element selects (or counts) again (emit.RowValues)
+            if how == "count":  # the row sorted once in the kernel's scratch (sort_cuda.py)
+                values.stats[n] = {"rank": sort_cuda.rank_row(
+                    src, sorts[n], r, op.x.shape[-1], lambda j, op=op: Scope(src, row=values.value).at(op.x, lead + (j,)))}
+            elif how in ("average", "moments"):
                 values.stats[n] = mean_row(src, values, op, lead, part)
             elif how == "rms":
                 src.line(f"{part} = f32(0)")

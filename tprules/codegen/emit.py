@@ -308,6 +308,8 @@ class RowValues:
         if how == "select":
             return self.select(op, idx, scope)
         if how == "count":
+            if "rank" in self.stats.get(n, {}):  # the row sorted once before the store pass: cpu.rank_row, sort_cuda
+                return f"f32({self.stats[n]['rank'].format(idx[-1])})"
             return self.count(op, idx, scope)
         stats = self.stats[n]
         if how == "average":
@@ -355,7 +357,8 @@ class RowValues:
     def count(self, op, idx: tuple[str, ...], scope: Scope) -> str:
         """A stable sort's rank: how many elements of the row sort before element idx[-1]
         (smaller, or equal and earlier; NaN after every number, NaNs in their order), counted
-        again for each stored element: no state between elements."""
+        again for each stored element: no state between elements. O(h²) a row: only where
+        the row was not sorted once before the store pass (cpu.rank_row, sort_cuda.py)."""
         src = scope.src
         n, q = src.fresh("n"), src.fresh("q")
         x = scope.again(row=self.value).at(op.x, idx)

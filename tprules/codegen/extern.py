@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 
 from ..ops import Ops
-from .ir import Acc, Expr, Gemm, Kernel, Load, MatmulStage, Op, Param, Pointwise, Stage, Store, Transpose
+from .ir import Acc, Expr, Gemm, GroupedMatmulStage, Kernel, Load, MatmulStage, Op, Param, Pointwise, Stage, Store, Transpose
 from .views import block, view_of
 
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
@@ -41,7 +41,7 @@ def buffer_of(e: Expr, kernel: Kernel) -> tuple[str, bool] | None:
     return None
 
 
-def direct_stores(stage: MatmulStage, kernel: Kernel) -> dict[int, str]:
+def direct_stores(stage: MatmulStage | GroupedMatmulStage, kernel: Kernel) -> dict[int, str]:
     """Matmul number → the output parameter the library writes its result into directly."""
     out: dict[int, str] = {}
     for st in stage.stores:

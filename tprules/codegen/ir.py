@@ -254,6 +254,8 @@ class RowStage:
     shape: Shape
     rows: tuple[RowOp, ...]
     stores: tuple[Store, ...]
+    # on a GPU: row op number → the scratch parameter its stable sort works in (sort_cuda.py)
+    sorts: tuple[tuple[int, str], ...] = ()
 
     @property
     def row_count(self) -> int:
