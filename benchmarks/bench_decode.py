@@ -96,7 +96,7 @@ class EagerStep:
 
 
 def bench_batch(source: Path, work: Path, batch: int, args, device) -> list[dict]:
-    from hf_layer import Imported
+    from hf_layer import Imported, interleaved
 
     from tprules.frontends.decode import import_decode
 
@@ -112,16 +112,7 @@ def bench_batch(source: Path, work: Path, batch: int, args, device) -> list[dict
         for name in ("planner", "unfused"):
             if name in args.impls:
                 impls[f"TP {tp} {name}"] = Imported(folder, name == "planner", device)
-    for impl in impls.values():
-        impl.run()  # warm up
-    best: dict[str, list] = {}
-    for _ in range(args.repeat):
-        for name, impl in impls.items():
-            seconds, cpu, result = impl.run()
-            b = best.setdefault(name, [float("inf"), float("inf"), None])
-            if seconds < b[0]:
-                b[0], b[2] = seconds, result
-            b[1] = min(b[1], cpu)
+    best = interleaved(impls, args.repeat)
     rows = []
     for name, impl in impls.items():
         seconds, cpu, result = best[name]
