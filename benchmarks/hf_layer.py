@@ -161,16 +161,7 @@ def bench_model(model_type: str, args, device) -> list[dict]:
                 for name in ("planner", "unfused"):
                     if name in args.impls:
                         impls[f"TP {tp} {name}, {form}"] = Imported(other, name == "planner", device)
-        for impl in impls.values():
-            impl.run()  # warm up
-        best: dict[str, list] = {}
-        for _ in range(args.repeat):
-            for name, impl in impls.items():
-                seconds, cpu, result = impl.run()
-                b = best.setdefault(name, [float("inf"), float("inf"), None])
-                if seconds < b[0]:
-                    b[0], b[2] = seconds, result
-                b[1] = min(b[1], cpu)
+        best = interleaved(impls, args.repeat)
         for name, impl in impls.items():
             seconds, cpu, result = best[name]
             ok, err = impl.check(result)
@@ -179,6 +170,22 @@ def bench_model(model_type: str, args, device) -> list[dict]:
         for note in notes:
             print(f"  {model_type} {note}")
     return rows
+
+
+def interleaved(impls: dict, repeat: int) -> dict[str, list]:
+    """Each implementation's [fastest wall, least cpu, the fastest run's result]: one warm-up
+    run each, then `repeat` rounds, each running every implementation once."""
+    for impl in impls.values():
+        impl.run()  # warm up
+    best: dict[str, list] = {}
+    for _ in range(repeat):
+        for name, impl in impls.items():
+            seconds, cpu, result = impl.run()
+            b = best.setdefault(name, [float("inf"), float("inf"), None])
+            if seconds < b[0]:
+                b[0], b[2] = seconds, result
+            b[1] = min(b[1], cpu)
+    return best
 
 
 def print_table(rows: list[dict], args) -> None:

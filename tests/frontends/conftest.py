@@ -24,16 +24,18 @@ def hf_model(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def imported(hf_model, tmp_path_factory):
-    """`imported("llama", 2)`: the program folder of that model imported at TP 2."""
+    """`imported("llama", 2)`: the program folder of that model imported at TP 2;
+    `imported("llama", 2, decode=True, past=5, cache_len=10)`: of its decode step (import hf --decode)."""
+    from tprules.frontends.decode import import_decode
     from tprules.frontends.importer import import_hf
 
     done: dict[tuple, Path] = {}
 
-    def get(model_type: str, tp: int, **options) -> Path:
-        key = (model_type, tp, tuple(sorted(options.items())))
+    def get(model_type: str, tp: int, decode: bool = False, **options) -> Path:
+        key = (model_type, tp, decode, tuple(sorted(options.items())))
         if key not in done:
-            out = tmp_path_factory.mktemp(f"{model_type}-tp{tp}") / "program"
-            import_hf(hf_model(model_type), tp, out, **options)
+            out = tmp_path_factory.mktemp(f"{model_type}-{'decode-' if decode else ''}tp{tp}") / "program"
+            (import_decode if decode else import_hf)(hf_model(model_type), tp, out, **options)
             done[key] = out
         return done[key]
 

@@ -3,7 +3,12 @@ transformers' greedy tokens; a bad prompt file is one line and exit 2."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,3 +66,72 @@ def test_a_bad_prompt_file_is_one_line_and_exit_2(cli, hf_model, tmp_path, case)
     status, out, err = cli("generate", hf_model("llama"), "--tp", "2", "--prompt-ids", path, "--tokens", "2")
     assert (status, out) == (2, "")
     assert len(err.splitlines()) == 1 and message in err and err.startswith(str(path)), err
+
+
+def _prepared_on(world, folder):
+    from tprules.planner import plan as make_plan
+    from tprules.runtime import Prepared, Program
+    from tprules.workspace import Workspace
+
+    ws = Workspace(folder)
+    prog = Program.from_workspace(ws)
+    return Prepared(prog, make_plan(ws), "cpu", share=False, world=world)
+
+
+def test_on_two_ranks_each_rank_feeds_back_its_own_chips_caches(imported):
+    """generate's loop on two thread ranks (tests/runtime/ranks.py): the one-process tokens,
+    each rank's decode step fed only its own chip's caches, and no cache sent between ranks."""
+    import threading
+
+    spec = importlib.util.spec_from_file_location("thread_ranks", Path(__file__).parent.parent / "runtime" / "ranks.py")
+    ranks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ranks)
+    from tprules.frontends.generate import greedy
+    from tprules.runtime.world import World
+
+    common = dict(decode=True, cache_len=6, batch=2, layers=1, verify=False)
+    folders = [imported("llama", 2, past=0, step=3, **common), imported("llama", 2, past=3, **common)]
+    prompt = np.array([[5, 17, 99], [3, 42, 7]])
+    one = greedy(*[_prepared_on(World(2), f) for f in folders], prompt, 3)
+    hub, got, fed, failures = ranks._Hub(2), {}, {}, []
+
+    def rank(r):
+        try:
+            world = ranks.ThreadWorld(hub, r)
+            world.assign(2)
+            prefill, step = (_prepared_on(world, f) for f in folders)
+            before = world.traffic.message_bytes  # (the reference's exchanges are behind)
+            got[r] = greedy(prefill, step, prompt, 3, world)
+            fed[r] = {t for t in step.executor.inputs if "_cache" in t}
+            fed[r, "sent"] = world.traffic.message_bytes - before
+        except BaseException as err:  # noqa: BLE001 - raised again below
+            failures.append(err)
+            hub.barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[0]
+    assert np.array_equal(got[0], one) and np.array_equal(got[1], one) and len({tuple(r) for r in one}) == 2
+    for r in range(2):
+        assert fed[r] == {f"model.layers.0.{kind}_cache@{r}" for kind in ("key", "value")}
+    assert fed[0, "sent"] == fed[1, "sent"] == 0  # the runs' exchanges are the plan's collectives and the tokens
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "mpiexec").exists() and shutil.which("mpiexec") is None,
+                    reason="needs MPI: pip install -e '.[mpi]'")
+def test_generate_on_two_mpi_ranks_gives_transformers_tokens(hf_model, tmp_path):
+    (tmp_path / "prompt.txt").write_text("5 17 99\n")
+    args = ["generate", hf_model("llama"), "--tp", "2", "--prompt-ids", tmp_path / "prompt.txt", "--layers", "1"]
+    done = subprocess.run([sys.executable, "-m", "tprules", *map(str, args), "--tokens", "3", "--ranks", "2",
+                           "--format", "json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["steps"] == 3 and report["tokens"] == report["transformers"]
+    refused = subprocess.run([sys.executable, "-m", "tprules", *map(str, args), "--tokens", "2", "--ranks", "3"],
+                             capture_output=True, text=True, timeout=600)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "refused: 3 ranks for the 2 chips" in line and "at most one rank per chip" in line

@@ -20,24 +20,6 @@ from .tiny import MAMBA, TINY, make_model
 FAMILY = ("llama", "qwen3", "mistral")
 
 
-@pytest.fixture(scope="module")
-def decoded(hf_model, tmp_path_factory):
-    """`decoded("llama", 2, past=5, cache_len=10)`: the folder of that decode step."""
-    from tprules.frontends.decode import import_decode
-
-    done: dict = {}
-
-    def get(model_type: str, tp: int, **options):
-        key = (model_type, tp, tuple(sorted(options.items())))
-        if key not in done:
-            out = tmp_path_factory.mktemp(f"{model_type}-decode-tp{tp}") / "program"
-            import_decode(hf_model(model_type), tp, out, **options)
-            done[key] = out
-        return done[key]
-
-    return get
-
-
 def _outputs(folder):
     """The reference's value of every program output, and the program."""
     prog = Program.from_workspace(Workspace(folder))
@@ -46,8 +28,8 @@ def _outputs(folder):
 
 @pytest.mark.parametrize("tp", [1, 2])
 @pytest.mark.parametrize("model_type", FAMILY)
-def test_the_step_gives_torchs_logits_and_updated_cache(decoded, model_type, tp):
-    folder = decoded(model_type, tp, past=5, cache_len=10)
+def test_the_step_gives_torchs_logits_and_updated_cache(imported, model_type, tp):
+    folder = imported(model_type, tp, decode=True, past=5, cache_len=10)
     prog, values = _outputs(folder)
     layers = TINY["num_hidden_layers"]
     caches = [f"model.layers.{i}.{k}_cache_new" for i in range(layers) for k in ("key", "value")]
@@ -61,8 +43,8 @@ def test_the_step_gives_torchs_logits_and_updated_cache(decoded, model_type, tp)
     assert np.load(folder / "expected" / "prompt_ids.npy").shape == (1, 5)
 
 
-def test_each_chip_holds_its_own_heads_cache(decoded):
-    folder = decoded("llama", 2, past=5, cache_len=10)
+def test_each_chip_holds_its_own_heads_cache(imported):
+    folder = imported("llama", 2, decode=True, past=5, cache_len=10)
     prog = Program.from_workspace(Workspace(folder))
     kv, head = TINY["num_key_value_heads"], TINY["head_dim"]
     for k in range(2):
@@ -73,8 +55,8 @@ def test_each_chip_holds_its_own_heads_cache(decoded):
     assert filled[:5].all() and not filled[5:].any()  # torch's prefill wrote the prompt's 5 positions
 
 
-def test_a_batch_of_two_writes_each_row_at_the_position(decoded):
-    folder = decoded("llama", 2, past=3, cache_len=6, batch=2)
+def test_a_batch_of_two_writes_each_row_at_the_position(imported):
+    folder = imported("llama", 2, decode=True, past=3, cache_len=6, batch=2)
     prog, values = _outputs(folder)
     assert prog.tensors["input_ids"].shape == (2, 1) and prog.tensors["logits"].shape == (2, 1, TINY["vocab_size"])
     for out in ("logits", "model.layers.1.key_cache_new@1"):
@@ -157,13 +139,13 @@ def test_a_stamped_step_computes_what_the_step_traced_whole_does(tmp_path):
         assert rel <= 1e-4, out
 
 
-def test_candidates_pair_two_layers_only_where_one_feeds_the_other(decoded):
+def test_candidates_pair_two_layers_only_where_one_feeds_the_other(imported):
     """The mask and the rotary rows, computed once from the position, are read in every layer:
     their readers are not paired across layers (always a `cycle`); the residual that one
     layer passes to the next norm still is."""
     import re
 
-    folder = decoded("llama", 2, past=5, cache_len=10)
+    folder = imported("llama", 2, decode=True, past=5, cache_len=10)
     rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
             for rel in ("member", "attr", "reads", "writes")}
     layer = {o: m.group(1) for o, k, v in rows["attr"] if k == "module" and (m := re.search(r"layers\.(\d+)", v))}

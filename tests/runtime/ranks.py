@@ -111,8 +111,8 @@ class ThreadWorld(RankWorld):
         everything = self._exchange(obj)
         return everything if self.rank == 0 else None
 
-    def bcast(self, obj, what):
-        return self._exchange(obj)[0]
+    def bcast(self, obj, what, root=0):
+        return self._exchange(obj)[root]
 
     def barrier(self, what):
         self.hub.barrier.wait()

@@ -16,7 +16,7 @@ import pytest
 from plans import fused_plan
 
 from tprules.codegen import cpu, lower
-from tprules.codegen.cpu_gemm import TILE_ALIGN, TILE_COLS, TILE_ROWS, tile_plan
+from tprules.codegen.cpu_gemm import SMALL_MNK, TILE_ALIGN, TILE_COLS, TILE_ROWS, tile_plan
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
 from tprules.runtime.devices.cpu import CpuDevice, thread_shares
@@ -112,6 +112,19 @@ def test_tiles_cover_the_result_once_and_share_it_out(m, n, threads):
     assert tm <= max(TILE_ROWS, -(-m // threads)) and tn <= TILE_COLS + TILE_ALIGN and tn % TILE_ALIGN == 0
     if n >= threads * TILE_ALIGN:
         assert cols % threads == 0 or rows * cols >= threads
+
+
+@pytest.mark.parametrize("m, n, k, threads", [(1, 2048, 2048, 2), (1, 2048, 5632, 2), (8, 5632, 2048, 2),
+                                              (8, 2048, 5632, 1), (2, 17, 4096, 2), (1, 4096, 64, 2)])
+def test_a_skinny_products_tiles_fit_the_blass_small_matrix_kernels(m, n, k, threads):
+    rows, cols, tm, tn = tile_plan(m, n, threads, k=k)
+    assert rows * cols * tm >= m and cols * tn >= n and tn % TILE_ALIGN == 0
+    assert tm * tn * k <= SMALL_MNK  # (a decode step's matrix-vector products: no packing of the weights)
+    assert (rows, cols, tm, tn) == tile_plan(m, n, threads) or tn < tile_plan(m, n, threads)[3]
+
+
+def test_a_tall_product_is_tiled_as_before():
+    assert tile_plan(128, 2816, 2, k=1024) == tile_plan(128, 2816, 2)
 
 
 @pytest.mark.parametrize("cores, chips, shares", [

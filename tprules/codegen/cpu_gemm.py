@@ -30,19 +30,29 @@ CORE = "tprules.codegen.blas 1"
 TILE_ROWS = 256  # rows of a tile at most: BLAS is efficient only on tall tiles
 TILE_COLS = 512  # columns of a tile at most: a tile of accumulators stays in the L2 cache
 TILE_ALIGN = 16  # tile widths are a multiple of this (whole vector registers)
+# OpenBLAS computes a product of M·N·K ≤ 1e6 with its small-matrix kernels, straight from the
+# operands; a bigger one first packs B. For a skinny A (a decode step's few rows) packing
+# costs more than the product: a [1, 2048] x [2048, 512] tile ran at 5 GB/s, a [1, 2048] x
+# [2048, 256] one at 60 GB/s (benchmarks/bench_decode.py; docs/decode.md).
+SMALL_MNK = 1_000_000
 
 
-def tile_plan(m: int, n: int, threads: int, accumulators: int = 1) -> tuple[int, int, int, int]:
+def tile_plan(m: int, n: int, threads: int, accumulators: int = 1, k: int = 0) -> tuple[int, int, int, int]:
     """(row tiles, column tiles, tile rows, tile columns) for an [m, n] result on `threads`
     threads: tiles as tall as allowed (BLAS is fastest on tall blocks), the columns cut
     into a multiple of the thread count so that every thread gets the same work, and
-    narrower when several matmuls' `accumulators` must stay in cache together.
+    narrower when several matmuls' `accumulators` must stay in cache together, or when a
+    skinny product over `k` fits the BLAS's small-matrix kernels in narrower tiles (SMALL_MNK).
 
     >>> tile_plan(128, 2816, 2), tile_plan(128, 704, 1), tile_plan(8, 16, 2), tile_plan(128, 704, 1, 2)
     ((1, 6, 128, 480), (1, 2, 128, 352), (2, 1, 4, 16), (1, 3, 128, 240))
+    >>> tile_plan(1, 2048, 2, k=2048), tile_plan(8, 5632, 2, k=2048), tile_plan(128, 2816, 2, k=1024)
+    ((1, 6, 1, 352), (1, 118, 8, 48), (1, 6, 128, 480))
     """
     threads = max(1, threads)
     widest = max(4 * TILE_ALIGN, TILE_COLS // max(1, accumulators))
+    if 0 < m * TILE_ALIGN * k <= SMALL_MNK:  # a skinny product: tiles the small-matrix kernels take
+        widest = min(widest, SMALL_MNK // (m * k) // TILE_ALIGN * TILE_ALIGN)
     cols = threads * -(-n // (threads * widest))
     cols = max(1, min(cols, -(-n // TILE_ALIGN)))
     tn = -(-n // cols)
@@ -87,7 +97,7 @@ def matmul(src: Source, stage: MatmulStage, kernel: Kernel, threads: int) -> Non
         b_block = blas_operand(src, mm.b, kernel, parallel)
         operands.append((a_block, (*b_block[:3], b_block[3] != mm.transpose_b)))  # B's block: [K, N], or [N, K] when transposed
     direct = direct_stores(stage, kernel)
-    rows, cols, tm, tn = tile_plan(m, n, threads, len(stage.matmuls))
+    rows, cols, tm, tn = tile_plan(m, n, threads, len(stage.matmuls), k)
     t, i0, j0, mb, nb = (src.fresh(s) for s in ("t", "i0", "j0", "mb", "nb"))
     src.line(f"# {rows} x {cols} tiles of {tm} x {tn}")
     with src.block(f"for {t} in {'prange' if parallel else 'range'}({rows * cols}):"):

@@ -24,7 +24,7 @@ from . import decode_step as ds
 from . import importer
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
-from .importer import ImportReport, _Clock, _quiet_transformers, _versions, built_whole, program_data
+from .importer import ImportReport, _Clock, _quiet_transformers, built_whole, program_data
 from .placement import REPLICATE, Placement, Shard
 from .stamp import CannotStamp
 
@@ -39,7 +39,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
     from .hf import apply_plan, build_model, head_counts, read_source
     from .startup import load_extra
     from .weights import Heads, check_experts, check_heads
-    from .write import check_out, write_folder
+    from .write import check_out
 
     clock = _Clock()
     load_extra()
@@ -67,20 +67,13 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         if not no_data:
             data, expected = _data(src, model, built, placement, tp, tokens, past, length, seed)
         clock.tick("data")
-        info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
-                "tp": tp, "decode": True, "past": past, "cache_len": length, "batch": batch, "step": step,
-                "layers": getattr(src.config, "num_hidden_layers", None), "seed": seed, "no_data": no_data,
-                "plan": src.plan, **_versions(), "statements": built.statements, "candidates": built.candidates,
-                "folded": built.folded, "layer_kinds": built.kinds, "traced_layers": built.traced}
         checked = _Checked(src, model, built, placement, tp, tokens, past, length, seed,
                            verify and not no_data, data)
-        write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
-        clock.tick("write")
-        clock.move("write", "verify", checked.seconds)
+        options = {"decode": True, "past": past, "cache_len": length, "batch": batch, "step": step}
+        return importer.written(out, source, src, built, tp, options, seed, no_data, data, expected, checked,
+                                clock, progress)
     finally:
         progress.close()
-    return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
-                        built.folds, built.folded, clock.seconds, built.kinds, built.traced)
 
 
 def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False):

@@ -81,9 +81,20 @@ def read_prompt(path, vocab: int) -> np.ndarray:
     return ids.astype(np.int64)
 
 
+class RanksFailed(Exception):
+    """The ranks of `--ranks` ended without tokens: the launcher printed the line naming the
+    rank (runtime/distributed/launch.py); `code` is the exit status."""
+
+    def __init__(self, code: int):
+        super().__init__(f"the ranks ended with exit status {code}")
+        self.code = code
+
+
 def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=None, seed: int = 0,
-             layers: int | None = None, plan=None, progress=None) -> Generated:
-    """Greedy tokens of the imported programs on `device` against transformers' generate."""
+             layers: int | None = None, plan=None, progress=None, runner=None) -> Generated:
+    """Greedy tokens of the imported programs on `device` against transformers' generate;
+    `runner(work, prompt, tokens, device, seconds)` runs the programs in `work` (default: in
+    this process; `generate --ranks`: on MPI ranks, generate_ranks.on_ranks)."""
     import time
 
     from ..errors import UsageError
@@ -106,41 +117,65 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
         if tokens > 1:
             import_decode(model_dir, tp, work / "decode", past=past, **common)
         seconds["import"] = time.perf_counter() - started
-        got, steps = _run(work, prompt, tokens, device, seconds)
+        got = (runner or _run)(work, prompt, tokens, device, seconds)
         started = time.perf_counter()
         want = _transformers(src, build_model(src, seed, False), prompt, tokens)
         seconds["transformers"] = time.perf_counter() - started
     finally:
         if out is None:
             shutil.rmtree(work, ignore_errors=True)
-    return Generated(got, want, steps, seconds)
+    return Generated(got, want, tokens, seconds)
 
 
-def _run(work: Path, prompt: np.ndarray, tokens: int, device: str, seconds: dict) -> tuple[np.ndarray, int]:
-    """The prefill, then each decode step, its caches the previous program's outputs."""
+def _run(work: Path, prompt: np.ndarray, tokens: int, device: str, seconds: dict) -> np.ndarray:
+    """The programs in this process: the prefill, then each decode step."""
     import time
-
-    from . import decode_step as ds
-    from .graph import INPUT, OUTPUT
 
     started = time.perf_counter()
     prefill = _prepared(work / "prefill", device)
     step = _prepared(work / "decode", device) if tokens > 1 else None
     seconds["compile"] = time.perf_counter() - started
     started = time.perf_counter()
+    got = greedy(prefill, step, prompt, tokens)
+    seconds["run"] = time.perf_counter() - started
+    return got
+
+
+def greedy(prefill, step, prompt: np.ndarray, tokens: int, world=None) -> np.ndarray:
+    """The prefill (runtime.Prepared) on the prompt with empty caches, then `tokens` − 1 runs
+    of the decode step, each on the last greedy token at the next position, with the caches
+    the previous program wrote fed back as they are, each chip's its own. On ranks (`world`
+    a RankWorld) each rank feeds back the caches of its own chips, and the rank holding the
+    logits tells the others the tokens. [B, tokens] greedy tokens."""
+    from . import decode_step as ds
+    from .graph import INPUT
+
     past = prompt.shape[1]
-    caches = {t: np.zeros(p.tensors[t].shape, np.float32) for p in [prefill.prog] for t in p.inputs
+    caches = {t: np.zeros(prefill.prog.tensors[t].shape, np.float32) for t in prefill.prog.inputs
               if _cache(t) is not None}
     outputs = _step(prefill, {INPUT: prompt, ds.POSITION: np.array([0], np.int64), **caches})
-    chosen = [np.argmax(outputs[OUTPUT][:, -1, :], axis=-1)]
+    chosen = [_chosen(prefill, outputs, world)]
     for k in range(1, tokens):
         assert step is not None
         fed = {_cache(t): v for t, v in outputs.items() if _cache(t) is not None}
         inputs = {INPUT: chosen[-1][:, None].astype(np.int64), ds.POSITION: np.array([past + k - 1], np.int64)}
         outputs = _step(step, {**inputs, **{t: fed[t] for t in step.prog.inputs if t in fed}})
-        chosen.append(np.argmax(outputs[OUTPUT][:, -1, :], axis=-1))
-    seconds["run"] = time.perf_counter() - started
-    return np.stack(chosen, axis=1).astype(np.int64), tokens
+        chosen.append(_chosen(step, outputs, world))
+    return np.stack(chosen, axis=1).astype(np.int64)
+
+
+def _chosen(prepared, outputs: dict[str, np.ndarray], world=None) -> np.ndarray:
+    """Each sequence's greedy token of the last position: from the logits where this process
+    holds them, else from the rank that holds them (on ranks)."""
+    from .graph import OUTPUT
+
+    logits = outputs.get(OUTPUT)
+    chosen = None if logits is None else np.argmax(logits[:, -1, :], axis=-1)
+    if world is None or not world.collectives:
+        assert chosen is not None  # one process holds every chip
+        return chosen
+    home = prepared.prog.tensors[OUTPUT].home
+    return world.bcast(chosen, "the greedy tokens", root=0 if home is None else world.owner(home))
 
 
 def _cache(tensor: str) -> str | None:
@@ -175,7 +210,8 @@ def _step(prepared, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     values = {}
     for t, per_chip in done.outputs.items():
         home = prog.tensors[t].home
-        values[t] = per_chip[home if home in per_chip else min(per_chip)]
+        if per_chip:  # (on ranks: held by this rank's chips)
+            values[t] = per_chip[home if home in per_chip else min(per_chip)]
     return values
 
 

@@ -101,21 +101,30 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         if not no_data:
             data, expected = _data(src, model, built, tp, batch, seq, seed)
         clock.tick("data")
-        info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
-                "tp": tp, "ep": ep, "seq": seq, "batch": batch, "layers": getattr(src.config, "num_hidden_layers", None),
-                "seed": seed, "no_data": no_data, "plan": src.plan, **_versions(),
-                "statements": built.statements, "candidates": built.candidates, "folded": built.folded,
-                "layer_kinds": built.kinds, "traced_layers": built.traced}
-        from .write import write_folder
-
         checked = _Checked(src, model, built, seed, batch, seq, verify and not no_data, data)
-        write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
-        clock.tick("write")
-        clock.move("write", "verify", checked.seconds)
+        options = {"ep": ep, "seq": seq, "batch": batch}
+        return written(out, source, src, built, tp, options, seed, no_data, data, expected, checked, clock, progress)
     finally:
         progress.close()
+
+
+def written(out, source, src, built: _Built, tp: int, options: dict, seed: int, no_data: bool,
+            data: dict, expected: dict, checked: _Checked, clock: _Clock, progress) -> ImportReport:
+    """An import's last step (import hf's and its decode step's): source.json (`options` the
+    import's own keys after `tp`), the folder written once `checked` passes, the check's
+    seconds counted as `verify`, and the report."""
+    from .write import write_folder
+
+    info = {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
+            "tp": tp, **options, "layers": getattr(src.config, "num_hidden_layers", None), "seed": seed,
+            "no_data": no_data, "plan": src.plan, **_versions(), "statements": built.statements,
+            "candidates": built.candidates, "folded": built.folded, "layer_kinds": built.kinds,
+            "traced_layers": built.traced}
+    write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
+    clock.tick("write")
+    clock.move("write", "verify", checked.seconds)
     return ImportReport(Path(out), src.architecture, tp, built.statements, built.candidates, built.tensors,
-                        built.folds, built.folded, clock.seconds, built.kinds, built.traced, ep=ep)
+                        built.folds, built.folded, clock.seconds, built.kinds, built.traced, ep=bool(options.get("ep")))
 
 
 @dataclass

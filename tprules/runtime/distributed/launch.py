@@ -76,9 +76,17 @@ def launch(program_dir: str, ranks: int, rank_args: list[str], *, rules=None, sh
                          f"{job.prog.display}; at most one rank per chip")
     with tempfile.TemporaryDirectory(prefix="tprules-ranks-") as folder:
         write_job(Path(folder), job)
-        command = [mpiexec, *launcher_flags(mpiexec), "-n", str(ranks), sys.executable, "-m", "tprules", "run",
-                   str(program_dir), "--mpi", "--job", folder, "--timeout", f"{timeout:g}", *rank_args]
-        return _Watch(command, Path(folder), ranks, timeout, traceback).wait()
+        return start_ranks(["run", str(program_dir), "--mpi", "--job", folder, "--timeout", f"{timeout:g}",
+                            *rank_args], ranks, Path(folder), timeout, traceback, mpiexec)
+
+
+def start_ranks(tprules_args: list[str], ranks: int, folder: Path, timeout: float = 600.0, traceback: bool = False,
+                mpiexec: str | None = None) -> int:
+    """`tprules TPRULES_ARGS` on `ranks` ranks, watched until they end (their status records
+    in `folder`, where the job is); the exit status, after one line naming a rank that failed."""
+    mpiexec = mpiexec or find_mpiexec()
+    command = [mpiexec, *launcher_flags(mpiexec), "-n", str(ranks), sys.executable, "-m", "tprules", *tprules_args]
+    return _Watch(command, folder, ranks, timeout, traceback).wait()
 
 
 class _Watch:

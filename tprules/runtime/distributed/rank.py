@@ -77,6 +77,25 @@ def run_rank(options: RankOptions, emit) -> int:
     return code
 
 
+def run_as_rank(folder: Path, chips: int, body: Callable[[RankWorld], int], timeout: float = 600.0,
+                traceback: bool = False) -> int:
+    """This process as one rank of a job that a launcher wrote to `folder` for a program on
+    `chips` chips (launch.start_ranks; `tprules generate --ranks`): `body(world)` runs with
+    this rank's world, its status records kept as `run`'s ranks keep theirs, and a failure
+    ends every rank with one line naming this one."""
+    world = RankWorld.connect(timeout)
+    _share_cores(world)
+    status = _Status(world, folder)
+    world.assign(chips)
+    status("started")
+    try:
+        code = body(world)
+    except BaseException as err:  # noqa: BLE001 - a rank never leaves the others waiting
+        _fail(world, status, err, traceback)
+    status("done", code=code)
+    return code
+
+
 def _job(world: RankWorld, options: RankOptions) -> tuple[Job | None, int]:
     """The job, or (None, exit status) when rank 0 could not make it; rank 0 then raises."""
     if options.job is not None:

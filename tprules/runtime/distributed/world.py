@@ -221,10 +221,10 @@ class RankWorld(World):
         self.barrier(what)
         return self.comm.gather(obj, root=0)
 
-    def bcast(self, obj, what: str):
-        """Rank 0's `obj` on every rank."""
+    def bcast(self, obj, what: str, root: int = 0):
+        """Rank `root`'s `obj` on every rank."""
         self.barrier(what)
-        return self.comm.bcast(obj, root=0)
+        return self.comm.bcast(obj, root=root)
 
     def barrier(self, what: str) -> None:
         self._wait(self.comm.Ibarrier(), what)
