@@ -13,7 +13,9 @@
   runs of each, the fastest kept);
 - mixtral-8x7b, qwen3-30b-a3b, deepseek-v3, qwen3-235b-a22b: the same for four mixtures
   of experts (TP 8, sequence 512);
-- with --ep, the mixtures of experts under their EP plan (`import hf --ep`) on 8 chips.
+- with --ep, the mixtures of experts under their EP plan (`import hf --ep`) on 8 chips;
+- with --decode, one decode step of each (`import hf --decode --past 2047 --cache-len 2048`)
+  in place of the prefill (docs/decode.md).
 
 Every step is a whole command in its own process (start-up included), timed by wall clock,
 with the child's processor time and peak resident memory beside it.
@@ -78,6 +80,7 @@ FULL = {
 }
 TP = {"8b": 8, "70b": 8, "405b": 16, "mixtral-8x7b": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 8, "qwen3-235b-a22b": 8}
 # tokens x experts pairs: the batched_mm form's statements grow with them
+DECODE_PAST = 2047  # --decode: a step after this many tokens, cache one longer
 SEQ = {"mixtral-8x7b": 512, "qwen3-30b-a3b": 512, "deepseek-v3": 512, "qwen3-235b-a22b": 512}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, head_dim=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -126,16 +129,19 @@ def tiny(work: Path, device: str) -> list[dict]:
     return rows
 
 
-def full(work: Path, size: str, repeat: int = 1, ep: bool = False) -> dict:
+def full(work: Path, size: str, repeat: int = 1, ep: bool = False, decode: bool = False) -> dict:
     name = size if size in SEQ else f"llama3-{size}"
     source = work / name
     source.mkdir(parents=True, exist_ok=True)
     (source / "config.json").write_text(json.dumps(FULL[size], indent=1))
     kind = "EP" if ep else "TP"
-    out = work / f"{name}-{kind.lower()}{TP[size]}"
+    out = work / f"{name}-{kind.lower()}{TP[size]}{'-decode' if decode else ''}"
     row = {"model": size if size in SEQ else f"Llama-3{'.1' if size == '405b' else ''}-{size.upper()}",
            "seq": SEQ.get(size, 2048)}
-    wall, cpu, peak, done = command("import", "hf", source, "--tp", TP[size], "--seq", row["seq"], "--no-data",
+    shape = ["--decode", "--past", DECODE_PAST, "--cache-len", DECODE_PAST + 1] if decode else ["--seq", row["seq"]]
+    if decode:
+        row["seq"] = f"decode after {DECODE_PAST}"
+    wall, cpu, peak, done = command("import", "hf", source, "--tp", TP[size], *shape, "--no-data",
                                     "--out", out, "--format", "json", *(["--ep"] if ep else []))
     report = json.loads(done.stdout)
     row.update(import_s=wall, import_cpu_s=cpu, import_mib=peak, statements=report["statements"],
@@ -161,14 +167,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--work", default="/tmp/tprules-bench-import")
     ap.add_argument("--device", choices=("cpu", "sim"), default="cpu")
     ap.add_argument("--ep", action="store_true", help="the full-size mixtures of experts under their EP plans")
+    ap.add_argument("--decode", action="store_true", help="a decode step of each full-size config (docs/decode.md)")
     ap.add_argument("--repeat", type=int, default=1, help="check and plan runs per size (the fastest kept)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     results = {}
     for size in args.sizes.split(","):
-        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size, args.repeat, args.ep)
-    (work / f"bench_import{'-ep' if args.ep else ''}.json").write_text(json.dumps(results, indent=1))
+        results[size] = tiny(work, args.device) if size == "tiny" else full(work, size, args.repeat, args.ep, args.decode)
+    suffix = ("-ep" if args.ep else "") + ("-decode" if args.decode else "")
+    (work / f"bench_import{suffix}.json").write_text(json.dumps(results, indent=1))
     return 0
 
 

@@ -156,5 +156,25 @@ def test_candidates_pair_two_layers_only_where_one_feeds_the_other(imported):
         pairs.setdefault(f, []).append(o)
     across = [(a, c) for a, c in pairs.values() if a in layer and c in layer and layer[a] != layer[c]]
     assert across and all((a, c) in fed or (c, a) in fed for a, c in across)
-    mask_readers = [o for o, _, t in rows["reads"] if t == "where"]
-    assert {layer[o] for o in mask_readers} == {"0", "1"}  # read in both layers, paired within each
+    assert not [o for o, _, t in rows["reads"] if t == "where"]  # the mask is computed in each layer
+    for i in ("0", "1"):  # (frontends/per_layer.py): each layer reads its own copy, named under it
+        readers = [o for o, _, t in rows["reads"] if t == f"model.layers.{i}.where"]
+        assert readers and {layer[o] for o in readers} == {i}
+        assert layer[f"model.layers.{i}.where"] == i
+
+
+def test_the_position_values_are_computed_in_each_layer(decoded):
+    """No statement outside the layers is read by two layers: the mask and rotary rows
+    computed from the position are copied into each layer that reads them."""
+    import re
+
+    folder = decoded("llama", 2, past=5, cache_len=10)
+    rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
+            for rel in ("attr", "reads", "writes")}
+    layer = {o: m.group(1) for o, k, v in rows["attr"] if k == "module" and (m := re.search(r"layers\.(\d+)", v))}
+    writer = {t: o for o, t in rows["writes"]}
+    layers_reading: dict[str, set[str]] = {}
+    for o, _, t in rows["reads"]:
+        if t in writer and writer[t] not in layer and o in layer:
+            layers_reading.setdefault(writer[t], set()).add(layer[o])
+    assert layers_reading and all(len(ls) == 1 for ls in layers_reading.values())

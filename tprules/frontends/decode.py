@@ -25,6 +25,7 @@ from . import importer
 from .errors import ImportFailed
 from .graph import INPUT, OUTPUT
 from .importer import ImportReport, _Clock, _quiet_transformers, built_whole, program_data
+from .per_layer import per_layer_positions
 from .placement import REPLICATE, Placement, Shard
 from .stamp import CannotStamp
 
@@ -61,6 +62,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         apply_plan(src, model)
         clock.tick("model")
         built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer)
+        per_layer_positions(built, {ds.POSITION, *built.folded})
         within_layers(built)
         placement = full_placement(built)
         data, expected = {}, {}
