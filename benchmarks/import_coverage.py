@@ -399,6 +399,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--memory-gib", type=float, default=6.0,
                     help="address space of the process trying one architecture (a default vision tower may be large)")
     ap.add_argument("--decode", action="store_true", help="one decode step after a prompt (DECODE), not the prefill")
+    ap.add_argument("--keep", action="store_true", help="keep each architecture's model and program folders")
     args = ap.parse_args(argv)
     if args.decode:
         DECODE.update(past=5, cache_len=8)
@@ -415,6 +416,8 @@ def main(argv: list[str]) -> int:
     for model_type in types:
         row = isolated(model_type, work, args.tp, args.device, args.memory_gib, args.ep)
         rows.append(row)
+        if not args.keep:
+            cleanup(work, model_type)
         err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
         if "run_rel_err" in row:
             err += f"; {args.device} {row['run_rel_err']:.1e}"
@@ -433,6 +436,15 @@ def main(argv: list[str]) -> int:
     for reason, n in sorted(why.items(), key=lambda kv: -kv[1]):
         print(f"- {n}: {reason}")
     return 0
+
+
+def cleanup(work: Path, model_type: str) -> None:
+    """Delete the architecture's tiny models and programs (a full run's would fill the disk)."""
+    import shutil
+
+    for folder in (work / "models", work / "programs"):
+        for path in folder.glob(f"{model_type}-w*"):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def refusal_class(detail: str) -> str:
