@@ -22,12 +22,17 @@ from .constants import _map
 def table(aten) -> dict:
     """ATen op → its lowering."""
 
-    def tabulated(ctx, n):
+    def found_or_refused(ctx, n):
         positions: int | None = getattr(ctx, "positions", None)
         found = _position_of(ctx, n) if positions else None
         if found is None or positions is None:
             return ctx.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py); a "
                                       "function of the position alone is tabulated in a decode step only")
+        return positions, found
+
+    def gathered(ctx, n, positions, found, tag, value_at):
+        """The rows of a table of `value_at(p)` (flattened, float32) for every position p,
+        gathered by the position: its value, shaped as n (`tag` names its parts)."""
         source, cone = found
         shape = ctx.shape(n)
         width = int(np.prod(shape)) if shape else 1
@@ -35,15 +40,30 @@ def table(aten) -> dict:
         def make():
             import torch
 
-            rows = [_evaluate(ctx.c, n, cone, source, p).reshape(-1) for p in range(positions)]
+            rows = [value_at(_evaluate(ctx.c, n, cone, source, p)).reshape(-1) for p in range(positions)]
             return torch.stack(rows).to(torch.float32)
 
-        values = ctx.constant(("positions", ctx.c.key(n), positions), "positions", make, "f32")
-        ids = ctx.part(n, "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
-        rows = ctx.part(n, "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
+        values = ctx.constant(("positions", ctx.c.key(n), positions, tag), "positions", make, "f32")
+        ids = ctx.part(n, tag + "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
+        rows = ctx.part(n, tag + "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
+        return rows, shape
+
+    def tabulated(ctx, n):
+        positions, found = found_or_refused(ctx, n)
+        rows, _ = gathered(ctx, n, positions, found, "", lambda v: v)
         ctx.emit(n, Ops.RESHAPE, [rows])
 
-    return {aten.cos.default: tabulated, aten.sin.default: tabulated}
+    def polar(ctx, n):
+        """A complex function of the position (DeepSeek-V2's rotary, `polar(ones, freqs)`): its
+        real and imaginary parts each tabulated, the complex value their pair (aten_complex.py)."""
+        positions, found = found_or_refused(ctx, n)
+        pair = []
+        for part in ("real", "imag"):
+            rows, shape = gathered(ctx, n, positions, found, part, lambda v, part=part: getattr(v, part))
+            pair.append(ctx.part(n, part, Ops.RESHAPE, [rows], shape, "f32"))
+        ctx.pairs[n] = tuple(pair)
+
+    return {aten.cos.default: tabulated, aten.sin.default: tabulated, aten.polar.default: polar}
 
 
 def _position_of(ctx, n) -> tuple | None:
