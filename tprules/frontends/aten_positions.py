@@ -30,27 +30,9 @@ def table(aten) -> dict:
                                       "function of the position alone is tabulated in a decode step only")
         return positions, found
 
-    def gathered(ctx, n, positions, found, tag, value_at):
-        """The rows of a table of `value_at(p)` (flattened, float32) for every position p,
-        gathered by the position: its value, shaped as n (`tag` names its parts)."""
-        source, cone = found
-        shape = ctx.shape(n)
-        width = int(np.prod(shape)) if shape else 1
-
-        def make():
-            import torch
-
-            rows = [value_at(_evaluate(ctx.c, n, cone, source, p)).reshape(-1) for p in range(positions)]
-            return torch.stack(rows).to(torch.float32)
-
-        values = ctx.constant(("positions", ctx.c.key(n), positions, tag), "positions", make, "f32")
-        ids = ctx.part(n, tag + "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
-        rows = ctx.part(n, tag + "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
-        return rows, shape
-
     def tabulated(ctx, n):
         positions, found = found_or_refused(ctx, n)
-        rows, _ = gathered(ctx, n, positions, found, "", lambda v: v)
+        rows, _ = _gathered(ctx, n, positions, found, "", lambda v: v)
         ctx.emit(n, Ops.RESHAPE, [rows])
 
     def polar(ctx, n):
@@ -59,11 +41,60 @@ def table(aten) -> dict:
         positions, found = found_or_refused(ctx, n)
         pair = []
         for part in ("real", "imag"):
-            rows, shape = gathered(ctx, n, positions, found, part, lambda v, part=part: getattr(v, part))
+            rows, shape = _gathered(ctx, n, positions, found, part, lambda v, part=part: getattr(v, part))
             pair.append(ctx.part(n, part, Ops.RESHAPE, [rows], shape, "f32"))
         ctx.pairs[n] = tuple(pair)
 
     return {aten.cos.default: tabulated, aten.sin.default: tabulated, aten.polar.default: polar}
+
+
+EXACT = 2 ** 24  # integers of at most this size are exact in a float32 table
+
+
+def tabulate_failed(ctx, n) -> bool:
+    """A node that the op table refuses, tabulated where it is a real function of the position
+    alone (a strided write into the rotary's frequencies, Qwen3.5's interleaved M-RoPE; a
+    floor division of the position): its value for every position, gathered by the position,
+    an integer one cast back from the table's float32 (exact below 2^24). False where it is
+    not such a function (the refusal stands)."""
+    val = n.meta.get("val")
+    if not hasattr(val, "shape") or val.is_complex() or str(val.dtype).replace("torch.", "") == "bool":
+        return False
+    found = _position_of(ctx, n)
+    if found is None:
+        return False
+    dtype = ctx.dtype(n)
+
+    def exact(v):
+        if not v.is_floating_point() and v.numel() and int(v.abs().max()) >= EXACT:
+            ctx.unsupported(n, f"a function of the position with values of {EXACT} or more (tabulated in float32)")
+        return v
+
+    rows, shape = _gathered(ctx, n, ctx.positions, found, "", exact)
+    if dtype == "f32":
+        ctx.emit(n, Ops.RESHAPE, [rows])
+    else:
+        ctx.emit(n, Ops.CAST, [ctx.part(n, "shaped", Ops.RESHAPE, [rows], shape, "f32")])
+    return True
+
+
+def _gathered(ctx, n, positions: int, found, tag: str, value_at):
+    """The rows of a table of `value_at(value at p)` (flattened, float32) for every position p,
+    gathered by the position: (its value [1, numel], n's shape); `tag` names the parts."""
+    source, cone = found
+    shape = ctx.shape(n)
+    width = int(np.prod(shape)) if shape else 1
+
+    def make():
+        import torch
+
+        rows = [value_at(_evaluate(ctx.c, n, cone, source, p)).reshape(-1) for p in range(positions)]
+        return torch.stack(rows).to(torch.float32)
+
+    values = ctx.constant(("positions", ctx.c.key(n), positions, tag), "positions", make, "f32")
+    ids = ctx.part(n, tag + "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
+    rows = ctx.part(n, tag + "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
+    return rows, shape
 
 
 def _position_of(ctx, n) -> tuple | None:
