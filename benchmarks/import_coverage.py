@@ -56,6 +56,8 @@ OVERRIDES = {
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
     "dots1": dict(n_shared_experts=1),  # no default: its shared expert's width is moe_intermediate_size times it
     "lfm2_moe": dict(layer_types=["full_attention", "conv"], num_dense_layers=1),  # no default layer_types
+    # its defaults' 8 input and 8 output layers of 2 run each layer twice a forward: 1 input, 1 looped, 1 output
+    "dory": dict(num_hidden_layers=3, n_input_layers=1, n_output_layers=1),
     # the checkpoint's unembedding is padded from unpadded_vocab_size to vocab_size
     "inkling2_text": dict(unpadded_vocab_size=128, swa_num_attention_heads=4, swa_num_key_value_heads=2,
                           swa_head_dim=16, sliding_window_size=8, rel_extent=16),
