@@ -1,5 +1,6 @@
 """`tprules import hf --decode` beyond keys and values: a hybrid model's recurrent states
 (Mamba's conv and SSM state, a gated-delta layer's) as cache inputs and updated outputs; the
+own cache class of a model whose forward demands it (MiniMax's, made static); the
 functions of the position a step tabulates that a prefill folds (DeepSeek-V2's complex
 rotary, a strided write into the rotary's frequencies); an expert put of one element."""
 
@@ -21,11 +22,14 @@ LINEAR = dict(linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_h
               layer_types=["linear_attention", "full_attention"])
 MLA = dict(qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=32, q_lora_rank=32, head_dim=8,
            num_key_value_heads=4, first_k_dense_replace=2)
-# model type → (its tiny config's own fields, the states its first layer's cache holds)
+# model type → (its tiny config's own fields, its recurrent layer, the states that layer's cache holds)
 HYBRID = {
-    "bamba": (MAMBA, ("conv", "recurrent")),  # a Mamba-2 mixer, then attention
+    "bamba": (MAMBA, 0, ("conv", "recurrent")),  # a Mamba-2 mixer, then attention
     "qwen3_next": (dict(LINEAR, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-                        shared_expert_intermediate_size=32), ("conv", "recurrent")),  # gated delta, then attention
+                        shared_expert_intermediate_size=32), 0, ("conv", "recurrent")),  # gated delta, then attention
+    # attention, then lightning attention: its own cache class (MiniMaxCache), its state in a list
+    "minimax": (dict(num_local_experts=4, num_experts_per_tok=2, layer_types=["full_attention", "linear_attention"]),
+                1, ("linear",)),
 }
 POSITIONS = {
     "deepseek_v2": MLA,  # torch.polar of the position's frequencies, complex rotary
@@ -44,17 +48,17 @@ def _step(folder):
 def test_a_hybrid_models_recurrent_state_is_a_cache_input_and_output(tmp_path, model_type):
     from tprules.frontends.decode import import_decode
 
-    fields, kinds = HYBRID[model_type]
+    fields, layer, kinds = HYBRID[model_type]
     folder = tmp_path / "step"
     import_decode(make_model(tmp_path / "src", model_type, **fields), 2, folder, past=5, cache_len=8)
     prog, rel = _step(folder)
     names = {t.split("@")[0] for t in prog.inputs}
-    assert {f"model.layers.0.{k}_cache" for k in kinds} <= names
-    assert {"model.layers.1.key_cache", "model.layers.1.value_cache"} <= names
-    assert {f"model.layers.0.{k}_cache_new" for k in kinds} <= {t.split("@")[0] for t in prog.outputs}
+    assert {f"model.layers.{layer}.{k}_cache" for k in kinds} <= names
+    assert {f"model.layers.{1 - layer}.key_cache", f"model.layers.{1 - layer}.value_cache"} <= names
+    assert {f"model.layers.{layer}.{k}_cache_new" for k in kinds} <= {t.split("@")[0] for t in prog.outputs}
     assert max(rel.values()) <= 1e-4, rel
     # torch's prefill left a state: the step starts from it, not from zeros
-    state = np.load(folder / "data" / "model.layers.0.recurrent_cache.npy")
+    state = np.load(folder / "data" / f"model.layers.{layer}.{kinds[-1]}_cache.npy")
     assert np.abs(state).sum() > 0
 
 

@@ -84,14 +84,24 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
         if traced and type(layer) in (StaticLayer, StaticSlidingWindowLayer):
             cache.layers[i] = step_layer()(length)
         elif traced and isinstance(layer, StaticLayer):
-            layer.update = types.MethodType(step_layer().update, layer)
+            setattr(layer, "update", types.MethodType(step_layer().update, layer))  # noqa: B010 - an instance's own
+    device = next(iter(model.parameters())).device
+    ids = torch.zeros((batch, 1), dtype=torch.int64, device=device)
     try:  # allocated by the model's own first write (its head counts), then emptied
-        device = next(iter(model.parameters())).device
         with torch.no_grad():
-            model(input_ids=torch.zeros((batch, 1), dtype=torch.int64, device=device), cache=cache, use_cache=True)
-        cache.reset()
+            model(input_ids=ids, cache=cache, use_cache=True)
     except Exception as err:  # noqa: BLE001
-        raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
+        own = own_cache(model, cache)  # a model whose forward demands its own cache class
+        try:
+            if own is None:
+                raise err
+            with torch.no_grad():
+                model(input_ids=ids, cache=own, use_cache=True)
+            cache = own
+        except Exception:  # noqa: BLE001
+            raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
+    cache.reset()
+    _own_allocated(cache)
     return cache
 
 
@@ -108,9 +118,9 @@ def state_kinds(cache) -> list[list[str]]:
     layer without a cache (DummyLayer)."""
     from transformers.cache_utils import LinearAttentionCacheLayerMixin, StaticIndexedLayer, StaticLayer
 
-    out = []
+    out: list[list[str]] = []
     for layer in cache.layers:
-        kinds = []
+        kinds: list[str] = []
         if isinstance(layer, StaticLayer):
             kinds += list(KINDS)
         if isinstance(layer, StaticIndexedLayer) and layer.indexer_keys is not None:
@@ -122,6 +132,7 @@ def state_kinds(cache) -> list[list[str]]:
                     kinds.append("conv" + tail)
                 if layer.is_recurrent_states_initialized[k]:
                     kinds.append("recurrent" + tail)
+        kinds += [kind for kind in getattr(cache, "own_lists", {}) if (kind, len(out)) in cache.own_shapes]
         out.append(kinds)
     return out
 
@@ -134,17 +145,72 @@ def _slot(kind: str) -> tuple[str, int | None]:
     return SLOTS[kind], None
 
 
-def get_state(layer, kind: str):
+def get_state(cache, i: int, kind: str):
+    """Layer i's state `kind`: its cache layer's, or an own cache's list entry (OWN_LISTS)."""
+    if kind in getattr(cache, "own_lists", {}):
+        return getattr(cache, cache.own_lists[kind])[i]
     attr, k = _slot(kind)
+    layer = cache.layers[i]
     return getattr(layer, attr) if k is None else getattr(layer, attr)[k]
 
 
-def set_state(layer, kind: str, value) -> None:
+def set_state(cache, i: int, kind: str, value) -> None:
+    if kind in getattr(cache, "own_lists", {}):
+        getattr(cache, cache.own_lists[kind])[i] = value
+        return
     attr, k = _slot(kind)
+    layer = cache.layers[i]
     if k is None:
         setattr(layer, attr, value)
     else:
         getattr(layer, attr)[k] = value
+
+
+def _template(cache, i: int, kind: str):
+    """A tensor of layer i's state's shape (an own list's entry is empty between steps)."""
+    found = get_state(cache, i, kind)
+    return cache.own_shapes[(kind, i)] if found is None else found
+
+
+def own_cache(model, cache):
+    """The model's own cache class (MiniMax's MiniMaxCache, which its forward demands), static:
+    its layers StaticCache's, each list it keeps per layer (MiniMax's `linear_cache`, the
+    lightning attention's state) one entry a layer, empty (None) until a step writes it. None
+    where the model's module defines no one such class."""
+    import sys
+
+    from transformers.cache_utils import Cache, DynamicCache
+
+    module = sys.modules.get(type(model).__module__)
+    owns = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, DynamicCache)
+            and c.__module__ == module.__name__] if module else []
+    if len(owns) != 1:
+        return None
+    try:
+        own = owns[0]()
+    except TypeError:  # a constructor with arguments: not made here
+        return None
+    own.layers = cache.layers
+    lists: dict[str, str] = {}
+    for attr, value in list(vars(own).items()):
+        if isinstance(value, list) and attr != "layers" and not value and attr.endswith("_cache"):
+            setattr(own, attr, [None] * len(cache.layers))
+            lists[attr[: -len("_cache")]] = attr
+    own.own_lists = lists  # type: ignore[attr-defined]
+    assert isinstance(own, Cache)
+    return own
+
+
+def _own_allocated(cache) -> None:
+    """After the allocating forward: each own list's written entries recorded (their shapes,
+    the step's inputs) and emptied, as a fresh cache's."""
+    cache.own_shapes = {}
+    for kind, attr in getattr(cache, "own_lists", {}).items():
+        entries = getattr(cache, attr)
+        for i, value in enumerate(entries):
+            if value is not None:
+                cache.own_shapes[(kind, i)] = value.detach().clone().zero_()
+            entries[i] = None
 
 
 _STEP_LAYER: list = []
@@ -192,9 +258,9 @@ def stepping(model, cache):
 
     def step(input_ids, cache_position, *caches):
         given = iter(caches)
-        for layer, names in zip(cache.layers, kinds):
+        for i, (layer, names) in enumerate(zip(cache.layers, kinds)):
             for kind in names:
-                set_state(layer, kind, next(given).clone())
+                set_state(cache, i, kind, next(given).clone())
             if isinstance(layer, StaticLayer):
                 layer.cumulative_length = cache_position[0].clone()
             if isinstance(layer, StaticIndexedLayer) and "indexer_key" in names:
@@ -203,7 +269,7 @@ def stepping(model, cache):
                 for k in range(layer.number_of_states):
                     layer.has_previous_state[k] = input_ids.shape[1] == 1
         out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True)
-        news = [get_state(layer, kind) for layer, names in zip(cache.layers, kinds) for kind in names]
+        news = [get_state(cache, i, kind) for i, names in enumerate(kinds) for kind in names]
         return (out.logits, *news)
 
     model.forward = step
@@ -218,7 +284,7 @@ def example(tokens: tuple[int, int], cache) -> tuple:
     import torch
 
     ids = torch.zeros(tokens, dtype=torch.int64)
-    tensors = [get_state(layer, kind) for layer, names in zip(cache.layers, state_kinds(cache)) for kind in names]
+    tensors = [_template(cache, i, kind) for i, names in enumerate(state_kinds(cache)) for kind in names]
     return (ids, torch.tensor([0], dtype=torch.int64), *[torch.zeros_like(t) for t in tensors])
 
 
@@ -250,14 +316,14 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
             inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
             for i, names in enumerate(kinds):
                 for kind in names:
-                    inputs[cache_input(path, kind, i)] = _numpy(get_state(cache.layers[i], kind))
+                    inputs[cache_input(path, kind, i)] = _numpy(get_state(cache, i, kind))
             logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
     except Exception as err:  # noqa: BLE001 - the model's own forward raises anything
         raise src.fail(f"--decode: transformers' own forward with a static cache fails: {_line(err)}") from None
     outputs = {OUTPUT: _numpy(logits)}
     for i, names in enumerate(kinds):
         for kind in names:
-            outputs[cache_output(path, kind, i)] = _numpy(get_state(cache.layers[i], kind))
+            outputs[cache_output(path, kind, i)] = _numpy(get_state(cache, i, kind))
     return inputs, outputs
 
 
