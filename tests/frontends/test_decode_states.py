@@ -35,6 +35,8 @@ POSITIONS = {
     "deepseek_v2": MLA,  # torch.polar of the position's frequencies, complex rotary
     # Qwen3.5's interleaved M-RoPE: the text's frequencies written into every third element
     "qwen3_5_text": dict(LINEAR, layer_types=["full_attention", "full_attention"]),
+    # Llama 4's chunked attention: its mask compares the position's chunk with the cache's (a boolean table)
+    "llama4_text": dict(num_local_experts=4, num_experts_per_tok=1, attention_chunk_size=8),
 }
 
 

@@ -54,18 +54,22 @@ EXACT = 2 ** 24  # integers of at most this size are exact in a float32 table
 def tabulate_failed(ctx, n) -> bool:
     """A node that the op table refuses, tabulated where it is a real function of the position
     alone (a strided write into the rotary's frequencies, Qwen3.5's interleaved M-RoPE; a
-    floor division of the position): its value for every position, gathered by the position,
-    an integer one cast back from the table's float32 (exact below 2^24). False where it is
+    floor division of the position; a chunked attention's mask): its value for every
+    position, gathered by the position, an integer or boolean one cast back from the table's
+    float32 (exact below 2^24). False where it is
     not such a function (the refusal stands)."""
     val = n.meta.get("val")
-    if not hasattr(val, "shape") or val.is_complex() or str(val.dtype).replace("torch.", "") == "bool":
+    if not hasattr(val, "shape") or val.is_complex():
         return False
     found = _position_of(ctx, n)
     if found is None:
         return False
     dtype = ctx.dtype(n)
+    import torch
 
     def exact(v):
+        if v.dtype == torch.bool:  # a mask (Llama 4's chunked attention): 0 or 1, cast back to the i8 it is kept as
+            return v
         if not v.is_floating_point() and v.numel() and int(v.abs().max()) >= EXACT:
             ctx.unsupported(n, f"a function of the position with values of {EXACT} or more (tabulated in float32)")
         return v
