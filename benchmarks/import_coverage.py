@@ -64,6 +64,8 @@ OVERRIDES = {
     "gemma3n_text": dict(layer_types=None, num_kv_shared_layers=0),
     "dots1": dict(n_shared_experts=1),  # no default: its shared expert's width is moe_intermediate_size times it
     "lfm2_moe": dict(layer_types=["full_attention", "conv"], num_dense_layers=1),  # no default layer_types
+    # its defaults' 8 input and 8 output layers of 2 run each layer twice a forward: 1 input, 1 looped, 1 output
+    "dory": dict(num_hidden_layers=3, n_input_layers=1, n_output_layers=1),
     # the checkpoint's unembedding is padded from unpadded_vocab_size to vocab_size
     "inkling2_text": dict(unpadded_vocab_size=128, swa_num_attention_heads=4, swa_num_key_value_heads=2,
                           swa_head_dim=16, sliding_window_size=8, rel_extent=16),
@@ -160,6 +162,22 @@ def moe_layers(model_type: str, tp: int) -> dict:
     return out
 
 
+# --decode: a hybrid model's tiny config whose two layers are both recurrent (Mamba, gated delta)
+# holds no keys, and transformers' own decode cannot count its positions (`get_seq_length` asks
+# an attention layer): its second layer an attention one, by layer_types or the config's own fields
+ATTENTION_LAYER = {"bamba": dict(attn_layer_indices=[1]), "jamba": dict(attn_layer_offset=1, attn_layer_period=2)}
+
+
+def hybrid_fields(model_type: str, config) -> dict:
+    """Under --decode, the fields that make a tiny config's second layer an attention layer
+    where none of its layers is (none otherwise)."""
+    kinds = list(getattr(config.get_text_config(), "layer_types", None) or [])
+    if not DECODE or not kinds or any(("attention" in k and "linear" not in k) or k.startswith("hybrid")
+                                      for k in kinds):
+        return {}
+    return ATTENTION_LAYER.get(model_type, {"layer_types": [kinds[0], "full_attention"]})
+
+
 def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | None = None, ep: int = 0) -> None:
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
@@ -171,6 +189,11 @@ def tiny_model(model_type: str, folder: Path, seed: int = 0, experts: dict | Non
         if "text_config" in getattr(CONFIG_MAPPING[model_type], "sub_configs", {}):
             fields = {"text_config": fields}
         config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
+        hybrid = hybrid_fields(model_type, config)
+        if hybrid:
+            fields = {**fields, "text_config": {**fields["text_config"], **hybrid}} if "text_config" in fields else \
+                {**fields, **hybrid}
+            config = CONFIG_MAPPING[model_type](**fields, **TOWERS.get(model_type, {}))
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config).eval()
         drawn(model, config)

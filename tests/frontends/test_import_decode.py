@@ -82,8 +82,6 @@ BAD = {
                              "--past 8 leaves no room in --cache-len 8"),
     "cache_beyond_positions": (lambda tmp, m: m("llama"), ["--past", "4", "--cache-len", "65"],
                                "LlamaForCausalLM: --cache-len 65 is beyond the model's max_position_embeddings 64"),
-    "recurrent_state": (lambda tmp, m: make_model(tmp / "bamba", "bamba", weights=False, **MAMBA), ["--past", "2"],
-                        "BambaForCausalLM: --decode: layer 0's cache is a LinearAttentionLayer, not keys and values"),
     "window_shorter_than_cache": (lambda tmp, m: make_model(tmp / "mistral", "mistral", weights=False,
                                                             sliding_window=4), ["--past", "5", "--cache-len", "8"],
                                   "layer 0 attends over a sliding window of 4 tokens, shorter than --cache-len 8"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+from ..ops import Ops
 from .aten_table import OpTable
 
 
@@ -45,8 +48,14 @@ def register(table: OpTable, aten) -> None:
         a, b = n.args[:2]
         if not any(ctx.is_tensor(x) and getattr(x.meta.get("val"), "is_complex", lambda: False)() for x in (a, b)):
             return real_mul(ctx, n)
-        if not (ctx.is_tensor(a) and ctx.is_tensor(b)):
-            ctx.unsupported(n, "a complex value times a number")
+        if not ctx.is_tensor(a):
+            ctx.unsupported(n, "a number times a complex value")
+        if not ctx.is_tensor(b):  # a complex value times a real number (a rotary's attention scaling): each part
+            shape = ctx.shape(n)
+            ctx.pairs[n] = tuple(v if float(b) == 1.0 else ctx.part(n, tag, Ops.SCALE, [v], shape, "f32",
+                                                                    factor=repr(float(b)))
+                                 for tag, v in zip(("re", "im"), parts_of(ctx, a)))
+            return
         (ar, ai), (br, bi) = parts_of(ctx, a), parts_of(ctx, b)
         shape = ctx.shape(n)
         rr, ii = ctx.part(n, "rr", "mul", [ar, br], shape, "f32"), ctx.part(n, "ii", "mul", [ai, bi], shape, "f32")
@@ -59,3 +68,31 @@ def register(table: OpTable, aten) -> None:
         shape = ctx.shape(n)
         columns = [ctx.part(n, f"col{k}", "reshape", [v], shape[:-1] + (1,), "f32") for k, v in enumerate((re, im))]
         ctx.emit(n, "cat", columns, axis=len(shape) - 1)
+
+    def layout(cls_of):
+        """A layout op on a complex value, the same op on each part (a rotary table's unsqueeze
+        and expand in a decode step, where it is no longer a constant)."""
+        def lower(ctx, n, real=None):
+            x = n.args[0]
+            if x not in ctx.pairs:
+                return real(ctx, n)
+            shape = ctx.shape(n)
+            cls, attrs = cls_of(ctx, n)
+            ctx.pairs[n] = tuple(v if cls is None else ctx.part(n, tag, cls, [v], shape, "f32", **attrs)
+                                 for tag, v in zip(("re", "im"), ctx.pairs[x]))
+        return lower
+
+    def shaped(cls):
+        return lambda ctx, n: (None if ctx.shape(n) == ctx.shape(n.args[0]) else cls, {})
+
+    def permuted(ctx, n):
+        rank = len(ctx.shape(n))
+        dims = [d % rank for d in n.args[1]]
+        return (None, {}) if dims == list(range(rank)) else (Ops.PERMUTE, {"dims": ",".join(map(str, dims))})
+
+    for ops, cls_of in (((aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+                          aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default), shaped(Ops.RESHAPE)),
+                        ((aten.expand.default,), shaped(Ops.EXPAND)), ((aten.permute.default,), permuted),
+                        ((aten.alias.default, aten.clone.default), lambda ctx, n: (None, {}))):
+        for op in ops:
+            OPS[op] = partial(layout(cls_of), real=OPS[op])

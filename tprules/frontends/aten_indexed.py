@@ -59,10 +59,14 @@ def table(aten) -> dict:
             ctx.unsupported(n, "an index_put other than by one 1-D index along one axis")
         axis, index = at[0], indices[at[0]]
         width = ctx.shape(index)[0]
-        want = shape[:axis] + (width,) + shape[axis + 1:]
-        if ctx.dtype(index) not in INTEGER_IDS or tuple(vshape) != want:
+        want = tuple(shape[:axis]) + (width,) + tuple(shape[axis + 1:])
+        if ctx.dtype(index) not in INTEGER_IDS or not _broadcasts(tuple(vshape), want):
             ctx.unsupported(n, f"an index_put of values {list(vshape)} at {ctx.dtype(index)} ids into x "
                                f"{list(shape)} along axis {axis} (imported: integer ids, values {list(want)})")
+        if tuple(vshape) != want:  # values broadcast (a put of one element traced as a 0-d view: top-1 of one token)
+            lead = [1] * (len(want) - len(vshape)) + list(vshape)
+            values = ctx.part(n, "lined", Ops.RESHAPE, [values], lead, ctx.dtype(values))
+            values = ctx.part(n, "values", Ops.EXPAND, [values], want, ctx.dtype(values))
         lined = [1] * len(shape)
         lined[axis] = width
         v = ctx.part(n, "ids", Ops.RESHAPE, [index], lined, ctx.dtype(index))
@@ -78,3 +82,9 @@ def table(aten) -> dict:
     return {aten.gather.default: gather, aten.scatter.value: scatter_value, aten.scatter.src: scatter_source,
             aten.index_put.default: index_put, aten.index_copy.default: index_copy}
 
+
+def _broadcasts(shape: tuple, want: tuple) -> bool:
+    """Whether values of `shape` broadcast to `want` (torch's rule, trailing axes aligned)."""
+    if len(shape) > len(want):
+        return False
+    return all(a in (1, b) for a, b in zip(shape[::-1], want[::-1]))

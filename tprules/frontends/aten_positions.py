@@ -22,28 +22,83 @@ from .constants import _map
 def table(aten) -> dict:
     """ATen op → its lowering."""
 
-    def tabulated(ctx, n):
+    def found_or_refused(ctx, n):
         positions: int | None = getattr(ctx, "positions", None)
         found = _position_of(ctx, n) if positions else None
         if found is None or positions is None:
             return ctx.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py); a "
                                       "function of the position alone is tabulated in a decode step only")
-        source, cone = found
-        shape = ctx.shape(n)
-        width = int(np.prod(shape)) if shape else 1
+        return positions, found
 
-        def make():
-            import torch
-
-            rows = [_evaluate(ctx.c, n, cone, source, p).reshape(-1) for p in range(positions)]
-            return torch.stack(rows).to(torch.float32)
-
-        values = ctx.constant(("positions", ctx.c.key(n), positions), "positions", make, "f32")
-        ids = ctx.part(n, "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
-        rows = ctx.part(n, "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
+    def tabulated(ctx, n):
+        positions, found = found_or_refused(ctx, n)
+        rows, _ = _gathered(ctx, n, positions, found, "", lambda v: v)
         ctx.emit(n, Ops.RESHAPE, [rows])
 
-    return {aten.cos.default: tabulated, aten.sin.default: tabulated}
+    def polar(ctx, n):
+        """A complex function of the position (DeepSeek-V2's rotary, `polar(ones, freqs)`): its
+        real and imaginary parts each tabulated, the complex value their pair (aten_complex.py)."""
+        positions, found = found_or_refused(ctx, n)
+        pair = []
+        for part in ("real", "imag"):
+            rows, shape = _gathered(ctx, n, positions, found, part, lambda v, part=part: getattr(v, part))
+            pair.append(ctx.part(n, part, Ops.RESHAPE, [rows], shape, "f32"))
+        ctx.pairs[n] = tuple(pair)
+
+    return {aten.cos.default: tabulated, aten.sin.default: tabulated, aten.polar.default: polar}
+
+
+EXACT = 2 ** 24  # integers of at most this size are exact in a float32 table
+
+
+def tabulate_failed(ctx, n) -> bool:
+    """A node that the op table refuses, tabulated where it is a real function of the position
+    alone (a strided write into the rotary's frequencies, Qwen3.5's interleaved M-RoPE; a
+    floor division of the position; a chunked attention's mask): its value for every
+    position, gathered by the position, an integer or boolean one cast back from the table's
+    float32 (exact below 2^24). False where it is
+    not such a function (the refusal stands)."""
+    val = n.meta.get("val")
+    if not hasattr(val, "shape") or val.is_complex():
+        return False
+    found = _position_of(ctx, n)
+    if found is None:
+        return False
+    dtype = ctx.dtype(n)
+    import torch
+
+    def exact(v):
+        if v.dtype == torch.bool:  # a mask (Llama 4's chunked attention): 0 or 1, cast back to the i8 it is kept as
+            return v
+        if not v.is_floating_point() and v.numel() and int(v.abs().max()) >= EXACT:
+            ctx.unsupported(n, f"a function of the position with values of {EXACT} or more (tabulated in float32)")
+        return v
+
+    rows, shape = _gathered(ctx, n, ctx.positions, found, "", exact)
+    if dtype == "f32":
+        ctx.emit(n, Ops.RESHAPE, [rows])
+    else:
+        ctx.emit(n, Ops.CAST, [ctx.part(n, "shaped", Ops.RESHAPE, [rows], shape, "f32")])
+    return True
+
+
+def _gathered(ctx, n, positions: int, found, tag: str, value_at):
+    """The rows of a table of `value_at(value at p)` (flattened, float32) for every position p,
+    gathered by the position: (its value [1, numel], n's shape); `tag` names the parts."""
+    source, cone = found
+    shape = ctx.shape(n)
+    width = int(np.prod(shape)) if shape else 1
+
+    def make():
+        import torch
+
+        rows = [value_at(_evaluate(ctx.c, n, cone, source, p)).reshape(-1) for p in range(positions)]
+        return torch.stack(rows).to(torch.float32)
+
+    values = ctx.constant(("positions", ctx.c.key(n), positions, tag), "positions", make, "f32")
+    ids = ctx.part(n, tag + "at", Ops.RESHAPE, [source], [1], ctx.dtype(source))
+    rows = ctx.part(n, tag + "row", Ops.EMBEDDING, [values, ids], [1, width], "f32")
+    return rows, shape
 
 
 def _position_of(ctx, n) -> tuple | None:

@@ -99,13 +99,13 @@ def _lowered(src, model, tokens, length, clock, tag=None):
     from .trace import export
 
     cache = ds.static_cache(src, model, tokens[0], length, traced=True)
-    layers, path = ds.layer_count(cache), ds.layers_path(model)
+    kinds, path = ds.state_kinds(cache), ds.layers_path(model)
     with ds.stepping(model, cache) as step:
         program = export(step, ds.example(tokens, cache), {}, src.architecture)
     clock.tick("trace")
     constants = Constants(program, model)
-    names = dict(zip(constants.user_inputs, ds.input_names(path, layers)))
-    lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(path, layers),
+    names = dict(zip(constants.user_inputs, ds.input_names(path, kinds)))
+    lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(path, kinds),
                       positions=length)
     if tag is not None:
         tag(lowerer, program)
@@ -150,11 +150,16 @@ def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress):
     progress.advance()
     segments = tagged["s"]
     outputs = set(lowerer.more.values())
+    states = set(lowerer.input_names.values()) - {ds.POSITION, INPUT} if lowerer.input_names else set()
     for s in graph.stmts:
         if s.cls == Ops.PUT_ALONG and graph.values[s.reads[0]].role == "input":
             graph.segment[s.reads[0]] = segments.of[s.name]
         elif s.name in outputs:
             segments.of[s.name] = graph.segment[s.name] = graph.segment[s.reads[0]]
+    for s in graph.stmts:  # a state no put_along writes (a recurrent one): the layer of its first reader
+        for r in s.reads:
+            if r in states and r not in graph.segment and s.name in segments.of:
+                graph.segment[r] = segments.of[s.name]
 
     def place(graph, style_of, weights, kinds_of):
         _place_caches(graph, tp, src.architecture, style_of, weights, kinds_of)
@@ -256,6 +261,12 @@ def cache_placements(graph, tpp) -> dict[str, Placement]:
         if s.cls == Ops.PUT_ALONG and x.role == "input" and len(s.reads) == 3 and x.name not in found:
             p = tpp.placement[s.reads[2]]
             found[x.name] = p if isinstance(p, Shard) else REPLICATE
+    news = {s.writes for s in graph.stmts if s.aten == "(output)"}
+    for v in graph.inputs:  # a state no put_along writes (a recurrent one): placed as its update is
+        new = f"{v.name}_new"
+        if v.role == "input" and v.name not in found and new in news:
+            p = tpp.placement.get(new)
+            found[v.name] = p if isinstance(p, Shard) and graph.values[new].shape == v.shape else REPLICATE
     return found
 
 

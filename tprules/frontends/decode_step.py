@@ -9,6 +9,13 @@ what a serving engine passes in: `model.layers.I.key_cache` and `model.layers.I.
 position of the new token, `cache_position` [1], is the layers' `cumulative_length` (where
 `StaticLayer.update` writes, and what the model reads its position ids and causal mask
 from); the write is `index_copy_` at that position.
+
+A layer's cache may hold more than keys and values, each state an input and its update an
+output the same way (`state_kinds`): an indexer's keys (DeepSeek-V3.2's StaticIndexedLayer,
+`model.layers.I.indexer_key_cache`), and a hybrid model's recurrent state (a Mamba or
+gated-delta layer's LinearAttentionLayer: `conv_cache` and `recurrent_cache`, `conv_1_cache`
+for a second state), which the step reads as transformers' own decode does (its layers'
+`has_previous_state`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from .errors import ImportFailed
 
 POSITION = "cache_position"
 KINDS = ("key", "value")
+# a cache state kind → the layer's attribute holding it (a linear-attention layer's: a dict by state index)
+SLOTS = {"key": "keys", "value": "values", "indexer_key": "indexer_keys", "conv": "conv_states",
+         "recurrent": "recurrent_states"}
 
 
 def layers_path(model) -> str:
@@ -49,7 +59,10 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     a sliding-window one too, as TorchExportableModuleWithStaticCache makes it a `StaticLayer`
     (the sliding layer counts its tokens in a Python int, which a trace would bake in as the
     position): the same layer while the window is no shorter than the cache (refused
-    otherwise), the mask still the model's sliding one."""
+    otherwise), the mask still the model's sliding one; a layer that holds more (an indexer's
+    keys, a linear-attention state beside the keys) keeps its class with the step's update."""
+    import types
+
     import torch
     from transformers import StaticCache
     from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
@@ -60,26 +73,144 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     except Exception as err:  # noqa: BLE001 - transformers raises many kinds
         raise src.fail(f"--decode: transformers cannot make its cache static: {_line(err)}") from None
     for i, layer in enumerate(cache.layers):
-        if type(layer) not in (StaticLayer, StaticSlidingWindowLayer):  # a recurrent state (Mamba, gated delta),
-            # an indexer's keys (DeepSeek-V3.2), a shared layer: more than keys and values
-            raise src.fail(f"--decode: layer {i}'s cache is a {type(layer).__name__}, not keys and values "
-                           "(a hybrid model's recurrent state or an indexer's keys as cache input and output is not "
-                           "imported yet)")
+        if not _known(layer):  # a layer whose state is neither keys and values nor a known recurrent state
+            raise src.fail(f"--decode: layer {i}'s cache is a {type(layer).__name__}, not keys and values, an "
+                           "indexer's keys or a recurrent state (not imported)")
         window = getattr(layer, "max_cache_len", length)
         if window < length:  # StaticSlidingWindowLayer: a window shorter than the cache rolls it
             raise src.fail(f"--decode: layer {i} attends over a sliding window of {window} tokens, shorter than "
                            f"--cache-len {length}: transformers rolls that layer's cache, which is not imported; "
                            f"give --cache-len {window} or less")
-        if traced:
+        if traced and type(layer) in (StaticLayer, StaticSlidingWindowLayer):
             cache.layers[i] = step_layer()(length)
+        elif traced and isinstance(layer, StaticLayer):
+            setattr(layer, "update", types.MethodType(step_layer().update, layer))  # noqa: B010 - an instance's own
+    device = next(iter(model.parameters())).device
+    ids = torch.zeros((batch, 1), dtype=torch.int64, device=device)
     try:  # allocated by the model's own first write (its head counts), then emptied
-        device = next(iter(model.parameters())).device
         with torch.no_grad():
-            model(input_ids=torch.zeros((batch, 1), dtype=torch.int64, device=device), cache=cache, use_cache=True)
-        cache.reset()
+            model(input_ids=ids, cache=cache, use_cache=True)
     except Exception as err:  # noqa: BLE001
-        raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
+        own = own_cache(model, cache)  # a model whose forward demands its own cache class
+        try:
+            if own is None:
+                raise err
+            with torch.no_grad():
+                model(input_ids=ids, cache=own, use_cache=True)
+            cache = own
+        except Exception:  # noqa: BLE001
+            raise src.fail(f"--decode: transformers cannot fill a static cache: {_line(err)}") from None
+    cache.reset()
+    _own_allocated(cache)
     return cache
+
+
+def _known(layer) -> bool:
+    from transformers.cache_utils import DummyLayer, LinearAttentionCacheLayerMixin, StaticLayer
+
+    return isinstance(layer, (StaticLayer, LinearAttentionCacheLayerMixin, DummyLayer))
+
+
+def state_kinds(cache) -> list[list[str]]:
+    """Each layer's cache states, in the step's order of inputs and outputs: `key`, `value` (a
+    static attention layer), `indexer_key` (an indexer's keys), `conv` and `recurrent` (a
+    linear-attention layer's allocated states, `conv_1`.. for a second one); none for a
+    layer without a cache (DummyLayer)."""
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin, StaticIndexedLayer, StaticLayer
+
+    out: list[list[str]] = []
+    for layer in cache.layers:
+        kinds: list[str] = []
+        if isinstance(layer, StaticLayer):
+            kinds += list(KINDS)
+        if isinstance(layer, StaticIndexedLayer) and layer.indexer_keys is not None:
+            kinds.append("indexer_key")
+        if isinstance(layer, LinearAttentionCacheLayerMixin):
+            for k in range(layer.number_of_states):
+                tail = f"_{k}" if k else ""
+                if layer.is_conv_states_initialized[k]:
+                    kinds.append("conv" + tail)
+                if layer.is_recurrent_states_initialized[k]:
+                    kinds.append("recurrent" + tail)
+        kinds += [kind for kind in getattr(cache, "own_lists", {}) if (kind, len(out)) in cache.own_shapes]
+        out.append(kinds)
+    return out
+
+
+def _slot(kind: str) -> tuple[str, int | None]:
+    """The layer's attribute holding a state kind, and its index in a linear-attention layer's dict."""
+    base, _, k = kind.partition("_")
+    if base in ("conv", "recurrent"):
+        return SLOTS[base], int(k or 0)
+    return SLOTS[kind], None
+
+
+def get_state(cache, i: int, kind: str):
+    """Layer i's state `kind`: its cache layer's, or an own cache's list entry (OWN_LISTS)."""
+    if kind in getattr(cache, "own_lists", {}):
+        return getattr(cache, cache.own_lists[kind])[i]
+    attr, k = _slot(kind)
+    layer = cache.layers[i]
+    return getattr(layer, attr) if k is None else getattr(layer, attr)[k]
+
+
+def set_state(cache, i: int, kind: str, value) -> None:
+    if kind in getattr(cache, "own_lists", {}):
+        getattr(cache, cache.own_lists[kind])[i] = value
+        return
+    attr, k = _slot(kind)
+    layer = cache.layers[i]
+    if k is None:
+        setattr(layer, attr, value)
+    else:
+        getattr(layer, attr)[k] = value
+
+
+def _template(cache, i: int, kind: str):
+    """A tensor of layer i's state's shape (an own list's entry is empty between steps)."""
+    found = get_state(cache, i, kind)
+    return cache.own_shapes[(kind, i)] if found is None else found
+
+
+def own_cache(model, cache):
+    """The model's own cache class (MiniMax's MiniMaxCache, which its forward demands), static:
+    its layers StaticCache's, each list it keeps per layer (MiniMax's `linear_cache`, the
+    lightning attention's state) one entry a layer, empty (None) until a step writes it. None
+    where the model's module defines no one such class."""
+    import sys
+
+    from transformers.cache_utils import Cache, DynamicCache
+
+    module = sys.modules.get(type(model).__module__)
+    owns = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, DynamicCache)
+            and c.__module__ == module.__name__] if module else []
+    if len(owns) != 1:
+        return None
+    try:
+        own = owns[0]()
+    except TypeError:  # a constructor with arguments: not made here
+        return None
+    own.layers = cache.layers
+    lists: dict[str, str] = {}
+    for attr, value in list(vars(own).items()):
+        if isinstance(value, list) and attr != "layers" and not value and attr.endswith("_cache"):
+            setattr(own, attr, [None] * len(cache.layers))
+            lists[attr[: -len("_cache")]] = attr
+    own.own_lists = lists  # type: ignore[attr-defined]
+    assert isinstance(own, Cache)
+    return own
+
+
+def _own_allocated(cache) -> None:
+    """After the allocating forward: each own list's written entries recorded (their shapes,
+    the step's inputs) and emptied, as a fresh cache's."""
+    cache.own_shapes = {}
+    for kind, attr in getattr(cache, "own_lists", {}).items():
+        entries = getattr(cache, attr)
+        for i, value in enumerate(entries):
+            if value is not None:
+                cache.own_shapes[(kind, i)] = value.detach().clone().zero_()
+            entries[i] = None
 
 
 _STEP_LAYER: list = []
@@ -114,21 +245,31 @@ def _line(err: BaseException) -> str:
     return (text[0] if text else type(err).__name__)[:300]
 
 
-def layer_count(cache) -> int:
-    return len(cache.layers)
-
-
 @contextmanager
 def stepping(model, cache):
-    """The model's forward as one decode step: (input_ids, cache_position, key_cache_0,
-    value_cache_0, ...) → (logits, key_cache_0_new, value_cache_0_new, ...). The model keeps
-    its own module paths (the plan's patterns name them)."""
+    """The model's forward as one decode step: (input_ids, cache_position, layer 0's states,
+    layer 1's, ...) → (logits, layer 0's updated states, ...), each layer's states those of
+    `state_kinds`. A linear-attention layer reads its states as after a prompt (its
+    `has_previous_state`) where the step is one token. The model keeps its own module paths
+    (the plan's patterns name them)."""
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin, StaticIndexedLayer, StaticLayer
+
+    kinds = state_kinds(cache)
+
     def step(input_ids, cache_position, *caches):
-        for i, layer in enumerate(cache.layers):
-            layer.keys, layer.values = caches[2 * i].clone(), caches[2 * i + 1].clone()
-            layer.cumulative_length = cache_position[0].clone()
+        given = iter(caches)
+        for i, (layer, names) in enumerate(zip(cache.layers, kinds)):
+            for kind in names:
+                set_state(cache, i, kind, next(given).clone())
+            if isinstance(layer, StaticLayer):
+                layer.cumulative_length = cache_position[0].clone()
+            if isinstance(layer, StaticIndexedLayer) and "indexer_key" in names:
+                layer.indexer_cumulative_length = cache_position[0].clone()
+            if isinstance(layer, LinearAttentionCacheLayerMixin):
+                for k in range(layer.number_of_states):
+                    layer.has_previous_state[k] = input_ids.shape[1] == 1
         out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True)
-        news = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+        news = [get_state(cache, i, kind) for i, names in enumerate(kinds) for kind in names]
         return (out.logits, *news)
 
     model.forward = step
@@ -143,18 +284,18 @@ def example(tokens: tuple[int, int], cache) -> tuple:
     import torch
 
     ids = torch.zeros(tokens, dtype=torch.int64)
-    tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    tensors = [_template(cache, i, kind) for i, names in enumerate(state_kinds(cache)) for kind in names]
     return (ids, torch.tensor([0], dtype=torch.int64), *[torch.zeros_like(t) for t in tensors])
 
 
-def input_names(path: str, layers: int) -> list[str]:
+def input_names(path: str, kinds: list[list[str]]) -> list[str]:
     from .graph import INPUT
 
-    return [INPUT, POSITION] + [cache_input(path, k, i) for i in range(layers) for k in KINDS]
+    return [INPUT, POSITION] + [cache_input(path, k, i) for i, names in enumerate(kinds) for k in names]
 
 
-def output_names(path: str, layers: int) -> tuple[str, ...]:
-    return tuple(cache_output(path, k, i) for i in range(layers) for k in KINDS)
+def output_names(path: str, kinds: list[list[str]]) -> tuple[str, ...]:
+    return tuple(cache_output(path, k, i) for i, names in enumerate(kinds) for k in names)
 
 
 def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int) -> tuple[dict, dict]:
@@ -167,21 +308,22 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
     batch, past = prompt.shape
     path = layers_path(model)
     cache = static_cache(src, model, batch, length)
+    kinds = state_kinds(cache)
     try:
         with torch.no_grad():
             if past:
                 model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
             inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
-            for i, layer in enumerate(cache.layers):
-                inputs[cache_input(path, "key", i)] = _numpy(layer.keys)
-                inputs[cache_input(path, "value", i)] = _numpy(layer.values)
+            for i, names in enumerate(kinds):
+                for kind in names:
+                    inputs[cache_input(path, kind, i)] = _numpy(get_state(cache, i, kind))
             logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
     except Exception as err:  # noqa: BLE001 - the model's own forward raises anything
         raise src.fail(f"--decode: transformers' own forward with a static cache fails: {_line(err)}") from None
     outputs = {OUTPUT: _numpy(logits)}
-    for i, layer in enumerate(cache.layers):
-        outputs[cache_output(path, "key", i)] = _numpy(layer.keys)
-        outputs[cache_output(path, "value", i)] = _numpy(layer.values)
+    for i, names in enumerate(kinds):
+        for kind in names:
+            outputs[cache_output(path, kind, i)] = _numpy(get_state(cache, i, kind))
     return inputs, outputs
 
 

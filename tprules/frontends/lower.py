@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from .. import ops
 from .aten import op_table
+from .aten_positions import tabulate_failed
 from .aten_table import DTYPES, Lowerings, OpTable
 from .constants import Constants, Transposed, Weight
 from .errors import ImportFailed
@@ -64,10 +65,14 @@ class Lowerer:
                     self.empty.add(n)  # no statement: a cat drops it, anything else reading it is refused
                     continue
                 fn = self.table.ops.get(n.target)
-                if fn is None:
-                    self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
                 self.current = n
-                fn(self, n)
+                try:
+                    if fn is None:
+                        self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
+                    fn(self, n)
+                except ImportFailed:
+                    if not (self.positions and tabulate_failed(self, n)):  # a function of the position alone
+                        raise
         if self.output not in self.c.dynamic:
             raise ImportFailed(f"{self.arch}: the logits do not depend on input_ids" if self.input_names is None else
                                f"{self.arch}: the forward's output does not depend on its inputs")
