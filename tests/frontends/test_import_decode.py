@@ -15,7 +15,7 @@ from tprules.runtime.reference import reference
 from tprules.workspace import Workspace
 
 from .test_import_cli import assert_refused, leftovers
-from .tiny import MAMBA, TINY, make_model
+from .tiny import TINY, make_model
 
 FAMILY = ("llama", "qwen3", "mistral")
 
