@@ -161,12 +161,12 @@ def test_candidates_pair_two_layers_only_where_one_feeds_the_other(imported):
         assert layer[f"model.layers.{i}.where"] == i
 
 
-def test_the_position_values_are_computed_in_each_layer(decoded):
+def test_the_position_values_are_computed_in_each_layer(imported):
     """No statement outside the layers is read by two layers: the mask and rotary rows
     computed from the position are copied into each layer that reads them."""
     import re
 
-    folder = decoded("llama", 2, past=5, cache_len=10)
+    folder = imported("llama", 2, decode=True, past=5, cache_len=10)
     rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
             for rel in ("attr", "reads", "writes")}
     layer = {o: m.group(1) for o, k, v in rows["attr"] if k == "module" and (m := re.search(r"layers\.(\d+)", v))}
