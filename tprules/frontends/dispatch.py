@@ -265,7 +265,7 @@ class Dispatch:
             return clamped
         self._derived(clamped, self.g.values[ids], r.module, PARTIAL)
         for k in range(self.tp):
-            self._stmt("clamp", ids, k, Ops.CLAMP, [f"{ids}@{k}"], clamped, r, max=str(r.experts // self.tp - 1))
+            self._stmt("cap", ids, k, Ops.CLAMP, [f"{ids}@{k}"], clamped, r, max=str(r.experts // self.tp - 1))
         self.dispatched[ids] = clamped
         return clamped
 
