@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from import_coverage import MOE, OVERRIDES, TINY, architectures, fitted  # noqa: E402
+from tiny_models import MOE, OVERRIDES, TINY, architectures, fitted  # noqa: E402
 
 
 def check(model_type: str, work: Path, tp: int, layers: int) -> str:
