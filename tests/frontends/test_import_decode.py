@@ -176,3 +176,24 @@ def test_the_position_values_are_computed_in_each_layer(imported):
         if t in writer and writer[t] not in layer and o in layer:
             layers_reading.setdefault(writer[t], set()).add(layer[o])
     assert layers_reading and all(len(ls) == 1 for ls in layers_reading.values())
+
+
+def test_two_stacks_of_layers_each_get_their_own_position_values(imported):
+    """HRM's two stacks (`model.L_module.layers.0`, `model.H_module.layers.0`) share layer
+    numbers: each layer path is a layer of its own, its copies of the position values named
+    under it and read only by its own statements (frontends/per_layer.py), and the step
+    gives torch's logits and caches."""
+    folder = imported("hrm_text", 2, decode=True, past=5, cache_len=8)
+    rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
+            for rel in ("attr", "reads")}
+    module = {o: v for o, k, v in rows["attr"] if k == "module"}
+    for stack in ("L_module", "H_module"):
+        path = f"model.{stack}.layers.0"
+        copies = {o for o in module if o.startswith(path + ".") and module[o] == path}  # the copied statements
+        assert copies, stack
+        readers = [o for o, _, t in rows["reads"] if t.startswith(path + ".where")]
+        assert readers and all(module[o].startswith(path) for o in readers), stack
+    prog, values = _outputs(folder)
+    for out in prog.outputs:
+        _, rel = errors(values.get(out), np.load(folder / "expected" / f"{out}.npy"))
+        assert rel <= 1e-4, out

@@ -24,7 +24,7 @@ import numpy as np
 
 from .columnar import ARITY, FactColumns, candidates, strings
 
-LAYER = r"^(?P<path>(?:.*\.)?layers\.(?P<n>\d+))(?:\.|$)"
+LAYER = r"^(?P<path>(?:.*\.)?layers\.\d+)(?:\.|$)"
 STATEMENT_RELS = ("op", "reads", "writes", "attr")  # column 0 a statement, in program order
 TENSOR_RELS = ("tensor", "shape", "spine", "placed")  # column 0 a tensor
 
@@ -83,7 +83,9 @@ def _as_columns(facts) -> FactColumns | None:
 
 
 def _layers(facts: FactColumns) -> dict[str, tuple[int, str]]:
-    """statement → (its layer's number, the layer's module path), for statements in a layer."""
+    """statement → (its layer's number, the layer's module path), for statements in a layer.
+    The number is the path's, in order of first appearance: two stacks of layers
+    (HRM's `L_module.layers.0` and `H_module.layers.0`) are different layers."""
     import pyarrow.compute as pc
 
     modules = pc.equal(facts.column("attr", 1), "module")
@@ -92,8 +94,8 @@ def _layers(facts: FactColumns) -> dict[str, tuple[int, str]]:
     inside = pc.is_valid(found)
     names = pc.filter(names, inside).to_pylist()
     paths = pc.struct_field(pc.filter(found, inside), [0]).to_pylist()
-    numbers = pc.struct_field(pc.filter(found, inside), [1]).to_pylist()
-    return {o: (int(n), p) for o, n, p in zip(names, numbers, paths)}
+    number: dict[str, int] = {}
+    return {o: (number.setdefault(p, len(number)), p) for o, p in zip(names, paths)}
 
 
 def _cone(facts: FactColumns, leaves: set[str], layer_of: dict[str, tuple[int, str]]):
