@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from tprules.ops import Ops
 from tprules.program.model import Program
 from tprules.runtime.compare import errors
 from tprules.runtime.inputs import program_inputs
@@ -197,3 +198,20 @@ def test_two_stacks_of_layers_each_get_their_own_position_values(imported):
     for out in prog.outputs:
         _, rel = errors(values.get(out), np.load(folder / "expected" / f"{out}.npy"))
         assert rel <= 1e-4, out
+
+
+def test_a_mixture_of_experts_decode_step_imports_without_data(hf_model, imported, tmp_path):
+    """`--decode --no-data` on a mixture of experts (the grouped_mm form): the cache is
+    allocated by a forward on the meta device, where torch's grouped matmul wants bfloat16;
+    its statements' classes those of the import with data."""
+    from tprules.frontends.decode import import_decode
+
+    with_data = imported("mixtral", 2, decode=True, past=5, cache_len=8)
+    out = tmp_path / "no-data"
+    import_decode(hf_model("mixtral"), 2, out, past=5, cache_len=8, no_data=True)
+    def classes(folder):  # but casts: transformers' experts on the CPU cast where on meta they do not
+        return sorted(c for line in (folder / "op.facts").read_text().splitlines()
+                      if (c := line.split("\t")[1]) != Ops.CAST)
+
+    assert Ops.GROUPED_MATMUL in classes(out) and classes(out) == classes(with_data)
+    assert not (out / "data").exists()

@@ -88,14 +88,14 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     device = next(iter(model.parameters())).device
     ids = torch.zeros((batch, 1), dtype=torch.int64, device=device)
     try:  # allocated by the model's own first write (its head counts), then emptied
-        with torch.no_grad():
+        with torch.no_grad(), _allocating(model):
             model(input_ids=ids, cache=cache, use_cache=True)
     except Exception as err:  # noqa: BLE001
         own = own_cache(model, cache)  # a model whose forward demands its own cache class
         try:
             if own is None:
                 raise err
-            with torch.no_grad():
+            with torch.no_grad(), _allocating(model):
                 model(input_ids=ids, cache=own, use_cache=True)
             cache = own
         except Exception:  # noqa: BLE001
@@ -103,6 +103,25 @@ def static_cache(src, model, batch: int, length: int, traced: bool = False):
     cache.reset()
     _own_allocated(cache)
     return cache
+
+
+@contextmanager
+def _allocating(model):
+    """The cache-allocating forward of a model on the meta device (`--no-data`): its experts
+    in the batched_mm form for that forward, since torch's grouped matmul on meta tensors
+    wants bfloat16 (a float32 full-size DeepSeek-V3 was refused); nothing else changes."""
+    form = getattr(model.config, "_experts_implementation", None)
+    swap = next(iter(model.parameters())).device.type == "meta" and form in (None, "grouped_mm")
+    if swap:
+        try:
+            model.set_experts_implementation("batched_mm")
+        except (ValueError, RuntimeError):  # a model without experts: nothing to swap
+            swap = False
+    try:
+        yield
+    finally:
+        if swap:
+            model.set_experts_implementation(form or "grouped_mm")
 
 
 def _known(layer) -> bool:
