@@ -144,7 +144,7 @@ def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress):
         tagged["s"] = Segments(program, kinds)
         tag_lowerer(lowerer, tagged["s"])
 
-    with reduced(model, kinds):
+    with reduced(model, kinds, renumber=True):
         constants, lowerer, graph = _lowered(src, model, tokens, length, clock, tag)
     constants.forget_weights()
     progress.advance()

@@ -96,8 +96,11 @@ def _plain(v) -> bool:
 
 
 @contextmanager
-def reduced(model, kinds: LayerKinds):
-    """The model with only the layers of `kinds.order` (config lists cut to match)."""
+def reduced(model, kinds: LayerKinds, renumber: bool = False):
+    """The model with only the layers of `kinds.order` (config lists cut to match).
+    `renumber`: each kept layer's modules' `layer_idx` its place among them (a decode step's
+    cache has a layer per kept layer, indexed so; DeepSeek-V3's layers 0 and 3 are the 0th
+    and 2nd), restored after."""
     import torch
 
     parent_path, _, attr = kinds.path.rpartition(".")
@@ -112,10 +115,16 @@ def reduced(model, kinds: LayerKinds):
         for k, v in lists.items():
             setattr(config, k, [v[i] for i in kinds.order])
     setattr(parent, attr, torch.nn.ModuleList([full[i] for i in kinds.order]))
+    numbers = [(m, m.layer_idx, at) for at, i in enumerate(kinds.order) for m in full[i].modules()
+               if renumber and isinstance(getattr(m, "layer_idx", None), int)]
+    for m, _, at in numbers:
+        m.layer_idx = at
     try:
         yield model
     finally:
         setattr(parent, attr, full)
+        for m, idx, _ in numbers:
+            m.layer_idx = idx
         for config, count, lists in saved:
             config.num_hidden_layers = count
             for k, v in lists.items():
