@@ -154,15 +154,8 @@ class PutAlong:
 
     @property
     def taps(self) -> int:
+        """The entries of one line of the index (its extent along the axis)."""
         return self.index.shape[self.axis]
-
-    @property
-    def tapped(self) -> tuple["Expr", ...]:
-        return (self.index,) + ((self.source,) if self.source is not None else ())
-
-    @property
-    def operands(self) -> tuple["Expr", ...]:
-        return (self.x,) + self.tapped
 
 
 Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window]

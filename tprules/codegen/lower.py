@@ -102,7 +102,9 @@ class Lowering:
             return layout.expression(s, args, info.shape, info.dtype)
         if s.cls in WINDOW:
             args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
-            return window.expression(s, args, info.shape, info.dtype)
+            e = window.expression(s, args, info.shape, info.dtype)
+            assert not isinstance(e, PutAlong)  # a scatter stage's (`scatter`), read from its buffer elsewhere
+            return e
         if s.cls == Ops.TRANSPOSE:
             return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
         args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
@@ -159,10 +161,11 @@ class Lowering:
     def scatter(self, i: int) -> tuple:
         """A put_along's stages: x copied into its buffer (none where the buffer is x's), the scatter."""
         s = self.prog.statement(self.sched.stages[i].anchors[0])
-        put = self.value(s.writes, i)
+        info = self.prog.tensors
+        args = tuple(self.operand(s, k, u, i) for k, u in enumerate(s.reads))
+        put = window.expression(s, args, info[s.writes].shape, info[s.writes].dtype)
         assert isinstance(put, PutAlong)  # a scatter stage's anchor is a put_along
         x = s.reads[0]
-        info = self.prog.tensors
         in_place = (x not in self.prog.writer and list(self.prog.readers.get(x, ())) == [s.name]
                     and s.reads.count(x) == 1 and s.quant_format(0) is None
                     and info[x].storage == info[s.writes].storage)

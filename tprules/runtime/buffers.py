@@ -3,6 +3,8 @@ another rank gets placeholders)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..codegen.ir import Kernel
@@ -22,8 +24,7 @@ def buffers(kernel: Kernel, chip: int, queue, on, held: dict, remote=None) -> li
     from `on(tensor, chip)`, outputs and scratch allocated on `queue`, an output recorded in
     `held`. A `queue` of None is another rank's chip: what it allocates is `remote` there.
     A parameter with an alias is its aliased parameter's buffer, reshaped (Param.alias)."""
-    out = []
-    named: dict[str, object] = {}
+    named: dict[str, Any] = {}
     for p in sorted(kernel.params, key=lambda p: p.alias is not None):  # aliases after what they name
         if p.alias is not None:
             buf = named[p.alias]
