@@ -39,8 +39,8 @@ def program(folder: Path, n: int, experts: int = 64) -> Path:
     ids = b.tensor("ids", [1, n], spine=True, data=rng.integers(0, experts, (1, n)).astype(np.float32))
     positions = b.tensor("positions", [1, n], "i64", spine=True, data=np.arange(n, dtype=np.int64)[None])
     rank = st("rank", "sort_rank", [ids], "i64")
-    for name, what, dtype in (("values", ids, "f32"), ("order", positions, "i64")):
-        zeros = b.tensor(f"{name}_base", [1, n], dtype, spine=True, data=np.zeros((1, n), np.float32 if dtype == "f32" else np.int64))
+    for name, what, dtype, kept in (("values", ids, "f32", np.float32), ("order", positions, "i64", np.int64)):
+        zeros = b.tensor(f"{name}_base", [1, n], dtype, spine=True, data=np.zeros((1, n), kept))
         st(name, "put_along", [zeros, rank, what], dtype, axis=1)
     return b.write(folder)
 
