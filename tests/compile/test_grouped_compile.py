@@ -41,3 +41,36 @@ def test_the_grouped_experts_compile(nvvm, tmp_path, arch):
     r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "grouped_matmul" in r.stdout and "rank (row)" in r.stdout and "0 failed" in r.stdout
+
+
+def _scatters(folder):
+    """put_along as a scatter: a sort's values put at their ranks into zeros only it reads (in
+    place), a source put into a value another statement reads too (copied first), a mask's
+    value put, and a reshape of a put_along (a view of its buffer)."""
+    b = ProgramBuilder(chips=1)
+
+    def st(name, cls, reads, shape, dtype="f32", **attrs):
+        return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+
+    ids = b.tensor("ids", [2, 8], spine=True)
+    rank = st("rank", "sort_rank", [ids], [2, 8], "i64")
+    st("sorted", "put_along", [b.tensor("zeros", [2, 8], spine=True, data=np.zeros((2, 8), np.float32)), rank, ids],
+       [2, 8], axis=1)
+    x = st("x", "exp", [b.tensor("x_in", [4, 3, 5], spine=True)], [4, 3, 5])
+    index = b.tensor("index", [2, 3, 2], "i64", spine=True, data=np.array([[[3, 0], [1, 1], [2, 3]],
+                                                                           [[0, 0], [3, 2], [1, 0]]], np.int64))
+    put = st("put", "put_along", [x, index, b.tensor("src", [2, 3, 2], spine=True)], [4, 3, 5], axis=0)
+    st("flat", "reshape", [put], [12, 5])
+    st("twice", "scale", [x], [4, 3, 5], factor="2.0")
+    mask = b.tensor("mask0", [3, 4], "i8", spine=True, data=np.zeros((3, 4), np.int8))
+    st("mask", "put_along", [mask, st("top", "topk_indices", [b.tensor("s", [3, 4], spine=True)], [3, 2], "i64",
+                                      k=2)], [3, 4], "i8", axis=1, value="1.0")
+    return b.write(folder)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_scatters_compile(nvvm, tmp_path, arch):
+    folder = _scatters(tmp_path / "scatters")
+    r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "scatter" in r.stdout and "0 failed" in r.stdout

@@ -42,6 +42,7 @@ from .ir import (
     Remap,
     RowOut,
     RowStage,
+    ScatterStage,
     Stage,
     children,
     params_read,
@@ -139,6 +140,9 @@ def _reads(stage) -> set[str]:
     exprs = _expressions(stage) + [x for mm in getattr(stage, "matmuls", ()) for x in (mm.a, mm.b)]
     if isinstance(stage, AbsMax):
         exprs.append(stage.value)
+    if isinstance(stage, ScatterStage):
+        exprs.extend(e for e in (stage.put.index, stage.put.source) if e is not None)
+        return {stage.param}.union(*(params_read(e) for e in exprs))
     return set().union(set(), *(params_read(e) for e in exprs))
 
 

@@ -41,11 +41,11 @@ from .ir import (
     MatmulStage,
     Op,
     Pointwise,
-    PutAlong,
     Quant,
     Remap,
     RowOut,
     RowStage,
+    ScatterStage,
     Transpose,
     Window,
     children,
@@ -237,6 +237,12 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
         return total
     if isinstance(stage, AbsMax):
         return _evaluate([stage.value], prod(stage.value.shape))
+    if isinstance(stage, ScatterStage):
+        # per entry its id and its source, a bounds check and a store (the copy of x before
+        # it is a pointwise stage of its own; none where the put_along writes x's buffer)
+        n = prod(stage.shape)
+        return _evaluate([v for v in (stage.put.index, stage.put.source) if v is not None], n, 1, tiled) \
+            + Estimate(0.0, 0.0, 2.0 * n, 0.0, 0)
     raise TypeError(f"not a stage: {stage!r}")
 
 
@@ -315,10 +321,9 @@ def _evaluate(values: list[Expr], n: int, stores: int = 0, tiled: frozenset[str]
             ops += 1
             for a in (e.args if isinstance(e, Concat) else (e.table, e.ids)):
                 walk(a)
-        elif isinstance(e, (Window, PutAlong)):
-            # per tap a multiply-add (conv1d) or a comparison and a select (put_along); what a tap
-            # reads (conv1d's input, put_along's index and source) is computed again at every tap
-            ops += 2 * e.taps + (isinstance(e, Window) and e.bias is not None)
+        elif isinstance(e, Window):
+            # per tap a multiply-add; what a tap reads (the input) is computed again at every tap
+            ops += 2 * e.taps + (e.bias is not None)
             inner = _evaluate(list(e.tapped), 1)
             ops += inner.ops * (e.taps - 1)
             transcendental += inner.transcendental * (e.taps - 1)
@@ -358,6 +363,8 @@ def weight_bytes(kernel: Kernel, inputs: set[str] | frozenset[str]) -> float:
             n = prod(stage.shape)
         elif isinstance(stage, AbsMax):
             values, n = [stage.value], prod(stage.value.shape)
+        elif isinstance(stage, ScatterStage):
+            values, n = [v for v in (stage.put.index, stage.put.source) if v is not None], prod(stage.shape)
         else:  # a library's gemm reads buffers the stages before it wrote
             continue
         total += sum(_reads(v, n, read) for v in values)
@@ -378,7 +385,7 @@ def _reads(e: Expr, n: int, read: set[str]) -> float:
             walk(x.table, True)
             walk(x.ids, gathered)
             return
-        for c in (x.operands if isinstance(x, (Window, PutAlong)) else children(x)):
+        for c in (x.operands if isinstance(x, Window) else children(x)):
             walk(c, gathered)
 
     walk(e, False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import attention, attention_cpu, batched, cpu_gemm, grouped
+from . import attention, attention_cpu, batched, cpu_gemm, grouped, scatter
 from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
 from .ir import (
     AbsMax,
@@ -21,6 +21,7 @@ from .ir import (
     Pointwise,
     RowOut,
     RowStage,
+    ScatterStage,
     children,
 )
 
@@ -254,4 +255,5 @@ def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str
 
 
 RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
-          BatchedMatmulStage: batched.render_cpu, GroupedMatmulStage: grouped.render_cpu}
+          BatchedMatmulStage: batched.render_cpu, GroupedMatmulStage: grouped.render_cpu,
+          ScatterStage: scatter.render_cpu}

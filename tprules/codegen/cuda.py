@@ -12,6 +12,8 @@ stage, in stream order: stage n of the kernel is `kernel(n, ...)`. Stages:
 - row: a block per row; each row op's reductions (sum of squares, max, sum of exp) are
   tree reductions in shared memory, then one pass stores;
 - absmax: the first pass of a quantized read, an atomic max into a one-element scale;
+- scatter (a put_along, scatter.py): a grid-stride loop over the index's lines, each line's
+  entries in order;
 - gemm (a kernel split for a library matmul, extern.py): no code here; the device calls
   the library between the kernel's launches (its launch is None);
 - attention (attention.py's online form): a block per head and tile of rows, keys a tile
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
-from . import attention, attention_cuda, batched, grouped, sort_cuda, typed
+from . import attention, attention_cuda, batched, grouped, scatter, sort_cuda, typed
 from .emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
 from .extern import split_matmuls
 from .ir import (
@@ -39,6 +41,7 @@ from .ir import (
     MatmulStage,
     Pointwise,
     RowStage,
+    ScatterStage,
 )
 from .tiles import tile_products
 
@@ -158,6 +161,8 @@ def grid(stage, target: Target) -> int:
         work = stage.stages[0].batch * -(-stage.stages[0].m // target.tile)
     elif isinstance(stage, RowStage):
         work = stage.row_count
+    elif isinstance(stage, ScatterStage):
+        work = -(-stage.lines // target.small_block)
     else:
         shape = stage.shape if isinstance(stage, Pointwise) else stage.value.shape
         work = -(-prod(shape) // target.small_block)
@@ -314,4 +319,4 @@ def attention_stage(src: Source, stage: AttentionStage, kernel: Kernel, target: 
 
 RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row,
           BatchedMatmulStage: batched.render_cuda, GroupedMatmulStage: grouped.render_cuda,
-          AttentionStage: attention_stage}
+          AttentionStage: attention_stage, ScatterStage: scatter.render_cuda}

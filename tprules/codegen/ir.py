@@ -141,7 +141,8 @@ class Window:
 class PutAlong:
     """`put_along`: at an index, `value` (or `source` at the entry) where an entry of `index`'s
     window along `axis` (the index itself, that axis running over the index's size) names
-    it, the last such entry winning; else x there (codegen/window.py)."""
+    it, the last such entry winning; else x there. Not an expression: a scatter stage's
+    (ScatterStage) description, its result read from its buffer by later stages."""
 
     x: "Expr"
     index: "Expr"
@@ -153,18 +154,11 @@ class PutAlong:
 
     @property
     def taps(self) -> int:
+        """The entries of one line of the index (its extent along the axis)."""
         return self.index.shape[self.axis]
 
-    @property
-    def tapped(self) -> tuple["Expr", ...]:
-        return (self.index,) + ((self.source,) if self.source is not None else ())
 
-    @property
-    def operands(self) -> tuple["Expr", ...]:
-        return (self.x,) + self.tapped
-
-
-Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window, PutAlong]
+Expr = Union[Load, Op, Transpose, Quant, Acc, RowOut, Remap, Concat, Gather, Window]
 
 
 def children(e: Expr) -> tuple[Expr, ...]:
@@ -322,6 +316,28 @@ class GroupedMatmulStage:
 
 
 @dataclass(frozen=True)
+class ScatterStage:
+    """`put_along` as a scatter (codegen/window.py): parameter `param` already holds x (a
+    pointwise stage before it copied x there, or it is x's own buffer: see Param.alias); then
+    one pass over the index's shape, its lines (the index without `put.axis`) in any order
+    and each line's entries in order along the axis, puts at each entry the source there (or
+    the value) where the entry names, so the last entry naming a place wins. O(index), not
+    O(x · taps)."""
+
+    param: str
+    put: PutAlong
+
+    @property
+    def shape(self) -> Shape:
+        """The index's shape: the pass's domain."""
+        return self.put.index.shape
+
+    @property
+    def lines(self) -> int:
+        return prod(self.shape) // self.put.taps if self.put.taps else 0
+
+
+@dataclass(frozen=True)
 class AttentionStage:
     """Attention's chain (codegen/attention.py): a bmm stage, the row and pointwise stages
     over its result, and the bmm stage that reads them, run per batch index and tile of rows
@@ -331,7 +347,8 @@ class AttentionStage:
     local: tuple[str, ...]
 
 
-Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage, GroupedMatmulStage, AttentionStage]
+Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage, GroupedMatmulStage, AttentionStage,
+              ScatterStage]
 
 
 # -- the kernel --------------------------------------------------------------------------
@@ -341,7 +358,9 @@ Stage = Union[Pointwise, MatmulStage, RowStage, AbsMax, Gemm, BatchedMatmulStage
 class Param:
     """A kernel argument. Roles: `in` (a tensor read, already resident), `out` (a tensor the
     group writes for others), `scratch` (lives for one launch), `scale` (a quantized read's
-    scale), `local` (a fused fold's operand: the partial of the chip the kernel runs on)."""
+    scale), `local` (a fused fold's operand: the partial of the chip the kernel runs on).
+    `alias`: the parameter whose buffer this one is, reshaped (a put_along written in place
+    into its x, an input that only it reads; a reshape of a put_along: lower.py)."""
 
     name: str
     role: str
@@ -349,6 +368,7 @@ class Param:
     dtype: str
     tensor: str | None = None
     local: tuple[tuple[int, str], ...] = ()  # chip → tensor, for role local
+    alias: str | None = None
 
     @property
     def buffer_shape(self) -> Shape:
@@ -371,7 +391,7 @@ class Kernel:
         """A short description: the stage kinds in order, e.g. `matmul` or `row+pointwise`."""
         names = {Pointwise: "pointwise", MatmulStage: Ops.MATMUL.value, RowStage: "row", AbsMax: "absmax", Gemm: "gemm",
                  BatchedMatmulStage: Ops.BMM.value, GroupedMatmulStage: Ops.GROUPED_MATMUL.value,
-                 AttentionStage: "attention"}
+                 AttentionStage: "attention", ScatterStage: "scatter"}
         return "+".join(names[type(s)] for s in self.stages)
 
     def param(self, name: str) -> Param:
@@ -390,6 +410,8 @@ class Kernel:
                 total += s.batch * s.m * s.n * s.k * len(s.matmuls)
             elif isinstance(s, GroupedMatmulStage):
                 total += s.m * s.n * s.k
+            elif isinstance(s, ScatterStage):
+                total += prod(s.shape)
             elif isinstance(s, (Pointwise, RowStage)):
                 total += prod(s.shape) * (1 + len(getattr(s, "rows", ())) * 2)
             else:

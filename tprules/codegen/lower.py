@@ -3,6 +3,12 @@
 Parameters are named p0, p1, ... in order of first use, and sizes are constants, so two
 groups that compute the same thing on the same shapes (chip 0's and chip 1's GELU) render
 to the same source and compile once.
+
+A `put_along` (schedule.py) is a pointwise stage copying x into its buffer, then the scatter
+over its index (ir.ScatterStage). Where x is a program input read by that statement alone,
+its buffer is the put_along's (`Param.alias`) and nothing is copied: inputs are uploaded
+for each run (runtime/executor.py), so no other kernel and no later run sees the write. A
+stored reshape of a put_along is its buffer, reshaped (schedule.py's `views`).
 """
 
 from __future__ import annotations
@@ -26,14 +32,16 @@ from .ir import (
     Op,
     Param,
     Pointwise,
+    PutAlong,
     Quant,
     RowOp,
     RowOut,
     RowStage,
+    ScatterStage,
     Store,
     Transpose,
 )
-from .schedule import LOCAL, Schedule, operands, schedule
+from .schedule import LOCAL, SCATTER, Schedule, operands, schedule
 
 
 class Lowering:
@@ -50,15 +58,15 @@ class Lowering:
 
     # -- parameters ----------------------------------------------------------------------
 
-    def _param(self, key, role: str, shape, dtype: str, tensor=None, local=()) -> str:
+    def _param(self, key, role: str, shape, dtype: str, tensor=None, local=(), alias=None) -> str:
         if key not in self.params:
-            self.params[key] = Param(f"p{len(self.params)}", role, tuple(shape), dtype, tensor, tuple(local))
+            self.params[key] = Param(f"p{len(self.params)}", role, tuple(shape), dtype, tensor, tuple(local), alias)
         return self.params[key].name
 
-    def tensor_param(self, t: str) -> str:
+    def tensor_param(self, t: str, alias: str | None = None) -> str:
         info = self.prog.tensors[t]
         role = "in" if t not in self.produced else ("out" if t in self.sched.escapes else "scratch")
-        return self._param(t, role, info.shape, info.dtype, tensor=t)
+        return self._param(t, role, info.shape, info.dtype, tensor=t, alias=alias)
 
     def local_param(self, fold: Statement) -> str:
         homes = tuple(sorted((self.prog.tensors[t].home, t) for t in fold.reads))
@@ -94,7 +102,9 @@ class Lowering:
             return layout.expression(s, args, info.shape, info.dtype)
         if s.cls in WINDOW:
             args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
-            return window.expression(s, args, info.shape, info.dtype)
+            e = window.expression(s, args, info.shape, info.dtype)
+            assert not isinstance(e, PutAlong)  # a scatter stage's (`scatter`), read from its buffer elsewhere
+            return e
         if s.cls == Ops.TRANSPOSE:
             return Transpose(self.operand(s, 0, reads[0], stage), info.shape, info.dtype)
         args = tuple(self.operand(s, i, u, stage) for i, u in enumerate(reads))
@@ -116,6 +126,8 @@ class Lowering:
 
     def stage(self, i: int):
         plan = self.sched.stages[i]
+        if plan.kind == SCATTER:
+            return self.scatter(i)
         # anchors first: their operands are what the pass reads
         if plan.kind in (MATMUL, BMM, GROUPED):
             mms = []
@@ -146,6 +158,25 @@ class Lowering:
             return RowStage(plan.domain, tuple(rows), stores)
         return Pointwise(plan.domain, stores)
 
+    def scatter(self, i: int) -> tuple:
+        """A put_along's stages: x copied into its buffer (none where the buffer is x's), the scatter."""
+        s = self.prog.statement(self.sched.stages[i].anchors[0])
+        info = self.prog.tensors
+        args = tuple(self.operand(s, k, u, i) for k, u in enumerate(s.reads))
+        put = window.expression(s, args, info[s.writes].shape, info[s.writes].dtype)
+        assert isinstance(put, PutAlong)  # a scatter stage's anchor is a put_along
+        x = s.reads[0]
+        in_place = (x not in self.prog.writer and list(self.prog.readers.get(x, ())) == [s.name]
+                    and s.reads.count(x) == 1 and s.quant_format(0) is None
+                    and info[x].storage == info[s.writes].storage)
+        param = self.tensor_param(s.writes, alias=self.tensor_param(x) if in_place else None)
+        self.origins.setdefault(param, s.name)
+        for view, base in self.sched.views.items():
+            if base == s.writes:
+                self.origins.setdefault(self.tensor_param(view, alias=param), self.produced[view].name)
+        scatter = ScatterStage(param, put)
+        return (scatter,) if in_place else (Pointwise(put.shape, (Store(param, put.x),)), scatter)
+
     def store(self, t: str, stage: int) -> Store:
         if t in self.sched.flipped:  # the transpose's operand at this index, stored at the swapped one
             s = self.produced[t]
@@ -165,7 +196,7 @@ class Lowering:
             self.scales = []
             main = self.stage(i)
             stages.extend(self.scales)  # the quantized reads' first pass, just before
-            stages.append(main)
+            stages.extend(main if isinstance(main, tuple) else (main,))
         return Kernel(self.group.group, tuple(s.name for s in self.members), self.group.place,
                       tuple(self.params.values()), tuple(stages), self.origins)
 

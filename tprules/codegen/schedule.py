@@ -16,6 +16,10 @@ swapped index. An elementwise chain is thus one pointwise stage; a matmul with i
 neighbours (a transpose too) one matmul stage; matmul → pointwise → matmul two stages of
 one kernel.
 
+A `put_along` is a scatter (ir.ScatterStage): a stage of its own whose pass runs over its
+index, not its result, so nothing is computed in its pass and every reader reads it from
+its buffer. A `reshape` of it that is stored is that buffer itself (a view, `views`).
+
 >>> # see tests/runtime/test_codegen.py for the stage lists of the usual groups
 """
 
@@ -26,12 +30,13 @@ from dataclasses import dataclass, field
 from ..ops import Ops
 from ..program.model import BMM, GROUPED, INDEXED, MATMUL, ROW, Program, Statement
 
+SCATTER = "scatter"
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
 
 
 @dataclass
 class StagePlan:
-    kind: str  # pointwise | matmul | bmm | grouped_matmul | row
+    kind: str  # pointwise | matmul | bmm | grouped_matmul | row | scatter
     domain: tuple[int, ...]
     anchors: list[str] = field(default_factory=list)  # statements, in order
     stores: list[str] = field(default_factory=list)  # tensors, in order
@@ -46,6 +51,7 @@ class Schedule:
     store_at: dict[str, int]  # stored tensor → the stage that stores it
     escapes: list[str]  # stored tensors that other groups read, or nobody (program outputs)
     flipped: set[str] = field(default_factory=set)  # transposes stored at the swapped index
+    views: dict[str, str] = field(default_factory=dict)  # stored reshape → the put_along whose buffer it is
 
 
 def operands(s: Statement, produced: dict[str, Statement], fused: bool) -> list[str | None]:
@@ -81,7 +87,7 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
         """May `out` be computed in the current stage's pass reading `t` at the same index?"""
         cur = len(stages) - 1
         return (t is not None and bound.get(t) == cur and t not in flipped and not quantized
-                and shape(t) == shape(out) == stages[cur].domain)
+                and stages[cur].kind != SCATTER and shape(t) == shape(out) == stages[cur].domain)
 
     for s in members:
         t, cur = s.writes, len(stages) - 1
@@ -111,6 +117,12 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
             m, k = shape(reads[0])
             stages.append(StagePlan(GROUPED.value, shape(t), [s.name], dims=(m, shape(t)[1], k, shape(reads[1])[0])))
             bound[t] = len(stages) - 1
+        elif s.cls == Ops.PUT_ALONG:  # a scatter: its own stage, its readers read its buffer
+            for u in reads:
+                ready(u)
+            stages.append(StagePlan(SCATTER, shape(t), [s.name]))
+            bound[t] = len(stages) - 1
+            stored.add(t)
         elif s.cls in ROW:
             x_inline = inline(reads[0], t, quant[0])
             first = max([0] + [ready(u) for i, u in enumerate(reads) if i > 0 or not x_inline])
@@ -122,7 +134,7 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
                 stages.append(StagePlan("row", shape(t), [s.name]))
             bound[t] = len(stages) - 1
         elif s.cls == Ops.TRANSPOSE and reads[0] in bound and bound[reads[0]] == cur and not quant[0] \
-                and reads[0] not in flipped and shape(reads[0]) == stages[cur].domain:
+                and reads[0] not in flipped and stages[cur].kind != SCATTER and shape(reads[0]) == stages[cur].domain:
             # the transpose of a value of this pass: stored at the swapped index, read later
             bound[t] = cur
             flipped.add(t)
@@ -139,18 +151,25 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
     escapes = [s.writes for s in members
                if any(r not in names for r in prog.readers.get(s.writes, ())) or s.writes not in prog.readers]
     stored.update(escapes)
+    views = {s.writes: s.reads[0] for s in members if s.cls == Ops.RESHAPE and s.writes in stored
+             and s.reads[0] in produced and produced[s.reads[0]].cls == Ops.PUT_ALONG
+             and prog.tensors[s.writes].dtype == prog.tensors[s.reads[0]].dtype}
     store_at: dict[str, int] = {}
     for s in members:  # in member order, so stores keep program order
         t = s.writes
         if t not in stored:
             continue
+        if t in views:  # the put_along's buffer, reshaped: stored with it
+            store_at[t] = bound[views[t]]
+            continue
         if t in bound:
             store_at[t] = bound[t]
         else:
-            i = next((i for i in range(floating[t], len(stages)) if stages[i].domain == shape(t)), None)
+            i = next((i for i in range(floating[t], len(stages))
+                      if stages[i].domain == shape(t) and stages[i].kind != SCATTER), None)
             if i is None:
                 stages.append(StagePlan("pointwise", shape(t)))
                 i = len(stages) - 1
             store_at[t] = i
         stages[store_at[t]].stores.append(t)
-    return Schedule(stages, bound, store_at, escapes, flipped)
+    return Schedule(stages, bound, store_at, escapes, flipped, views)

@@ -1,25 +1,21 @@
-"""Window classes in a kernel: a weighted sum over a short window of an operand, computed
-where it is read (like a layout member, it floats; schedule.py). The taps are a loop over
-the window in the kernel's source, each reading the operand at the tap's index in a scope
-of its own, so what one tap computes never leaks into another (or past a tap outside x).
+"""Window classes in a kernel. conv1d, a weighted sum over a short window of an operand, is
+computed where it is read (like a layout member, it floats; schedule.py). The taps are a
+loop over the window in the kernel's source, each reading the operand at the tap's index
+in a scope of its own, so what one tap computes never leaks into another (or past a tap
+outside x): for each channel i of the output channel's group and each offset k, the input
+at t + k − padding when it lies in the sequence, times w[o, i, k]; then the bias.
 
-- conv1d: for each channel i of the output channel's group and each offset k, the input at
-  t + k − padding when it lies in the sequence, times w[o, i, k]; then the bias;
-- put_along: x at the result's index, then for each position j of the index's axis in
-  order, the id at the result's index with that axis at j: where it equals the result's own
-  index on the axis, the value (or the source there) replaces it, so the last such j wins;
-  outside the index's extent on the other axes, x.
+put_along is lowered here to its description (ir.PutAlong), which a scatter stage writes
+(codegen/scatter.py): x, then each entry of the index put where it names.
 """
 
 from __future__ import annotations
-
-from contextlib import nullcontext
 
 from .. import ops
 from ..ops import Ops
 from .ir import Expr, PutAlong, Window
 
-NODES = (Window, PutAlong)
+NODES = (Window,)
 
 
 def _conv1d(s, args, shape, dtype):
@@ -38,34 +34,15 @@ def _put_along(s, args, shape, dtype):
 LOWERINGS = ops.require({Ops.CONV1D: _conv1d, Ops.PUT_ALONG: _put_along}, ops.WINDOW, "codegen's window lowerings")
 
 
-def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:
-    """The expression of window statement `s` over its operands' expressions."""
+def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr | PutAlong:
+    """The expression of window statement `s` over its operands' expressions (a put_along's
+    description: a scatter stage's)."""
     return LOWERINGS[s.cls](s, args, shape, dtype)
 
 
-def at(scope, e: Window | PutAlong, idx: tuple[str, ...]) -> str:
+def at(scope, e: Window, idx: tuple[str, ...]) -> str:
     """Write the lines that compute `e` at `idx` into `scope`; returns the value."""
-    return _put(scope, e, idx) if isinstance(e, PutAlong) else _conv(scope, e, idx)
-
-
-def _put(scope, e: PutAlong, idx: tuple[str, ...]) -> str:
-    """put_along at `idx`: x there, replaced by each entry of the index's window that names idx."""
-    src = scope.src
-    out, j = src.fresh("put"), src.fresh("tap")
-    src.line(f"{out} = {scope.at(e.x, idx)}")
-    inside = [f"{idx[d]} < {n}" for d, n in enumerate(e.index.shape) if d != e.axis and n != e.shape[d]]
-    with src.block(f"if {' and '.join(inside)}:") if inside else nullcontext():
-        with src.block(f"for {j} in range({e.taps}):"):
-            inner = type(scope)(src, acc=scope.acc, row=scope.row)  # a tap's values stay in the tap
-            tap = tuple(j if d == e.axis else i for d, i in enumerate(idx))
-            with src.block(f"if {inner.index(e.index, tap)} == {idx[e.axis]}:"):
-                if e.source is not None:
-                    put = inner.at(e.source, tap)
-                else:
-                    assert e.value is not None  # a put_along puts its source or its value
-                    put = ops.constant(e.value)
-                src.line(f"{out} = {put}")
-    return out
+    return _conv(scope, e, idx)
 
 
 def _conv(scope, e: Window, idx: tuple[str, ...]) -> str:

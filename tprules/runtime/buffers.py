@@ -3,6 +3,8 @@ another rank gets placeholders)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..codegen.ir import Kernel
@@ -20,10 +22,14 @@ def storage(dtype: str) -> np.dtype:
 def buffers(kernel: Kernel, chip: int, queue, on, held: dict, remote=None) -> list:
     """The buffers of `kernel`'s parameters on `chip`: inputs (and a fold's local partial)
     from `on(tensor, chip)`, outputs and scratch allocated on `queue`, an output recorded in
-    `held`. A `queue` of None is another rank's chip: what it allocates is `remote` there."""
-    out = []
-    for p in kernel.params:
-        if p.role == "in":
+    `held`. A `queue` of None is another rank's chip: what it allocates is `remote` there.
+    A parameter with an alias is its aliased parameter's buffer, reshaped (Param.alias)."""
+    named: dict[str, Any] = {}
+    for p in sorted(kernel.params, key=lambda p: p.alias is not None):  # aliases after what they name
+        if p.alias is not None:
+            buf = named[p.alias]
+            buf = remote if buf is remote else buf.reshape(p.buffer_shape)
+        elif p.role == "in":
             buf = on(p.tensor, chip)
         elif p.role == "local":
             buf = on(dict(p.local)[chip], chip)
@@ -37,5 +43,5 @@ def buffers(kernel: Kernel, chip: int, queue, on, held: dict, remote=None) -> li
             raise AssertionError(f"kernel {kernel.group} has a parameter {p.name} of unknown role {p.role!r}")
         if p.role == "out":
             held.setdefault(p.tensor, {})[chip] = buf
-        out.append(buf)
-    return out
+        named[p.name] = buf
+    return [named[p.name] for p in kernel.params]
