@@ -310,9 +310,9 @@ def positioned(model):
     if "position_ids" not in inspect.signature(type(model).forward).parameters:
         return lambda ids, start: {}
 
-    def placed(ids, start) -> dict:
+    def placed(ids, start) -> dict:  # (on the model's device, as its embedding of the ids: meta without data)
         batch, count = ids.shape[:2]
-        return {"position_ids": (torch.arange(count, device=ids.device) + start).unsqueeze(0).expand(batch, -1)}
+        return {"position_ids": (torch.arange(count, device=model.device) + start).unsqueeze(0).expand(batch, -1)}
 
     return placed
 

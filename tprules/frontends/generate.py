@@ -116,6 +116,7 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
         import_decode(model_dir, tp, work / "prefill", past=0, step=past, **common)
         if tokens > 1:
             import_decode(model_dir, tp, work / "decode", past=past, **common)
+            carried(src, work)
         seconds["import"] = time.perf_counter() - started
         got = (runner or _run)(work, prompt, tokens, device, seconds)
         started = time.perf_counter()
@@ -125,6 +126,22 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
         if out is None:
             shutil.rmtree(work, ignore_errors=True)
     return Generated(got, want, tokens, seconds)
+
+
+def carried(src, work: Path) -> None:
+    """Every cache state the decode step reads is one the prefill writes (the step's input,
+    each chip's, fed by the prefill's `_new` output): else refused in one line naming the
+    model and the state, rather than a step run on its data/'s state and tokens that are not
+    transformers'."""
+    from ..program.model import Program
+    from ..workspace import Workspace
+
+    written = {_fed(t) for t in Program.from_workspace(Workspace(work / "prefill")).outputs}
+    read = [t for t in Program.from_workspace(Workspace(work / "decode")).inputs if _fed(t) == t]
+    missing = [t for t in read if t not in written]
+    if missing:
+        raise src.fail(f"generate: the decode step reads the cache state {missing[0]}, which the prefill does not "
+                       "write (refused: it would not be fed back)")
 
 
 def _run(work: Path, prompt: np.ndarray, tokens: int, device: str, seconds: dict) -> np.ndarray:
