@@ -150,3 +150,27 @@ def test_a_one_token_prompt_starts_the_states_as_transformers_does(hybrid, tmp_p
     assert done.ok, (done.tokens, done.expected)
     assert not {t for t in ran["prefill"].prog.inputs if "layers.0" in t and gen._fed(t) == t}  # none read
     assert {"model.layers.0.conv_cache_new", "model.layers.0.recurrent_cache_new"} <= set(ran["prefill"].prog.outputs)
+
+
+def test_on_two_ranks_each_rank_keeps_its_own_states(hybrid, prompt):
+    """A Mamba hybrid's loop on two thread ranks (test_generate.on_thread_ranks): transformers'
+    tokens on both; each rank holds every state of the step but the other chip's (Bamba's plan
+    keeps them whole, on the spine: every rank its own copy), and no cache travels between them."""
+    from .test_generate import on_thread_ranks
+
+    seen: dict = {}
+
+    def runner(work, ids, tokens, device, seconds):
+        one, got, fed = on_thread_ranks([work / "prefill", work / "decode"], ids, tokens)
+        seen.update(one=one, got=got, fed=fed, step=Program.from_workspace(Workspace(work / "decode")).inputs)
+        return got[1]
+
+    done = gen.generate(hybrid("bamba"), 2, prompt, 3, runner=runner)
+    assert done.ok, (done.tokens, done.expected)
+    got, fed = seen["got"], seen["fed"]
+    assert all(np.array_equal(got[r], seen["one"]) for r in range(2))
+    states = {t for t in seen["step"] if gen._fed(t) == t}
+    assert {"model.layers.0.conv_cache", "model.layers.0.recurrent_cache"} <= states
+    for r in range(2):
+        assert fed[r] == {t for t in states if not t.endswith(f"@{1 - r}")}
+    assert fed[0, "sent"] == fed[1, "sent"] == 0
