@@ -78,9 +78,10 @@ def _prepared_on(world, folder):
     return Prepared(prog, make_plan(ws), "cpu", share=False, world=world)
 
 
-def test_on_two_ranks_each_rank_feeds_back_its_own_chips_caches(imported):
-    """generate's loop on two thread ranks (tests/runtime/ranks.py): the one-process tokens,
-    each rank's decode step fed only its own chip's caches, and no cache sent between ranks."""
+def on_thread_ranks(folders, prompt, tokens: int):
+    """generate's loop on two thread ranks (tests/runtime/ranks.py) over the prefill and
+    decode folders: each rank's tokens, the cache inputs its decode step holds, and the bytes
+    it sent beyond the reference's exchanges; and the tokens of one process."""
     import threading
 
     spec = importlib.util.spec_from_file_location("thread_ranks", Path(__file__).parent.parent / "runtime" / "ranks.py")
@@ -89,10 +90,7 @@ def test_on_two_ranks_each_rank_feeds_back_its_own_chips_caches(imported):
     from tprules.frontends.generate import greedy
     from tprules.runtime.world import World
 
-    common = dict(decode=True, cache_len=6, batch=2, layers=1, verify=False)
-    folders = [imported("llama", 2, past=0, step=3, **common), imported("llama", 2, past=3, **common)]
-    prompt = np.array([[5, 17, 99], [3, 42, 7]])
-    one = greedy(*[_prepared_on(World(2), f) for f in folders], prompt, 3)
+    one = greedy(*[_prepared_on(World(2), f) for f in folders], prompt, tokens)
     hub, got, fed, failures = ranks._Hub(2), {}, {}, []
 
     def rank(r):
@@ -101,7 +99,7 @@ def test_on_two_ranks_each_rank_feeds_back_its_own_chips_caches(imported):
             world.assign(2)
             prefill, step = (_prepared_on(world, f) for f in folders)
             before = world.traffic.message_bytes  # (the reference's exchanges are behind)
-            got[r] = greedy(prefill, step, prompt, 3, world)
+            got[r] = greedy(prefill, step, prompt, tokens, world)
             fed[r] = {t for t in step.executor.inputs if "_cache" in t}
             fed[r, "sent"] = world.traffic.message_bytes - before
         except BaseException as err:  # noqa: BLE001 - raised again below
@@ -114,6 +112,16 @@ def test_on_two_ranks_each_rank_feeds_back_its_own_chips_caches(imported):
     for t in threads:
         t.join()
     assert not failures, failures[0]
+    return one, got, fed
+
+
+def test_on_two_ranks_each_rank_feeds_back_its_own_chips_caches(imported):
+    """generate's loop on two thread ranks (tests/runtime/ranks.py): the one-process tokens,
+    each rank's decode step fed only its own chip's caches, and no cache sent between ranks."""
+    common = dict(decode=True, cache_len=6, batch=2, layers=1, verify=False)
+    folders = [imported("llama", 2, past=0, step=3, **common), imported("llama", 2, past=3, **common)]
+    prompt = np.array([[5, 17, 99], [3, 42, 7]])
+    one, got, fed = on_thread_ranks(folders, prompt, 3)
     assert np.array_equal(got[0], one) and np.array_equal(got[1], one) and len({tuple(r) for r in one}) == 2
     for r in range(2):
         assert fed[r] == {f"model.layers.0.{kind}_cache@{r}" for kind in ("key", "value")}

@@ -61,7 +61,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         model = build_model(src, seed, no_data)
         apply_plan(src, model)
         clock.tick("model")
-        built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer)
+        built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer, fresh=past == 0)
         per_layer_positions(built, {ds.POSITION, *built.folded})
         within_layers(built)
         placement = full_placement(built)
@@ -78,21 +78,22 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         progress.close()
 
 
-def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False):
+def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False, fresh=False):
     """The traced, lowered and sharded step: each layer kind traced once and every layer
-    stamped (stamp.py) where import hf would stamp the prefill, else every layer traced."""
+    stamped (stamp.py) where import hf would stamp the prefill, else every layer traced.
+    `fresh`: a prefill, its recurrent states read as a new cache's (decode_step.stepping)."""
     from .layers import layer_kinds
 
     kinds = None if every_layer else layer_kinds(model)
     if kinds is not None and len(kinds.order) < kinds.count:
         try:
-            return _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress)
+            return _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress, fresh)
         except (CannotStamp, ImportFailed):
             pass  # traced whole: a model that fails is reported as the full trace names it
-    return _whole(src, model, tp, tokens, length, heads, clock, progress)
+    return _whole(src, model, tp, tokens, length, heads, clock, progress, fresh)
 
 
-def _lowered(src, model, tokens, length, clock, tag=None):
+def _lowered(src, model, tokens, length, clock, tag=None, fresh=False):
     """The step traced (torch.export) and lowered to a Graph."""
     from .constants import Constants
     from .lower import Lowerer
@@ -100,7 +101,7 @@ def _lowered(src, model, tokens, length, clock, tag=None):
 
     cache = ds.static_cache(src, model, tokens[0], length, traced=True)
     kinds, path = ds.state_kinds(cache), ds.layers_path(model)
-    with ds.stepping(model, cache) as step:
+    with ds.stepping(model, cache, fresh) as step:
         program = export(step, ds.example(tokens, cache), {}, src.architecture)
     clock.tick("trace")
     constants = Constants(program, model)
@@ -114,12 +115,12 @@ def _lowered(src, model, tokens, length, clock, tag=None):
     return constants, lowerer, graph
 
 
-def _whole(src, model, tp, tokens, length, heads, clock, progress):
+def _whole(src, model, tp, tokens, length, heads, clock, progress, fresh=False):
     from .tp import Sharder
     from .weights import plan_placements
 
     progress.phase("trace the decode step", 1)
-    constants, lowerer, graph = _lowered(src, model, tokens, length, clock)
+    constants, lowerer, graph = _lowered(src, model, tokens, length, clock, fresh=fresh)
     style_of, weights, kinds = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                src.buffers)
     _place_caches(graph, tp, src.architecture, style_of, weights, kinds)
@@ -129,7 +130,7 @@ def _whole(src, model, tp, tokens, length, heads, clock, progress):
     return built
 
 
-def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress):
+def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress, fresh=False):
     """Each layer kind's first and second layers traced; each cache input and output tagged
     with the layer that writes it; every layer stamped (importer.stamp_built)."""
     from ..ops import Ops
@@ -145,7 +146,7 @@ def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress):
         tag_lowerer(lowerer, tagged["s"])
 
     with reduced(model, kinds, renumber=True):
-        constants, lowerer, graph = _lowered(src, model, tokens, length, clock, tag)
+        constants, lowerer, graph = _lowered(src, model, tokens, length, clock, tag, fresh)
     constants.forget_weights()
     progress.advance()
     segments = tagged["s"]

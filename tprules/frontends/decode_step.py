@@ -20,6 +20,7 @@ for a second state), which the step reads as transformers' own decode does (its 
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 import numpy as np
@@ -50,7 +51,23 @@ def cache_input(path: str, kind: str, layer: int) -> str:
 
 
 def cache_output(path: str, kind: str, layer: int) -> str:
-    return f"{cache_input(path, kind, layer)}_new"
+    return f"{cache_input(path, kind, layer)}{NEW}"
+
+
+NEW = "_new"
+# a program tensor named by cache_input or cache_output (whole, or one chip's `@k`): the kind
+# follows the layer's index directly, where a weight's name goes on with its module's path
+_STATE = re.compile(r"(?P<input>.+\.\d+\.(?P<kind>[a-z0-9_]+)_cache)(?P<new>_new)?(?P<chip>@\d+)?")
+
+
+def state_of(tensor: str) -> tuple[str, str, bool] | None:
+    """A cache state's program tensor (cache_input's or cache_output's name, a chip's `@k` kept)
+    → (the input it is or updates, with the chip; its kind; whether it is the update); None
+    for any other tensor. `generate` feeds each update back to its input by it."""
+    m = _STATE.fullmatch(tensor)
+    if m is None:
+        return None
+    return m["input"] + (m["chip"] or ""), m["kind"], m["new"] is not None
 
 
 def static_cache(src, model, batch: int, length: int, traced: bool = False):
@@ -265,15 +282,17 @@ def _line(err: BaseException) -> str:
 
 
 @contextmanager
-def stepping(model, cache):
+def stepping(model, cache, fresh: bool = False):
     """The model's forward as one decode step: (input_ids, cache_position, layer 0's states,
     layer 1's, ...) → (logits, layer 0's updated states, ...), each layer's states those of
     `state_kinds`. A linear-attention layer reads its states as after a prompt (its
-    `has_previous_state`) where the step is one token. The model keeps its own module paths
-    (the plan's patterns name them)."""
+    `has_previous_state`) where the step is one token and not `fresh` (a prefill: as a new
+    cache's, whatever the prompt's length, as transformers' generate starts). The model
+    keeps its own module paths (the plan's patterns name them)."""
     from transformers.cache_utils import LinearAttentionCacheLayerMixin, StaticIndexedLayer, StaticLayer
 
     kinds = state_kinds(cache)
+    placed = positioned(model)
 
     def step(input_ids, cache_position, *caches):
         given = iter(caches)
@@ -286,8 +305,9 @@ def stepping(model, cache):
                 layer.indexer_cumulative_length = cache_position[0].clone()
             if isinstance(layer, LinearAttentionCacheLayerMixin):
                 for k in range(layer.number_of_states):
-                    layer.has_previous_state[k] = input_ids.shape[1] == 1
-        out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True)
+                    layer.has_previous_state[k] = input_ids.shape[1] == 1 and not fresh
+        out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True,
+                                  **placed(input_ids, cache_position[0]))
         news = [get_state(cache, i, kind) for i, names in enumerate(kinds) for kind in names]
         return (out.logits, *news)
 
@@ -296,6 +316,24 @@ def stepping(model, cache):
         yield model
     finally:
         del model.forward
+
+
+def positioned(model):
+    """`placed(input_ids, start)`: the forward's `position_ids` of tokens from position `start`,
+    [B, S], as transformers' generate passes them to a forward that takes them (a model such
+    as Bamba counts them from 0 without them, whatever its cache holds); none otherwise."""
+    import inspect
+
+    import torch
+
+    if "position_ids" not in inspect.signature(type(model).forward).parameters:
+        return lambda ids, start: {}
+
+    def placed(ids, start) -> dict:  # (on the model's device, as its embedding of the ids: meta without data)
+        batch, count = ids.shape[:2]
+        return {"position_ids": (torch.arange(count, device=model.device) + start).unsqueeze(0).expand(batch, -1)}
+
+    return placed
 
 
 def example(tokens: tuple[int, int], cache) -> tuple:
@@ -330,13 +368,16 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
     kinds = state_kinds(cache)
     try:
         with torch.no_grad():
+            placed = positioned(model)
             if past:
-                model(input_ids=torch.from_numpy(prompt), cache=cache, use_cache=True)
+                ids = torch.from_numpy(prompt)
+                model(input_ids=ids, cache=cache, use_cache=True, **placed(ids, 0))
             inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
             for i, names in enumerate(kinds):
-                for kind in names:
-                    inputs[cache_input(path, kind, i)] = _numpy(get_state(cache, i, kind))
-            logits = model(input_ids=torch.from_numpy(token), cache=cache, use_cache=True).logits
+                for kind in names:  # (an own list's state is empty before a first step: zeros)
+                    inputs[cache_input(path, kind, i)] = _numpy(_template(cache, i, kind))
+            ids = torch.from_numpy(token)
+            logits = model(input_ids=ids, cache=cache, use_cache=True, **placed(ids, past)).logits
     except Exception as err:  # noqa: BLE001 - the model's own forward raises anything
         raise src.fail(f"--decode: transformers' own forward with a static cache fails: {_line(err)}") from None
     outputs = {OUTPUT: _numpy(logits)}

@@ -116,6 +116,7 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
         import_decode(model_dir, tp, work / "prefill", past=0, step=past, **common)
         if tokens > 1:
             import_decode(model_dir, tp, work / "decode", past=past, **common)
+            carried(src, work)
         seconds["import"] = time.perf_counter() - started
         got = (runner or _run)(work, prompt, tokens, device, seconds)
         started = time.perf_counter()
@@ -125,6 +126,22 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
         if out is None:
             shutil.rmtree(work, ignore_errors=True)
     return Generated(got, want, tokens, seconds)
+
+
+def carried(src, work: Path) -> None:
+    """Every cache state the decode step reads is one the prefill writes (the step's input,
+    each chip's, fed by the prefill's `_new` output): else refused in one line naming the
+    model and the state, rather than a step run on its data/'s state and tokens that are not
+    transformers'."""
+    from ..program.model import Program
+    from ..workspace import Workspace
+
+    written = {_fed(t) for t in Program.from_workspace(Workspace(work / "prefill")).outputs}
+    read = [t for t in Program.from_workspace(Workspace(work / "decode")).inputs if _fed(t) == t]
+    missing = [t for t in read if t not in written]
+    if missing:
+        raise src.fail(f"generate: the decode step reads the cache state {missing[0]}, which the prefill does not "
+                       "write (refused: it would not be fed back)")
 
 
 def _run(work: Path, prompt: np.ndarray, tokens: int, device: str, seconds: dict) -> np.ndarray:
@@ -152,12 +169,12 @@ def greedy(prefill, step, prompt: np.ndarray, tokens: int, world=None) -> np.nda
 
     past = prompt.shape[1]
     caches = {t: np.zeros(prefill.prog.tensors[t].shape, np.float32) for t in prefill.prog.inputs
-              if _cache(t) is not None}
+              if _fed(t) == t}
     outputs = _step(prefill, {INPUT: prompt, ds.POSITION: np.array([0], np.int64), **caches})
     chosen = [_chosen(prefill, outputs, world)]
     for k in range(1, tokens):
         assert step is not None
-        fed = {_cache(t): v for t, v in outputs.items() if _cache(t) is not None}
+        fed = {_fed(t): v for t, v in outputs.items() if _fed(t) not in (None, t)}
         inputs = {INPUT: chosen[-1][:, None].astype(np.int64), ds.POSITION: np.array([past + k - 1], np.int64)}
         outputs = _step(step, {**inputs, **{t: fed[t] for t in step.prog.inputs if t in fed}})
         chosen.append(_chosen(step, outputs, world))
@@ -178,16 +195,13 @@ def _chosen(prepared, outputs: dict[str, np.ndarray], world=None) -> np.ndarray:
     return world.bcast(chosen, "the greedy tokens", root=0 if home is None else world.owner(home))
 
 
-def _cache(tensor: str) -> str | None:
-    """An updated cache's input of the next step (`..key_cache_new@k` → `..key_cache@k`); a
-    cache input itself (`..key_cache@k`); None for anything else."""
-    whole, at, chip = tensor.partition("@")
-    for kind in ("key", "value"):
-        if whole.endswith(f".{kind}_cache_new"):
-            return whole[: -len("_new")] + at + chip
-        if whole.endswith(f".{kind}_cache"):
-            return tensor
-    return None
+def _fed(tensor: str) -> str | None:
+    """The cache state input that `tensor` is or, updated, is fed back to as the next step's
+    (`..conv_cache_new@k` → `..conv_cache@k`: decode_step.state_of); None for anything else."""
+    from .decode_step import state_of
+
+    state = state_of(tensor)
+    return None if state is None else state[0]
 
 
 def _prepared(folder: Path, device: str):
