@@ -40,7 +40,10 @@ def hybrid(tmp_path_factory):
             else:
                 coverage = _coverage()
                 coverage.DECODE.update(past=5)
-                coverage.tiny_model(model_type, folder)
+                try:
+                    coverage.tiny_model(model_type, folder)
+                finally:  # DECODE is benchmarks/tiny_models.py's, shared by every load of the script
+                    coverage.DECODE.clear()
             made[model_type] = folder
         return made[model_type]
 

@@ -25,6 +25,7 @@ def _replicated(source, tp, out, **_) -> ImportReport:
 @pytest.mark.parametrize(("ep", "kind"), [(False, "TP"), (True, "EP")])
 def test_a_program_without_a_collective_is_a_failure_not_ok(monkeypatch, tmp_path, ep, kind):
     coverage = _coverage()
+    monkeypatch.setattr(coverage, "DECODE", {})  # the prefill's import, whatever an earlier test left
     monkeypatch.setattr(coverage, "tiny_model", lambda *a, **k: None)
     monkeypatch.setattr(coverage, "plan_sharded", lambda folder: {})
     monkeypatch.setattr("tprules.frontends.importer.import_hf", _replicated)
