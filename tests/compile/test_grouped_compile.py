@@ -13,11 +13,23 @@ from tprules.program.builder import ProgramBuilder
 from .conftest import ARCHES, python
 
 
-def _experts(folder):
-    b = ProgramBuilder(chips=1)
-
+def _spine_stmts(b):
+    """`st(name, cls, reads, shape, dtype, **attrs)`: a statement of `b` writing a new spine tensor."""
     def st(name, cls, reads, shape, dtype="f32", **attrs):
         return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+    return st
+
+
+def _compiled(folder, arch) -> str:
+    """benchmarks/ptx_check.py's report on `folder` for `arch`, asserted to exit 0."""
+    r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    return r.stdout
+
+
+def _experts(folder):
+    b = ProgramBuilder(chips=1)
+    st = _spine_stmts(b)
 
     x = b.tensor("x", [4, 6], spine=True)
     tok = b.tensor("tok", [8], "i64", spine=True, data=np.array([0, 1, 0, 3, 1, 2, 3, 2], np.int64))
@@ -37,10 +49,8 @@ def _experts(folder):
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_the_grouped_experts_compile(nvvm, tmp_path, arch):
-    folder = _experts(tmp_path / "experts")
-    r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "grouped_matmul" in r.stdout and "rank (row)" in r.stdout and "0 failed" in r.stdout
+    out = _compiled(_experts(tmp_path / "experts"), arch)
+    assert "grouped_matmul" in out and "rank (row)" in out and "0 failed" in out
 
 
 def _scatters(folder):
@@ -48,9 +58,7 @@ def _scatters(folder):
     place), a source put into a value another statement reads too (copied first), a mask's
     value put, and a reshape of a put_along (a view of its buffer)."""
     b = ProgramBuilder(chips=1)
-
-    def st(name, cls, reads, shape, dtype="f32", **attrs):
-        return b.stmt(name, cls, reads, b.tensor(name, shape, dtype, spine=True), **attrs)
+    st = _spine_stmts(b)
 
     ids = b.tensor("ids", [2, 8], spine=True)
     rank = st("rank", "sort_rank", [ids], [2, 8], "i64")
@@ -70,7 +78,5 @@ def _scatters(folder):
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_the_scatters_compile(nvvm, tmp_path, arch):
-    folder = _scatters(tmp_path / "scatters")
-    r = python("benchmarks/ptx_check.py", "--arch", arch, str(folder), timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "scatter" in r.stdout and "0 failed" in r.stdout
+    out = _compiled(_scatters(tmp_path / "scatters"), arch)
+    assert "scatter" in out and "0 failed" in out
