@@ -190,7 +190,8 @@ class Greedy:
         earlier taken one has one of its groups, or its merge would close a cycle (then it
         is dead). Whatever is first in order on both its groups among those undecided is
         taken (when acyclic), together with all others so, and whatever touches their groups
-        dropped; after `MATCHING_ROUNDS` of that, the rest one by one."""
+        dropped; after `MATCHING_ROUNDS` of that, the rest one by one (those that numpy shows
+        would close a cycle, `through_another`, found so before the loop, the others searched)."""
         m, can = len(pairs), self.groups.can_merge
         taken = np.zeros(m, dtype=bool)
         earliest = np.full(self.wide, m, dtype=I64)
@@ -218,10 +219,13 @@ class Greedy:
             rest = left[~first]
             left = rest[~(used[a[rest]] | used[b[rest]])]
         seen = set(np.flatnonzero(used).tolist())
+        # no merge is made before the round is settled: what numpy shows cyclic now is so in the loop
+        hard = left[why[left] == 0]
+        cyclic = set(hard[self.groups.through_another(a[hard], b[hard])].tolist())
         for i, x, y, w in zip(left.tolist(), a[left].tolist(), b[left].tolist(), why[left].tolist()):
             if x in seen or y in seen:
                 continue
-            if not w and not can(x, y):
+            if not w and (i in cyclic or not can(x, y)):
                 self._kill(pairs[i:i + 1])
                 continue
             taken[i] = True
@@ -366,30 +370,37 @@ class Greedy:
         g = self.groups
         graph = g.graph()
         used: set[int] = set()
-        dead, merged = [], 0
+        dead: list[int] = []
+        made: list[int] = []  # the proposals merged, in order
+        new: list[int] = []  # the group each made
+        allowed = (ok & pays).tolist()
         for i, x, y in zip(range(len(a)), a.tolist(), b.tolist()):
             if x in used or y in used:
                 continue
-            if not ok[i] or not pays[i]:
-                self.stats.costly += bool(ok[i])
+            if not allowed[i]:
                 dead.append(i)
                 continue
-            new = graph.try_merge(x, y)
-            if new is None:
+            merged = graph.try_merge(x, y)
+            if merged is None:
                 dead.append(i)
                 continue
-            g.first[new] = min(g.first[x], g.first[y])
-            g.place[new] = self._places(a[i:i + 1], b[i:i + 1])[0]
-            g.seconds[new] = both[i]
+            made.append(i)
+            new.append(merged)
             used.add(x)
             used.add(y)
-            merged += 1
             if self.progress is not None:
                 self.progress.advance()
         g.read_back(graph)
+        # the merged groups' first statement, place and estimate, all at once: each merge
+        # took two groups of the round's start, which no merge before it had changed
+        at, ids = np.array(made, dtype=I64), np.array(new, dtype=I64)
+        g.first[ids] = np.minimum(g.first[a[at]], g.first[b[at]])
+        g.place[ids] = self._places(a[at], b[at])
+        g.seconds[ids] = both[at]
+        self.stats.costly += int((ok & ~pays)[dead].sum())
         self._kill((a * self.wide + b)[dead])
-        self.stats.merged += merged
-        return merged
+        self.stats.merged += len(made)
+        return len(made)
 
     def _pays(self, a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Whether the cost model lets each allowed merge be made (always, without one), and

@@ -18,6 +18,17 @@ no other way in). So a round's easy merges are applied together (`merge_easy`), 
 whatever their order. A round that makes a merge of any other kind is applied one merge at
 a time on a `GroupGraph` (groups.py: Pearce and Kelly's dynamic order), made from these
 arrays for it and read back after (`graph`, `read_back`).
+
+Whether a merge would close a cycle is answered first with numpy (`through_another`: a path
+of two edges, or one through a *landmark*, below) and searched only where that finds
+nothing (`can_merge`). A search that finds a cycle walks the whole path it finds, and a
+horizontal proposal joins siblings that may lie many layers apart (a tensor every layer
+reads): on Qwen3-235B-A22B at TP 8 such searches walked 1.6 million groups, most of the
+planner's own time. Landmarks answer those at once: `LANDMARKS` statements spread over the
+program (landmark_reach), each statement's reach of them over the data flow computed once
+(statements never stop reaching each other when groups merge), so that a member of one
+group reaching a landmark that reaches a member of the other, the landmark in neither,
+is a path through a third group. Only a yes is taken from it: the plans are the same.
 """
 
 from __future__ import annotations
@@ -29,7 +40,44 @@ from ..datalog.facts.columns import isin
 from .groups import GroupGraph, path_between
 
 I64 = np.int64
+U64 = np.uint64
 ONLY_CONSUMER, ONLY_PRODUCER = 1, 2  # why merging along an edge keeps the groups acyclic (0: not known)
+LANDMARKS = 64  # statements whose reach shows a path through a third group at once (a bit each of a uint64)
+
+
+def landmark_reach(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Up to `LANDMARKS` landmark statements and each statement's reach of them over the data
+    flow `src[e]` → `dst[e]` (statements 0..n-1 in a topological order): (own, down, up), bit
+    masks per statement, landmark i the bit 1 << i: `own` the statement's own bit (landmarks
+    only), `down` the landmarks it reaches, `up` those that reach it (both with its own).
+    No landmarks (every mask 0) when an edge goes backwards in the order.
+
+    The landmarks: in each of `LANDMARKS` equal stretches of program order, the statement
+    with the most producers, then the most consumers (a collective or a residual add, which
+    much of the program passes through, where a transformer has them). Each mask is one
+    pass over the edges, in Python: 0.02 s for the 97,000 reads of Qwen3-235B-A22B at TP 8.
+
+    >>> own, down, up = landmark_reach(3, np.array([0, 1]), np.array([1, 2]))
+    >>> own.tolist(), down.tolist(), up.tolist()
+    ([1, 2, 4], [7, 6, 4], [1, 3, 7])
+    """
+    if n == 0 or bool((src >= dst).any()):
+        nothing = np.zeros(n, dtype=U64)
+        return nothing, nothing, nothing
+    inputs, outputs = np.bincount(dst, minlength=n), np.bincount(src, minlength=n)
+    score = inputs * (int(outputs.max(initial=0)) + 1) + outputs
+    bounds = np.linspace(0, n, min(LANDMARKS, n) + 1).astype(I64).tolist()
+    marks = [a + int(score[a:b].argmax()) for a, b in zip(bounds, bounds[1:]) if b > a]
+    own = np.zeros(n, dtype=U64)
+    own[marks] = np.left_shift(U64(1), np.arange(len(marks), dtype=U64))
+    down, up = own.tolist(), own.tolist()
+    order = np.argsort(src, kind="stable")[::-1]  # a statement's consumers done before it
+    for s, d in zip(src[order].tolist(), dst[order].tolist()):
+        down[s] |= down[d]
+    order = np.argsort(dst, kind="stable")  # a statement's producers done before it
+    for s, d in zip(src[order].tolist(), dst[order].tolist()):
+        up[d] |= up[s]
+    return own, np.array(down, dtype=U64), np.array(up, dtype=U64)
 
 
 class GroupArrays:
@@ -46,6 +94,7 @@ class GroupArrays:
         self.pos = np.zeros(wide, dtype=I64)
         self.pos[:n] = np.arange(n)
         self.seconds = np.full(wide, np.nan)
+        self._reach: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # landmark_reach's, made on first use
         self._changed()
 
     def _changed(self) -> None:
@@ -97,9 +146,40 @@ class GroupArrays:
     # -- acyclicity ----------------------------------------------------------------
 
     def through_another(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """For each pair: whether an edge path of two steps joins a[i] and b[i] through a
-        third group (merging them would then close a cycle). Most proposals that would are
-        found so, with numpy; `can_merge` searches the rest."""
+        """For each pair: whether a path joins a[i] and b[i] through a third group (merging
+        them would then close a cycle), as far as numpy shows it: an edge path of two steps,
+        or a landmark's (`through_landmark`). Most proposals that would close a cycle are
+        found so; `can_merge` searches the rest. A True is always a cycle; a False is not known."""
+        found = self._two_steps(a, b)
+        rest = np.flatnonzero(~found)
+        found[rest] = self.through_landmark(a[rest], b[rest])
+        return found
+
+    def through_landmark(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """For each pair: whether a member of one group reaches a landmark statement that
+        reaches a member of the other, the landmark in neither group (landmark_reach): a
+        path through a third group, as paths between statements stay paths between their
+        groups while the groups merge."""
+        if not len(a):
+            return np.zeros(0, dtype=bool)
+        if self._reach is None:
+            self._reach = landmark_reach(self.n, self.src, self.dst)
+        own, down, up = self._reach
+        size = self.members()[2]
+
+        def masks(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """Each group's masks: the bits of its members together."""
+            _, members = self.rows(groups)
+            counts = size[groups]
+            starts = np.cumsum(counts) - counts
+            return tuple(np.bitwise_or.reduceat(m[members], starts) for m in (own, down, up))  # type: ignore[return-value]
+
+        own_a, down_a, up_a = masks(a)
+        own_b, down_b, up_b = masks(b)
+        return ((down_a & up_b) | (down_b & up_a)) & ~(own_a | own_b) != 0
+
+    def _two_steps(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """For each pair: whether an edge path of two steps joins a[i] and b[i] through a third group."""
         edges = self.edges()
         if self._starts is None:
             src, dst = np.divmod(edges, self.wide)
@@ -112,7 +192,7 @@ class GroupArrays:
             mid = dst[start[x][row] + np.arange(len(row), dtype=I64) - np.repeat(np.cumsum(count) - count, count)]
             other = mid != y[row]
             row, mid = row[other], mid[other]
-            hit = isin(mid * self.wide + y[row], edges)
+            hit = isin(mid * self.wide + y[row], edges, pool_sorted=True)
             return np.bincount(row[hit], minlength=len(x)) > 0
 
         return two_steps(a, b) | two_steps(b, a)

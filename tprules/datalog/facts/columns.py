@@ -140,10 +140,12 @@ def unique(values, return_index: bool = False, return_inverse: bool = False, ret
     return found[0] if len(found) == 1 else tuple(found)
 
 
-def isin(values: np.ndarray, pool) -> np.ndarray:
+def isin(values: np.ndarray, pool, pool_sorted: bool = False) -> np.ndarray:
     """`np.isin(values, pool)` by sorting the pool and searching it (np.isin goes through
-    numpy's hash-based `unique`, several times slower on int64)."""
-    pool = np.sort(np.asarray(pool, dtype=I64).reshape(-1))
+    numpy's hash-based `unique`, several times slower on int64). With `pool_sorted` the pool
+    (an int64 array, ascending) is searched as it is: a caller that asks of one sorted pool
+    many times does not pay a sort each time."""
+    pool = np.asarray(pool, dtype=I64).reshape(-1) if pool_sorted else np.sort(np.asarray(pool, dtype=I64).reshape(-1))
     values = np.asarray(values)
     if len(pool) == 0:
         return np.zeros(values.shape, dtype=bool)
