@@ -95,11 +95,14 @@ def operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, 
     how = block(v, *e.shape[1:]) if v is not None else None
     if v is None or how is None:
         batch, rows, cols = e.shape
-        name, r, c = src.fresh("opnd"), src.fresh("r"), src.fresh("c")
-        src.line(f"{name} = np.empty({batch * rows * cols}, np.float32)")
+        # indexed [batch, row, column], not flat: Numba's flat index r * cols + c keeps the
+        # copy of a gathered expert's weights from vectorizing (1.4x its time)
+        name = src.buffer("opnd", (batch, rows, cols))
+        r, c = src.fresh("r"), src.fresh("c")
         with src.block(f"for {r} in {'prange' if parallel else 'range'}({batch * rows}):"):
             with src.block(f"for {c} in range({cols}):"):
-                src.line(f"{name}[{r} * {cols} + {c}] = {Scope(src).at(e, (f'{r} // {rows}', f'{r} % {rows}', c))}")
+                at = (f"{r} // {rows}", f"{r} % {rows}", c)
+                src.line(f"{name}[{', '.join(at)}] = {Scope(src).at(e, at)}")
         v = View(name, 0, (((batch, rows * cols),), ((rows, cols),), ((cols, 1),)))
         how = (False, cols)
     return v.param, v, how[0], how[1]
