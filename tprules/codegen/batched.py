@@ -95,11 +95,15 @@ def operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, 
     how = block(v, *e.shape[1:]) if v is not None else None
     if v is None or how is None:
         batch, rows, cols = e.shape
-        name, r, c = src.fresh("opnd"), src.fresh("r"), src.fresh("c")
-        src.line(f"{name} = np.empty({batch * rows * cols}, np.float32)")
-        with src.block(f"for {r} in {'prange' if parallel else 'range'}({batch * rows}):"):
-            with src.block(f"for {c} in range({cols}):"):
-                src.line(f"{name}[{r} * {cols} + {c}] = {Scope(src).at(e, (f'{r} // {rows}', f'{r} % {rows}', c))}")
+        # a loop per axis, the buffer indexed [batch, row, column]: Numba's copy of a gathered
+        # expert's weights takes 1.25x as long through one loop over batch x rows (its row
+        # and batch a division each), 1.4x through a flat index r * cols + c
+        name = src.buffer("opnd", (batch, rows, cols))
+        b, r, c = src.fresh("b"), src.fresh("r"), src.fresh("c")
+        with src.block(f"for {b} in {'prange' if parallel and batch > 1 else 'range'}({batch}):"):
+            with src.block(f"for {r} in {'prange' if parallel and batch == 1 else 'range'}({rows}):"):
+                with src.block(f"for {c} in range({cols}):"):
+                    src.line(f"{name}[{b}, {r}, {c}] = {Scope(src).at(e, (b, r, c))}")
         v = View(name, 0, (((batch, rows * cols),), ((rows, cols),), ((cols, 1),)))
         how = (False, cols)
     return v.param, v, how[0], how[1]

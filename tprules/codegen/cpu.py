@@ -18,6 +18,7 @@ from .ir import (
     GroupedMatmulStage,
     Kernel,
     MatmulStage,
+    Param,
     Pointwise,
     RowOut,
     RowStage,
@@ -48,6 +49,12 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     """The kernel's source; `gemm`: matmul stages as BLAS tiles (else as plain loops);
     `threads`: the threads of the chip that runs it (a parallel kernel when more than one
     and the kernel is big enough to gain)."""
+    return render_params(kernel, gemm, threads)[0]
+
+
+def render_params(kernel: Kernel, gemm: bool = True, threads: int = 1) -> tuple[str, tuple[Param, ...]]:
+    """`render`'s source, and the scratch parameters it added after the kernel's own: the
+    buffers of computed matmul operands the runtime allocates (emit.RUNTIME_BUFFER_BYTES)."""
     src = Source(kernel.params)
     if not gemm:  # our own loops run attention's chain stage by stage
         kernel = attention.unfold(kernel)
@@ -61,6 +68,7 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
     parallel = threads > 1 and kernel.work >= PARALLEL_WORK
     src.line(f"@njit(parallel={parallel}, nogil=True, cache=True, error_model='numpy')")
     args = ", ".join(p.name for p in kernel.params)
+    header = len(src.lines)
     with src.block(f"def kernel({args}):"):
         for n, stage in enumerate(kernel.stages):
             src.line(f"# stage {n}: {type(stage).__name__}")
@@ -75,7 +83,9 @@ def render(kernel: Kernel, gemm: bool = True, threads: int = 1) -> str:
             else:
                 RENDER[type(stage)](src, stage, kernel)
         src.line("return")
-    return src.text()
+    if src.scratch:
+        src.lines[header] = f"def kernel({', '.join([args, *(p.name for p in src.scratch)])}):"
+    return src.text(), tuple(src.scratch)
 
 
 def loops(src: Source, shape, names: list[str], parallel_first: bool = True):

@@ -11,7 +11,8 @@ Operands go to BLAS as they lie in memory when they can: a view of a float32 buf
 (views.py: the buffer, a reshape, permute, slice or expand of it that keeps one stride per
 axis, its transpose: an offset, a leading dimension and a flag, no copy). Any other operand (a fused prologue: a pointwise
 chain, an int8 quantized read, an integer buffer) is first computed once into a buffer
-of the kernel's own, in a parallel pass over its rows, and then read by every tile.
+of the kernel's own (from emit.RUNTIME_BUFFER_BYTES up a scratch parameter the runtime
+allocates), in a parallel pass over its rows, and then read by every tile.
 
 A result that a store keeps as it is (float32, not transposed) is written by BLAS straight
 into the output buffer; the epilogue reads it from there.
@@ -69,8 +70,8 @@ def tile_plan(m: int, n: int, threads: int, accumulators: int = 1, k: int = 0) -
 def materialize(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> str:
     """Compute `e` over its shape into a new float32 buffer; returns the buffer's name."""
     rows, cols = e.shape
-    name, r, c = src.fresh("opnd"), src.fresh("r"), src.fresh("c")
-    src.line(f"{name} = np.empty(({rows}, {cols}), np.float32)")
+    name = src.buffer("opnd", (rows, cols))
+    r, c = src.fresh("r"), src.fresh("c")
     with src.block(f"for {r} in {'prange' if parallel else 'range'}({rows}):"):
         with src.block(f"for {c} in range({cols}):"):
             src.line(f"{name}[{r}, {c}] = {Scope(src).at(e, (r, c))}")

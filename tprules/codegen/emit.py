@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from .. import ops
 from ..ops import Ops
 from . import layout, window
-from .ir import Acc, Expr, Load, Op, Quant, RowOut, Transpose
+from .ir import Acc, Expr, Load, Op, Param, Quant, RowOut, Transpose
 
 INTEGER = ("i8", "i32", "i64")
 
@@ -182,6 +182,14 @@ def subscript(param: str, idx: tuple[str, ...]) -> str:
     return f"{param}[{', '.join(idx) if idx else '0'}]"
 
 
+# A buffer a CPU kernel computes a matmul operand into is allocated by the runtime, as a
+# scratch parameter, from this size up, rather than by the kernel: Numba's allocation above
+# glibc's mmap threshold (64 MiB here, runtime/devices/cpu.py) is a fresh mapping faulted in
+# 4 KiB page by page at every launch (a gathered expert's weights of 92 MiB: 40 ms where
+# filling it takes 12), where numpy's (the runtime's) asks for huge pages from 4 MiB up.
+RUNTIME_BUFFER_BYTES = 4 << 20
+
+
 class Source:
     """Lines with indentation, and a counter for fresh variable names."""
 
@@ -191,6 +199,22 @@ class Source:
         self.count = 0
         self.marks: dict[int, object] = {}  # line number (1-based) -> the expression or stored parameter it computes
         self.param_dtypes = {p.name: p.dtype for p in params}  # the kernel's parameters' dtypes
+        self.scratch: list[Param] = []  # parameters the rendering added (`buffer`)
+
+    def buffer(self, stem: str, shape: tuple[int, ...]) -> str:
+        """A new float32 buffer of `shape` for the kernel's own use: allocated in the kernel,
+        or, of RUNTIME_BUFFER_BYTES or more, a scratch parameter added to `scratch`."""
+        name = self.fresh(stem)
+        size = 1
+        for n in shape:
+            size *= n
+        if 4 * size < RUNTIME_BUFFER_BYTES:
+            dims = str(shape[0]) if len(shape) == 1 else f"({', '.join(map(str, shape))})"
+            self.line(f"{name} = np.empty({dims}, np.float32)")
+        else:
+            self.scratch.append(Param(name, "scratch", tuple(shape), "f32"))
+            self.param_dtypes[name] = "f32"
+        return name
 
     def line(self, text: str = "") -> None:
         self.lines.append("    " * self.depth + text if text else "")

@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import Sequence, cast
 
 import numpy as np
@@ -236,11 +237,13 @@ class CpuDevice(Device):
     def compile(self, kernel, shared: bool = False) -> Compiled:
         threads = max(self.threads, self.cores) if shared and not self.fixed else self.threads
         blas = self.core.kind == "blas"
-        source = cpu.render(kernel, gemm=blas, threads=threads)
+        source, scratch = cpu.render_params(kernel, gemm=blas, threads=threads)
         if blas:  # attention's stages run tile by tile: their scratch buffers are never made
             kernel = attention.without_tiled_buffers(kernel)
         else:
             kernel = attention.unfold(kernel)  # (as cpu.render runs it)
+        if scratch:  # operand buffers the runtime allocates (codegen/emit.py RUNTIME_BUFFER_BYTES)
+            kernel = replace(kernel, params=kernel.params + scratch)
         fn = self._compiled.get(source)
         if fn is None:
             fn = cache.load(source, "cpu").kernel
