@@ -131,14 +131,18 @@ def test_the_executor_hands_each_copy_and_share_the_mark_of_its_writer(monkeypat
         seen.append(("copy", after))
         return copy(self, source, buffer, after)
 
-    def share_from(self, source, buffer, after=None):
-        seen.append(("share", after))
-        return share(self, source, buffer, after)
+    def share_from(self, source, buffer, after=None, moved=False):
+        seen.append(("read" if moved else "share", after))
+        return share(self, source, buffer, after, moved)
 
     monkeypatch.setattr(CpuQueue, "copy_from", copy_from)
     monkeypatch.setattr(CpuQueue, "share_from", share_from)
     ws, prog = example("llama-layer-tp4")
     report = execute(ws, make_plan(ws), prog=prog)
     assert report.ok
-    assert {kind for kind, _ in seen} == {"copy", "share"}
+    # the spine's outputs shared, the folds' partials read where they lie (each a transfer)
+    assert {kind for kind, _ in seen} == {"read", "share"}
+    assert sum(kind == "read" for kind, _ in seen) == report.transfers
+    each = execute(ws, make_plan(ws), prog=prog, share=False)  # a copy on every chip
+    assert each.ok and {kind for kind, _ in seen} == {"read", "share", "copy"}
     assert all(after is not None for _, after in seen), seen

@@ -12,8 +12,12 @@ rule exists to refuse.
 On a device whose chips share the process's memory (`Device.shares_spine`, the CPU) a spine
 kernel runs once, on chip 0, and every other chip that reads what it wrote reads chip 0's
 buffer where it lies (`Queue.share_from`: no copy, only a wait for the kernel), instead of
-each chip computing the same value again. Nothing ever writes into a buffer a kernel reads,
-so sharing it is safe. The ranks of `--ranks`/`--mpi` keep a copy on each chip.
+each chip computing the same value again. A fold alone reads the other chips' partials
+(an all-gather's `cat` their slices) where they lie too: each is still a transfer, counted
+and traced (`read from chip k`), but nothing is copied. Nothing ever writes into a buffer a
+kernel reads, so sharing it is safe. The ranks of `--ranks`/`--mpi` keep a copy on each chip.
+On such a device the kernels are launched in a list schedule's order (launch_order.py): the spine
+kernel that other chips wait for goes ahead of one that none does.
 
 The executor is parameterised by a world (world.py): which chips this process holds, and
 how it reaches the others. In one process (`World`) it holds every chip. As one MPI rank
@@ -129,6 +133,14 @@ class Executor:
         self.share = shares_spine(device, prog, share)
         self.world = world or World(prog.chips)
         self.scatters = reduce_scatters(prog)
+        self.order = None  # launch order where it is not plan order
+        if self.share and not self.world.collectives:
+            from ..codegen.cost import MACHINES, estimate
+            from .launch_order import launch_order
+
+            machine = MACHINES["cpu"]
+            ks = [c.kernel if c is not None else k for k, c in zip(kernels, compiled)]
+            self.order = launch_order(ks, [machine.seconds(estimate(k, machine)) for k in ks])
 
     def run(self, progress=None, trace=None) -> Execution:
         """One run; `trace` (a runtime/trace.py `Trace`) gets every launch, copy and exchange of it."""
@@ -148,8 +160,13 @@ class Executor:
             before = Traffic(*world.traffic.astuple())
             run = _Run(prog, world, queues, held, self.share, trace, self.scatters)
             started, cpu = time.perf_counter(), time.process_time()
+            if self.order is not None:  # chips sharing the cores: a list schedule (launch_order.py)
+                for at in self.order:
+                    run.launch(self.kernels[at], self.compiled[at])
+                    if progress is not None:
+                        progress()
             at = 0
-            while at < len(self.kernels):
+            while self.order is None and at < len(self.kernels):
                 step = 1
                 kernel = self.spans.get(at)
                 if kernel is not None and world.collectives:  # one overlapped collective kernel on ranks
@@ -203,6 +220,20 @@ class _Run:
         home = self.prog.tensors[tensor].home
         return home if home is not None and home in where else min(where)
 
+    def in_place(self, tensor: str, chip: int):
+        """The tensor's buffer for a fold alone on `chip`, on chips that share memory: another
+        chip's partial (or slice) is read where it lies once its writer is done, no copy made.
+        It is still a transfer, counted and traced as one: what the collective moves."""
+        where = self.held[tensor]
+        if chip in where or tensor in self.shared:
+            return self.on(tensor, chip)
+        src = self.source(tensor)
+        buf = self.queues[chip].share_from(self.queues[src], where[src], self.ready.get((tensor, src)), moved=True)
+        self.transfers += 1
+        self.moved += buf.nbytes
+        where[chip] = buf
+        return buf
+
     def on(self, tensor: str, chip: int):
         """The tensor's buffer on `chip` (REMOTE for another rank's chip), moved there if need be."""
         where = self.held[tensor]
@@ -250,12 +281,13 @@ class _Run:
             return
         kernel = compiled.kernel if compiled is not None else kernel
         chips = chips_of(kernel, self.prog.chips)
+        on = self.in_place if self.share and kernel.place == "collective" else self.on
         if self.share and kernel.place == "spine":
             chips = chips[:1]
             self.shared.update(p.tensor for p in kernel.params if p.role == "out" and p.tensor is not None)
         for chip in chips:
             q = self.queues.get(chip)
-            bufs = buffers(kernel, chip, q, self.on, self.held, REMOTE)
+            bufs = buffers(kernel, chip, q, on, self.held, REMOTE)
             if q is None:  # another rank's chip: only where its outputs are held was recorded
                 continue
             assert compiled is not None  # compiled for every kernel that runs on a chip held here

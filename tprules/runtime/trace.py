@@ -80,14 +80,14 @@ class Trace:
 
     def queue_records(self, chip: int, records: list[tuple], prog, machine) -> None:
         """A chip's queue records, in its order: (("kernel", compiled) | ("transfer", source
-        chip, bytes), start, end). A fold's kernel, with the copies that brought it every other
+        chip, bytes[, "read"]), start, end). A fold's kernel, with the transfers that brought it every other
         chip's partial right before it, is also one collective slice."""
         incoming: list[tuple] = []
         for what, start, end in records:
-            if what[0] == "transfer":
-                _, source, nbytes = what
-                self.slice(f"copy from chip {source}", "transfer", chip, start, end, source=source, to=chip,
-                           bytes=nbytes)
+            if what[0] == "transfer":  # ("transfer", source, bytes[, "read"]: read where it lies, no copy)
+                source, nbytes = what[1], what[2]
+                self.slice(f"{what[3] if len(what) > 3 else 'copy'} from chip {source}", "transfer", chip, start, end,
+                           source=source, to=chip, bytes=nbytes)
                 incoming.append((source, nbytes, start))
                 continue
             kernel = what[1].kernel

@@ -73,10 +73,10 @@ class Queue:
         `source` has enqueued so far)."""
         raise NotImplementedError
 
-    def share_from(self, source: Self, buffer, after=None):
+    def share_from(self, source: Self, buffer, after=None, moved: bool = False):
         """`buffer` itself, held by `source`'s chip, for this chip to read once `source` has
         done the work up to `after` (as `copy_from`; devices whose chips share memory:
-        `Device.shares_spine`)."""
+        `Device.shares_spine`); `moved`: a transfer read in place, traced as one."""
         raise NotImplementedError
 
     def download(self, buffer) -> np.ndarray:

@@ -162,8 +162,10 @@ class CpuQueue(Queue):
                      what=("transfer", source.chip, out.nbytes))
         return out
 
-    def share_from(self, source: "CpuQueue", buffer, after=None):
-        self._submit(lambda: None, wait=after or source.last)  # this chip's next work waits for the buffer
+    def share_from(self, source: "CpuQueue", buffer, after=None, moved: bool = False):
+        """(`moved`: a transfer read in place, traced as one.)"""
+        self._submit(lambda: None, wait=after or source.last,  # this chip's next work waits for the buffer
+                     what=("transfer", source.chip, buffer.nbytes, "read") if moved else None)
         return buffer
 
     def download(self, buffer) -> np.ndarray:
