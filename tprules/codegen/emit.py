@@ -6,6 +6,7 @@ simulator, so the helpers below are written once, in plain Python arithmetic on 
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 from .. import ops
@@ -205,10 +206,7 @@ class Source:
         """A new float32 buffer of `shape` for the kernel's own use: allocated in the kernel,
         or, of RUNTIME_BUFFER_BYTES or more, a scratch parameter added to `scratch`."""
         name = self.fresh(stem)
-        size = 1
-        for n in shape:
-            size *= n
-        if 4 * size < RUNTIME_BUFFER_BYTES:
+        if 4 * math.prod(shape) < RUNTIME_BUFFER_BYTES:
             dims = str(shape[0]) if len(shape) == 1 else f"({', '.join(map(str, shape))})"
             self.line(f"{name} = np.empty({dims}, np.float32)")
         else:

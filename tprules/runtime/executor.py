@@ -165,19 +165,8 @@ class Executor:
                     run.launch(self.kernels[at], self.compiled[at])
                     if progress is not None:
                         progress()
-            at = 0
-            while self.order is None and at < len(self.kernels):
-                step = 1
-                kernel = self.spans.get(at)
-                if kernel is not None and world.collectives:  # one overlapped collective kernel on ranks
-                    run.collective_kernel(kernel)
-                    step = len(kernel.parts)
-                else:
-                    run.launch(self.kernels[at], self.compiled[at])
-                at += step
-                if progress is not None:
-                    for _ in range(step):
-                        progress()
+            else:
+                self._in_plan_order(run, progress)
             for q in queues.values():
                 q.synchronize()
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -195,6 +184,24 @@ class Executor:
         finally:
             for q in queues.values():
                 q.close()
+
+
+    def _in_plan_order(self, run: "_Run", progress) -> None:
+        """Every kernel launched in plan order; on ranks a collective kernel's parts as one
+        overlapped kernel."""
+        at = 0
+        while at < len(self.kernels):
+            step = 1
+            kernel = self.spans.get(at)
+            if kernel is not None and self.world.collectives:  # one overlapped collective kernel on ranks
+                run.collective_kernel(kernel)
+                step = len(kernel.parts)
+            else:
+                run.launch(self.kernels[at], self.compiled[at])
+            at += step
+            if progress is not None:
+                for _ in range(step):
+                    progress()
 
 
 class _Run:
@@ -221,21 +228,14 @@ class _Run:
         return home if home is not None and home in where else min(where)
 
     def in_place(self, tensor: str, chip: int):
-        """The tensor's buffer for a fold alone on `chip`, on chips that share memory: another
-        chip's partial (or slice) is read where it lies once its writer is done, no copy made.
-        It is still a transfer, counted and traced as one: what the collective moves."""
-        where = self.held[tensor]
-        if chip in where or tensor in self.shared:
-            return self.on(tensor, chip)
-        src = self.source(tensor)
-        buf = self.queues[chip].share_from(self.queues[src], where[src], self.ready.get((tensor, src)), moved=True)
-        self.transfers += 1
-        self.moved += buf.nbytes
-        where[chip] = buf
-        return buf
+        """`on`, for a fold alone on chips that share memory: another chip's partial (or
+        slice) is read where it lies once its writer is done, no copy made. It is still a
+        transfer, counted and traced as one: what the collective moves."""
+        return self.on(tensor, chip, in_place=True)
 
-    def on(self, tensor: str, chip: int):
-        """The tensor's buffer on `chip` (REMOTE for another rank's chip), moved there if need be."""
+    def on(self, tensor: str, chip: int, in_place: bool = False):
+        """The tensor's buffer on `chip` (REMOTE for another rank's chip), moved there if need be
+        (`in_place`: between chips of this process, a transfer that reads it where it lies)."""
         where = self.held[tensor]
         if chip in where:
             return where[chip]
@@ -246,7 +246,8 @@ class _Run:
             if tensor in self.shared:
                 buf = self.queues[chip].share_from(self.queues[src], where[src], after)
             else:
-                buf = self.queues[chip].copy_from(self.queues[src], where[src], after)
+                buf = (self.queues[chip].share_from(self.queues[src], where[src], after, moved=True) if in_place
+                       else self.queues[chip].copy_from(self.queues[src], where[src], after))
                 self.transfers += 1
                 self.moved += buf.nbytes
         elif there:

@@ -40,11 +40,9 @@ def launch_order(kernels: Sequence, seconds: Sequence[float]) -> list[int]:
     readers: list[set[int]] = [set() for _ in kernels]
     waits = [0] * len(kernels)
     for i, kernel in enumerate(kernels):
-        producers = {writer[p.tensor] for p in kernel.params
-                     if p.role in ("in", "local") and p.tensor is not None and p.tensor in writer}
-        for p in kernel.params:
-            if p.role == "local":  # a fold fused into a bigger group: its chips' partials
-                producers.update(writer[t] for _, t in p.local if t in writer)
+        reads = [p.tensor for p in kernel.params if p.role == "in"]
+        reads += [t for p in kernel.params if p.role == "local" for _, t in p.local]  # a fused fold's partials
+        producers = {writer[t] for t in reads if t in writer}
         producers.discard(i)
         for j in producers:
             readers[j].add(i)
