@@ -98,7 +98,7 @@ class EagerStep:
 def bench_batch(source: Path, work: Path, batch: int, args, device) -> list[dict]:
     from hf_layer import Imported, interleaved
 
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     impls: dict[str, object] = {}
     for tp in args.tp:

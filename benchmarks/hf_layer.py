@@ -131,7 +131,7 @@ class Imported(Kernels):
 def bench_model(model_type: str, args, device) -> list[dict]:
     import numpy as np
 
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,7 @@ save_pretrained, `tprules import hf` at --tp, and the logits of tprules' referen
 with --device, of the fused program on that device) against torch's forward. Every architecture is
 tried with two weight seeds (WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its
 expected/, and ids from another seed against torch's forward on them (the import's own check before
-writing, frontends/verify.py, tries a third); a mixture of experts also with a second expert count
+writing, frontends/drivers/verify.py, tries a third); a mixture of experts also with a second expert count
 and top-k (EXPERTS, 8 experts of width 32, top-1, where its config has those fields); a match is
 every combination matching. A program its plan did not shape fails (`unshaped`), whatever its
 logits: one with no collective at TP > 1 (every chip computes everything), or one that keeps whole
@@ -27,7 +27,7 @@ With `--experts`, a mixture of experts is imported in that form of transformers'
 With --decode, each import is one decode step (`import hf --decode`, DECODE's prompt and
 cache): every program output (the logits and every layer's updated cache) against torch's
 own prefill and step in expected/; the second input is the import's own check (a second
-prompt and token, frontends/decode.py).
+prompt and token, frontends/drivers/decode.py).
 
 Each architecture's tiny models and imported programs (under --work's models/ and
 programs/) are deleted once it is tried, whatever its result (a full run kept tens of GB);
@@ -79,7 +79,7 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     import numpy as np
 
     from tprules.errors import BadInput
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
     from tprules.runtime import Program, execute
     from tprules.runtime.compare import errors
     from tprules.runtime.inputs import program_inputs
@@ -97,7 +97,7 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     started = time.perf_counter()
     try:
         if DECODE:
-            from tprules.frontends.decode import import_decode
+            from tprules.frontends.drivers.decode import import_decode
 
             report = import_decode(folder, tp, out, **DECODE)
         else:
@@ -150,7 +150,7 @@ def plan_sharded(folder: Path) -> dict[str, str]:
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.distributed.parallel_utils import _get_parameter_plan
 
-    from tprules.frontends.styles import style
+    from tprules.frontends.sharding.table.styles import style
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))

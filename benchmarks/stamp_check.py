@@ -31,7 +31,7 @@ def check(model_type: str, work: Path, tp: int, layers: int) -> str:
     from transformers import CONFIG_MAPPING
 
     from tprules.errors import BadInput
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     transformers.utils.logging.disable_progress_bar()
     source = work / model_type

@@ -94,9 +94,10 @@ LAYERS = {
     "tprules.runtime": 11, "tprules.golden": 11, "tprules.repl": 11,
     "tprules.lsp": 12,
     "tprules.frontends": 12,  # the importer writes a program and checks it with the runtime's reference
-    "tprules.commands": 13,
-    "tprules.cli": 14, "tprules": 14,  # the command line and the package's face (the Shim API)
-    "tprules.__main__": 15,
+    "tprules.serving": 13,  # generate: imported programs run as a serving loop, over the runtime
+    "tprules.commands": 14,
+    "tprules.cli": 15, "tprules": 15,  # the command line and the package's face (the Shim API)
+    "tprules.__main__": 16,
 }
 
 

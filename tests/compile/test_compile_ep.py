@@ -15,7 +15,7 @@ from .conftest import tprules
 
 @pytest.mark.parametrize("experts", ["batched_mm", "grouped_mm"])
 def test_an_ep_program_compiles_for_sm_90(nvvm, tmp_path, experts):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     import_hf(make_model(tmp_path / "mixtral", "mixtral", num_hidden_layers=1), 2, tmp_path / "p", ep=True, seq=4,
               experts=experts)

@@ -34,7 +34,7 @@ def models(tmp_path_factory):
         import transformers  # noqa: F401
     except ImportError:
         return {}
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     out = {}
     for m, (fields, tp) in IMPORTS.items():

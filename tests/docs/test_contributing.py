@@ -30,7 +30,7 @@ def diffs(text: str) -> dict[str, str]:
 
 
 DIFFS = diffs(PAGE.read_text())
-CLASS, ATEN, RULE = DIFFS["docs/classes.md"], DIFFS["tprules/frontends/aten.py"], DIFFS["rules/tp.dl"]
+CLASS, ATEN, RULE = DIFFS["docs/classes.md"], DIFFS["tprules/frontends/lowering/aten.py"], DIFFS["rules/tp.dl"]
 
 
 @pytest.fixture

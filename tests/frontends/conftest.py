@@ -26,8 +26,8 @@ def hf_model(tmp_path_factory):
 def imported(hf_model, tmp_path_factory):
     """`imported("llama", 2)`: the program folder of that model imported at TP 2;
     `imported("llama", 2, decode=True, past=5, cache_len=10)`: of its decode step (import hf --decode)."""
-    from tprules.frontends.decode import import_decode
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.decode import import_decode
+    from tprules.frontends.drivers.hf import import_hf
 
     done: dict[tuple, Path] = {}
 

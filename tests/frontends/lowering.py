@@ -15,9 +15,9 @@ def lower_module(module, x):
     forward, and the constants they read (the module's weights, what the lowering folded)."""
     import torch
 
-    from tprules.frontends.constants import Constants
-    from tprules.frontends.core_aten import decompositions
-    from tprules.frontends.lower import Lowerer
+    from tprules.frontends.lowering.walk import Lowerer
+    from tprules.frontends.source.constants import Constants
+    from tprules.frontends.source.core_aten import decompositions
 
     module = module.eval()
     with torch.no_grad():

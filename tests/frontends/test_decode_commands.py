@@ -19,7 +19,7 @@ from tprules.workspace import Workspace
 @pytest.fixture(scope="module")
 def step(hf_model, tmp_path_factory):
     """Llama at TP 2, one layer: a decode step after 3 tokens, cache 6."""
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     out = tmp_path_factory.mktemp("decode-commands") / "program"
     import_decode(hf_model("llama"), 2, out, past=3, cache_len=6, layers=1)

@@ -48,7 +48,7 @@ def _step(folder):
 
 @pytest.mark.parametrize("model_type", sorted(HYBRID))
 def test_a_hybrid_models_recurrent_state_is_a_cache_input_and_output(tmp_path, model_type):
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     fields, layer, kinds = HYBRID[model_type]
     folder = tmp_path / "step"
@@ -66,7 +66,7 @@ def test_a_hybrid_models_recurrent_state_is_a_cache_input_and_output(tmp_path, m
 
 @pytest.mark.parametrize("model_type", sorted(POSITIONS))
 def test_a_function_of_the_position_is_tabulated(tmp_path, model_type):
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     folder = tmp_path / "step"
     import_decode(make_model(tmp_path / "src", model_type, **POSITIONS[model_type]), 1, folder, past=5, cache_len=8)
@@ -77,7 +77,7 @@ def test_a_function_of_the_position_is_tabulated(tmp_path, model_type):
 def test_a_top1_expert_of_one_token_puts_one_element(tmp_path):
     """The grouped experts' inverse permutation of one (token, expert) pair: arange(1) traced
     as a 0-d value put at the ids (broadcast)."""
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     folder = tmp_path / "step"
     src = make_model(tmp_path / "src", "olmoe", num_experts=4, num_experts_per_tok=1, intermediate_size=32)

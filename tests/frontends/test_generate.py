@@ -32,8 +32,8 @@ def test_the_programs_greedy_tokens_are_transformers(cli, hf_model, tmp_path):
 def test_a_mismatch_exits_1_and_shows_both(cli, hf_model, tmp_path, monkeypatch):
     """From a program folder (the model folder its source.json names), transformers' tokens
     made to differ: exit 1, both shown."""
-    from tprules.frontends import generate
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
+    from tprules.serving import generate
 
     import_decode(hf_model("llama"), 1, tmp_path / "step", past=3, layers=1, no_data=True)
     (tmp_path / "prompt.txt").write_text("5 17 99\n")
@@ -87,8 +87,8 @@ def on_thread_ranks(folders, prompt, tokens: int):
     spec = importlib.util.spec_from_file_location("thread_ranks", Path(__file__).parent.parent / "runtime" / "ranks.py")
     ranks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ranks)
-    from tprules.frontends.generate import greedy
     from tprules.runtime.world import World
+    from tprules.serving.generate import greedy
 
     one = greedy(*[_prepared_on(World(2), f) for f in folders], prompt, tokens)
     hub, got, fed, failures = ranks._Hub(2), {}, {}, []

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tprules.frontends import generate as gen
 from tprules.program.model import Program
 from tprules.runtime.inputs import program_inputs
 from tprules.runtime.reference import reference
+from tprules.serving import generate as gen
 from tprules.workspace import Workspace
 
 from .test_decode_states import HYBRID
@@ -125,7 +125,8 @@ def test_a_mamba_hybrid_generates_transformers_tokens_on_cpu(cli, hybrid, prompt
 def test_a_state_the_prefill_does_not_write_is_refused(cli, hybrid, prompt, tmp_path, monkeypatch):
     """A prefill whose conv state is not an output named as a state (as if it kept it): the
     step's would be fed nothing, so generate refuses before running anything."""
-    from tprules.frontends import decode, decode_step
+    from tprules.frontends.drivers import decode
+    from tprules.frontends.source import decode_step
 
     real_import, real_names = decode.import_decode, decode_step.output_names
 

@@ -111,7 +111,8 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
 def test_an_op_outside_the_table_names_the_op_and_the_module(cli, hf_model, tmp_path, monkeypatch):
     import torch
 
-    from tprules.frontends import aten, lower
+    from tprules.frontends.lowering import aten
+    from tprules.frontends.lowering import walk as lower
 
     table = aten.build_table()  # a table of this test's own, without rsqrt
     del table.ops[torch.ops.aten.rsqrt.default]
@@ -119,7 +120,7 @@ def test_an_op_outside_the_table_names_the_op_and_the_module(cli, hf_model, tmp_
     status, out, err = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "out")
     assert (status, out) == (2, "")
     assert err.strip().endswith("import: LlamaForCausalLM: aten.rsqrt.default at model.layers.0.input_layernorm: "
-                                "no registry class for it in the op table (tprules/frontends/aten.py)")
+                                "no registry class for it in the op table (tprules/frontends/lowering/aten.py)")
     assert leftovers(tmp_path, "out") == []
 
 
@@ -185,7 +186,7 @@ def test_every_command_works_on_an_imported_folder(cli, imported, tmp_path):
 def test_the_op_table_is_an_object_not_process_state():
     import torch
 
-    from tprules.frontends import aten
+    from tprules.frontends.lowering import aten
 
     shared, own = aten.op_table(), aten.build_table()
     assert shared is aten.op_table() and set(shared.ops) == set(own.ops) and own.skip == shared.skip

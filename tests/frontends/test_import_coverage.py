@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tprules.frontends.importer import ImportReport
+from tprules.frontends.drivers.hf import ImportReport
 
 from .test_import_plan import _coverage
 
@@ -28,7 +28,7 @@ def test_a_program_without_a_collective_is_a_failure_not_ok(monkeypatch, tmp_pat
     monkeypatch.setattr(coverage, "DECODE", {})  # the prefill's import, whatever an earlier test left
     monkeypatch.setattr(coverage, "tiny_model", lambda *a, **k: None)
     monkeypatch.setattr(coverage, "plan_sharded", lambda folder: {})
-    monkeypatch.setattr("tprules.frontends.importer.import_hf", _replicated)
+    monkeypatch.setattr("tprules.frontends.drivers.hf.import_hf", _replicated)
     row = coverage.try_seed("mixtral", tmp_path, 2, "none", 0, None, ep)
     assert row["result"] == "unshaped"
     assert row["detail"] == f"no collective at {kind} 2: the plan split nothing"

@@ -68,7 +68,7 @@ def test_a_batch_of_two_writes_each_row_at_the_position(imported):
 def test_the_next_token_is_torchs_from_a_prompt_of_its_own(hf_model, tmp_path):
     """Another architecture (Gemma 2: a sliding window and soft-capped logits), at another
     position, its next token the argmax of torch's logits."""
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     folder = tmp_path / "gemma2"
     import_decode(make_model(tmp_path / "src", "gemma2"), 2, folder, past=7, cache_len=9, seed=3)
@@ -119,14 +119,14 @@ def _classes(folder) -> list[str]:
 @pytest.mark.parametrize("model_type, overrides, kinds, traced", [
     ("llama", {}, 1, 2),
     # three dense layers, then three of experts: layers 0, 1, 3, 4 traced, which the traced
-    # step's cache indexes 0 to 3 (frontends/layers.py `reduced(renumber=True)`)
+    # step's cache indexes 0 to 3 (frontends/layers/kinds.py `reduced(renumber=True)`)
     ("deepseek_v3", dict(LATENT_MOE, first_k_dense_replace=3), 2, 4),
 ])
 def test_a_stamped_step_computes_what_the_step_traced_whole_does(tmp_path, model_type, overrides, kinds, traced):
     """Six layers: one kind (two traced, four stamped) or two; the same statements of the
     same classes, shapes and placements as the whole trace (fx numbers some nodes of the two
     traces differently), and the step still torch's."""
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     source = make_model(tmp_path / "src", model_type, num_hidden_layers=6, **overrides)
     stamped = import_decode(source, 2, tmp_path / "stamped", past=3, cache_len=5)
@@ -163,7 +163,7 @@ def test_candidates_pair_two_layers_only_where_one_feeds_the_other(imported):
     across = [(a, c) for a, c in pairs.values() if a in layer and c in layer and layer[a] != layer[c]]
     assert across and all((a, c) in fed or (c, a) in fed for a, c in across)
     assert not [o for o, _, t in rows["reads"] if t == "where"]  # the mask is computed in each layer
-    for i in ("0", "1"):  # (frontends/per_layer.py): each layer reads its own copy, named under it
+    for i in ("0", "1"):  # (frontends/layers/per_layer.py): each layer reads its own copy, named under it
         readers = [o for o, _, t in rows["reads"] if t == f"model.layers.{i}.where"]
         assert readers and {layer[o] for o in readers} == {i}
         assert layer[f"model.layers.{i}.where"] == i
@@ -189,7 +189,7 @@ def test_the_position_values_are_computed_in_each_layer(imported):
 def test_two_stacks_of_layers_each_get_their_own_position_values(imported):
     """HRM's two stacks (`model.L_module.layers.0`, `model.H_module.layers.0`) share layer
     numbers: each layer path is a layer of its own, its copies of the position values named
-    under it and read only by its own statements (frontends/per_layer.py), and the step
+    under it and read only by its own statements (frontends/layers/per_layer.py), and the step
     gives torch's logits and caches."""
     folder = imported("hrm_text", 2, decode=True, past=5, cache_len=8)
     rows = {rel: [line.split("\t") for line in (folder / f"{rel}.facts").read_text().splitlines()]
@@ -211,7 +211,7 @@ def test_a_mixture_of_experts_decode_step_imports_without_data(hf_model, importe
     """`--decode --no-data` on a mixture of experts (the grouped_mm form): the cache is
     allocated by a forward on the meta device, where torch's grouped matmul wants bfloat16;
     its statements' classes those of the import with data."""
-    from tprules.frontends.decode import import_decode
+    from tprules.frontends.drivers.decode import import_decode
 
     with_data = imported("mixtral", 2, decode=True, past=5, cache_len=8)
     out = tmp_path / "no-data"

@@ -18,7 +18,7 @@ from .tiny import make_model
 
 
 def test_a_full_width_rotary_writes_no_empty_slice_and_runs(tmp_path):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     # phi3's rotary_dim is head_dim (partial_rotary_factor 1): x[..., rotary_dim:] is empty
     model = make_model(tmp_path / "phi3", "phi3", num_hidden_layers=1)
@@ -40,7 +40,7 @@ def _node(target, val, args=()):
 def test_a_multi_output_node_is_not_an_identity():
     import torch
 
-    from tprules.frontends.constants import Constants
+    from tprules.frontends.source.constants import Constants
 
     aten = torch.ops.aten
     c = Constants.__new__(Constants)

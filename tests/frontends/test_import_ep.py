@@ -33,7 +33,7 @@ EXPERTS = "model.layers.0.mlp.experts"
 @pytest.fixture(scope="module")
 def ep(hf_model, tmp_path_factory):
     """`ep("mixtral", 2)`: that model imported under its EP plan on 2 chips."""
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     done: dict[tuple, Path] = {}
 
@@ -191,7 +191,7 @@ def test_the_report_says_ep(cli, hf_model, tmp_path):
 
 
 def test_a_made_model_with_eight_experts_at_ep_4(tmp_path):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     source = make_model(tmp_path / "m8", "mixtral", num_local_experts=8, num_experts=8, num_hidden_layers=1)
     import_hf(source, 4, tmp_path / "p", ep=True, seq=4)

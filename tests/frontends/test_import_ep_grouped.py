@@ -35,7 +35,7 @@ MODELS = {"olmoe": (dict(num_experts=4, num_experts_per_tok=2), 1),
 @pytest.fixture(scope="module")
 def grouped(hf_model, tmp_path_factory):
     """`grouped("olmoe", 2)`: that model imported in the grouped form under its EP plan."""
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     done: dict[tuple, Path] = {}
 
@@ -146,7 +146,7 @@ def test_each_chip_reads_its_experts_weights_once(cli, grouped, imported):
 @pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm"])
 def test_ep_layers_stamp_as_the_full_trace(tmp_path, experts):
     """Three MoE layers of one kind: the dispatch's statements of every layer renamed with it."""
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     source = make_model(tmp_path / "model", "mixtral", weights=False, num_hidden_layers=3)
     options = dict(ep=True, experts=experts, seq=4, no_data=True)

@@ -29,7 +29,7 @@ PLAN = {**{f"layers.*.self_attn.{p}_proj": "colwise" for p in "qkv"}, "layers.*.
 
 @pytest.fixture(scope="module")
 def hybrid(tmp_path_factory):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     root = tmp_path_factory.mktemp("bamba")
     model = make_model(root / "model", "bamba", **MAMBA)

@@ -85,7 +85,7 @@ EXPERTS_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_pr
 @pytest.fixture(scope="module")
 def planned(hf_model, tmp_path_factory):
     """Mixtral at TP 2 with the experts' plan, in each experts' form (issue 36)."""
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     root = tmp_path_factory.mktemp("mixtral-experts")
     plan = root / "plan.json"

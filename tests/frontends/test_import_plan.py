@@ -62,7 +62,7 @@ def llama4_text(tmp_path_factory):
 
 def test_a_base_model_under_another_prefix_is_split_not_replicated(llama4_text, tmp_path):
     """llama4_text: the plan's keys are under `model.`, its base_model_prefix is language_model."""
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     report = import_hf(llama4_text, 2, tmp_path / "p", seq=4)
     modules = {c for _, c in facts(tmp_path / "p", "fold")}
@@ -73,7 +73,7 @@ def test_a_base_model_under_another_prefix_is_split_not_replicated(llama4_text, 
 
 
 def test_a_plan_file_is_read_under_the_base_model_that_has_its_modules(llama4_text, tmp_path):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(LLAMA_PLAN))  # relative to the base model, `model` (not language_model)
@@ -110,7 +110,7 @@ def test_an_entry_for_a_module_this_configuration_does_not_build_is_skipped(hf_m
     nothing the plan meant to split is left whole."""
     from transformers import LlamaConfig
 
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     plan = {**LlamaConfig.base_model_tp_plan, "layers.*.mlp.experts": "moe_tp_experts"}
     monkeypatch.setattr(LlamaConfig, "base_model_tp_plan", plan)

@@ -29,7 +29,7 @@ ROUTERS = {
 
 @pytest.fixture(scope="module")
 def routed(tmp_path_factory):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     made: dict = {}
 

@@ -1,4 +1,4 @@
-"""What an import's process loads and does (frontends/startup.py, core_aten.py, cli.py):
+"""What an import's process loads and does (frontends/source/startup.py, core_aten.py, cli.py):
 transformers lists its model folders once, scipy stays out, torch lists the
 CompositeImplicitAutograd ops once, the model is traced once to core ATen, and the process
 ends without tearing torch down; with the same transformers, the same graph and the same
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tprules.frontends import startup
+from tprules.frontends.source import startup
 
 from .tiny import make_model
 
 LOAD = """
 import json, sys
-from tprules.frontends.startup import load_extra
+from tprules.frontends.source.startup import load_extra
 load_extra()
 from transformers.utils import import_utils
 import transformers.models
@@ -37,7 +37,7 @@ print(json.dumps(report))
 LAZY = """
 import json, sys
 if sys.argv[1] == "startup":
-    from tprules.frontends.startup import load_extra
+    from tprules.frontends.source.startup import load_extra
     load_extra()
 else:
     import transformers.modeling_utils
@@ -90,7 +90,7 @@ def test_run_decompositions_lists_the_cia_ops_once_and_decomposes_the_same(monke
     import torch
     from torch._export import utils
 
-    from tprules.frontends import core_aten
+    from tprules.frontends.source import core_aten
 
     calls = []
     listing = utils._materialize_cpp_cia_ops
@@ -136,7 +136,7 @@ def test_one_trace_is_the_two_traces_node_for_node(model_type, tmp_path, monkeyp
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from tprules.frontends import core_aten
+    from tprules.frontends.source import core_aten
 
     config = AutoConfig.from_pretrained(make_model(tmp_path / "m", model_type, weights=False))
     with torch.device("meta"):
@@ -155,7 +155,7 @@ def test_one_trace_is_the_two_traces_node_for_node(model_type, tmp_path, monkeyp
 
 
 def test_without_torch_private_export_the_two_traces_are_used(monkeypatch):
-    from tprules.frontends import core_aten
+    from tprules.frontends.source import core_aten
 
     monkeypatch.setattr(core_aten, "_one_trace_parts", lambda: None)
     used = []
@@ -166,7 +166,7 @@ def test_without_torch_private_export_the_two_traces_are_used(monkeypatch):
 def test_a_model_the_one_trace_refuses_is_traced_the_public_way(monkeypatch):
     import torch
 
-    from tprules.frontends import core_aten
+    from tprules.frontends.source import core_aten
 
     def refuse(*args):
         raise RuntimeError("not in one trace")

@@ -70,7 +70,7 @@ def folds(folder) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
-    from tprules.frontends.torch_import import import_torch
+    from tprules.frontends.drivers.recipe import import_torch
 
     done: dict = {}
 
@@ -113,7 +113,7 @@ def test_a_rowwise_bias_is_added_to_the_partial_sums_before_the_collective(impor
 
 
 def test_tp1_is_the_plain_program(tmp_path):
-    from tprules.frontends.torch_import import import_torch
+    from tprules.frontends.drivers.recipe import import_torch
 
     report = import_torch(write_recipe(tmp_path, "lm", TITAN), 1, tmp_path / "p")
     assert report.folds == 0 and not any(facts(tmp_path / "p", "placed"))  # every tensor on the spine
@@ -188,8 +188,8 @@ def test_a_value_of_the_input_is_never_folded(imported):
 @pytest.mark.parametrize("cls", ["rmsnorm", "layernorm", "add", "mul", "mean", "softmax"])
 def test_a_sequence_shard_runs_per_chip_through_norms_and_residuals(cls):
     """Shard(1) of [batch, seq, hidden] flows through the row and elementwise classes as it is."""
-    from tprules.frontends.placement import REPLICATE, Shard, plain
-    from tprules.frontends.sharding import rule
+    from tprules.frontends.sharding.table.placement import REPLICATE, Shard, plain
+    from tprules.frontends.sharding.table.table import rule
 
     seq = Shard((plain(1, 2, 8),))
     x, w = (2, 8, 16), (16,)

@@ -48,7 +48,7 @@ def _torch_logits(source, ids):
 
 
 def test_dory_at_tp2_gives_torch_logits_for_ids_it_was_not_traced_with(tmp_path):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
     from tprules.runtime.compare import errors
 
     source = _dory(tmp_path / "dory")
@@ -69,8 +69,8 @@ def test_afmoe_with_its_zero_router_is_refused_naming_the_tied_top_k(tmp_path):
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
+    from tprules.frontends.drivers.hf import import_hf
     from tprules.frontends.errors import ImportFailed
-    from tprules.frontends.importer import import_hf
 
     from .tiny import MOE, TINY
 
@@ -85,8 +85,8 @@ def test_afmoe_with_its_zero_router_is_refused_naming_the_tied_top_k(tmp_path):
 
 def _with_lowering(monkeypatch, op, fn) -> None:
     """Every import of the test lowers `op` with `fn` (a copy of the op table, the lowerer's)."""
-    from tprules.frontends import lower
-    from tprules.frontends.aten import build_table
+    from tprules.frontends.lowering import walk as lower
+    from tprules.frontends.lowering.aten import build_table
 
     table = build_table()
     table.ops[op] = fn
@@ -139,7 +139,7 @@ def test_the_check_is_timed_and_nothing_runs_under_no_data(cli, hf_model, tmp_pa
 
 
 def test_the_second_input_is_not_the_written_one(tmp_path):
-    from tprules.frontends.verify import second_ids
+    from tprules.frontends.drivers.verify import second_ids
 
     written = np.random.default_rng(0).integers(0, 128, size=(1, 8))
     assert not np.array_equal(second_ids(0, 128, 1, 8), written)
@@ -149,7 +149,7 @@ def test_the_second_input_is_not_the_written_one(tmp_path):
 def test_a_sharding_that_differs_from_the_graph_is_named(tmp_path, hf_model, monkeypatch):
     """The graph agrees with torch while the program does not: the first program statement
     whose whole value differs is named (a weight in data/ doubled, injected)."""
-    from tprules.frontends import importer
+    from tprules.frontends.drivers import hf as importer
     from tprules.frontends.errors import ImportFailed
 
     real = importer._data
@@ -171,7 +171,7 @@ def test_the_check_takes_the_weights_from_memory_not_read_back(hf_model, tmp_pat
     """The arrays written to data/ are the check's inputs as they are (a large weight, such
     as Gemma 3n's per-layer embedding, took seconds to read back: most of the check)."""
     import tprules.runtime.inputs as inputs
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     read, real = [], inputs._read
     monkeypatch.setattr(inputs, "_read", lambda path, *a, **k: (read.append(path), real(path, *a, **k))[1])

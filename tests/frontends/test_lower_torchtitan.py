@@ -32,9 +32,9 @@ def _recipe(name: str):
 
 
 def _lowered(model, args):
-    from tprules.frontends.constants import Constants
-    from tprules.frontends.core_aten import export
-    from tprules.frontends.lower import Lowerer
+    from tprules.frontends.lowering.walk import Lowerer
+    from tprules.frontends.source.constants import Constants
+    from tprules.frontends.source.core_aten import export
 
     with torch.no_grad():
         program = export(model, args, {})

@@ -10,9 +10,9 @@ import pytest
 def lowered(module, x):
     import torch
 
-    from tprules.frontends.constants import Constants
-    from tprules.frontends.core_aten import decompositions
-    from tprules.frontends.lower import Lowerer
+    from tprules.frontends.lowering.walk import Lowerer
+    from tprules.frontends.source.constants import Constants
+    from tprules.frontends.source.core_aten import decompositions
 
     program = torch.export.export(module, (x,), strict=False).run_decompositions(decompositions())
     return Lowerer(program, Constants(program, module), "Tiny").run()

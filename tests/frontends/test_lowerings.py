@@ -1,4 +1,4 @@
-"""The op table's lowerings of issue 22's ops (frontends/aten.py), each traced from a small
+"""The op table's lowerings of issue 22's ops (frontends/lowering/aten.py), each traced from a small
 torch function and evaluated with the class table's references against torch itself."""
 
 from __future__ import annotations
@@ -167,9 +167,9 @@ def test_no_tensor_is_written_twice_by_a_slice_write():
 def _edited(fn, target: str, **args):
     """The traced program of `fn` with the first `target` node's arguments changed (what a
     trace would hold for a write torch itself would refuse)."""
-    from tprules.frontends.constants import Constants
-    from tprules.frontends.core_aten import decompositions
-    from tprules.frontends.lower import Lowerer
+    from tprules.frontends.lowering.walk import Lowerer
+    from tprules.frontends.source.constants import Constants
+    from tprules.frontends.source.core_aten import decompositions
 
     m = Fn(fn).eval()
     x = torch.randn(2, 3, 5)

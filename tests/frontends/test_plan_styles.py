@@ -1,4 +1,4 @@
-"""Every plan style transformers registers, imported as it means it (frontends/styles.py):
+"""Every plan style transformers registers, imported as it means it (frontends/sharding/styles.py):
 the programs match torch's forward, and hold the collectives the style asks for."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _import(imported, tmp_path, model_type, plan, tp, **options):
 
 
 def _fresh(tmp_path, model_type, tp, **options):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     from .tiny import make_model
 

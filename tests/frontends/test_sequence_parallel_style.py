@@ -1,5 +1,5 @@
 """transformers' `sequence_parallel` style, imported as transformers 5 runs it: each chip runs
-the module on its own local copy of the input (tprules/frontends/sequence.py), so a norm or
+the module on its own local copy of the input (tprules/frontends/sharding/sequence.py), so a norm or
 residual under it is the program without the entry; a module that mixes tokens is refused."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ NORMS = {"layers.*.input_layernorm": "sequence_parallel", "layers.*.post_attenti
 
 
 def _import(hf_model, tmp_path, name, plan):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(plan))

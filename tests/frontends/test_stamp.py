@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tprules.frontends.columnar import FactColumns, candidates, strings
-from tprules.frontends.write import add_candidates
+from tprules.frontends.drivers.write import add_candidates
 from tprules.program.builder import ProgramBuilder
 
 from .tiny import GROUP_ROUTING, LATENT_MOE, make_model
@@ -30,7 +30,7 @@ PATTERNS = {
 
 
 def _import(source, tp, out, **options):
-    from tprules.frontends.importer import import_hf
+    from tprules.frontends.drivers.hf import import_hf
 
     return import_hf(source, tp, out, seq=6, **options)
 
@@ -97,10 +97,10 @@ def test_layers_whose_styles_add_statements_are_stamped_as_the_full_trace(patter
 def test_the_nodes_a_trace_erases_count_in_their_layers_numbering(tmp_path):
     """fx numbers a node before dead code is erased: Mixtral's experts in the batched_mm form
     erase two views a layer, so layer 1's views start two numbers after layer 0's last live one."""
-    from tprules.frontends.hf import build_model, read_source
-    from tprules.frontends.layers import layer_kinds, reduced
-    from tprules.frontends.stamp import Segments
-    from tprules.frontends.trace import erased_nodes, trace
+    from tprules.frontends.layers.kinds.kinds import layer_kinds, reduced
+    from tprules.frontends.layers.kinds.stamp import Segments
+    from tprules.frontends.source.pretrained import build_model, read_source
+    from tprules.frontends.source.trace import erased_nodes, trace
 
     source = make_model(tmp_path / "model", "mixtral", weights=False, num_hidden_layers=3)
     src = read_source(source, None, None)
@@ -119,7 +119,7 @@ def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_pa
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-    from tprules.frontends.layers import layer_kinds
+    from tprules.frontends.layers.kinds.kinds import layer_kinds
 
     from .tiny import TINY
 
@@ -136,7 +136,7 @@ def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_pa
 
 
 def test_a_model_that_cannot_be_stamped_is_traced_whole(tmp_path, monkeypatch):
-    from tprules.frontends import stamp
+    from tprules.frontends.layers.kinds import stamp
 
     def refuse(self, *args, **kwargs):
         raise stamp.CannotStamp("a node between two layers")

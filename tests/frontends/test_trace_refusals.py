@@ -1,5 +1,5 @@
 """A forward that torch.export cannot trace because a shape or a branch depends on the data
-is refused in one line naming the module and the op (frontends/trace.py)."""
+is refused in one line naming the module and the op (frontends/source/trace.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tprules.frontends.errors import ImportFailed  # noqa: E402
-from tprules.frontends.trace import trace  # noqa: E402
+from tprules.frontends.source.trace import trace  # noqa: E402
 
 
 class Router(torch.nn.Module):

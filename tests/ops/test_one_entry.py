@@ -13,7 +13,8 @@ from tprules.ops import generate
 
 PACKAGE = Path(ops.__file__).resolve().parents[1]
 # the class table, and the ATen mapping (the op table's modules)
-ALLOWED = {"ops", "frontends/aten.py", "frontends/aten_table.py", "frontends/aten_more.py", "frontends/aten_complex.py"}
+ALLOWED = {"ops", "frontends/lowering/aten.py", "frontends/lowering/table.py", "frontends/lowering/aten_more.py",
+           "frontends/lowering/aten_complex.py"}
 # The rule language's side never sees a class: there `sum`, `mean` (aggregates), `cat` (a
 # functor) and `neg` (a negated literal) are Datalog's own words.
 RULE_LANGUAGE = ("datalog", "explain")  # the Datalog wing (tprules/datalog/) and its proofs

@@ -1,8 +1,8 @@
 """`tprules generate SOURCE_OR_DIR --tp N --prompt-ids FILE --tokens K`: the prefill program,
 then K - 1 decode steps on the device, the caches fed back; prints the greedy tokens and
-checks them against transformers' generate (tprules/frontends/generate.py). Exit 1 when they
+checks them against transformers' generate (tprules/serving/generate.py). Exit 1 when they
 differ. `--ranks N`: the programs on N MPI ranks, each rank's caches kept there between steps
-(frontends/generate_ranks.py). Needs the `import` extra."""
+(serving/ranks.py). Needs the `import` extra."""
 
 from __future__ import annotations
 
@@ -39,17 +39,17 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..frontends.generate import RanksFailed, generate
+    from ..serving.generate import RanksFailed, generate
 
     if args.mpi:  # one rank of --ranks: its job is in the launcher's folder
         from pathlib import Path
 
-        from ..frontends.generate_ranks import run_rank
+        from ..serving.ranks import run_rank
 
         return run_rank(Path(args.job), args.timeout)
     runner = None
     if args.ranks is not None:
-        from ..frontends.generate_ranks import on_ranks
+        from ..serving.ranks import on_ranks
 
         command = [args.source, "--tp", str(args.tp), "--prompt-ids", args.prompt_ids, "--tokens", str(args.tokens),
                    "--device", args.device]

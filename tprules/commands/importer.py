@@ -64,7 +64,7 @@ def run(args) -> int:
         return _run_torch(args)
     if args.decode or args.past is not None or args.cache_len is not None:
         return _run_decode(args)
-    from ..frontends.importer import import_hf
+    from ..frontends.drivers.hf import import_hf
     from ..progress import Progress
 
     args.seq = 8 if args.seq is None else args.seq
@@ -90,7 +90,7 @@ def run(args) -> int:
 
 def _run_decode(args) -> int:
     from ..errors import UsageError
-    from ..frontends.decode import import_decode
+    from ..frontends.drivers.decode import import_decode
     from ..progress import Progress
 
     if not args.decode:
@@ -133,7 +133,7 @@ KINDS = (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter"), ("a
 
 
 def _run_torch(args) -> int:
-    from ..frontends.torch_import import import_torch
+    from ..frontends.drivers.recipe import import_torch
     from ..progress import Progress
 
     report = import_torch(args.recipe, args.tp, args.out, seq=args.seq, batch=args.batch, no_data=args.no_data,

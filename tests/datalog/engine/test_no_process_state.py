@@ -150,7 +150,7 @@ def test_the_deep_term_registry_lives_as_long_as_its_program():
 
 
 def test_the_trace_cache_is_bounded(monkeypatch):
-    from tprules.frontends import trace
+    from tprules.frontends.source import trace
 
     monkeypatch.setattr(trace, "_traces", trace.OrderedDict())
     for i in range(trace.TRACES_KEPT + 3):

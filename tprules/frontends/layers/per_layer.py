@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .columnar import ARITY, FactColumns, candidates, strings
+from ..columnar import ARITY, FactColumns, candidates, strings
 
 LAYER = r"^(?P<path>(?:.*\.)?layers\.\d+)(?:\.|$)"
 STATEMENT_RELS = ("op", "reads", "writes", "attr")  # column 0 a statement, in program order

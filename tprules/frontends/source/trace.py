@@ -13,8 +13,8 @@ import re
 from collections import OrderedDict
 from contextlib import contextmanager
 
+from ..errors import ImportFailed
 from . import core_aten
-from .errors import ImportFailed
 
 ERASED = "tprules_erased"  # the graph module's meta key of the nodes the trace erased
 TRACES_KEPT = 4  # the traces a process keeps, least recently used dropped first

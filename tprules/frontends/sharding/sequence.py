@@ -19,10 +19,10 @@ that axis alone, is not token by token.
 
 from __future__ import annotations
 
-from .errors import ImportFailed
-from .graph import Graph, under
+from ..errors import ImportFailed
+from ..graph import Graph, under
 from .placement import REPLICATE, Placement, Shard, plain
-from .sharding import NotShardable, rule
+from .table import NotShardable, rule
 
 SEQUENCE_AXIS = 1  # SequenceParallel(sequence_dim=1), as transformers registers it
 NAME = "sequence_parallel"

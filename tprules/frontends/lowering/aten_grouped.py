@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import operator
 
-from ..ops import Ops
-from .aten_table import OpTable, arg
+from ...ops import Ops
+from .table import OpTable, arg
 
 INTEGERS = ("i64", "i32", "i8")
 

@@ -43,15 +43,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..ops import Ops
-from .errors import ImportFailed
-from .graph import Tensor, under
+from ...ops import Ops
+from ..errors import ImportFailed
+from ..graph import Tensor, under
 from .placement import PARTIAL, Partial, Placement, Replicate, Shard
 from .styles import Style
 
 if TYPE_CHECKING:
-    from ..program.builder import ProgramBuilder
-    from .graph import Graph, Statement
+    from ...program.builder import ProgramBuilder
+    from ..graph import Graph, Statement
 
 INTEGER = ("i64", "i32", "i8")
 # the classes that may read an experts module's weights split by expert: by local expert id

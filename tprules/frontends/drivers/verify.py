@@ -18,9 +18,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ..ops import Ops
-from .errors import ImportFailed
-from .graph import INPUT, OUTPUT
+from ...ops import Ops
+from ..errors import ImportFailed
+from ..graph import INPUT, OUTPUT
 
 STATEMENT_TOLERANCE = 1e-3  # a statement's relative error that names it (float32 reassociation stays far below)
 
@@ -45,11 +45,11 @@ def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray,
     whole value), gives `want`, torch's forward on them. `data`: the arrays the import is
     writing to the folder's data/ (taken from memory, not read back: a large weight costs
     seconds to read again); the inputs it lacks are read from the folder."""
-    from ..program.model import Program
-    from ..runtime.compare import errors, tolerance
-    from ..runtime.inputs import as_stored, program_inputs
-    from ..runtime.reference import reference
-    from ..workspace import Workspace
+    from ...program.model import Program
+    from ...runtime.compare import errors, tolerance
+    from ...runtime.inputs import as_stored, program_inputs
+    from ...runtime.reference import reference
+    from ...workspace import Workspace
 
     prog = Program.from_workspace(Workspace(folder))
     data = data or {}
@@ -128,7 +128,7 @@ def _graph_values(model, built, inputs: dict[str, np.ndarray]):
         return _memo[key]
     import torch
 
-    from ..runtime.semantics import apply
+    from ...runtime.semantics import apply
 
     c, graph = built.constants, built.graph
     with built.reduce() if built.reduce is not None else nullcontext():
@@ -192,7 +192,7 @@ def _node_values(c, named: dict, inputs: dict) -> dict:
 
 
 def _differs(got, want) -> bool:
-    from ..runtime.compare import errors
+    from ...runtime.compare import errors
 
     got, want = np.asarray(got), np.asarray(want)
     if got.dtype.kind in "iub" or want.dtype.kind in "iub":

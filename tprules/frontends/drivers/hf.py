@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import UsageError
-from .errors import ImportFailed
-from .graph import INPUT, OUTPUT
+from ...errors import UsageError
+from ..errors import ImportFailed
+from ..graph import INPUT, OUTPUT
 
 if TYPE_CHECKING:
-    from .constants import Constants
-    from .graph import Graph
+    from ..graph import Graph
+    from ..source.constants import Constants
 
 
 @dataclass
@@ -59,17 +59,17 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     data, `verify` first checks the program against torch on a second input (verify.py).
     `experts`: the form of a mixture of experts, transformers' `grouped_mm` or `batched_mm`
     (hf.EXPERTS)."""
-    from .startup import load_extra
+    from ..source.startup import load_extra
 
     clock = _Clock()
     load_extra()
     for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
         if value < 1:
             raise UsageError(f"{flag} takes a count of at least 1; got {value}")
-    from ..progress import Progress
-    from .hf import apply_plan, build_model, head_counts, read_source
-    from .layers import layer_kinds
-    from .weights import Heads, check_experts, check_heads
+    from ...progress import Progress
+    from ..layers.kinds import layer_kinds
+    from ..sharding.weights import Heads, check_experts, check_heads
+    from ..source.pretrained import apply_plan, build_model, head_counts, read_source
     from .write import check_out
 
     experts = experts or "grouped_mm"  # hf.EXPERTS' first
@@ -89,7 +89,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         kinds = None if every_layer else layer_kinds(model)
         built = None
         if kinds is not None and len(kinds.order) < kinds.count:
-            from .stamp import CannotStamp
+            from ..layers.stamp import CannotStamp
 
             try:
                 built = _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress)
@@ -150,9 +150,9 @@ class _Built:
 
 
 def _lowered(src, model, batch, seq, arch, tag=None):
-    from .constants import Constants
-    from .lower import Lowerer
-    from .trace import trace
+    from ..lowering.walk import Lowerer
+    from ..source.constants import Constants
+    from ..source.trace import trace
 
     program = trace(model, batch, seq, arch)
     constants = Constants(program, model)
@@ -163,7 +163,7 @@ def _lowered(src, model, batch, seq, arch, tag=None):
 
 
 def _check_folded(src, graph, constants, placement) -> None:
-    from .placement import Shard
+    from ..sharding.placement import Shard
 
 
     for name, node in graph.folded.items():
@@ -175,7 +175,7 @@ def _check_folded(src, graph, constants, placement) -> None:
 
 def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
     """Every layer traced: the plain path (and the reference the stamped one must equal)."""
-    from .tp import shard
+    from ..sharding.sharder import shard
 
     progress.phase("trace every layer", 1)
     _, constants, lowerer = _lowered(src, model, batch, seq, src.architecture)
@@ -203,8 +203,8 @@ def built_whole(src, graph, constants, lowerer, tpp, clock, progress) -> _Built:
 
 def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:
     """Each layer kind traced once (its first and second layers), every layer stamped."""
-    from .layers import reduced
-    from .stamp import Segments, tag_lowerer
+    from ..layers.kinds import reduced
+    from ..layers.stamp import Segments, tag_lowerer
 
     progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers", 1)
     segments: dict[str, Any] = {}  # the Segments and the graph tagged with them
@@ -226,10 +226,10 @@ def stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, 
     """A reduced trace's graph (its values tagged with their segments, stamp.py) sharded and
     stamped for every layer (import hf's and its decode step's last step). `place(graph,
     style_of, weights, kinds)` may add placements of program inputs before the sharding."""
-    from .columnar import candidates as add_candidates
-    from .layers import reduced
-    from .stamp import Stamper, TaggingSharder
-    from .weights import plan_placements
+    from ..columnar import candidates as add_candidates
+    from ..layers.kinds import reduced
+    from ..layers.stamp import Stamper, TaggingSharder
+    from ..sharding.weights import plan_placements
 
     style_of, weights, kinds_of = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
                                                   src.buffers)
@@ -270,7 +270,7 @@ def _data(src, model, built: _Built, tp, batch, seq, seed):
 def program_data(built: _Built, tp: int, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every program input's values: `inputs` (program input → its whole value), the weights
     and the folded constants, a split one as one file per chip."""
-    from .placement import Replicate
+    from ..sharding.placement import Replicate
 
     data = {}
     memos: dict = {}
@@ -328,8 +328,8 @@ class _Checked:
 
 def _wellformed(folder: Path) -> None:
     """The folder must pass tprules' own checks before it replaces DIR."""
-    from ..program.load import load_program
-    from ..workspace import load_checked_rules
+    from ...program.load import load_program
+    from ...workspace import load_checked_rules
 
     load_program(folder, load_checked_rules(None))
 

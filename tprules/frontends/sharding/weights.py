@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ops import Ops
-from .errors import ImportFailed
-from .graph import Graph, Tensor
-from .hf import generic_path, plan_style
+from ...ops import Ops
+from ..errors import ImportFailed
+from ..graph import Graph, Tensor
+from ..source.pretrained import generic_path, plan_style
 from .placement import REPLICATE, Placement, Shard, Split, plain
 from .sequence import check_token_wise
 from .styles import SPLIT_FACTOR, Style, style

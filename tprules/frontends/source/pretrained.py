@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..datalog.lang.ast import Pos
-from ..paths import display_path
-from .errors import ImportFailed
-from .styles import NOT_IN_EP_PLAN, style
+from ...datalog.lang.ast import Pos
+from ...paths import display_path
+from ..errors import ImportFailed
+from ..sharding.styles import NOT_IN_EP_PLAN, style
 
 
 @dataclass

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
-from . import decode_step as ds
-from . import importer
-from .errors import ImportFailed
-from .graph import INPUT, OUTPUT
-from .importer import ImportReport, _Clock, _quiet_transformers, built_whole, program_data
-from .per_layer import per_layer_positions
-from .placement import REPLICATE, Placement, Shard
-from .stamp import CannotStamp
+from ...errors import UsageError
+from ..errors import ImportFailed
+from ..graph import INPUT, OUTPUT
+from ..layers.per_layer import per_layer_positions
+from ..layers.stamp import CannotStamp
+from ..sharding.placement import REPLICATE, Placement, Shard
+from ..source import decode_step as ds
+from . import hf as importer
+from .hf import ImportReport, _Clock, _quiet_transformers, built_whole, program_data
 
 
 def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = None, batch: int = 1,
@@ -36,10 +36,10 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
     """Write the program folder `out`: one decode step of the model at `source` on `tp` chips,
     after a prompt of `past` tokens, with a static cache of `cache_len` (default past + step).
     `step` tokens a step (a prefill into the cache: `past` 0, `step` the prompt's length)."""
-    from ..progress import Progress
-    from .hf import apply_plan, build_model, head_counts, read_source
-    from .startup import load_extra
-    from .weights import Heads, check_experts, check_heads
+    from ...progress import Progress
+    from ..sharding.weights import Heads, check_experts, check_heads
+    from ..source.pretrained import apply_plan, build_model, head_counts, read_source
+    from ..source.startup import load_extra
     from .write import check_out
 
     clock = _Clock()
@@ -82,7 +82,7 @@ def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=F
     """The traced, lowered and sharded step: each layer kind traced once and every layer
     stamped (stamp.py) where import hf would stamp the prefill, else every layer traced.
     `fresh`: a prefill, its recurrent states read as a new cache's (decode_step.stepping)."""
-    from .layers import layer_kinds
+    from ..layers.kinds import layer_kinds
 
     kinds = None if every_layer else layer_kinds(model)
     if kinds is not None and len(kinds.order) < kinds.count:
@@ -95,9 +95,9 @@ def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=F
 
 def _lowered(src, model, tokens, length, clock, tag=None, fresh=False):
     """The step traced (torch.export) and lowered to a Graph."""
-    from .constants import Constants
-    from .lower import Lowerer
-    from .trace import export
+    from ..lowering.walk import Lowerer
+    from ..source.constants import Constants
+    from ..source.trace import export
 
     cache = ds.static_cache(src, model, tokens[0], length, traced=True)
     kinds, path = ds.state_kinds(cache), ds.layers_path(model)
@@ -116,8 +116,8 @@ def _lowered(src, model, tokens, length, clock, tag=None, fresh=False):
 
 
 def _whole(src, model, tp, tokens, length, heads, clock, progress, fresh=False):
-    from .tp import Sharder
-    from .weights import plan_placements
+    from ..sharding.sharder import Sharder
+    from ..sharding.weights import plan_placements
 
     progress.phase("trace the decode step", 1)
     constants, lowerer, graph = _lowered(src, model, tokens, length, clock, fresh=fresh)
@@ -133,10 +133,10 @@ def _whole(src, model, tp, tokens, length, heads, clock, progress, fresh=False):
 def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress, fresh=False):
     """Each layer kind's first and second layers traced; each cache input and output tagged
     with the layer that writes it; every layer stamped (importer.stamp_built)."""
-    from ..ops import Ops
-    from .importer import stamp_built
-    from .layers import reduced
-    from .stamp import Segments, tag_lowerer
+    from ...ops import Ops
+    from ..layers.kinds import reduced
+    from ..layers.stamp import Segments, tag_lowerer
+    from .hf import stamp_built
 
     progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers of the decode step", 1)
     tagged: dict = {}
@@ -188,7 +188,7 @@ def _check_names(facts) -> None:
 def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
     """The caches placed as the values written into them (cache_placements): a first sharding
     with every cache replicated, the graph's values as they were after it."""
-    from .tp import Sharder
+    from ..sharding.sharder import Sharder
 
     if tp == 1:
         return
@@ -208,7 +208,7 @@ def within_layers(built) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .columnar import _intern
+    from ..columnar import _intern
 
     facts = built.facts
     if hasattr(facts, "columns"):  # a stamped program's FactColumns
@@ -254,7 +254,7 @@ def cache_placements(graph, tpp) -> dict[str, Placement]:
     the projection, split or gathered as the plan places them): the `put_along` reading the
     cache takes that value as its source (operand 2), placed by a sharding of the step with
     every cache replicated."""
-    from ..ops import Ops
+    from ...ops import Ops
 
     found: dict[str, Placement] = {}
     for s in graph.stmts:

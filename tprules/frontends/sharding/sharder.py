@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..ops import ELEMENTWISE, LAYOUT, Ops
-from ..program.builder import ProgramBuilder
+from ...ops import ELEMENTWISE, LAYOUT, Ops
+from ...program.builder import ProgramBuilder
+from ..errors import ImportFailed
+from ..graph import Graph, Statement, Tensor, under
 from .dispatch import Dispatch
-from .errors import ImportFailed
-from .graph import Graph, Statement, Tensor, under
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, local_shape, plain
 from .ports import Ports
-from .sharding import (
+from .styles import Style
+from .table import (
     PARTIAL_THROUGH,
     CutInside,
     NotShardable,
@@ -30,7 +31,6 @@ from .sharding import (
     reads_local_blocks,
     rule,
 )
-from .styles import Style
 from .weights import Heads, plan_placements
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
-from .errors import ImportFailed, MissingExtra
-from .importer import ImportReport, _Built, _Clock, _numpy, _wellformed, built_whole, program_data
+from ...errors import UsageError
+from ..errors import ImportFailed, MissingExtra
+from .hf import ImportReport, _Built, _Clock, _numpy, _wellformed, built_whole, program_data
 
 OUTPUT = "output"  # the forward's output, as expected/output.npy holds it
 
@@ -39,8 +39,8 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
         import torch
     except ImportError:
         raise MissingExtra("torch") from None
-    from ..progress import Progress
-    from .torch_plan import accepts, call, load_recipe, read_plan
+    from ...progress import Progress
+    from ..source.torch_plan import accepts, call, load_recipe, read_plan
     from .write import check_out, write_folder
 
     check_out(Path(out))
@@ -114,7 +114,7 @@ def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list[list]
             try:
                 output = model(*args)
             except Exception as err:  # noqa: BLE001 - a user's forward raises anything
-                from .torch_plan import _failed
+                from ..source.torch_plan import _failed
 
                 raise _failed(recipe.path, "the module's forward on inputs() fails", err) from None
     finally:
@@ -129,11 +129,11 @@ def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list[list]
 def _build(recipe, model, args, tp, styles, shapes, clock, progress):
     """The traced, lowered and sharded program; forward's positional index → program input
     name; the count of each collective kind."""
-    from .constants import Constants
-    from .lower import Lowerer
-    from .tp import Sharder
-    from .trace import export
-    from .weights import Heads, placements
+    from ..lowering.walk import Lowerer
+    from ..sharding.sharder import Sharder
+    from ..sharding.weights import Heads, placements
+    from ..source.constants import Constants
+    from ..source.trace import export
 
     progress.phase("trace the forward", 1)
     with _math_attention():
@@ -203,7 +203,7 @@ def _second(recipe, sizes: dict, args: tuple) -> tuple[tuple, bool]:
     seed 1 (floats ~N(0, 1), integers uniform within the example's own range)."""
     import torch
 
-    from .torch_plan import accepts, call
+    from ..source.torch_plan import accepts, call
 
     if accepts(recipe, "inputs", "seed"):
         return _tuple(call(recipe, "inputs", **sizes, seed=1)), False

@@ -8,7 +8,7 @@ the program runs (runtime/semantics.py), since it is computed.
 
 from __future__ import annotations
 
-from ..ops import Ops
+from ...ops import Ops
 
 INTEGER_IDS = ("i64", "i32")
 

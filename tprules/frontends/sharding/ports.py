@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import ImportFailed
-from .graph import under
+from ..errors import ImportFailed
+from ..graph import under
 from .placement import REPLICATE, Partial, Placement, Replicate, Shard, plain
 from .styles import Layout, Port, Style
 
 if TYPE_CHECKING:
-    from ..program.builder import ProgramBuilder
-    from .graph import Graph, Tensor
+    from ...program.builder import ProgramBuilder
+    from ..graph import Graph, Tensor
 
 
 

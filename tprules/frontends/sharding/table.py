@@ -7,16 +7,16 @@ A partial operand reaches a rule only for the classes in `PARTIAL_THROUGH` (a su
 partials viewed another way is the view of the sum); for every other class tp.py first
 folds it (the all-reduce) into a replicated tensor.
 
->>> from tprules.frontends.placement import REPLICATE, Shard, Split
+>>> from tprules.frontends.sharding.placement import REPLICATE, Shard, Split
 >>> str(RULES["matmul"]({}, [REPLICATE, Shard((Split(0, 2, 32),))], [(8, 64), (32, 64)], (8, 32), 2, transpose_b=True))
 'Shard(axis 1 in 2)'
 """
 
 from __future__ import annotations
 
-from .. import ops
-from ..ops import Ops
-from ..program.axes import axis_groups
+from ... import ops
+from ...ops import Ops
+from ...program.axes import axis_groups
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, Split, plain
 
 PARTIAL_THROUGH = (Ops.RESHAPE, Ops.PERMUTE)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .aten_table import SUM_SLICES, OpTable, arg, over_axes
+from .table import SUM_SLICES, OpTable, arg, over_axes
 
 
 def register(table: OpTable, aten) -> None:
@@ -371,7 +371,7 @@ class _Reduced:
         if dtype is not None:
             import torch
 
-            from .aten_table import DTYPES
+            from .table import DTYPES
 
             torch_dtype = getattr(torch, next(k for k, v in DTYPES.items() if v == dtype))
             self.meta = {**n.meta, "val": torch.empty(tuple(n.meta["val"].shape), dtype=torch_dtype, device="meta")}

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .columnar import ARITY, FactColumns, strings
-from .graph import INPUT, OUTPUT, Graph
-from .layers import LayerKinds
-from .tp import Sharder
-from .trace import erased_nodes
+from ..columnar import ARITY, FactColumns, strings
+from ..graph import INPUT, OUTPUT, Graph
+from ..sharding.sharder import Sharder
+from ..source.trace import erased_nodes
+from .kinds import LayerKinds
 
 PRE = -1
 _NAME = re.compile(r"^(.*)_(\d+)$")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from typing import NoReturn
 
-from .. import ops
+from ... import ops
+from ..errors import ImportFailed
+from ..graph import INPUT, OUTPUT, Graph, Statement, Tensor
+from ..source.constants import Constants, Transposed, Weight
 from .aten import op_table
 from .aten_positions import tabulate_failed
-from .aten_table import DTYPES, Lowerings, OpTable
-from .constants import Constants, Transposed, Weight
-from .errors import ImportFailed
-from .graph import INPUT, OUTPUT, Graph, Statement, Tensor
+from .table import DTYPES, Lowerings, OpTable
 
 
 class Lowerer:
@@ -68,7 +68,7 @@ class Lowerer:
                 self.current = n
                 try:
                     if fn is None:
-                        self.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py)")
+                        self.unsupported(n, "no registry class for it in the op table (tprules/frontends/lowering/aten.py)")
                     fn(self, n)
                 except ImportFailed:
                     if not (self.positions and tabulate_failed(self, n)):  # a function of the position alone

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from ..ops import Ops
-from .aten_table import OpTable
+from ...ops import Ops
+from .table import OpTable
 
 
 def register(table: OpTable, aten) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from functools import cache
 
 from . import aten_complex, aten_grouped, aten_indexed, aten_more, aten_positions
-from .aten_table import Lowerings, OpTable, arg, over_axes
+from .table import Lowerings, OpTable, arg, over_axes
 
 
 @cache

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..paths import display_path
-from .errors import ImportFailed
+from ...paths import display_path
+from ..errors import ImportFailed
 
 MARKER = "source.json"
 

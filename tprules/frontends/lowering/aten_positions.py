@@ -15,8 +15,8 @@ import operator
 
 import numpy as np
 
-from ..ops import Ops
-from .constants import _map
+from ...ops import Ops
+from ..source.constants import _map
 
 
 def table(aten) -> dict:
@@ -26,7 +26,7 @@ def table(aten) -> dict:
         positions: int | None = getattr(ctx, "positions", None)
         found = _position_of(ctx, n) if positions else None
         if found is None or positions is None:
-            return ctx.unsupported(n, "no registry class for it in the op table (tprules/frontends/aten.py); a "
+            return ctx.unsupported(n, "no registry class for it in the op table (tprules/frontends/lowering/aten.py); a "
                                       "function of the position alone is tabulated in a decode step only")
         return positions, found
 

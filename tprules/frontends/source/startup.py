@@ -24,7 +24,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, cast
 
-from .errors import MissingExtra
+from ..errors import MissingExtra
 
 _IMPORT_UTILS = "transformers.utils.import_utils"
 _SCAN = "create_import_structure_from_path"

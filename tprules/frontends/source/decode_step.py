@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .errors import ImportFailed
+from ..errors import ImportFailed
 
 POSITION = "cache_position"
 KINDS = ("key", "value")
@@ -346,7 +346,7 @@ def example(tokens: tuple[int, int], cache) -> tuple:
 
 
 def input_names(path: str, kinds: list[list[str]]) -> list[str]:
-    from .graph import INPUT
+    from ..graph import INPUT
 
     return [INPUT, POSITION] + [cache_input(path, k, i) for i, names in enumerate(kinds) for k in names]
 
@@ -360,7 +360,7 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
     step of `token` [B, 1]: (the step's inputs, whole, by program name; its outputs)."""
     import torch
 
-    from .graph import INPUT, OUTPUT
+    from ..graph import INPUT, OUTPUT
 
     batch, past = prompt.shape
     path = layers_path(model)

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..datalog.lang.ast import Pos
+from ..frontends.errors import ImportFailed
 from ..paths import display_path
-from .errors import ImportFailed
 
 
 @dataclass
@@ -98,8 +98,8 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
     import time
 
     from ..errors import UsageError
-    from .decode import import_decode
-    from .hf import build_model, read_source
+    from ..frontends.drivers.decode import import_decode
+    from ..frontends.source.pretrained import build_model, read_source
 
     if tokens < 1:
         raise UsageError(f"--tokens takes a count of at least 1; got {tokens}")
@@ -164,8 +164,8 @@ def greedy(prefill, step, prompt: np.ndarray, tokens: int, world=None) -> np.nda
     the previous program wrote fed back as they are, each chip's its own. On ranks (`world`
     a RankWorld) each rank feeds back the caches of its own chips, and the rank holding the
     logits tells the others the tokens. [B, tokens] greedy tokens."""
-    from . import decode_step as ds
-    from .graph import INPUT
+    from ..frontends.graph import INPUT
+    from ..frontends.source import decode_step as ds
 
     past = prompt.shape[1]
     caches = {t: np.zeros(prefill.prog.tensors[t].shape, np.float32) for t in prefill.prog.inputs
@@ -184,7 +184,7 @@ def greedy(prefill, step, prompt: np.ndarray, tokens: int, world=None) -> np.nda
 def _chosen(prepared, outputs: dict[str, np.ndarray], world=None) -> np.ndarray:
     """Each sequence's greedy token of the last position: from the logits where this process
     holds them, else from the rank that holds them (on ranks)."""
-    from .graph import OUTPUT
+    from ..frontends.graph import OUTPUT
 
     logits = outputs.get(OUTPUT)
     chosen = None if logits is None else np.argmax(logits[:, -1, :], axis=-1)
@@ -198,7 +198,7 @@ def _chosen(prepared, outputs: dict[str, np.ndarray], world=None) -> np.ndarray:
 def _fed(tensor: str) -> str | None:
     """The cache state input that `tensor` is or, updated, is fed back to as the next step's
     (`..conv_cache_new@k` → `..conv_cache@k`: decode_step.state_of); None for anything else."""
-    from .decode_step import state_of
+    from ..frontends.source.decode_step import state_of
 
     state = state_of(tensor)
     return None if state is None else state[0]

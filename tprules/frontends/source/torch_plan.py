@@ -20,10 +20,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from ..datalog.lang.ast import Pos
-from ..paths import display_path
-from .errors import ImportFailed
-from .styles import REPLICATED, Layout, Port, Style
+from ...datalog.lang.ast import Pos
+from ...paths import display_path
+from ..errors import ImportFailed
+from ..sharding.styles import REPLICATED, Layout, Port, Style
 
 
 @dataclass
