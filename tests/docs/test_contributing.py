@@ -87,7 +87,7 @@ def test_adding_an_aten_lowering(scratch):
     apply(scratch, ATEN)
     probe = """
 import torch
-from tprules.frontends import aten
+from tprules.frontends.lowering import aten
 class Ctx:
     def emit(self, node, cls, operands, **attrs):
         print(cls, operands, attrs)
