@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tprules.frontends.sharding.table.placement import PARTIAL, REPLICATE, Shard, Split, plain
-from tprules.frontends.sharding.table.table import CutInside, NotShardable, rule
+from tprules.frontends.sharding.placement import PARTIAL, REPLICATE, Shard, Split, plain
+from tprules.frontends.sharding.table import CutInside, NotShardable, rule
 
 S = Shard
 
@@ -128,8 +128,8 @@ def test_a_replicated_operand_as_wide_as_a_split_one_is_sliced_per_chip():
     # split axis: each chip adds its own block of the bias (a slice, no communication);
     # the module's colwise_gather_output gathers the sum at the boundary.
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.table.sharder import Sharder
-    from tprules.frontends.sharding.table.styles import style
+    from tprules.frontends.sharding.sharder import Sharder
+    from tprules.frontends.sharding.styles import style
 
     g = Graph()
     g.add_value(Tensor("x", (2, 4), "f32", role="input"))
@@ -154,8 +154,8 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     # view) for the rowwise_split_input linear `a` and its unplanned sibling `b`. Inside `a`
     # each chip reads its slice of r; `b` reads r whole, the view computed again on the spine.
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.table.sharder import Sharder
-    from tprules.frontends.sharding.table.styles import style
+    from tprules.frontends.sharding.sharder import Sharder
+    from tprules.frontends.sharding.styles import style
     from tprules.runtime import Program
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference
@@ -190,8 +190,8 @@ def test_a_write_of_a_replicated_key_beside_split_heads_reads_each_chip_s_block(
     # expanded over every head (replicated), written side by side (a cat on the last axis):
     # each chip writes its heads' block of the rotary key (a slice, no communication).
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.table.sharder import Sharder
-    from tprules.frontends.sharding.table.styles import style
+    from tprules.frontends.sharding.sharder import Sharder
+    from tprules.frontends.sharding.styles import style
 
     g = Graph()
     g.add_value(Tensor("x", (4, 8), "f32", role="input"))
@@ -221,8 +221,8 @@ def test_a_view_shared_with_a_split_input_module_is_whole_again_outside_it():
     # projection (so the view is each chip's slice) and a sibling projection outside that
     # module, which needs the whole view: it is computed again on the spine from the input.
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.table.sharder import Sharder
-    from tprules.frontends.sharding.table.styles import style
+    from tprules.frontends.sharding.sharder import Sharder
+    from tprules.frontends.sharding.styles import style
 
     g = Graph()
     g.add_value(Tensor("x", (1, 4, 8), "f32", role="input"))
@@ -251,8 +251,8 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     # replicated input through; each chip takes 1 / N of it (a partial), so that the fold
     # that sums the experts' partial outputs counts the identity expert once, not N times.
     from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.table.sharder import Sharder
-    from tprules.frontends.sharding.table.styles import style
+    from tprules.frontends.sharding.sharder import Sharder
+    from tprules.frontends.sharding.styles import style
     from tprules.runtime import Program
     from tprules.runtime.inputs import program_inputs
     from tprules.runtime.reference import reference

@@ -97,8 +97,8 @@ def test_layers_whose_styles_add_statements_are_stamped_as_the_full_trace(patter
 def test_the_nodes_a_trace_erases_count_in_their_layers_numbering(tmp_path):
     """fx numbers a node before dead code is erased: Mixtral's experts in the batched_mm form
     erase two views a layer, so layer 1's views start two numbers after layer 0's last live one."""
-    from tprules.frontends.layers.kinds.kinds import layer_kinds, reduced
-    from tprules.frontends.layers.kinds.stamp import Segments
+    from tprules.frontends.layers.kinds import layer_kinds, reduced
+    from tprules.frontends.layers.stamp import Segments
     from tprules.frontends.source.pretrained import build_model, read_source
     from tprules.frontends.source.trace import erased_nodes, trace
 
@@ -119,7 +119,7 @@ def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_pa
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-    from tprules.frontends.layers.kinds.kinds import layer_kinds
+    from tprules.frontends.layers.kinds import layer_kinds
 
     from .tiny import TINY
 
