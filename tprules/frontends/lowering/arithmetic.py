@@ -20,18 +20,6 @@ def unary(ctx, n):
     ctx.emit(n, UNARY[str(n.target)], [n.args[0]])
 
 
-def _binary(ctx, n, cls: str, scalar) -> None:
-    """a `cls` b of two tensors; a tensor and a number by `scalar(ctx, n, x, c)`."""
-    a, b = n.args[:2]
-    if n.kwargs.get("alpha", 1) != 1:
-        ctx.unsupported(n, "an alpha other than 1")
-    if ctx.is_tensor(a) and ctx.is_tensor(b):
-        return ctx.emit(n, cls, [a, b])
-    if not ctx.is_tensor(a):
-        ctx.unsupported(n, "a number as the first operand")
-    scalar(ctx, n, a, float(b))
-
-
 def add_number(ctx, n, x, c):
     ctx.alias(n, x) if c == 0 else ctx.emit(n, "add_scalar", [x], value=repr(c))
 
@@ -48,24 +36,23 @@ def div_number(ctx, n, x, c):
     mul_number(ctx, n, x, 1.0 / c)
 
 
-@lowering("aten.add.Tensor")
-def add(ctx, n):
-    _binary(ctx, n, "add", add_number)
+# ATen op → (its class of two tensors, its lowering of a tensor and a number)
+BINARY = {"aten.add.Tensor": ("add", add_number), "aten.sub.Tensor": ("sub", sub_number),
+          "aten.mul.Tensor": ("mul", mul_number), "aten.div.Tensor": ("div", div_number)}
 
 
-@lowering("aten.sub.Tensor")
-def sub(ctx, n):
-    _binary(ctx, n, "sub", sub_number)
-
-
-@lowering("aten.mul.Tensor")
-def mul(ctx, n):
-    _binary(ctx, n, "mul", mul_number)
-
-
-@lowering("aten.div.Tensor")
-def div(ctx, n):
-    _binary(ctx, n, "div", div_number)
+@lowering(*BINARY)
+def binary(ctx, n):
+    """a op b of two tensors: the class; of a tensor and a number, BINARY's lowering of it."""
+    cls, scalar = BINARY[str(n.target)]
+    a, b = n.args[:2]
+    if n.kwargs.get("alpha", 1) != 1:
+        ctx.unsupported(n, "an alpha other than 1")
+    if ctx.is_tensor(a) and ctx.is_tensor(b):
+        return ctx.emit(n, cls, [a, b])
+    if not ctx.is_tensor(a):
+        ctx.unsupported(n, "a number as the first operand")
+    scalar(ctx, n, a, float(b))
 
 
 @lowering("aten.mul.Scalar")

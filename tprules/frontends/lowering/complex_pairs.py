@@ -54,10 +54,10 @@ def view_as_real(ctx, n):
 @lowering("aten.mul.Tensor", override=True)
 def mul(ctx, n):
     """A product with a complex operand: four real products (by a number: each part scaled);
-    of real operands, arithmetic.py's mul."""
+    of real operands, arithmetic.py's."""
     a, b = n.args[:2]
     if not any(ctx.is_tensor(x) and getattr(x.meta.get("val"), "is_complex", lambda: False)() for x in (a, b)):
-        return arithmetic.mul(ctx, n)
+        return arithmetic.binary(ctx, n)
     if not ctx.is_tensor(a):
         ctx.unsupported(n, "a number times a complex value")
     if not ctx.is_tensor(b):  # a complex value times a real number (a rotary's attention scaling): each part
