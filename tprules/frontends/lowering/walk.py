@@ -232,6 +232,7 @@ class Lowerer:
             self.folded_keys[key] = node.name
             self.graph.add_value(Tensor(node.name, tuple(value.shape), dtype, role="folded", module=self.module))
         return self.folded_keys[key]
+
     def extra(self, n, suffix: str, cls: str, operands: list, shape, **attrs) -> str:
         """A statement of its own for part of node `n` (a slice of a sum over an axis); its value."""
         reads = tuple(self.value(x) for x in operands)
@@ -265,7 +266,6 @@ class Lowerer:
         g.stmts = [Statement(s.name, s.cls, tuple(out if r == value else r for r in s.reads),
                              out if s.writes == value else s.writes, s.attrs, module=s.module, aten=s.aten)
                    for s in g.stmts]
-
 
     def _name_more(self, node, name: str) -> None:
         """A further output as its own tensor `name`: a copy (a reshape to its own shape) of the
@@ -308,6 +308,8 @@ class _Part:
 
     def __init__(self, name, meta, target):
         self.name, self.meta, self.target = name, meta, target
+
+
 def _is_empty(n) -> bool:
     val = n.meta.get("val")
     return hasattr(val, "shape") and 0 in tuple(val.shape)
