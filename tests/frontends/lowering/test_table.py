@@ -76,6 +76,11 @@ def test_every_lowering_is_a_module_level_function_of_a_listed_module():
         assert getattr(importlib.import_module(fn.__module__), fn.__name__) is fn, f"{name}: {fn} is not module-level"
 
 
+def test_every_module_of_lowerings_is_read_into_the_table():
+    lowerings = {p.stem for p in FOLDER.glob("*.py")} - {"__init__", "table", "aten", "walk"}
+    assert lowerings == {m.__name__.rsplit(".", 1)[1] for m in aten.MODULES}
+
+
 def test_the_table_of_contents_names_every_module():
     contents = importlib.import_module("tprules.frontends.lowering").__doc__
     for path in sorted(FOLDER.glob("*.py")):
