@@ -1,6 +1,6 @@
 """The grouped MoE form's sort on the CPU: a stable sort of n ids (`sort_rank`) and the
 sort's values and positions put at their ranks (two `put_along`s), as the importer writes
-`torch.sort` (frontends/lowering/aten_grouped.py `sorted_item`).
+`torch.sort` (frontends/lowering/grouped.py `sorted_item`).
 
     python benchmarks/bench_sort.py [--n 8192,32768] [--repeat 10] [--threads 2] [--unfused]
 

@@ -30,7 +30,7 @@ def diffs(text: str) -> dict[str, str]:
 
 
 DIFFS = diffs(PAGE.read_text())
-CLASS, ATEN, RULE = DIFFS["docs/classes.md"], DIFFS["tprules/frontends/lowering/aten.py"], DIFFS["rules/tp.dl"]
+CLASS, ATEN, RULE = DIFFS["docs/classes.md"], DIFFS["tprules/frontends/lowering/arithmetic.py"], DIFFS["rules/tp.dl"]
 
 
 @pytest.fixture
@@ -92,6 +92,7 @@ class Ctx:
     def emit(self, node, cls, operands, **attrs):
         print(cls, operands, attrs)
 class Node:
+    target = torch.ops.aten.sign.default
     args = ("x",)
     kwargs = {}
 aten.build_table().ops[torch.ops.aten.sign.default](Ctx(), Node())

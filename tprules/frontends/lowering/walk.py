@@ -1,6 +1,6 @@
 """Walk the traced program in order: every node that depends on `input_ids` goes through
 the op table (aten.py) and becomes a statement of the `Graph`; the constants it reads
-become inputs (constants.py); the forward's output is the tensor `logits`. A value that
+become inputs (source/constants.py); the forward's output is the tensor `logits`. A value that
 depends on `input_ids` is never folded into a constant: one the table writes no statement
 for is refused in one line naming its module path and ATen op.
 """
@@ -15,8 +15,8 @@ from ..errors import ImportFailed
 from ..graph import INPUT, OUTPUT, Graph, Statement, Tensor
 from ..source.constants import Constants, Transposed, Weight
 from .aten import op_table
-from .aten_positions import tabulate_failed
-from .table import DTYPES, Lowerings, OpTable
+from .positions import tabulate_failed
+from .table import DTYPES, MISSING, Lowerings, OpTable
 
 
 class Lowerer:
@@ -35,13 +35,13 @@ class Lowerer:
         self.computed: dict[tuple, str] = {}  # a statement's (class, operands, attrs, shape) → its value
         self.module = ""
         self.current = None  # the node being lowered
-        self.pairs: dict = {}  # a complex fx node → its (real, imaginary) values (aten.py's complex rotary)
+        self.pairs: dict = {}  # a complex fx node → its (real, imaginary) values (complex_pairs.py's complex rotary)
         self.empty: set = set()  # nodes of an empty tensor (a full-width rotary's pass-through slice)
         outputs = [n for n in program.graph_module.graph.nodes if n.op == "output"][0].args[0]
         self.output = outputs[0]  # logits, the forward's first output
-        # the forward's further outputs (a decode step's updated caches, decode.py) → their names
+        # the forward's further outputs (a decode step's updated caches, drivers/decode.py) → their names
         self.more = dict(zip(outputs[1:], more))
-        self.positions = positions  # a decode step's cache length: a function of the position tabulated (aten_positions.py)
+        self.positions = positions  # a decode step's cache length: a function of the position tabulated (positions.py)
         # a module's forward (import torch): each placeholder of a user input → its program input's name
         self.input_names = inputs
         self.graph.output = output
@@ -68,7 +68,7 @@ class Lowerer:
                 self.current = n
                 try:
                     if fn is None:
-                        self.unsupported(n, "no registry class for it in the op table (tprules/frontends/lowering/aten.py)")
+                        self.unsupported(n, MISSING)
                     fn(self, n)
                 except ImportFailed:
                     if not (self.positions and tabulate_failed(self, n)):  # a function of the position alone
@@ -85,7 +85,7 @@ class Lowerer:
 
     def _drop_unread(self) -> None:
         """Statements no output needs: the position's values that only a tabulated function of
-        it read (aten_positions.py), the table holding what they computed."""
+        it read (positions.py), the table holding what they computed."""
         g = self.graph
         keep = {g.output, *self.more.values()}
         live = []
@@ -101,10 +101,10 @@ class Lowerer:
             g.folded.pop(name, None)
 
     def at_node(self, n) -> None:
-        """Called before each node is lowered (stamp.py tags what each node adds)."""
+        """Called before each node is lowered (layers/stamp.py tags what each node adds)."""
 
     def reused(self, value: str) -> None:
-        """Called when a node's statement is one lowered before, whose `value` it reads (stamp.py
+        """Called when a node's statement is one lowered before, whose `value` it reads (layers/stamp.py
         keeps the values that later layers read this way)."""
 
     # -- what the table's functions call ------------------------------------------------
@@ -200,7 +200,7 @@ class Lowerer:
     def _layer(self) -> str | None:
         """In a decode step, the decoder layer a statement is in: each layer computes its own
         (every layer writes its cache at the same position, which would otherwise be computed
-        once, in the first layer, and read by the others: not a program stamp.py can stamp)."""
+        once, in the first layer, and read by the others: not a program layers/stamp.py can stamp)."""
         if self.positions is None:
             return None
         found = _LAYER.search(self.module)
@@ -232,6 +232,7 @@ class Lowerer:
             self.folded_keys[key] = node.name
             self.graph.add_value(Tensor(node.name, tuple(value.shape), dtype, role="folded", module=self.module))
         return self.folded_keys[key]
+
     def extra(self, n, suffix: str, cls: str, operands: list, shape, **attrs) -> str:
         """A statement of its own for part of node `n` (a slice of a sum over an axis); its value."""
         reads = tuple(self.value(x) for x in operands)
@@ -266,11 +267,10 @@ class Lowerer:
                              out if s.writes == value else s.writes, s.attrs, module=s.module, aten=s.aten)
                    for s in g.stmts]
 
-
     def _name_more(self, node, name: str) -> None:
         """A further output as its own tensor `name`: a copy (a reshape to its own shape) of the
         value, which statements may read too (a program output is a tensor no statement reads),
-        right after the statement that writes the value (in its layer, for stamp.py)."""
+        right after the statement that writes the value (in its layer, for layers/stamp.py)."""
         if node not in self.c.dynamic:
             raise ImportFailed(f"{self.arch}: the forward's output {name} does not depend on its inputs")
         value = self.value(node)
@@ -292,7 +292,7 @@ class _Meta:
 
 
 class _Filled:
-    """The source of a constant of one value: nothing to read, its value known (constants.py)."""
+    """The source of a constant of one value: nothing to read, its value known (source/constants.py)."""
 
     op = "constant"
     all_input_nodes: list = []
@@ -308,6 +308,8 @@ class _Part:
 
     def __init__(self, name, meta, target):
         self.name, self.meta, self.target = name, meta, target
+
+
 def _is_empty(n) -> bool:
     val = n.meta.get("val")
     return hasattr(val, "shape") and 0 in tuple(val.shape)

@@ -101,7 +101,7 @@ class Constants:
             if node.op == "placeholder":
                 k: tuple[str, ...] = ("weight", self.fqn.get(node.name, node.name))
             else:
-                k = (str(node.target), repr(_map(node.args, self.key)), repr(_map(node.kwargs, self.key)))
+                k = (str(node.target), repr(map_nodes(node.args, self.key)), repr(map_nodes(node.kwargs, self.key)))
             self._keys[node] = self._numbers.setdefault(k, len(self._numbers))
         return self._keys[node]
 
@@ -145,7 +145,7 @@ class Constants:
         elif node.op == "get_attr":
             out = getattr(self.program.graph_module, node.target)
         else:
-            out = _call(node, _map(node.args, self.value), _map(node.kwargs, self.value))
+            out = _call(node, map_nodes(node.args, self.value), map_nodes(node.kwargs, self.value))
         self._values[node] = out
         return out
 
@@ -161,8 +161,8 @@ class Constants:
         elif node.op == "get_attr":
             out = getattr(self.program.graph_module, node.target)
         else:
-            out = _call(node, _map(node.args, lambda x: self.value_as(x, rename, memo)),
-                        _map(node.kwargs, lambda x: self.value_as(x, rename, memo)))
+            out = _call(node, map_nodes(node.args, lambda x: self.value_as(x, rename, memo)),
+                        map_nodes(node.kwargs, lambda x: self.value_as(x, rename, memo)))
         memo[node] = out
         return out
 
@@ -183,11 +183,12 @@ def _call(node, args, kwargs):
 _UNINITIALISED = {"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided", "empty_permuted"}
 
 
-def _map(x, fn):
+def map_nodes(x, fn):
+    """x with every fx node in it (through lists, tuples and dicts) replaced by fn(node)."""
     if hasattr(x, "op"):
         return fn(x)
     if isinstance(x, (list, tuple)):
-        return type(x)(_map(a, fn) for a in x)
+        return type(x)(map_nodes(a, fn) for a in x)
     if isinstance(x, dict):
-        return {k: _map(v, fn) for k, v in x.items()}
+        return {k: map_nodes(v, fn) for k, v in x.items()}
     return x

@@ -1,5 +1,5 @@
 """The torchtitan-style Llama 3 of facts/recipes/ through the importer's passes at TP 1: traced
-to core ATen (core_aten.py), lowered by the op table (lower.py), and its statements run by
+to core ATen (source/core_aten.py), lowered by the op table (lowering/walk.py), and its statements run by
 the class table's references on an input the trace did not see, against the module's own
 forward. Complex rotary from a complex64 buffer, GQA (torchtitan's expand form and
 torch.repeat_interleave), causal SDPA and SwiGLU all lower."""
@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-RECIPES = Path(__file__).resolve().parents[2] / "facts" / "recipes"
+RECIPES = Path(__file__).resolve().parents[3] / "facts" / "recipes"
 
 
 def _recipe(name: str):

@@ -1,8 +1,8 @@
-"""The op table's functions of a position (aten.py merges this table into its own): in a
-decode step the rotary embedding's cos and sin depend on the new token's position, an input,
-where a prefill folds them into constants. Like a serving engine's cos/sin cache, the value
-is tabulated at import for every position the cache holds (0 ≤ p < L, the Lowerer's
-`positions`) and gathered by the position: a constant table [L, n] read by `embedding`.
+"""The op table's functions of a position: in a decode step the rotary embedding's cos and sin
+depend on the new token's position, an input, where a prefill folds them into constants.
+Like a serving engine's cos/sin cache, the value is tabulated at import for every position
+the cache holds (0 ≤ p < L, the Lowerer's `positions`) and gathered by the position: a
+constant table [L, n] read by `embedding`.
 
 Only a value that depends on the program's inputs through one integer of one element (the
 position, however it is broadcast or offset) is tabulated; any other is refused naming the
@@ -16,36 +16,37 @@ import operator
 import numpy as np
 
 from ...ops import Ops
-from ..source.constants import _map
+from ..source.constants import map_nodes
+from .table import MISSING, lowering
 
 
-def table(aten) -> dict:
-    """ATen op → its lowering."""
+def _found_or_refused(ctx, n):
+    """(the cache length, the position n depends on and the nodes between), or refused as an
+    op the table has no lowering for (in a prefill, or where n is no function of the position)."""
+    positions: int | None = getattr(ctx, "positions", None)
+    found = _position_of(ctx, n) if positions else None
+    if found is None or positions is None:
+        return ctx.unsupported(n, f"{MISSING}; a function of the position alone is tabulated in a decode step only")
+    return positions, found
 
-    def found_or_refused(ctx, n):
-        positions: int | None = getattr(ctx, "positions", None)
-        found = _position_of(ctx, n) if positions else None
-        if found is None or positions is None:
-            return ctx.unsupported(n, "no registry class for it in the op table (tprules/frontends/lowering/aten.py); a "
-                                      "function of the position alone is tabulated in a decode step only")
-        return positions, found
 
-    def tabulated(ctx, n):
-        positions, found = found_or_refused(ctx, n)
-        rows, _ = _gathered(ctx, n, positions, found, "", lambda v: v)
-        ctx.emit(n, Ops.RESHAPE, [rows])
+@lowering("aten.cos.default", "aten.sin.default")
+def tabulated(ctx, n):
+    positions, found = _found_or_refused(ctx, n)
+    rows, _ = _gathered(ctx, n, positions, found, "", lambda v: v)
+    ctx.emit(n, Ops.RESHAPE, [rows])
 
-    def polar(ctx, n):
-        """A complex function of the position (DeepSeek-V2's rotary, `polar(ones, freqs)`): its
-        real and imaginary parts each tabulated, the complex value their pair (aten_complex.py)."""
-        positions, found = found_or_refused(ctx, n)
-        pair = []
-        for part in ("real", "imag"):
-            rows, shape = _gathered(ctx, n, positions, found, part, lambda v, part=part: getattr(v, part))
-            pair.append(ctx.part(n, part, Ops.RESHAPE, [rows], shape, "f32"))
-        ctx.pairs[n] = tuple(pair)
 
-    return {aten.cos.default: tabulated, aten.sin.default: tabulated, aten.polar.default: polar}
+@lowering("aten.polar.default")
+def polar(ctx, n):
+    """A complex function of the position (DeepSeek-V2's rotary, `polar(ones, freqs)`): its
+    real and imaginary parts each tabulated, the complex value their pair (complex_pairs.py)."""
+    positions, found = _found_or_refused(ctx, n)
+    pair = []
+    for part in ("real", "imag"):
+        rows, shape = _gathered(ctx, n, positions, found, part, lambda v, part=part: getattr(v, part))
+        pair.append(ctx.part(n, part, Ops.RESHAPE, [rows], shape, "f32"))
+    ctx.pairs[n] = tuple(pair)
 
 
 EXACT = 2 ** 24  # integers of at most this size are exact in a float32 table
@@ -151,8 +152,8 @@ def _evaluate(c, n, cone, source, position: int):
             return memo[node]
         if node not in cone and node is not n:
             return c.value(node)
-        args = _map(node.args, value)
-        kwargs = _map(node.kwargs, value)
+        args = map_nodes(node.args, value)
+        kwargs = map_nodes(node.kwargs, value)
         out = node.target(*args, **kwargs) if node.target is not operator.getitem else args[0][args[1]]
         memo[node] = out
         return out

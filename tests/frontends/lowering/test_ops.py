@@ -1,4 +1,4 @@
-"""The op table's lowerings of issue 22's ops (frontends/lowering/aten.py), each traced from a small
+"""The op table's lowerings of issue 22's ops (frontends/lowering/), each traced from a small
 torch function and evaluated with the class table's references against torch itself."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from tprules.frontends.errors import ImportFailed  # noqa: E402
 
-from .lowering import evaluate, lower_module  # noqa: E402
+from .module import evaluate, lower_module  # noqa: E402
 
 
 class Fn(torch.nn.Module):

@@ -28,7 +28,7 @@ def lower_module(module, x):
 
 
 def evaluate(graph, consts, x) -> np.ndarray:
-    """The graph's output, each statement by its class's reference (as reference.py runs them)."""
+    """The graph's output, each statement by its class's reference (as runtime/reference.py runs them)."""
     from tprules import ops
 
     env = {}

@@ -1,0 +1,1 @@
+"""Tests of tprules/frontends/lowering/ (the op table and the Lowerer), one module each."""

@@ -1,0 +1,1 @@
+"""Tests of tprules/frontends/source/ (the model, its plan, its trace)."""
