@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..datalog.lang.ast import Pos
 from ..errors import IllFormed
+from ..pos import Pos
 from ..program.model import Program
 from .reference import Values
 

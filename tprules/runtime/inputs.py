@@ -14,9 +14,9 @@ import zlib
 import numpy as np
 
 from .. import ops
-from ..datalog.lang.ast import Pos
 from ..errors import IllFormed
 from ..ops import Ops
+from ..pos import Pos
 from ..program.model import Program, Tensor
 from .semantics import store
 
