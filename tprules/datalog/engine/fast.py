@@ -6,7 +6,7 @@ body is evaluated as a table of variable bindings that grows literal by literal
 Semi-naive recursion reads one atom from the delta of the last round; this module runs
 the strata and their rounds.
 
-The result is a `ColumnarModel`: the same interface as `evaluate.Model`, decoding a
+The result is a `ColumnarModel`: the same interface as `model.Model`, decoding a
 relation into Python tuples only when someone asks for it (proofs, verdicts).
 """
 
@@ -23,14 +23,15 @@ from ..facts.columns import Symbols, encode_rows
 from ..lang import ast, values
 from ..lang.constant import fact_values
 from .choice import choice_of
-from .column_model import ColumnarModel
 from .column_values import encode_typed
+from .fast_model import ColumnarModel
 from .keys import KeyIndex, anti_join_mask, distinct_rows, joint_keys, unique_sorted
+from .model import Model
 from .options import Capabilities
 from .rule_run import RuleRun, Table
 
 if TYPE_CHECKING:
-    from .evaluate import Evaluator
+    from .compiled import Evaluator
 
 I64 = np.int64
 
@@ -225,7 +226,7 @@ class ColumnarEngine:
         of tuples each (a counter, a chain), most of that is set-up, and a million rounds
         would take a quarter of an hour. The compiled engine's round costs microseconds.
         """
-        from .evaluate import Evaluator, Model, ModelStats
+        from .compiled import Evaluator, ModelStats
 
         if self._tuples is None:
             self._tuples = Evaluator(self.checked)

@@ -1,4 +1,5 @@
-"""Compile each checked rule into a Python function that joins set-at-a-time.
+"""The compiled engine's rules: each checked rule compiled into a Python function that joins
+set-at-a-time.
 
 A rule becomes nested loops over hash indexes. The join order is chosen when a stratum
 is about to run, from the sizes of the relations below it: the delta atom first

@@ -1,5 +1,5 @@
 """The fast engine's model: relations as int64 rows, decoded into Python tuples only when
-someone asks (proofs, verdicts), so it answers like `evaluate.Model`."""
+someone asks (proofs, verdicts), so it answers like `model.Model`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from ..analysis.checked import CheckedRules
 from ..facts.columns import Symbols
 from .column_values import decode_column
-from .evaluate import Model
+from .model import Model
 
 
 class _Relations(Mapping):
