@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tprules import ops
-from tprules.ops import generate
+from tprules.ops import registry_files
 
 PACKAGE = Path(ops.__file__).resolve().parents[1]
 # the class table, and the ATen mapping (the op table's modules)
@@ -69,16 +69,16 @@ def test_the_scan_sees_a_class_name(tmp_path):
 
 
 def test_generated_files_match_the_table():
-    assert generate.drifted() == []
-    assert generate.REGISTRY.read_text() == generate.registry_facts()
+    assert registry_files.drifted() == []
+    assert registry_files.REGISTRY.read_text() == registry_files.registry_facts()
 
 
 def test_drift_is_caught(tmp_path, monkeypatch):
     stale = tmp_path / "registry.facts"
-    stale.write_text(generate.registry_facts().replace("sigmoid\telementwise\t1\n", ""))
-    monkeypatch.setattr(generate, "REGISTRY", stale)
-    assert generate.drifted() == [stale]
-    assert generate.main(["--check"]) == 1
+    stale.write_text(registry_files.registry_facts().replace("sigmoid\telementwise\t1\n", ""))
+    monkeypatch.setattr(registry_files, "REGISTRY", stale)
+    assert registry_files.drifted() == [stale]
+    assert registry_files.main(["--check"]) == 1
 
 
 def test_every_class_has_one_entry_in_registry_order():

@@ -1,7 +1,7 @@
 """The class registry as one table: every class declared once (`Ops`), its entry in the
 module of its kind, and the kinds as sets over the vocabulary (tinygrad's `Ops` and
 `GroupOp`). `facts/shims/registry.facts` and the class table of docs/classes.md are
-generated from here (`python -m tprules.ops.generate`).
+generated from here (`python -m tprules.ops.registry_files`).
 
 Backends are tables keyed by `Ops`; `require` makes one that forgets a class fail at import.
 
