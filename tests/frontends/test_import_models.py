@@ -169,7 +169,7 @@ def test_each_chips_attention_is_one_group(imported, model_type, machine):
     """QKᵀ → scale → mask → softmax → ·V of one chip's heads is one group (the tiny layer's chain
     fits the h100 lane's 16 members, every member counted as SPEC §3 says): the planner merges
     along attention's chain first, and its kernel holds the chain that runs per head and tile
-    of rows (codegen/attention.py)."""
+    of rows (codegen/lowering/attention.py)."""
     from tprules.codegen import lower
     from tprules.codegen.ir import AttentionStage
     from tprules.planner import plan as make_plan

@@ -20,10 +20,10 @@ ALLOWED = {"ops", "frontends/lowering/aten.py", "frontends/lowering/table.py", "
 RULE_LANGUAGE = ("datalog", "explain")  # the Datalog wing (tprules/datalog/) and its proofs
 # Words that are a class's name and mean something else here, each said why.
 OTHER_MEANINGS = {
-    ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
+    ("codegen/lowering/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
     ("runtime/buffers.py", "scale"): "the same parameter role",
-    ("codegen/cpu.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
-    ("codegen/cuda.py", "amax"): "the same variable's stem",
+    ("codegen/cpu/function.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
+    ("codegen/cuda/kernel.py", "amax"): "the same variable's stem",
     ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
     ("commands/run.py", "matmul"): "the --matmul option's name, as the launcher hands it to the ranks",
     ("program/model.py", "where"): "the program's `where` (each statement's op.facts line), named when it is pickled",

@@ -1,4 +1,4 @@
-"""Attention's chain (codegen/attention.py): QKᵀ → scale → mask → softmax → ·V in one group
+"""Attention's chain (codegen/lowering/attention.py): QKᵀ → scale → mask → softmax → ·V in one group
 runs per head and tile of rows on the CPU, the scores and probabilities in arrays of the
 tile's own, never in their [heads, seq, seq] buffers; where a stage between the products
 reads the scores elsewhere than at its own index, the stages stay apart."""
@@ -13,9 +13,11 @@ import pytest
 from plans import spine_statement as _s
 from plans import write_programs
 
-from tprules.codegen import attention, cpu, lower
+from tprules.codegen import lower
 from tprules.codegen.cost import CPU, estimate
+from tprules.codegen.cpu import function as cpu
 from tprules.codegen.ir import AttentionStage
+from tprules.codegen.lowering import attention
 from tprules.planner.plan import Group, Plan
 from tprules.runtime import Prepared, Program, execute
 from tprules.workspace import Workspace

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from plans import cases, example, fused_plan
 
-from tprules.codegen import cpu, cuda, lower
+from tprules.codegen import lower
+from tprules.codegen.cpu import function as cpu
+from tprules.codegen.cuda import kernel as cuda
 from tprules.codegen.ir import Load, Op, Pointwise
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program

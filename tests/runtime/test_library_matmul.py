@@ -1,5 +1,5 @@
 """The library matmul path of GPUs: matmul stages split into our stages around a library's gemm
-(codegen/extern.py), and which core each device chooses (runtime/devices/matmul.py).
+(codegen/render/extern.py), and which core each device chooses (runtime/devices/matmul.py).
 
 Without a GPU the path runs on the simulator with numpy standing in for cuBLAS
 (`--matmul library`), so the split kernels, their scratch buffers and the launches
@@ -13,8 +13,8 @@ import pytest
 from plans import FACTS, cases, example, fused_plan
 
 from tprules.codegen import lower
-from tprules.codegen.extern import split_matmuls
 from tprules.codegen.ir import Gemm, MatmulStage, Pointwise
+from tprules.codegen.render.extern import split_matmuls
 from tprules.runtime import execute
 from tprules.runtime.devices import DeviceUnavailable
 from tprules.runtime.devices.matmul import cpu_core, gpu_core

@@ -1,4 +1,4 @@
-"""The CPU matmul core: BLAS on tiles with the group's prologue and epilogue (codegen/cpu_gemm.py).
+"""The CPU matmul core: BLAS on tiles with the group's prologue and epilogue (codegen/cpu/gemm.py).
 
 Each case of tests/data/runtime/matmul/ is a small program (an optional prologue, one or
 two sibling matmuls, an optional epilogue) run as one fused group on the cpu device, with
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from plans import fused_plan
 
-from tprules.codegen import cpu, lower
-from tprules.codegen.cpu_gemm import SMALL_MNK, TILE_ALIGN, TILE_COLS, TILE_ROWS, tile_plan
+from tprules.codegen import lower
+from tprules.codegen.cpu import function as cpu
+from tprules.codegen.cpu.gemm import SMALL_MNK, TILE_ALIGN, TILE_COLS, TILE_ROWS, tile_plan
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
 from tprules.runtime.devices.cpu import CpuDevice, thread_shares
@@ -145,7 +146,7 @@ def test_the_report_says_how_many_threads_each_chip_got(cli):
     assert "threads" in out.splitlines()[3]
 
 
-@pytest.mark.parametrize("name", ["tprules.codegen.blas", "tprules.codegen.cpu_gemm", "tprules.codegen.cost",
+@pytest.mark.parametrize("name", ["tprules.codegen.blas", "tprules.codegen.cpu.gemm", "tprules.codegen.cost",
                                   "tprules.runtime.devices.cpu", "tprules.runtime.devices.matmul"])
 def test_docstring_examples(name):
     import doctest

@@ -1,4 +1,4 @@
-"""put_along as a scatter (codegen/scatter.py): x copied, then one pass over the index, the
+"""put_along as a scatter (codegen/render/put_along.py): x copied, then one pass over the index, the
 last entry naming a place winning; written into x's own buffer where x is an input that the
 put_along alone reads, its stored reshape a view of that buffer (issues 36 and 38)."""
 

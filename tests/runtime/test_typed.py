@@ -1,4 +1,4 @@
-"""The CUDA renderer types what it writes (codegen/typed.py): what NVVM refuses or widens
+"""The CUDA renderer types what it writes (codegen/cuda/typed.py): what NVVM refuses or widens
 fails in the simulator's runs too, on machines without NVVM."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from plans import EXAMPLES, example
 
-from tprules.codegen import cuda, lower, typed
+from tprules.codegen import lower
+from tprules.codegen.cuda import kernel as cuda
+from tprules.codegen.cuda import typed
 from tprules.planner import plan as make_plan
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
@@ -70,7 +72,7 @@ def test_every_kernel_of_the_examples_types_for_a_gpu_and_the_simulator(name):
 def test_a_float_index_fails_in_the_simulator_naming_group_and_statement(tmp_path, monkeypatch):
     """The bug of issue 23: an embedding's ids read as float32 and used as a row index.
     The simulator would index with the float; the renderer's typing refuses it."""
-    from tprules.codegen.emit import Scope
+    from tprules.codegen.render.emit import Scope
 
     b = ProgramBuilder(chips=1)
     ids = b.tensor("ids", [2, 3], "i64", spine=True, data=np.array([[4, 0, 2], [2, 2, 1]], np.int64))
@@ -85,7 +87,7 @@ def test_a_float_index_fails_in_the_simulator_naming_group_and_statement(tmp_pat
 
 def test_the_statement_is_the_member_whose_code_is_on_the_line(tmp_path):
     """A fused group's error names the member that computes the failing line."""
-    from tprules.codegen.emit import origin
+    from tprules.codegen.render.emit import origin
     from tprules.planner.plan import Group
 
     b = ProgramBuilder(chips=1)

@@ -1,4 +1,4 @@
-"""Layouts as views (codegen/views.py): a chain of layout reads over a buffer is an offset and
+"""Layouts as views (codegen/render/views.py): a chain of layout reads over a buffer is an offset and
 strides, read at every index exactly as numpy's own layout functions place the elements;
 what is not a view is said so, and BLAS is given a block only where a leading dimension fits."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tprules.codegen.ir import Load, Op, Remap, Transpose
-from tprules.codegen.views import block, view_of
+from tprules.codegen.render.views import block, view_of
 
 
 def reshape(e, shape):

@@ -57,7 +57,7 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 CLASSES = {op: c.reference for op, c in ops.CLASSES.items()}
 
 # Layout classes move elements without computing: integers they move stay integers (an id
-# above 2**24 is not rounded through float32), as the kernels keep them (codegen/layout.py).
+# above 2**24 is not rounded through float32), as the kernels keep them (codegen/lowering/layout.py).
 MOVES = ops.LAYOUT - {ops.Ops.TRANSPOSE}  # a transpose is computed (a stage's flipped store)
 INTEGERS = {"i8": np.int8, "i32": np.int32, "i64": np.int64}
 

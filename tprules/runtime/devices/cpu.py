@@ -36,7 +36,9 @@ from typing import Sequence, cast
 
 import numpy as np
 
-from ...codegen import attention, cache, cpu
+from ...codegen import cache
+from ...codegen.cpu import function as cpu
+from ...codegen.lowering import attention
 from ...heap import keep_freed_memory
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
@@ -244,7 +246,7 @@ class CpuDevice(Device):
             kernel = attention.without_tiled_buffers(kernel)
         else:
             kernel = attention.unfold(kernel)  # (as cpu.render runs it)
-        if scratch:  # operand buffers the runtime allocates (codegen/emit.py RUNTIME_BUFFER_BYTES)
+        if scratch:  # operand buffers the runtime allocates (codegen/render/emit.py RUNTIME_BUFFER_BYTES)
             kernel = replace(kernel, params=kernel.params + scratch)
         fn = self._compiled.get(source)
         if fn is None:

@@ -6,7 +6,7 @@ heads, RoPE, a transposed key) are evaluated at the batch's index; the stores ar
 epilogue at [batch, row, column].
 
 - CPU with BLAS (`render_cpu_gemm`): one BLAS call per batch index and tile of rows, the
-  operands read as views where they are (views.py: the heads split by a reshape and a
+  operands read as views where they are (render/views.py: the heads split by a reshape and a
   permute, GQA's expanded key/value heads read at the same rows for every head of the
   group, a transposed key), else computed once into a buffer; the epilogue runs over each
   tile while it is in cache;
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from ..ir import BatchedMatmulStage, Expr, Kernel
 from .emit import Scope, Source, store
-from .ir import BatchedMatmulStage, Expr, Kernel
 from .tiles import tile_products
 from .views import View, block, view_of
 
-TILE_ROWS = 256  # rows of one BLAS call at most (cpu_gemm.py's tiles)
+TILE_ROWS = 256  # rows of one BLAS call at most (cpu/gemm.py's tiles)
 
 
 def render_cpu_gemm(src: Source, stage: BatchedMatmulStage, kernel: Kernel, parallel: bool) -> None:

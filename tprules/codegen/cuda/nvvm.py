@@ -1,8 +1,8 @@
 """Build the CUDA kernels for a named GPU architecture with no GPU present: what `tprules
 compile` does, and `benchmarks/ptx_check.py` and the tests with it.
 
-1. the kernel is rendered as for `run --device cuda` (codegen/cuda.py, real tiles, the
-   launch shape a GPU gets), and typed there (codegen/typed.py);
+1. the kernel is rendered as for `run --device cuda` (codegen/cuda/kernel.py, real tiles, the
+   launch shape a GPU gets), and typed there (codegen/cuda/typed.py);
 2. Numba-CUDA types and lowers it for the architecture and NVVM makes PTX
    (`numba.cuda.compile_ptx`, signature: the buffers as the executor allocates them);
 3. where `ptxas` is installed (the `cuda-toolkit[nvcc]` wheel), the PTX is assembled to a
@@ -30,11 +30,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BadInput, UsageError
-from . import cache
-from . import cuda as render
-from .emit import origin
-from .ir import Kernel
+from ...errors import BadInput, UsageError
+from .. import cache
+from ..ir import Kernel
+from ..render.emit import origin
+from . import kernel as render
+from . import typed
 
 INSTALL = "pip install -e '.[cuda-compile]' (NVVM, NVRTC and ptxas of CUDA 13)"
 SIM_VARIABLE = "NUMBA_ENABLE_CUDASIM"
@@ -119,7 +120,7 @@ class Compiler:
         started = time.perf_counter()
         try:
             source, launch, marks = render.render_marked(kernel, self.target)
-        except render.typed.KernelTypeError as err:
+        except typed.KernelTypeError as err:
             return Build(kernel, "", (), error=f"KernelTypeError: {err.message}", statement=err.statement)
         done = self._builds.get(source)
         if done is not None:
@@ -162,7 +163,7 @@ def signature(kernel: Kernel) -> tuple:
     allocates it (program.model's storage: int64 ids as int64, f16 and bf16 as float32)."""
     from numba import from_dtype, types
 
-    from ..program.model import Tensor
+    from ...program.model import Tensor
 
     return (types.int64, *(types.Array(from_dtype(Tensor(p.name, p.shape, p.dtype, None).storage), len(p.buffer_shape), "C")
                            for p in kernel.params))

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-from .. import ops
-from ..ops import Ops
-from . import layout, window
-from .ir import Acc, Expr, Load, Op, Param, Quant, RowOut, Transpose
+from ... import ops
+from ...ops import Ops
+from ..ir import Acc, Expr, Load, Op, Param, Quant, RowOut, Transpose
+from ..lowering import layout, window
 
 INTEGER = ("i8", "i32", "i64")
 
@@ -380,7 +380,7 @@ class RowValues:
         """A stable sort's rank: how many elements of the row sort before element idx[-1]
         (smaller, or equal and earlier; NaN after every number, NaNs in their order), counted
         again for each stored element: no state between elements. O(h²) a row: only where
-        the row was not sorted once before the store pass (cpu.rank_row, sort_cuda.py)."""
+        the row was not sorted once before the store pass (cpu.rank_row, cuda/sort.py)."""
         src = scope.src
         n, q = src.fresh("n"), src.fresh("q")
         x = scope.again(row=self.value).at(op.x, idx)

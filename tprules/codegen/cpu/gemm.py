@@ -8,7 +8,7 @@ single-threaded BLAS call (`blas.gemm`) into the tile's accumulators, and the ep
 Inductor's "library matmul plus fused epilogue", done tile by tile.
 
 Operands go to BLAS as they lie in memory when they can: a view of a float32 buffer
-(views.py: the buffer, a reshape, permute, slice or expand of it that keeps one stride per
+(render/views.py: the buffer, a reshape, permute, slice or expand of it that keeps one stride per
 axis, its transpose: an offset, a leading dimension and a flag, no copy). Any other operand (a fused prologue: a pointwise
 chain, an int8 quantized read, an integer buffer) is first computed once into a buffer
 of the kernel's own (from emit.RUNTIME_BUFFER_BYTES up a scratch parameter the runtime
@@ -20,10 +20,10 @@ into the output buffer; the epilogue reads it from there.
 
 from __future__ import annotations
 
-from .emit import Scope, Source, store_cast, subscript
-from .extern import direct_stores
-from .ir import Acc, Expr, Kernel, MatmulStage
-from .views import block, view_of
+from ..ir import Acc, Expr, Kernel, MatmulStage
+from ..render.emit import Scope, Source, store_cast, subscript
+from ..render.extern import direct_stores
+from ..render.views import block, view_of
 
 # In the header of every kernel that calls the BLAS core: a new version of codegen/blas.py
 # must change it, so that kernels cached by Numba with the old one are compiled again.
@@ -80,7 +80,7 @@ def materialize(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> str:
 
 def blas_operand(src: Source, e: Expr, kernel: Kernel, parallel: bool) -> tuple[str, int, int, bool]:
     """(buffer, offset, leading dimension, transposed) of a 2-D operand: a view where `e` is
-    one (views.py), else `e` computed into a buffer of the kernel's own."""
+    one (render/views.py), else `e` computed into a buffer of the kernel's own."""
     v = view_of(e, {p.name: p.dtype for p in kernel.params})
     how = block(v, *e.shape) if v is not None else None
     if v is None or how is None:

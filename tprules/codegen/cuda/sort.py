@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .emit import Source, reduction
-from .ir import Kernel, Param, RowStage
+from ..ir import Kernel, Param, RowStage
+from ..render.emit import Source, reduction
 
 
 def with_sort_scratch(kernel: Kernel) -> Kernel:

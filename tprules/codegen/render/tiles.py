@@ -1,10 +1,10 @@
-"""The GPU's shared-memory matmul tiles, written once for the 2-D matmul stage (cuda.py)
-and the batched one (batched.py), so neither renderer imports the other."""
+"""The GPU's shared-memory matmul tiles, written once for the 2-D matmul stage (cuda/kernel.py)
+and the batched one (render/batched.py), so neither renderer imports the other."""
 
 from __future__ import annotations
 
+from ..ir import Kernel
 from .emit import Scope, Source, store
-from .ir import Kernel
 
 
 def tile_products(src: Source, stage, kernel: Kernel, lead: tuple, i: str, j: str, ty: str, tx: str) -> None:

@@ -1,4 +1,4 @@
-"""Attention's chain on the CPU (attention.py): per batch index and tile of rows, the heads
+"""Attention's chain on the CPU (lowering/attention.py): per batch index and tile of rows, the heads
 and tiles shared out over the chip's threads, BLAS writes the tile's scores, the epilogue,
 row ops and pointwise work run over the tile while it is in cache, and BLAS multiplies the
 tile's probabilities by the head's values. The chain's buffers are arrays of the tile's own
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import batched
-from .attention import tile_of
-from .emit import Scope, Source, store, subscript, unflatten
-from .ir import Acc, AttentionStage, Expr, Kernel, RowStage
+from ..ir import Acc, AttentionStage, Expr, Kernel, RowStage
+from ..lowering.attention import tile_of
+from ..render import batched
+from ..render.emit import Scope, Source, store, subscript, unflatten
 
 
 class TileScope(Scope):
@@ -36,7 +36,7 @@ class TileScope(Scope):
 
 def render(src: Source, stage: AttentionStage, kernel: Kernel, parallel: bool, one_row) -> None:
     """The chain's stages tile by tile with BLAS (see the module); `one_row(src, stage,
-    kernel, lead, scope)` renders a row of a row stage (cpu.py)."""
+    kernel, lead, scope)` renders a row of a row stage (cpu/function.py)."""
     head, middle, last = stage.stages[0], stage.stages[1:-1], stage.stages[-1]
     m, n = head.m, head.n
     src.line(f"# per head and tile of rows: {', '.join(stage.local)} live in the tile")

@@ -12,12 +12,12 @@ stage, in stream order: stage n of the kernel is `kernel(n, ...)`. Stages:
 - row: a block per row; each row op's reductions (sum of squares, max, sum of exp) are
   tree reductions in shared memory, then one pass stores;
 - absmax: the first pass of a quantized read, an atomic max into a one-element scale;
-- scatter (a put_along, scatter.py): a grid-stride loop over the index's lines, each line's
+- scatter (a put_along, render/put_along.py): a grid-stride loop over the index's lines, each line's
   entries in order;
-- gemm (a kernel split for a library matmul, extern.py): no code here; the device calls
+- gemm (a kernel split for a library matmul, render/extern.py): no code here; the device calls
   the library between the kernel's launches (its launch is None);
-- attention (attention.py's online form): a block per head and tile of rows, keys a tile
-  at a time with an online softmax (attention_cuda.py).
+- attention (lowering/attention.py's online form): a block per head and tile of rows, keys a tile
+  at a time with an online softmax (cuda/attention.py).
 
 `prepare` makes a kernel what a GPU runs: its other attention stages unfolded, matmul
 stages split around a library's gemm where there is one.
@@ -28,10 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
-from . import attention, attention_cuda, batched, grouped, scatter, sort_cuda, typed
-from .emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
-from .extern import split_matmuls
-from .ir import (
+from ..ir import (
     AbsMax,
     AttentionStage,
     BatchedMatmulStage,
@@ -43,7 +40,14 @@ from .ir import (
     RowStage,
     ScatterStage,
 )
-from .tiles import tile_products
+from ..lowering import attention
+from ..render import batched, grouped, put_along
+from ..render.emit import HELPERS, RowValues, Scope, Source, constant, origin, reduction, store, unflatten
+from ..render.extern import split_matmuls
+from ..render.tiles import tile_products
+from . import attention as attention_cuda
+from . import sort as sort_cuda
+from . import typed
 
 TILED = (MatmulStage, BatchedMatmulStage, GroupedMatmulStage, AttentionStage)  # stages of T x T threads with shared tiles
 
@@ -75,8 +79,8 @@ class Target:
 def prepare(kernel: Kernel, library: bool = False) -> Kernel:
     """The kernel as a GPU runs it: its attention stages of the online form one stage each
     (their scratch buffers one element, never touched), any other unfolded into its stages;
-    a scratch parameter for each stable sort's rank (sort_cuda.py);
-    with `library`, its matmul stages split around the library's gemm (extern.py)."""
+    a scratch parameter for each stable sort's rank (cuda/sort.py);
+    with `library`, its matmul stages split around the library's gemm (render/extern.py)."""
     kernel = sort_cuda.with_sort_scratch(attention.unfold(kernel, attention.online))
     if library:
         kernel = split_matmuls(kernel)
@@ -91,7 +95,7 @@ def render(kernel: Kernel, target: Target) -> tuple[str, tuple[tuple[int, int] |
 
 def render_marked(kernel: Kernel, target: Target):
     """`render`'s source and launches, and the line marks (line → what it computes: see
-    `emit.origin`). The source is typed first (typed.py): a KernelTypeError names the line
+    `emit.origin`). The source is typed first (cuda/typed.py): a KernelTypeError names the line
     and the member statement it computes."""
     src = Source(kernel.params)
     for line in HEADER.format(kind=kernel.kind, tile=target.tile, block=target.block,
@@ -248,7 +252,7 @@ def row(src: Source, stage: RowStage, kernel: Kernel, target: Target) -> None:
             how = reduction(op.cls)
             if how == "select" or (how == "count" and n not in sorts):
                 continue  # no statistics: each stored element selects (or counts) again (emit.RowValues)
-            if how == "count":  # the row sorted once in the kernel's scratch (sort_cuda.py)
+            if how == "count":  # the row sorted once in the kernel's scratch (cuda/sort.py)
                 values.stats[n] = {"rank": sort_cuda.rank_row(
                     src, sorts[n], r, op.x.shape[-1], lambda j, op=op: Scope(src, row=values.value).at(op.x, lead + (j,)))}
             elif how in ("average", "moments"):
@@ -319,4 +323,4 @@ def attention_stage(src: Source, stage: AttentionStage, kernel: Kernel, target: 
 
 RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul, RowStage: row,
           BatchedMatmulStage: batched.render_cuda, GroupedMatmulStage: grouped.render_cuda,
-          AttentionStage: attention_stage, ScatterStage: scatter.render_cuda}
+          AttentionStage: attention_stage, ScatterStage: put_along.render_cuda}

@@ -1,6 +1,6 @@
 """Layouts as views: a chain of layout reads over a buffer as strides into that buffer.
 
-A layout class moves elements without computing (codegen/layout.py), so a chain of them
+A layout class moves elements without computing (codegen/lowering/layout.py), so a chain of them
 over a buffer (reshape, permute, expand, slice, transpose) reads element `idx` of the
 result at one flat position of the buffer: an offset plus, per result axis, the index
 times a stride, exactly as torch's and NumPy's views do. An axis that a reshape merged
@@ -8,8 +8,8 @@ from axes with unrelated strides (GQA's expand of key/value heads, then the merg
 head axes) is kept as several factors, each a (size, stride) from outer to inner; the
 index of such an axis is split into its factors.
 
-Readers that take a block of memory as it lies (the BLAS matmul core, cpu_gemm.py and
-batched.py) read a view directly: nothing is copied, and the cost model (cost.py) counts
+Readers that take a block of memory as it lies (the BLAS matmul core, cpu/gemm.py and
+render/batched.py) read a view directly: nothing is copied, and the cost model (cost.py) counts
 only the bytes a view's reader loads. What is not a view (a pointwise prologue, a `cat`,
 a dtype conversion, a reshape across strides that do not split) is computed into a buffer.
 
@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ..ops import Ops
-from .ir import Expr, Load, Remap, Transpose
+from ...ops import Ops
+from ..ir import Expr, Load, Remap, Transpose
 
 Factor = tuple[int, int]  # (size, stride in elements)
-FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (extern.py's list)
+FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (render/extern.py's list)
 
 
 @dataclass(frozen=True)

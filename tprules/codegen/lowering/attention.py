@@ -1,7 +1,7 @@
 """Attention's chain: a bmm, the work over its result, and the bmm that reads it, run as
 one stage per batch index and tile of rows.
 
-Scheduled stage by stage (schedule.py), attention's QKᵀ → scale → mask → softmax → ·V is a
+Scheduled stage by stage (lowering/schedule.py), attention's QKᵀ → scale → mask → softmax → ·V is a
 bmm stage, a row stage and a bmm stage, with the [heads, seq, seq] scores and
 probabilities in scratch buffers between them. The stages between the two products read
 those buffers only at the index they compute when their work is elementwise and reshapes
@@ -15,10 +15,10 @@ time is enough. A *chain* is such a run of stages:
   and whose right operands and stores do not read them; nothing after it reads them.
 
 `lower` folds each chain into one `AttentionStage` (`fold`). The CPU runs it per head and
-tile of rows with BLAS (attention_cpu.py): the chain's buffers are arrays of the tile's own,
+tile of rows with BLAS (cpu/attention.py): the chain's buffers are arrays of the tile's own,
 never whole. A GPU runs the common form (one QKᵀ, pointwise work, a softmax whose result ·V
 reads as it is: `online`) as one stage with an online softmax over tiles of keys
-(attention_cuda.py), the scores never leaving the multiprocessor; any other chain is
+(cuda/attention.py), the scores never leaving the multiprocessor; any other chain is
 unfolded into its stages there (`unfold`). The cost model (cost.py) counts no memory
 traffic for the chain's buffers where the machine runs the chain as one stage.
 """
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import prod
 
-from ..ops import Ops
-from .ir import (
+from ...ops import Ops
+from ..ir import (
     AbsMax,
     AttentionStage,
     BatchedMatmulStage,
@@ -179,7 +179,7 @@ def unfold(kernel: Kernel, keep=lambda stage: False) -> Kernel:
 
 
 def online(stage: AttentionStage) -> bool:
-    """Whether a GPU runs the chain as one stage with an online softmax (attention_cuda.py):
+    """Whether a GPU runs the chain as one stage with an online softmax (cuda/attention.py):
     one QKᵀ, pointwise stages, then a softmax whose only store is its float32 result, which
     the one ·V reads as it lies. (Scaled by the row's running maximum and sum as keys come,
     the result is only right for a product that is linear in the probabilities.)"""

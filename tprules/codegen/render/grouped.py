@@ -9,24 +9,24 @@ weights are read once for all its rows, not once per row as a gather of weights 
 - CPU with BLAS (`render_cpu_gemm`): the groups' bounds first, then one BLAS call per
   expert, tile of its rows and tile of the columns (a `prange` over column tiles x experts
   x row tiles, the column tiles a multiple of the threads), A and B read as views
-  where they are (views.py: the checkpoint's [E, N, K] weights read transposed), else
+  where they are (render/views.py: the checkpoint's [E, N, K] weights read transposed), else
   computed once into a buffer; the epilogue runs over each tile;
 - CPU, own core: the same bounds, then a `prange` over rows, each finding its expert,
   one accumulator row;
 - CUDA: the matmul stage's T x T shared-memory tiles, the tile loop over experts x row
-  tiles x column tiles, a tile past its expert's rows skipped as a whole block (tiles.py).
+  tiles x column tiles, a tile past its expert's rows skipped as a whole block (render/tiles.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ops import Ops
+from ...ops import Ops
+from ..cpu.gemm import tile_plan
+from ..ir import Acc, GroupedMatmulStage, Kernel, Load, Remap
 from .batched import TILE_ROWS, operand
-from .cpu_gemm import tile_plan
 from .emit import Scope, Source, store
 from .extern import direct_stores
-from .ir import Acc, GroupedMatmulStage, Kernel, Load, Remap
 from .tiles import tile_sums
 
 

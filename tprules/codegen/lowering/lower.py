@@ -4,22 +4,21 @@ Parameters are named p0, p1, ... in order of first use, and sizes are constants,
 groups that compute the same thing on the same shapes (chip 0's and chip 1's GELU) render
 to the same source and compile once.
 
-A `put_along` (schedule.py) is a pointwise stage copying x into its buffer, then the scatter
+A `put_along` (lowering/schedule.py) is a pointwise stage copying x into its buffer, then the scatter
 over its index (ir.ScatterStage). Where x is a program input read by that statement alone,
 its buffer is the put_along's (`Param.alias`) and nothing is copied: inputs are uploaded
 for each run (runtime/executor.py), so no other kernel and no later run sees the write. A
-stored reshape of a put_along is its buffer, reshaped (schedule.py's `views`).
+stored reshape of a put_along is its buffer, reshaped (lowering/schedule.py's `views`).
 """
 
 from __future__ import annotations
 
 from typing import cast
 
-from .. import ops
-from ..ops import Ops
-from ..program.model import BMM, GROUPED, LAYOUT, MATMUL, ROW, WINDOW, Program, Statement
-from . import attention, layout, window
-from .ir import (
+from ... import ops
+from ...ops import Ops
+from ...program.model import BMM, GROUPED, LAYOUT, MATMUL, ROW, WINDOW, Program, Statement
+from ..ir import (
     AbsMax,
     Acc,
     BatchedMatmulStage,
@@ -41,6 +40,7 @@ from .ir import (
     Store,
     Transpose,
 )
+from . import attention, layout, window
 from .schedule import LOCAL, SCATTER, Schedule, operands, schedule
 
 
@@ -203,5 +203,5 @@ class Lowering:
 
 def lower(group, prog: Program) -> Kernel:
     """The kernel of one planned group (see ir.py for what a kernel holds), attention's
-    chains each one stage (attention.py)."""
+    chains each one stage (lowering/attention.py)."""
     return attention.fold(Lowering(group, prog).kernel())

@@ -4,7 +4,7 @@ On a GPU with cuBLAS at hand (runtime/devices/matmul.py), each matmul of a matmu
 becomes a `Gemm` stage the device hands to the library, between stages our kernel runs:
 
 1. a pointwise stage that computes every operand that is not a buffer as it lies, or a view
-   of one (views.py: a reshape, permute, slice or expand keeping one stride on each of the
+   of one (render/views.py: a reshape, permute, slice or expand keeping one stride on each of the
    block's two axes, handed to the library as an offset and a leading dimension), into a
    scratch buffer (a fused prologue, a quantized read, heads merged back across strides);
 2. one `Gemm` per matmul, into a scratch buffer for its result, or straight into the
@@ -13,7 +13,7 @@ becomes a `Gemm` stage the device hands to the library, between stages our kerne
 
 The other stages are left as they are. The kernel's parameters grow by the scratch
 buffers; the executor allocates them like any other. `buffer_of` and `direct_stores`
-(what a library reads and writes as it lies) serve the CPU's BLAS core too (cpu_gemm.py).
+(what a library reads and writes as it lies) serve the CPU's BLAS core too (cpu/gemm.py).
 
 >>> # see tests/runtime/test_library_matmul.py for the stages of the usual groups
 """
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
 
-from ..ops import Ops
-from .ir import Acc, Expr, Gemm, GroupedMatmulStage, Kernel, Load, MatmulStage, Op, Param, Pointwise, Stage, Store, Transpose
+from ...ops import Ops
+from ..ir import Acc, Expr, Gemm, GroupedMatmulStage, Kernel, Load, MatmulStage, Op, Param, Pointwise, Stage, Store, Transpose
 from .views import block, view_of
 
 FLOAT_BUFFERS = ("f32", "f16", "bf16")  # kept as float32 in buffers (f16, bf16 rounded)
@@ -75,7 +75,7 @@ def _scratch(params: list[Param], shape) -> str:
 
 def view_block(e: Expr, kernel: Kernel) -> tuple[str, bool, tuple[int, int]] | None:
     """(parameter, transposed, (offset, leading dimension)) when the 2-D operand `e` is a view
-    of a float32 buffer whose block a library reads as it lies (views.py), else None."""
+    of a float32 buffer whose block a library reads as it lies (render/views.py), else None."""
     v = view_of(e, {p.name: p.dtype for p in kernel.params})
     how = block(v, *e.shape) if v is not None and len(e.shape) == 2 else None
     return None if v is None or how is None else (v.param, how[0], (v.offset, how[1]))

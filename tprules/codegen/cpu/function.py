@@ -2,16 +2,14 @@
 nest whose outer loop is a `prange` (parallel when the kernel is big enough to gain).
 
 A matmul stage has two renderings: BLAS tiles with the prologue and epilogue around them
-(`cpu_gemm.py`, the default), or plain loops (`matmul_loops`, the own core, for a machine
+(`cpu/gemm.py`, the default), or plain loops (`matmul_loops`, the own core, for a machine
 without SciPy's BLAS); the device chooses (runtime/devices/matmul.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import attention, attention_cpu, batched, cpu_gemm, grouped, scatter
-from .emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
-from .ir import (
+from ..ir import (
     AbsMax,
     AttentionStage,
     BatchedMatmulStage,
@@ -25,6 +23,11 @@ from .ir import (
     ScatterStage,
     children,
 )
+from ..lowering import attention
+from ..render import batched, grouped, put_along
+from ..render.emit import HELPERS, RowValues, Scope, Source, constant, reduction, store, unflatten
+from . import attention as attention_cpu
+from . import gemm as cpu_gemm
 
 PARALLEL_WORK = 1 << 15  # below this, starting threads costs more than it saves
 
@@ -266,4 +269,4 @@ def mean_row(src: Source, values: RowValues, op, lead, scope: Scope) -> dict[str
 
 RENDER: dict[type, Callable[..., None]] = {Pointwise: pointwise, AbsMax: absmax, MatmulStage: matmul_loops, RowStage: row,
           BatchedMatmulStage: batched.render_cpu, GroupedMatmulStage: grouped.render_cpu,
-          ScatterStage: scatter.render_cpu}
+          ScatterStage: put_along.render_cpu}

@@ -1,8 +1,8 @@
-"""Attention's chain on a GPU (attention.py, the `online` form): one stage, a block per
+"""Attention's chain on a GPU (lowering/attention.py, the `online` form): one stage, a block per
 batch index and tile of T query rows, looping over tiles of T keys with an online softmax.
 
 For each key tile, each thread computes one score of QKᵀ from shared-memory tiles of the
-operands (tiles.py), the pointwise work and the softmax's input on it in registers (the
+operands (render/tiles.py), the pointwise work and the softmax's input on it in registers (the
 chain reads its buffers only at the index it computes), and the block keeps, per row, the
 running maximum m and sum l of exp(x - m). The tile's exp(x - m) go to shared memory and
 are multiplied by the key tile's rows of the values into each thread's accumulators, which
@@ -13,9 +13,9 @@ leave the multiprocessor: no buffer holds them, and one launch does what three d
 
 from __future__ import annotations
 
-from .emit import Scope, Source, store, subscript, unflatten
-from .ir import AttentionStage, Kernel
-from .tiles import tile_sums
+from ..ir import AttentionStage, Kernel
+from ..render.emit import Scope, Source, store, subscript, unflatten
+from ..render.tiles import tile_sums
 
 
 class RegisterScope(Scope):

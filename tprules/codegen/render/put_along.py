@@ -10,9 +10,9 @@ are checked before a run: runtime/semantics.py) and writes nothing.
 
 from __future__ import annotations
 
-from ..program.records import INTEGER
+from ...program.records import INTEGER
+from ..ir import Kernel, ScatterStage
 from .emit import Scope, Source, constant, store_cast, unflatten
-from .ir import Kernel, ScatterStage
 
 
 def render_cpu(src: Source, stage: ScatterStage, kernel: Kernel) -> None:

@@ -23,7 +23,7 @@ are fixed text: every argument and result float32 (their names read from `emit.H
 >>> check("@cuda.jit\\ndef kernel(stage, p0):\\n    p0[f32(0)] = f32(1)\\n", {"p0": ("f32", 1)})
 Traceback (most recent call last):
 ...
-tprules.codegen.typed.KernelTypeError: line 3: subscript of p0 by f32 (an index must be an integer)
+tprules.codegen.cuda.typed.KernelTypeError: line 3: subscript of p0 by f32 (an index must be an integer)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import NoReturn
 
-from .emit import HELPERS as HELPER_SOURCE
+from ..render.emit import HELPERS as HELPER_SOURCE
 
 INT, F32, F64, BOOL, NONE = "int", "f32", "f64", "bool", "none"
 NUMERIC = (INT, F32, F64)

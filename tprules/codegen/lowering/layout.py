@@ -1,5 +1,5 @@
 """Layout classes in a kernel: each element of the result is one element of an operand,
-read at another index. Nothing is copied: a layout member floats (schedule.py) and is
+read at another index. Nothing is copied: a layout member floats (lowering/schedule.py) and is
 evaluated where it is read, by mapping the reader's index to the operand's.
 
 - reshape: axis groups whose sizes multiply to the same number are matched; an index is
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from math import prod
 
-from .. import ops
-from ..ops import Ops, dims
-from ..program.axes import axis_groups
-from .ir import Concat, Expr, Gather, Remap
+from ... import ops
+from ...ops import Ops, dims
+from ...program.axes import axis_groups
+from ..ir import Concat, Expr, Gather, Remap
 
 NODES = (Remap, Concat, Gather)
 
@@ -47,7 +47,7 @@ LOWERINGS = ops.require({
     Ops.TAKE_ROWS: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype),
     Ops.TAKE_ALONG: lambda s, args, shape, dtype: Gather(args[0], args[1], shape, dtype,
                                                          axis=int(s.attr("axis")) % len(shape)),
-}, ops.LAYOUT - {Ops.TRANSPOSE}, "codegen's layout lowerings")  # a transpose is a stage's flip (lower.py)
+}, ops.LAYOUT - {Ops.TRANSPOSE}, "codegen's layout lowerings")  # a transpose is a stage's flip (lowering/lower.py)
 
 
 def expression(s, args: tuple[Expr, ...], shape, dtype: str) -> Expr:

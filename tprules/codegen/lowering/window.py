@@ -1,19 +1,19 @@
 """Window classes in a kernel. conv1d, a weighted sum over a short window of an operand, is
-computed where it is read (like a layout member, it floats; schedule.py). The taps are a
+computed where it is read (like a layout member, it floats; lowering/schedule.py). The taps are a
 loop over the window in the kernel's source, each reading the operand at the tap's index
 in a scope of its own, so what one tap computes never leaks into another (or past a tap
 outside x): for each channel i of the output channel's group and each offset k, the input
 at t + k − padding when it lies in the sequence, times w[o, i, k]; then the bias.
 
 put_along is lowered here to its description (ir.PutAlong), which a scatter stage writes
-(codegen/scatter.py): x, then each entry of the index put where it names.
+(codegen/render/put_along.py): x, then each entry of the index put where it names.
 """
 
 from __future__ import annotations
 
-from .. import ops
-from ..ops import Ops
-from .ir import Expr, PutAlong, Window
+from ... import ops
+from ...ops import Ops
+from ..ir import Expr, PutAlong, Window
 
 NODES = (Window,)
 

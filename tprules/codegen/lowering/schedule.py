@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ops import Ops
-from ..program.model import BMM, GROUPED, INDEXED, MATMUL, ROW, Program, Statement
+from ...ops import Ops
+from ...program.model import BMM, GROUPED, INDEXED, MATMUL, ROW, Program, Statement
 
 SCATTER = "scatter"
 LOCAL = None  # operand placeholder: a fused fold's own-chip partial, a kernel argument
@@ -102,7 +102,7 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
             else:
                 stages.append(StagePlan(MATMUL.value, shape(t), [s.name], dims=dims))
             bound[t] = len(stages) - 1
-        elif s.cls == BMM:  # as a matmul, one per batch index (codegen/batched.py)
+        elif s.cls == BMM:  # as a matmul, one per batch index (codegen/render/batched.py)
             first = max(ready(u) for u in reads)
             batch, m, k = shape(reads[0])
             dims = (batch, m, shape(t)[2], k)
@@ -111,7 +111,7 @@ def schedule(members: list[Statement], prog: Program) -> Schedule:
             else:
                 stages.append(StagePlan(BMM.value, shape(t), [s.name], dims=dims))
             bound[t] = len(stages) - 1
-        elif s.cls == GROUPED:  # one per stage: its groups are data (codegen/grouped.py)
+        elif s.cls == GROUPED:  # one per stage: its groups are data (codegen/render/grouped.py)
             for u in reads:
                 ready(u)  # a value bound to an earlier stage is stored for this one
             m, k = shape(reads[0])
