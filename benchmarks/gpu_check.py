@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
     from tprules.planner import plan as make_plan
     from tprules.runtime import Program, execute
-    from tprules.runtime.groups import unfused
+    from tprules.runtime.plan.groups import unfused
     from tprules.workspace import Workspace
 
     started = time.perf_counter()

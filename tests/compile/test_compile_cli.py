@@ -141,7 +141,7 @@ def test_a_sequence_parallel_program_builds_for_sm_90(nvvm):
 def test_collective_kernels_build_for_sm_90(nvvm):
     """facts/async-tp-mlp-tp2 under the shim that declares collective kernels: each kernel's
     parts (its fold, and its matmuls or norm beside it) build, as `run` compiles them
-    (runtime/collective.py); the reduce-scatter's fold is the collective, no kernel."""
+    (runtime/plan/collective.py); the reduce-scatter's fold is the collective, no kernel."""
     r = tprules("compile", "facts/async-tp-mlp-tp2", "--shim", "cuda-lane:h200:Bf16SymmMem", "--device", "cuda",
                 "--arch", "sm_90", "--format", "json")
     assert r.returncode == 0, r.stderr

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from tprules.runtime import Program, execute
-from tprules.runtime.compare import errors
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.compare import errors
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 from .tiny import MUST_WORK, facts
@@ -74,7 +74,7 @@ def test_an_imported_model_on_mpi_ranks_gives_the_one_process_outputs(imported, 
 
 
 def test_an_output_off_from_expected_is_a_mismatch(imported, tmp_path):
-    from tprules.runtime.compare import compare
+    from tprules.runtime.values.compare import compare
 
     folder = shutil.copytree(imported("qwen2", 2), tmp_path / "p")
     prog = Program.from_workspace(Workspace(folder))

@@ -21,7 +21,7 @@ RULE_LANGUAGE = ("datalog", "explain")  # the Datalog wing (tprules/datalog/) an
 # Words that are a class's name and mean something else here, each said why.
 OTHER_MEANINGS = {
     ("codegen/lowering/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
-    ("runtime/buffers.py", "scale"): "the same parameter role",
+    ("runtime/execution/buffers.py", "scale"): "the same parameter role",
     ("codegen/cpu/function.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
     ("codegen/cuda/kernel.py", "amax"): "the same variable's stem",
     ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",

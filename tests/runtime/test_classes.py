@@ -172,8 +172,8 @@ def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
 
 
 def test_top_k_takes_the_lower_index_first_among_equals(programs):
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
 
     prog = Program.from_workspace(Workspace(programs["routing"]))
     got = reference(prog, program_inputs(prog)).get("i")

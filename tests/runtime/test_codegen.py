@@ -11,7 +11,7 @@ from tprules.codegen.cuda import kernel as cuda
 from tprules.codegen.ir import Load, Op, Pointwise
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 from tprules.workspace import Workspace
 
 CASES = cases()

@@ -10,7 +10,7 @@ from plans import EXAMPLES, FACTS, cases, example, fused_plan
 
 from tprules.planner import plan as make_plan
 from tprules.runtime import execute
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 
 CASES = cases()
 DEVICES = ("cpu", "sim")

@@ -12,7 +12,7 @@ from tprules.codegen import lower
 from tprules.planner.plan import Group
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Prepared, Program, run_plan
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 from tprules.workspace import Workspace
 
 # along axis 0, ids that repeat (the last wins), the index shorter than x on axes 1 and 2

@@ -13,7 +13,7 @@ from tprules.codegen.cuda import typed
 from tprules.planner import plan as make_plan
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 from tprules.workspace import Workspace
 
 PARAMS = {"p0": ("f32", 2), "p1": ("i64", 1), "p2": ("f32", 1)}

@@ -80,7 +80,7 @@ class Link:
     """How a machine's chips send each other a collective's tensors. `direct`: each chip
     receives every other chip's operand, one transfer each (`run` in one process: a fold's
     all-reduce receives N − 1 partials, an all-gather N − 1 slices, a reduce-scatter block k
-    of N − 1 partials: 1/N of the all-reduce's bytes; runtime/executor.py);
+    of N − 1 partials: 1/N of the all-reduce's bytes; runtime/execution/executor.py);
     `ring`: NCCL's ring, an all-reduce sending 2 (N − 1) / N of the tensor through each chip,
     an all-gather or a reduce-scatter (N − 1) / N (the all-reduce's first half), for one
     latency per collective."""

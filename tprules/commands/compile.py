@@ -64,8 +64,8 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
     from ..codegen.cuda import nvvm
     from ..planner.plan import Group
     from ..runtime import Program
-    from ..runtime.groups import ordered_groups
-    from ..runtime.groups import unfused as one_each
+    from ..runtime.plan.groups import ordered_groups
+    from ..runtime.plan.groups import unfused as one_each
 
     compiler = compiler or nvvm.Compiler(nvvm.parse_arch(arch))  # first: no NVVM, nothing else is done
     prog = Program.from_workspace(ws)
@@ -79,10 +79,10 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
 
             plan = make_plan(ws, machine="gpu" if matmul == "library" else "gpu (own tiles)")
         groups = ordered_groups(plan, prog)
-    from ..runtime.collective import expand
-    from ..runtime.scatter import reduce_scatters
+    from ..runtime.plan.collective import expand
+    from ..runtime.plan.reduce_scatter import reduce_scatters
 
-    groups = expand(groups, prog)[0]  # a collective kernel's parts, as run compiles them (runtime/collective.py)
+    groups = expand(groups, prog)[0]  # a collective kernel's parts, as run compiles them (runtime/plan/collective.py)
 
     scatters = reduce_scatters(prog)  # a reduce-scatter's fold alone is no kernel: run does it as a collective
     groups = [g for g in groups if not (g.place == "collective" and len(g.members) == 1 and g.members[0] in scatters)]

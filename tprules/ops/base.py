@@ -113,7 +113,7 @@ class OpClass:
     # the subscript, in the reference and in the kernels (codegen/render/emit.py `Scope.index`)
     ids: tuple[int, ...] = ()
     # the ids' range: `bound(attrs, shapes)` is how many positions they index (an id lies in
-    # 0..bound − 1; runtime/semantics.py refuses one outside), None where any id is an answer
+    # 0..bound − 1; runtime/values/semantics.py refuses one outside), None where any id is an answer
     bound: Callable | None = None
     transcendental: bool = False  # a libm call, not a few instructions (codegen/cost.py)
     spec: bool = False  # one of SPEC §4's seventeen

@@ -7,7 +7,7 @@ to the same source and compile once.
 A `put_along` (lowering/schedule.py) is a pointwise stage copying x into its buffer, then the scatter
 over its index (ir.ScatterStage). Where x is a program input read by that statement alone,
 its buffer is the put_along's (`Param.alias`) and nothing is copied: inputs are uploaded
-for each run (runtime/executor.py), so no other kernel and no later run sees the write. A
+for each run (runtime/execution/executor.py), so no other kernel and no later run sees the write. A
 stored reshape of a put_along is its buffer, reshaped (lowering/schedule.py's `views`).
 """
 

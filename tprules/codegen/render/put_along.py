@@ -5,7 +5,7 @@ different lines name different places of the result, so lines run in parallel (a
 on the CPU, a grid-stride loop on a GPU). The entries of one line run in order along the
 axis, each writing the source there (or the value) at the place it names, so the last entry
 naming a place wins, as the reference's. An id outside the axis names no place (the ids
-are checked before a run: runtime/semantics.py) and writes nothing.
+are checked before a run: runtime/values/semantics.py) and writes nothing.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ torch.scatter (of a value or a source) along an axis, the gather and scatter of
 mixture-of-experts routing (a router's weights at its top-k ids, DeepSeek's group-limited
 mask `zeros_like(s).scatter_(1, group_idx, 1)`, an indexer's mask, Llama 4's scores put
 into −inf), as the classes take_along and put_along. The index is read as integer ids; one outside the axis is refused where
-the program runs (runtime/semantics.py), since it is computed.
+the program runs (runtime/values/semantics.py), since it is computed.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ made by that chip's thread once the source chip has finished what it had queued.
 
 The chips share the process's memory (`shares_spine`): a spine kernel, whose result is the
 same on every chip, runs once, on chip 0's thread with every core, and the other chips
-read its buffers where they lie once it is done (runtime/executor.py).
+read its buffers where they lie once it is done (runtime/execution/executor.py).
 
 Matmul stages call SciPy's BLAS on tiles where it is present (see matmul.py).
 

@@ -1,7 +1,7 @@
 """The order a run launches its kernels in, on chips that share one machine's cores (the CPU).
 
 Each chip's queue runs its kernels in the order they are launched, and on the CPU a spine
-kernel runs once, on chip 0's queue, with every core (executor.py). Launched in plan order
+kernel runs once, on chip 0's queue, with every core (runtime/execution/executor.py). Launched in plan order
 (program order of each group's first member), a spine kernel that no other chip waits for
 can hold chip 0's queue, and the cores, ahead of one that every other chip waits for: in
 Qwen2-MoE's layer the shared expert (spine: the plan does not split it) comes before the

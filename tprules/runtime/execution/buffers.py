@@ -1,4 +1,4 @@
-"""A kernel's buffers on one chip, by parameter role (executor.py; on ranks a chip of
+"""A kernel's buffers on one chip, by parameter role (runtime/execution/executor.py; on ranks a chip of
 another rank gets placeholders)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.ir import Kernel
-from ..program.records import INTEGER
+from ...codegen.ir import Kernel
+from ...program.records import INTEGER
 
 REMOTE = None  # a chip of another rank holds the tensor
 QUANT_SCALE = "scale"  # the role of a quantized read's scale: its max starts at zero

@@ -13,11 +13,11 @@ import zlib
 
 import numpy as np
 
-from .. import ops
-from ..errors import IllFormed
-from ..ops import Ops
-from ..pos import Pos
-from ..program.model import Program, Tensor
+from ... import ops
+from ...errors import IllFormed
+from ...ops import Ops
+from ...pos import Pos
+from ...program.model import Program, Tensor
 from .semantics import store
 
 

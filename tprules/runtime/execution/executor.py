@@ -16,10 +16,10 @@ each chip computing the same value again. A fold alone reads the other chips' pa
 (an all-gather's `cat` their slices) where they lie too: each is still a transfer, counted
 and traced (`read from chip k`), but nothing is copied. Nothing ever writes into a buffer a
 kernel reads, so sharing it is safe. The ranks of `--ranks`/`--mpi` keep a copy on each chip.
-On such a device the kernels are launched in a list schedule's order (launch_order.py): the spine
+On such a device the kernels are launched in a list schedule's order (runtime/execution/launch_order.py): the spine
 kernel that other chips wait for goes ahead of one that none does.
 
-The executor is parameterised by a world (world.py): which chips this process holds, and
+The executor is parameterised by a world (runtime/execution/world.py): which chips this process holds, and
 how it reaches the others. In one process (`World`) it holds every chip. As one MPI rank
 (`distributed.world.RankWorld`) every rank walks the whole ordered plan, so all ranks know
 where every tensor is held (a chip of another rank holds it as `REMOTE`) and take part in
@@ -31,7 +31,7 @@ the same exchanges in the same order (so they cannot deadlock):
   its own chips hold (in operand order, float32), then the world adds the ranks' sums, and
   every chip receives the fold's value in its destination's dtype; an all-gather's fold
   (a `cat`) is an all-gather of every rank's chips' slices, joined in chip order;
-- a reduce-scatter's fold alone (scatter.py), in one process as on ranks, is a reduce-scatter:
+- a reduce-scatter's fold alone (runtime/plan/reduce_scatter.py), in one process as on ranks, is a reduce-scatter:
   chip k receives only block k of the sum (on ranks, the world's reduce-scatter of each
   rank's local partial sum), and its slice reads that block;
 - a tensor a chip needs from another rank's chip comes point-to-point through the world.
@@ -47,15 +47,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen.ir import Kernel
-from ..ops import Ops
-from ..program.model import Program
+from ...codegen.ir import Kernel
+from ...ops import Ops
+from ...program.model import Program
+from ..devices.base import Compiled, Queue
+from ..plan.collective import CollectiveKernel
+from ..plan.reduce_scatter import Scatter, reduce_scatters
+from ..trace import HOST, member_modules
+from ..values.semantics import store
 from .buffers import REMOTE, buffers
-from .collective import CollectiveKernel
-from .devices.base import Compiled, Queue
-from .scatter import Scatter, reduce_scatters
-from .semantics import store
-from .trace import HOST, member_modules
 from .world import Traffic, World
 
 
@@ -123,7 +123,7 @@ class Executor:
         this process's chips and the spine's; `share` False: every chip runs each spine
         kernel, even where they could share it; `world`: one process holding every chip
         unless given; `spans`: where each collective kernel's parts begin in `kernels`
-        (collective.py; on ranks each runs as one overlapped kernel, overlap.py)."""
+        (runtime/plan/collective.py; on ranks each runs as one overlapped kernel, runtime/execution/overlap.py)."""
         self.prog = prog
         self.spans = spans or {}
         self.device = device
@@ -135,7 +135,7 @@ class Executor:
         self.scatters = reduce_scatters(prog)
         self.order = None  # launch order where it is not plan order
         if self.share and not self.world.collectives:
-            from ..codegen.cost import MACHINES, estimate
+            from ...codegen.cost import MACHINES, estimate
             from .launch_order import launch_order
 
             machine = MACHINES["cpu"]
@@ -160,7 +160,7 @@ class Executor:
             before = Traffic(*world.traffic.astuple())
             run = _Run(prog, world, queues, held, self.share, trace, self.scatters)
             started, cpu = time.perf_counter(), time.process_time()
-            if self.order is not None:  # chips sharing the cores: a list schedule (launch_order.py)
+            if self.order is not None:  # chips sharing the cores: a list schedule (runtime/execution/launch_order.py)
                 for at in self.order:
                     run.launch(self.kernels[at], self.compiled[at])
                     if progress is not None:
@@ -301,7 +301,7 @@ class _Run:
             self.launches[chip] += compiled.launches
 
     def collective_kernel(self, kernel: CollectiveKernel) -> None:
-        """A collective kernel on ranks, overlapping its transfer with its compute (overlap.py)."""
+        """A collective kernel on ranks, overlapping its transfer with its compute (runtime/execution/overlap.py)."""
         from .overlap import RUNS, blas_threads
 
         with blas_threads(self.world):

@@ -1,9 +1,9 @@
 """Collective kernels as MPI ranks run them, overlapping the transfer with the compute
-(collective.py says what a collective kernel is; executor.py calls these on ranks).
+(runtime/plan/collective.py says what a collective kernel is; runtime/execution/executor.py calls these on ranks).
 
 Each runs on the rank's host, as the ranks' collectives do (docs/distributed.md), with
 nonblocking sends and receives of the world (distributed/world.py), and computes every
-value with the reference's semantics (semantics.py), so the outputs are the unfused
+value with the reference's semantics (runtime/values/semantics.py), so the outputs are the unfused
 program's:
 
 - `all_gather_matmul`: a ring. At step s each rank holds the blocks of rank r - s; it sends
@@ -30,10 +30,10 @@ import time
 
 import numpy as np
 
-from ..ops import Ops
-from .collective import CollectiveKernel
-from .semantics import CLASSES, F32, apply, store
-from .trace import HOST, member_modules
+from ...ops import Ops
+from ..plan.collective import CollectiveKernel
+from ..trace import HOST, member_modules
+from ..values.semantics import CLASSES, F32, apply, store
 
 CHUNKS = 4  # row chunks of an all_reduce_norm's all-reduce
 PIECES = 4  # bands of rows a block's product is computed in, MPI given a turn between them
@@ -382,10 +382,10 @@ HOW = {"all_gather_matmul": "a ring of nonblocking sends and receives; each rank
 
 def shown(kernel: CollectiveKernel):
     """A collective kernel as `run --show kernels` prints it on ranks: no source, what it does."""
-    from .scatter import Shown
+    from ..plan.reduce_scatter import Shown
 
     return (Shown(kernel.group, kernel.members, f"collective kernel {kernel.pattern}", "collective"),
-            f"// {kernel.pattern} on each rank's host (runtime/overlap.py): {HOW[kernel.pattern]}")
+            f"// {kernel.pattern} on each rank's host (runtime/execution/overlap.py): {HOW[kernel.pattern]}")
 
 
 RUNS = {"all_gather_matmul": all_gather_matmul, "matmul_reduce_scatter": matmul_reduce_scatter,

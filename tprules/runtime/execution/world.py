@@ -1,6 +1,6 @@
 """Which chips this process holds, and how it reaches the processes that hold the others.
 
-The executor (executor.py) runs the same way in one process and on MPI ranks; what differs
+The executor (runtime/execution/executor.py) runs the same way in one process and on MPI ranks; what differs
 is this object, as in mpi4py's demos and Megatron's `parallel_state`: one object owns the
 communicator and knows which chips a process holds, and kernels, the planner and the
 executor never see MPI.
@@ -103,7 +103,7 @@ class World:
         return None
 
     def reference(self, prog, inputs: dict):
-        """The unfused reference of what this process checks (reference.py: every tensor)."""
-        from .reference import reference
+        """The unfused reference of what this process checks (runtime/values/reference.py: every tensor)."""
+        from ..values.reference import reference
 
         return reference(prog, inputs)

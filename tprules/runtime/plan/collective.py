@@ -2,14 +2,14 @@
 more than its fold runs as one collective, with the unfused program's outputs.
 
 Its parts are the fold alone (the collective: an all-gather, reduce-scatter or all-reduce,
-as executor.py runs a fold alone) and each other member alone, where it runs (the matmul
+as runtime/execution/executor.py runs a fold alone) and each other member alone, where it runs (the matmul
 of chip k on chip k; the residual add and the RMSNorm on the spine). Each part is lowered
 and compiled as any group is (so the kernel compiles for every device, cuda included).
 
 - In one process (`--device cpu|sim|cuda`), the parts run in order on the chips' queues:
   every value is the unfused program's, bit for bit.
 - As MPI ranks (`--ranks N`, `--mpi`) the kernel runs on the host of each rank as the
-  backends overlap it (overlap.py): the all-gather as a ring of nonblocking sends and
+  backends overlap it (runtime/execution/overlap.py): the all-gather as a ring of nonblocking sends and
   receives, each rank multiplying the block it has while the next is in flight; the
   reduce-scatter one destination block at a time, each sent while the next is computed; the
   all-reduce in row chunks, the norm applied to each chunk as it arrives.
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..planner.kernels import pattern_of
-from ..planner.plan import Group
-from ..program.model import Program
+from ...planner.kernels import pattern_of
+from ...planner.plan import Group
+from ...program.model import Program
 
 
 @dataclass(frozen=True)

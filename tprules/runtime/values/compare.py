@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import IllFormed
-from ..pos import Pos
-from ..program.model import Program
+from ...errors import IllFormed
+from ...pos import Pos
+from ...program.model import Program
 from .reference import Values
 
 TOLERANCE = {"f32": 1e-4, "f16": 4e-3, "bf16": 3e-2}

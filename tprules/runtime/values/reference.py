@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import IllFormed
-from ..program.model import Program, Statement
+from ...errors import IllFormed
+from ...program.model import Program, Statement
 from .semantics import OutOfRange, apply
 
 

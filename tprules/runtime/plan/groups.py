@@ -3,9 +3,9 @@ every statement in exactly one group, producers' groups before consumers' groups
 
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..planner.plan import Group, Plan
-from ..program.model import Program
+from ...errors import BadInput
+from ...planner.plan import Group, Plan
+from ...program.model import Program
 
 
 class BadPlan(BadInput):

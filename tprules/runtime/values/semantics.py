@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops
+from ... import ops
 
 F32 = np.float32
 
