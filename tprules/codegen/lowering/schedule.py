@@ -20,7 +20,7 @@ A `put_along` is a scatter (ir.ScatterStage): a stage of its own whose pass runs
 index, not its result, so nothing is computed in its pass and every reader reads it from
 its buffer. A `reshape` of it that is stored is that buffer itself (a view, `views`).
 
->>> # see tests/runtime/test_codegen.py for the stage lists of the usual groups
+>>> # see tests/codegen/test_codegen.py for the stage lists of the usual groups
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The other stages are left as they are. The kernel's parameters grow by the scrat
 buffers; the executor allocates them like any other. `buffer_of` and `direct_stores`
 (what a library reads and writes as it lies) serve the CPU's BLAS core too (cpu/gemm.py).
 
->>> # see tests/runtime/test_library_matmul.py for the stages of the usual groups
+>>> # see tests/codegen/render/test_library_matmul.py for the stages of the usual groups
 """
 
 from __future__ import annotations

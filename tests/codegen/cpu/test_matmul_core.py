@@ -24,7 +24,7 @@ from tprules.runtime.devices.cpu import CpuDevice, thread_shares
 from tprules.workspace import Workspace
 
 CASES = {p.stem: json.loads(p.read_text())
-         for p in sorted((Path(__file__).resolve().parent.parent / "data" / "runtime" / "matmul").glob("*.json"))}
+         for p in sorted((Path(__file__).resolve().parents[2] / "data" / "runtime" / "matmul").glob("*.json"))}
 INT8_SHIM = "cuda-lane:rtx3060:TwoPassInt8"  # reads a matmul's operand 0 as int8 in two passes
 
 

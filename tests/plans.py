@@ -1,4 +1,4 @@
-"""Hand-made plans for runtime tests (the real planner's plans are tested through `run`)."""
+"""Hand-made plans for the runtime and codegen tests (the real planner's plans are tested through `run`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tprules.planner.plan import Group, Plan
 
-FACTS = Path(__file__).resolve().parent.parent.parent / "facts"
+FACTS = Path(__file__).resolve().parent.parent / "facts"
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if (p / "op.facts").exists())
-CASES = Path(__file__).resolve().parent.parent / "data" / "runtime" / "fused"
+CASES = Path(__file__).resolve().parent / "data" / "runtime" / "fused"
 
 
 @lru_cache(maxsize=None)
