@@ -60,8 +60,8 @@ def main(argv=None) -> int:
     from tprules.planner import plan as make_plan
     from tprules.runtime import Prepared
     from tprules.runtime.devices import get_device
-    from tprules.runtime.executor import chips_of
-    from tprules.runtime.groups import unfused
+    from tprules.runtime.execution.executor import chips_of
+    from tprules.runtime.plan.groups import unfused
 
     with tempfile.TemporaryDirectory() as tmp:
         ws, prog = build(args, args.tp, Path(tmp))

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from tprules.runtime import Prepared, Program
     from tprules.runtime.devices import get_device
     from tprules.runtime.devices.cpu import CpuQueue
-    from tprules.runtime.groups import unfused
+    from tprules.runtime.plan.groups import unfused
     from tprules.workspace import Workspace
 
     ws = Workspace(args.dir)

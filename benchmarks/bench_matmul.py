@@ -1,4 +1,4 @@
-"""Which matmul core for the CPU kernels: the comparison behind codegen/cpu_gemm.py.
+"""Which matmul core for the CPU kernels: the comparison behind codegen/cpu/gemm.py.
 
     python benchmarks/bench_matmul.py [--repeat 10] [--threads 1]
 
@@ -40,7 +40,7 @@ def kernels():
     from numba import njit
 
     from tprules.codegen import blas
-    from tprules.codegen.cpu_gemm import tile_plan
+    from tprules.codegen.cpu.gemm import tile_plan
 
     blas.single_threaded()
 

@@ -82,7 +82,7 @@ def matmul_flops(prog) -> float:
 def estimated_seconds(ready, machine: str) -> float:
     """The cost model's estimate of the kernels' time, added up over the chips that run them."""
     from tprules.codegen.cost import MACHINES, estimate
-    from tprules.runtime.executor import chips_of
+    from tprules.runtime.execution.executor import chips_of
 
     m = MACHINES[machine]
     return sum(m.seconds(estimate(k, m)) * len(chips_of(k, ready.prog.chips)) for k in ready.kernels)
@@ -118,7 +118,7 @@ class Statements:
         self.out = prog.outputs[0]
         self.calls = len(prog.statements)
         if kind == "numpy":
-            from tprules.runtime.reference import reference
+            from tprules.runtime.values.reference import reference
 
             self.fn = lambda: reference(prog, inputs).get(self.out)
             return
@@ -199,9 +199,9 @@ def build(args, tp: int, tmp: Path):
 def bench_tp(args, tp: int, tmp: Path) -> list[dict]:
     from tprules.planner import plan as make_plan
     from tprules.runtime.devices import get_device
-    from tprules.runtime.groups import unfused
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.plan.groups import unfused
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
 
     ws, prog = build(args, tp, tmp)
     device = get_device(args.device, args.matmul)

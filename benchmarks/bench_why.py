@@ -69,7 +69,7 @@ class FreshStart:
     def __call__(self):
         model, ws = self.model, self.ws
         if hasattr(model, "arrays"):
-            from tprules.datalog.engine.column_model import ColumnarModel
+            from tprules.datalog.engine.fast_model import ColumnarModel
 
             fresh = ColumnarModel(ws.checked, model.symbols, model.arrays)
             fresh.round_arrays = model.round_arrays

@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
     from tprules.planner import plan as make_plan
     from tprules.runtime import Program, execute
-    from tprules.runtime.groups import unfused
+    from tprules.runtime.plan.groups import unfused
     from tprules.workspace import Workspace
 
     started = time.perf_counter()

@@ -119,7 +119,7 @@ class Imported(Kernels):
     def __init__(self, folder: Path, planned: bool, device):
         from tprules.planner import plan as make_plan
         from tprules.runtime import Program
-        from tprules.runtime.groups import unfused
+        from tprules.runtime.plan.groups import unfused
         from tprules.workspace import Workspace
 
         ws = Workspace(folder)

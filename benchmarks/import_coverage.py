@@ -81,9 +81,9 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     from tprules.errors import BadInput
     from tprules.frontends.drivers.hf import import_hf
     from tprules.runtime import Program, execute
-    from tprules.runtime.compare import errors
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.compare import errors
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
     from tprules.workspace import Workspace
 
     row = {"model_type": model_type, "weight_seed": seed}

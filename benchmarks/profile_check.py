@@ -43,14 +43,14 @@ PHASES = [
     ("topological order", "tprules.program.load", "topological_ids", 1),
     ("computed inputs (target, topo)", "tprules.datalog.facts.base", "FactBase.extend", 1),
     ("engine set-up", "tprules.workspace", "make_engine", 0),
-    ("evaluate", "tprules.datalog.engine.columnar", "ColumnarEngine.evaluate", 0),
-    ("stratum", "tprules.datalog.engine.columnar", "ColumnarEngine._run_stratum", 1),
+    ("evaluate", "tprules.datalog.engine.fast", "ColumnarEngine.evaluate", 0),
+    ("stratum", "tprules.datalog.engine.fast", "ColumnarEngine._run_stratum", 1),
     ("verdicts (judge)", "tprules.workspace", "judge", 0),
     ("output (JSON)", "tprules.commands.common", "emit_json_lines", 0),
     ("verdicts as JSON lines", "tprules.verdicts", "VerdictTable.json_lines", 1),
 ]
 IMPORTS = ["numpy", "json", "tprules.cli", "tprules.commands.check", "tprules.workspace", "tprules.program.load",
-           "tprules.datalog.facts.scan", "tprules.datalog.engine.columnar", "tprules.verdicts", "tprules.commands.common"]
+           "tprules.datalog.facts.scan", "tprules.datalog.engine.fast", "tprules.verdicts", "tprules.commands.common"]
 
 
 def resident_mib() -> tuple[float, float]:

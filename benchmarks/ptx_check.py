@@ -1,7 +1,7 @@
 """Compile every CUDA kernel of a set of programs for a GPU architecture, with no GPU: each
 program unfused, as planned (with our own tiles and split around a library's gemm) and the
 hand-made fused groups of tests/data/compile/groups.json (every stage kind in its fused
-forms). The same code as `tprules compile` (tprules/commands/compile.py, codegen/nvvm.py).
+forms). The same code as `tprules compile` (tprules/commands/compile.py, codegen/cuda/nvvm.py).
 
     python benchmarks/ptx_check.py [--arch sm_90] [--json OUT.json] [PROGRAM...]
 
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cc", help="the architecture as a compute capability, e.g. 9.0 (instead of --arch)")
     parser.add_argument("--json", help="write every kernel's result here")
     args = parser.parse_args(argv)
-    from tprules.codegen import nvvm
+    from tprules.codegen.cuda import nvvm
     from tprules.commands.compile import build_program
     from tprules.errors import BadInput
     from tprules.workspace import Workspace

@@ -1,4 +1,4 @@
-"""Compiling for a GPU without one (`tprules compile`, codegen/nvvm.py). Numba's CUDA is
+"""Compiling for a GPU without one (`tprules compile`, codegen/cuda/nvvm.py). Numba's CUDA is
 either the simulator or the real one in a process, and this test session runs the
 simulator, so every compile runs in a process of its own, with the simulator off."""
 
@@ -34,7 +34,7 @@ def tprules(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def nvvm():
     """Skips the test where NVVM cannot be loaded (the cuda-compile extra is not installed)."""
-    probe = python("-c", "from tprules.codegen import nvvm; nvvm.Compiler(nvvm.parse_arch('sm_90'))")
+    probe = python("-c", "from tprules.codegen.cuda import nvvm; nvvm.Compiler(nvvm.parse_arch('sm_90'))")
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"NVVM is not installed here (pip install -e '.[cuda-compile]'): {reason}")

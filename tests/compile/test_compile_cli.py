@@ -92,7 +92,7 @@ def test_with_the_simulator_on_it_says_to_unset_it(cli):
 
 
 def test_without_ptxas_it_builds_ptx_and_says_so(nvvm):
-    code = ("import sys\nfrom tprules.codegen import nvvm\nnvvm.find_ptxas = lambda: None\n"
+    code = ("import sys\nfrom tprules.codegen.cuda import nvvm\nnvvm.find_ptxas = lambda: None\n"
             f"from tprules.cli import main\nsys.exit(main(['compile', '{MLP}']))\n")
     r = python("-c", code)
     assert r.returncode == 0, r.stderr
@@ -109,7 +109,7 @@ def test_a_kernel_that_does_not_build_names_group_statement_and_first_error(nvvm
     e = b.stmt("emb", "embedding", [b.tensor("table", [5, 4], spine=True), ids], b.tensor("e", [2, 3, 4], spine=True))
     b.stmt("act", "sigmoid", [e], b.tensor("out", [2, 3, 4], spine=True))
     folder = b.write(tmp_path / "p")
-    code = ("import sys\nfrom tprules.codegen import typed\nfrom tprules.codegen.emit import Scope\n"
+    code = ("import sys\nfrom tprules.codegen.cuda import typed\nfrom tprules.codegen.render.emit import Scope\n"
             "typed.check = lambda *a: None\nScope.index = lambda self, e, idx: self.at(e, idx)\n"
             f"from tprules.cli import main\nsys.exit(main(['compile', '{folder}', '--unfused']))\n")
     r = python("-c", code)
@@ -141,7 +141,7 @@ def test_a_sequence_parallel_program_builds_for_sm_90(nvvm):
 def test_collective_kernels_build_for_sm_90(nvvm):
     """facts/async-tp-mlp-tp2 under the shim that declares collective kernels: each kernel's
     parts (its fold, and its matmuls or norm beside it) build, as `run` compiles them
-    (runtime/collective.py); the reduce-scatter's fold is the collective, no kernel."""
+    (runtime/plan/collective.py); the reduce-scatter's fold is the collective, no kernel."""
     r = tprules("compile", "facts/async-tp-mlp-tp2", "--shim", "cuda-lane:h200:Bf16SymmMem", "--device", "cuda",
                 "--arch", "sm_90", "--format", "json")
     assert r.returncode == 0, r.stderr

@@ -87,7 +87,7 @@ def test_the_fused_groups_cover_every_stage_kind(compiled, arch):
 
 def test_each_chips_attention_builds_as_one_stage(compiled, models, arch=MODELS_ARCH):
     """In the imported models' plans each chip's attention is one online-softmax stage
-    (codegen/attention_cuda.py), with our tiles and split around a library's gemm."""
+    (codegen/cuda/attention.py), with our tiles and split around a library's gemm."""
     if not models:
         pytest.skip("the import extra (torch, transformers) is not installed")
     for m in MUST_WORK:
@@ -97,7 +97,7 @@ def test_each_chips_attention_builds_as_one_stage(compiled, models, arch=MODELS_
 
 
 def test_a_compiler_error_is_plain_text_where_numba_colours_it():
-    from tprules.codegen.nvvm import first_error
+    from tprules.codegen.cuda.nvvm import first_error
 
     coloured = ("\x1b[1m\x1b[1mFailed in cuda mode pipeline (step: nopython frontend)\n\x1b[1m\x1b[1m"
                 "Unsupported array index type float32 in Tuple(float32, int64)\x1b[0m\n\x1b[0m\x1b[1mDuring: typing\x1b[0m")

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from strategies import rule_sets, tp_programs
 
 from tprules.datalog.analysis import check_rules
-from tprules.datalog.engine.evaluate import Model
+from tprules.datalog.engine.model import Model
 from tprules.datalog.engine.pydatalog_backend import PyDatalogEngine
 from tprules.datalog.lang.parser import parse_text
 from tprules.workspace import Workspace, make_engine

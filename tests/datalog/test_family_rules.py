@@ -10,6 +10,8 @@ import pytest
 from conftest import DATA, FACTS
 
 from tprules.explain.render import to_text
+from tprules.golden.corpus import SNAPSHOTS_DIR as GOLDEN
+from tprules.golden.corpus import example_programs, meant_for
 from tprules.repl.session import Session
 
 RULES = DATA / "family_rules"
@@ -47,6 +49,12 @@ def test_a_rule_written_by_a_macro_names_the_line_of_its_use(cli):
 def test_golden_holds_with_the_family_rules(cli):
     status, out, err = cli("golden", "--rules", RULES)
     assert status == 0, out + err
+    # every snapshot on disk, each program on each shim it is meant for, was compared and matched
+    meant = {f"{p.name} on {shim}" for p in example_programs() for shim in meant_for(p)}
+    on_disk = [s for p in GOLDEN.iterdir() if p.is_dir() for s in p.iterdir() if s.is_dir()]
+    matched = {line.split(None, 1)[1] for line in out.splitlines() if line.startswith("ok ")}
+    assert matched == meant and len(meant) == len(on_disk) > 0
+    assert out.endswith(f"{len(on_disk)} snapshots: {len(on_disk)} match, 0 differ, 0 missing, 0 stale\n")
 
 
 def test_the_repl_asks_an_instance_relation():

@@ -16,6 +16,7 @@ from tprules.datalog.lang import ast
 from tprules.datalog.lang.parser import parse_file, parse_text
 from tprules.datalog.lang.printer import print_rules
 from tprules.errors import RuleSyntaxError
+from tprules.pos import Pos
 from tprules.workspace import ENGINES
 
 SNIPPETS = sorted((DATA / "lang" / "roundtrip").glob("*.dl"))
@@ -29,7 +30,7 @@ def nodes(value):
     if isinstance(value, tuple):
         for item in value:
             yield from nodes(item)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, ast.Pos):
+    elif dataclasses.is_dataclass(value) and not isinstance(value, Pos):
         yield value
         for f in dataclasses.fields(value):
             yield from nodes(getattr(value, f.name))
@@ -97,7 +98,7 @@ def test_single_atom_aggregate_body_is_the_braced_body():
 # ---- positions -------------------------------------------------------------------
 
 
-def starts(lines: list[str], pos: ast.Pos) -> str:
+def starts(lines: list[str], pos: Pos) -> str:
     return lines[pos.line - 1][pos.col - 1:]
 
 

@@ -5,8 +5,8 @@ same tuples and the same round of first derivation (which proofs rely on)."""
 from __future__ import annotations
 
 from tprules.datalog.analysis.checked import check_rules
-from tprules.datalog.engine.columnar import ColumnarEngine
-from tprules.datalog.engine.evaluate import Evaluator
+from tprules.datalog.engine.compiled import Evaluator
+from tprules.datalog.engine.fast import ColumnarEngine
 from tprules.datalog.lang.parser import parse_text
 
 CHAIN = """

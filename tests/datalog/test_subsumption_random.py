@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tprules.datalog.analysis.checked import check_rules
-from tprules.datalog.engine.columnar import ColumnarEngine
-from tprules.datalog.engine.evaluate import Evaluator
+from tprules.datalog.engine.compiled import Evaluator
+from tprules.datalog.engine.fast import ColumnarEngine
 from tprules.datalog.lang.parser import parse_text
 
 ENGINES = {"fast": ColumnarEngine, "compiled": Evaluator}

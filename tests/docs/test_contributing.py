@@ -64,7 +64,7 @@ def test_adding_a_class(scratch):
     before = python(scratch, "-c", "from tprules.ops import Ops; print('sign' in set(Ops))")
     assert before.stdout == "False\n"
     apply(scratch, CLASS)
-    assert python(scratch, "-m", "tprules.ops.generate", "--check").returncode == 0
+    assert python(scratch, "-m", "tprules.ops.registry_files", "--check").returncode == 0
     check = python(scratch, "-m", "tprules", "check", "facts/megatron-mlp-tp2")
     assert (check.returncode, check.stderr) == (0, "")
     reference = python(scratch, "-c", "import numpy as np; from tprules.ops import Ops, CLASSES; "

@@ -6,7 +6,6 @@ import io
 
 from rich.console import Console
 
-from tprules.datalog.lang.ast import Pos
 from tprules.explain.proof import (
     AggregateValue,
     Attempt,
@@ -22,6 +21,7 @@ from tprules.explain.proof import (
     WhyNot,
 )
 from tprules.explain.render import Renderer, to_text
+from tprules.pos import Pos
 
 FACT = Fact('member("f1", "mm_0")', "member", ("f1", "mm_0"), Pos("p/member.facts", 3))
 RULE_FACT = Fact('flag("x")', "flag", ("x",), Pos("rules/extra.dl", 7, 1), in_rules=True)

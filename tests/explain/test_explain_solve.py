@@ -6,7 +6,7 @@ import pytest
 from conftest import FACTS, RULES
 
 from tprules.datalog.analysis.checked import check_rules, load_rules
-from tprules.datalog.engine.evaluate import Evaluator
+from tprules.datalog.engine.compiled import Evaluator
 from tprules.datalog.lang import ast
 from tprules.datalog.lang.parser import parse_text
 from tprules.datalog.lang.printer import print_rules

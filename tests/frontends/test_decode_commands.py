@@ -64,7 +64,7 @@ def test_on_two_ranks_each_keeps_its_chips_cache(step, tmp_path):
 def test_the_step_compiles_for_sm_90(step):
     from tests.compile.conftest import python
 
-    probe = python("-c", "from tprules.codegen import nvvm; nvvm.Compiler(nvvm.parse_arch('sm_90'))")
+    probe = python("-c", "from tprules.codegen.cuda import nvvm; nvvm.Compiler(nvvm.parse_arch('sm_90'))")
     if probe.returncode != 0:
         pytest.skip("NVVM is not installed here (pip install -e '.[cuda-compile]')")
     done = python("-m", "tprules", "compile", str(step), "--device", "cuda", "--arch", "sm_90", "--format", "json")

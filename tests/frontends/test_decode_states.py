@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tprules.program.model import Program
-from tprules.runtime.compare import errors
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.compare import errors
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 from .test_import_cli import leftovers

@@ -87,7 +87,7 @@ def on_thread_ranks(folders, prompt, tokens: int):
     spec = importlib.util.spec_from_file_location("thread_ranks", Path(__file__).parent.parent / "runtime" / "ranks.py")
     ranks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ranks)
-    from tprules.runtime.world import World
+    from tprules.runtime.execution.world import World
     from tprules.serving.generate import greedy
 
     one = greedy(*[_prepared_on(World(2), f) for f in folders], prompt, tokens)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tprules.program.model import Program
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.serving import generate as gen
 from tprules.workspace import Workspace
 
@@ -70,7 +70,7 @@ class _Fed(dict):
 
 
 class _Reference:
-    """A program folder run statement by statement by the reference (runtime/reference.py)
+    """A program folder run statement by statement by the reference (runtime/values/reference.py)
     in place of its compiled kernels: the runner of generate's loop without a compile."""
 
     def __init__(self, folder):

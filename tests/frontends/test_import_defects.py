@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from tprules.runtime import Program
-from tprules.runtime.compare import errors
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.compare import errors
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 from .tiny import make_model

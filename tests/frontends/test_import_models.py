@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from tprules.runtime import Program, execute
-from tprules.runtime.compare import errors
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.compare import errors
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 from .tiny import MUST_WORK, facts
@@ -74,7 +74,7 @@ def test_an_imported_model_on_mpi_ranks_gives_the_one_process_outputs(imported, 
 
 
 def test_an_output_off_from_expected_is_a_mismatch(imported, tmp_path):
-    from tprules.runtime.compare import compare
+    from tprules.runtime.values.compare import compare
 
     folder = shutil.copytree(imported("qwen2", 2), tmp_path / "p")
     prog = Program.from_workspace(Workspace(folder))
@@ -169,7 +169,7 @@ def test_each_chips_attention_is_one_group(imported, model_type, machine):
     """QKᵀ → scale → mask → softmax → ·V of one chip's heads is one group (the tiny layer's chain
     fits the h100 lane's 16 members, every member counted as SPEC §3 says): the planner merges
     along attention's chain first, and its kernel holds the chain that runs per head and tile
-    of rows (codegen/attention.py)."""
+    of rows (codegen/lowering/attention.py)."""
     from tprules.codegen import lower
     from tprules.codegen.ir import AttentionStage
     from tprules.planner import plan as make_plan

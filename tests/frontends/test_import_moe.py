@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from tprules.runtime import Program, execute
-from tprules.runtime.compare import errors
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.compare import errors
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 from .tiny import MUST_WORK_STYLES, facts, make_model
@@ -95,7 +95,7 @@ def planned(hf_model, tmp_path_factory):
         out[experts] = root / experts
         import_hf(hf_model("mixtral"), 2, out[experts], plan=str(plan), experts=experts, **ONE_LAYER)
     # experts 32 times as wide, 16 tokens: each chip's gathered down_proj matrices (32 pairs of
-    # 64 x 1024) are 8 MiB, above the size a kernel allocates itself (codegen/emit.py)
+    # 64 x 1024) are 8 MiB, above the size a kernel allocates itself (codegen/render/emit.py)
     wide = make_model(root / "wide-model", "mixtral", intermediate_size=2048, num_hidden_layers=1)
     for experts in ("grouped_mm", "batched_mm"):
         out[f"{experts}, wide"] = root / f"{experts}-wide"
@@ -200,13 +200,13 @@ def test_a_plan_the_cost_model_prefers_moves_no_more_than_unfused(planned, exper
     assert plan_s <= unfused_s  # the plan is the cost model's choice
     assert plan_bytes <= unfused_bytes and plan_work <= unfused_work * 1.05, (plan_bytes, unfused_bytes, plan_work,
                                                                               unfused_work)
-    assert plan_own < 4 << 20, plan_own  # numpy's huge pages from 4 MiB (codegen/emit.py RUNTIME_BUFFER_BYTES)
+    assert plan_own < 4 << 20, plan_own  # numpy's huge pages from 4 MiB (codegen/render/emit.py RUNTIME_BUFFER_BYTES)
 
 
 def test_a_wide_gathered_operand_is_a_buffer_the_runtime_allocates(planned):
     """The wide batched form's plan computes the gathered down_proj matrices into the bmm's
     operand buffer, and that buffer is a scratch parameter (the test above sees the case)."""
-    from tprules.codegen.emit import RUNTIME_BUFFER_BYTES
+    from tprules.codegen.render.emit import RUNTIME_BUFFER_BYTES
     from tprules.runtime import Prepared, run_plan
     from tprules.runtime.devices import get_device
 

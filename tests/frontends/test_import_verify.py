@@ -28,8 +28,8 @@ def _dory(folder):
 
 def _logits_on(folder, ids):
     from tprules.program.model import Program
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
     from tprules.workspace import Workspace
 
     prog = Program.from_workspace(Workspace(folder))
@@ -49,7 +49,7 @@ def _torch_logits(source, ids):
 
 def test_dory_at_tp2_gives_torch_logits_for_ids_it_was_not_traced_with(tmp_path):
     from tprules.frontends.drivers.hf import import_hf
-    from tprules.runtime.compare import errors
+    from tprules.runtime.values.compare import errors
 
     source = _dory(tmp_path / "dory")
     out = tmp_path / "program"
@@ -170,7 +170,7 @@ def test_a_sharding_that_differs_from_the_graph_is_named(tmp_path, hf_model, mon
 def test_the_check_takes_the_weights_from_memory_not_read_back(hf_model, tmp_path, monkeypatch):
     """The arrays written to data/ are the check's inputs as they are (a large weight, such
     as Gemma 3n's per-layer embedding, took seconds to read back: most of the check)."""
-    import tprules.runtime.inputs as inputs
+    import tprules.runtime.values.inputs as inputs
     from tprules.frontends.drivers.hf import import_hf
 
     read, real = [], inputs._read

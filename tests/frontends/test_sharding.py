@@ -157,8 +157,8 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     from tprules.frontends.sharding.sharder import Sharder
     from tprules.frontends.sharding.styles import style
     from tprules.runtime import Program
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
     from tprules.workspace import Workspace
 
     g = Graph()
@@ -254,8 +254,8 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     from tprules.frontends.sharding.sharder import Sharder
     from tprules.frontends.sharding.styles import style
     from tprules.runtime import Program
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
     from tprules.workspace import Workspace
 
     g = Graph()

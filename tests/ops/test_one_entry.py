@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tprules import ops
-from tprules.ops import generate
+from tprules.ops import registry_files
 
 PACKAGE = Path(ops.__file__).resolve().parents[1]
 # the class table, and the ATen mapping (the op table's modules by kind of op; walk.py, the
@@ -22,10 +22,10 @@ ALLOWED = {"ops", *(f"frontends/lowering/{name}.py" for name in LOWERINGS)}
 RULE_LANGUAGE = ("datalog", "explain")  # the Datalog wing (tprules/datalog/) and its proofs
 # Words that are a class's name and mean something else here, each said why.
 OTHER_MEANINGS = {
-    ("codegen/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
-    ("runtime/buffers.py", "scale"): "the same parameter role",
-    ("codegen/cpu.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
-    ("codegen/cuda.py", "amax"): "the same variable's stem",
+    ("codegen/lowering/lower.py", "scale"): "a kernel parameter's role: the scale of a quantized read",
+    ("runtime/execution/buffers.py", "scale"): "the same parameter role",
+    ("codegen/cpu/function.py", "amax"): "a variable's stem in the quantized read's first pass (max |x|)",
+    ("codegen/cuda/kernel.py", "amax"): "the same variable's stem",
     ("runtime/trace.py", "cat"): "the trace-event format's category key (Chrome's JSON, which Perfetto reads)",
     ("commands/run.py", "matmul"): "the --matmul option's name, as the launcher hands it to the ranks",
     ("program/model.py", "where"): "the program's `where` (each statement's op.facts line), named when it is pickled",
@@ -71,16 +71,16 @@ def test_the_scan_sees_a_class_name(tmp_path):
 
 
 def test_generated_files_match_the_table():
-    assert generate.drifted() == []
-    assert generate.REGISTRY.read_text() == generate.registry_facts()
+    assert registry_files.drifted() == []
+    assert registry_files.REGISTRY.read_text() == registry_files.registry_facts()
 
 
 def test_drift_is_caught(tmp_path, monkeypatch):
     stale = tmp_path / "registry.facts"
-    stale.write_text(generate.registry_facts().replace("sigmoid\telementwise\t1\n", ""))
-    monkeypatch.setattr(generate, "REGISTRY", stale)
-    assert generate.drifted() == [stale]
-    assert generate.main(["--check"]) == 1
+    stale.write_text(registry_files.registry_facts().replace("sigmoid\telementwise\t1\n", ""))
+    monkeypatch.setattr(registry_files, "REGISTRY", stale)
+    assert registry_files.drifted() == [stale]
+    assert registry_files.main(["--check"]) == 1
 
 
 def test_every_class_has_one_entry_in_registry_order():

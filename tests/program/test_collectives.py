@@ -48,7 +48,7 @@ def test_plan_names_the_kind_of_each_collective(cli):
 
 def test_the_cost_model_counts_an_all_gathers_bytes():
     from tprules.codegen.cost import estimate
-    from tprules.codegen.lower import lower
+    from tprules.codegen.lowering.lower import lower
     from tprules.planner.plan import Group
     from tprules.program.model import Program
     from tprules.workspace import Workspace

@@ -77,7 +77,7 @@ class ThreadWorld(RankWorld):
         self._count(data.nbytes, time.perf_counter())
         return data
 
-    # nonblocking (collective kernels, runtime/overlap.py): a send is put at once, a receive
+    # nonblocking (collective kernels, runtime/execution/overlap.py): a send is put at once, a receive
     # taken at its wait, an all-reduce exchanged when started (every rank starts them in order)
     def isend(self, array, to):
         self.hub.pipes[self.rank, to].put(np.array(array, copy=True))

@@ -156,7 +156,9 @@ def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
     ids' buffer is only ever read bare (`ix = p1[...]`), never inside f32(...)."""
     import re
 
-    from tprules.codegen import cpu, cuda, lower
+    from tprules.codegen import lower
+    from tprules.codegen.cpu import function as cpu
+    from tprules.codegen.cuda import kernel as cuda
     from tprules.planner.plan import Group
 
     prog = Program.from_workspace(Workspace(programs["ids_through_layout"]))
@@ -170,8 +172,8 @@ def test_an_embedding_reads_its_ids_as_the_buffers_integers(programs, device):
 
 
 def test_top_k_takes_the_lower_index_first_among_equals(programs):
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
 
     prog = Program.from_workspace(Workspace(programs["routing"]))
     got = reference(prog, program_inputs(prog)).get("i")
@@ -187,7 +189,7 @@ def test_a_bmm_reads_repeated_key_value_heads_in_place(programs):
     """On the CPU's BLAS core the expanded keys and values are views: each product's call
     reads key/value head b // 2 where it lies, and nothing is computed into a buffer."""
     from tprules.codegen import lower
-    from tprules.codegen.cpu import render
+    from tprules.codegen.cpu.function import render
     from tprules.planner.plan import Group
 
     prog = Program.from_workspace(Workspace(programs["gqa_attention"]))
@@ -228,7 +230,8 @@ def test_index_names_never_hide_the_integer_conversions(tmp_path, device):
     converts to int8 (a regression: the conversions were named i8 and i32)."""
     import re
 
-    from tprules.codegen import cpu, lower
+    from tprules.codegen import lower
+    from tprules.codegen.cpu import function as cpu
     from tprules.planner.plan import Group, Plan
 
     b = ProgramBuilder(chips=1)
@@ -259,7 +262,7 @@ def test_plan_show_cost_says_which_layouts_are_views(programs, capsys, machine, 
 
 def test_attention_where_the_shim_allows_is_one_kernel_on_blas(programs):
     """QKᵀ → scale → softmax → ·V over GQA heads: one group, one kernel of one attention
-    stage (codegen/attention.py), both products BLAS calls reading the repeated key/value
+    stage (codegen/lowering/attention.py), both products BLAS calls reading the repeated key/value
     heads in place."""
     from tprules.runtime import Prepared
     from tprules.runtime.devices import get_device

@@ -9,8 +9,8 @@ from plans import write_programs
 
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 

@@ -13,8 +13,8 @@ from plans import FACTS, example
 
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 ROOT = FACTS.parent

@@ -1,5 +1,5 @@
 """On the CPU the chips share the cores, so a run launches its kernels in a list schedule's
-order (runtime/launch_order.py): producers first, and of the kernels ready, the one with the
+order (runtime/execution/launch_order.py): producers first, and of the kernels ready, the one with the
 longest estimated path to the end first. The values do not depend on the order."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import doctest
 import numpy as np
 from plans import example
 
-import tprules.runtime.launch_order as launch_order_module
+import tprules.runtime.execution.launch_order as launch_order_module
 from tprules.codegen.ir import Kernel, Param
 from tprules.planner import plan as make_plan
 from tprules.runtime import Prepared, execute
-from tprules.runtime.launch_order import launch_order
+from tprules.runtime.execution.launch_order import launch_order
 
 
 def _kernel(name: str, reads: list[str], writes: list[str], place: str = "spine", local=()) -> Kernel:

@@ -8,7 +8,7 @@ from plans import fused_plan
 
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 from tprules.workspace import Workspace
 
 

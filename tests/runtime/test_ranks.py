@@ -16,9 +16,9 @@ from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
 from tprules.runtime.distributed.reference import rank_reference
 from tprules.runtime.distributed.report import render_text
-from tprules.runtime.groups import unfused
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.scatter import reduce_scatters
+from tprules.runtime.plan.groups import unfused
+from tprules.runtime.plan.reduce_scatter import reduce_scatters
+from tprules.runtime.values.inputs import program_inputs
 from tprules.workspace import Workspace
 
 CASES = cases()
@@ -97,7 +97,7 @@ def test_a_reduce_scatter_leaves_each_rank_only_its_chips_blocks(ranks):
 
 
 def test_each_rank_reads_only_its_chips_inputs_and_the_spines(monkeypatch):
-    import tprules.runtime.inputs as inputs
+    import tprules.runtime.values.inputs as inputs
 
     _, prog = example("llama-layer-tp4")
     read: dict[str, set[str]] = {}

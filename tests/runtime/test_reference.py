@@ -8,9 +8,9 @@ from plans import example
 
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program
-from tprules.runtime.inputs import program_inputs
-from tprules.runtime.reference import reference
-from tprules.runtime.semantics import apply
+from tprules.runtime.values.inputs import program_inputs
+from tprules.runtime.values.reference import reference
+from tprules.runtime.values.semantics import apply
 from tprules.workspace import Workspace
 
 

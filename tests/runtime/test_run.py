@@ -10,7 +10,7 @@ from plans import EXAMPLES, FACTS, cases, example, fused_plan
 
 from tprules.planner import plan as make_plan
 from tprules.runtime import execute
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 
 CASES = cases()
 DEVICES = ("cpu", "sim")
@@ -128,8 +128,18 @@ def test_devices_agree():
     plan = fused_plan(prog, [["head", "probs", "pick"], ["mm1_0", "gelu_0"]])
     cpu = execute(ws, plan, device="cpu", prog=prog)
     sim = execute(ws, plan, device="sim", prog=prog)
+    # both devices ran the plan and hold a value of every program output (here `picked`), so
+    # the loop below compares each of them: an empty report cannot pass
+    assert prog.outputs == ["picked"]
+    assert cpu.ok and sim.ok
+    assert [o.tensor for o in cpu.outputs] == [o.tensor for o in sim.outputs] == prog.outputs
+    assert sorted(cpu.values) == sorted(sim.values) == prog.outputs
+    compared = []
     for name, value in cpu.values.items():
+        assert value.size and value.shape == sim.values[name].shape
         np.testing.assert_allclose(sim.values[name], value, rtol=1e-5, atol=1e-6)
+        compared.append(name)
+    assert compared == prog.outputs
 
 
 def test_a_relocated_section_runs_on_its_chip():

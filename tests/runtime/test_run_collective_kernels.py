@@ -1,4 +1,4 @@
-"""Collective kernels at run time (SPEC §3, runtime/collective.py, runtime/overlap.py): a
+"""Collective kernels at run time (SPEC §3, runtime/plan/collective.py, runtime/execution/overlap.py): a
 planned kernel runs as one collective with the unfused program's outputs, in one process
 (cpu, sim) bit for bit as its parts run apart, and on ranks overlapped (thread ranks here;
 the MPI path and its trace: test_run_collective_kernels_mpi.py).
@@ -16,8 +16,8 @@ from ranks import run_on_threads
 from tprules.planner.plan import Group, Plan
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute, run_plan
-from tprules.runtime.collective import collective_kernel
-from tprules.runtime.overlap import CHUNKS
+from tprules.runtime.execution.overlap import CHUNKS
+from tprules.runtime.plan.collective import collective_kernel
 from tprules.shim.base import own_shim
 from tprules.workspace import Workspace
 

@@ -1,6 +1,6 @@
 """Collective kernels over real MPI ranks (`tprules run --ranks N`): the outputs match, and
 `--trace` shows each kernel's compute on a chip's row while its transfer is in flight on
-the host's row (runtime/overlap.py)."""
+the host's row (runtime/execution/overlap.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §4 in numpy (runtime/semantics.py), on values worked out by hand."""
+"""SPEC §4 in numpy (runtime/values/semantics.py), on values worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tprules.runtime.semantics import apply, quantize_int8, round_bf16, store
+from tprules.runtime.values.semantics import apply, quantize_int8, round_bf16, store
 
 F = np.float32
 

@@ -13,7 +13,7 @@ from plans import example
 from tprules.planner import plan as make_plan
 from tprules.runtime import Prepared, execute
 from tprules.runtime.devices.cpu import Cores, CpuDevice
-from tprules.runtime.groups import unfused
+from tprules.runtime.plan.groups import unfused
 
 
 def _spine_groups(plan) -> int:

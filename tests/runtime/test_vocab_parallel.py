@@ -9,7 +9,7 @@ import pytest
 
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import execute
-from tprules.runtime.semantics import apply
+from tprules.runtime.values.semantics import apply
 from tprules.workspace import Workspace
 
 

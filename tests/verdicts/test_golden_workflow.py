@@ -8,6 +8,7 @@ import shutil
 import pytest
 from conftest import FACTS, ROOT
 
+from tprules.golden import corpus
 from tprules.golden.corpus import meant_for, shim_folder
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -137,3 +138,22 @@ def test_update_writes_nothing_when_a_program_does_not_load(cli, accepted, progr
     status, out, err = cli("golden", "--update", "--snapshots", folder.parent, program, broken)
     assert (status, out) == (2, "") and "chips.facts:1" in err
     assert refused.read_text() == ""
+
+
+@pytest.mark.parametrize("examples", ["no program in it", "no such folder"])
+def test_no_example_programs_is_one_line_of_error_not_a_pass(cli, tmp_path, monkeypatch, examples):
+    """`tprules golden` with no DIR checks the example programs: finding none is bad input
+    (exit 2), never every snapshot matching, and `--update` removes no snapshot as stale."""
+    folder = tmp_path / "facts"
+    if examples == "no program in it":
+        (folder / "shims").mkdir(parents=True)  # the shim library alone is no program
+    monkeypatch.setattr(corpus, "EXAMPLES_DIR", folder)
+    snap = tmp_path / "golden"
+    shutil.copytree(GOLDEN, snap)
+    for update in ([], ["--update"]):
+        status, out, err = cli("golden", "--snapshots", snap, *update)
+        assert (status, out) == (2, "")
+        (line,) = err.splitlines()
+        assert line.endswith(f"no example programs under {folder}: nothing to check "
+                             "(name the program folders: tprules golden DIR...)")
+    assert sorted(p.name for p in snap.iterdir()) == sorted(p.name for p in GOLDEN.iterdir())

@@ -1,6 +1,6 @@
 """The BLAS core of generated CPU matmul kernels: `gemm` on tiles, and how to cut a matmul into tiles.
 
-Generated CPU kernels (codegen/cpu_gemm.py) import this module. `gemm` calls the single
+Generated CPU kernels (codegen/cpu/gemm.py) import this module. `gemm` calls the single
 precision matrix product of the BLAS that SciPy ships (`scipy.linalg.cython_blas`),
 through the same entry point Numba's own `np.dot` uses (`numba_xxgemm`, a named symbol,
 so kernels calling it are cached like any other), but on any sub-block of a buffer:

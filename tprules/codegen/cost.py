@@ -1,16 +1,16 @@
 """What a kernel costs: FLOPs, bytes moved and pointwise work, read off its IR, and a time
 estimate for a kind of machine.
 
-The estimate follows the rendered kernels (cpu.py, cpu_gemm.py, cuda.py): a matmul's
+The estimate follows the rendered kernels (cpu/function.py, cpu/gemm.py, cuda/kernel.py): a matmul's
 FLOPs at the machine's matmul rate; every pointwise operation evaluated, counting each
 time a fused value is computed again where it is read (a prologue, a row op's input read
 in each of its passes); every byte a stage loads from or stores to a buffer; and a fixed
-overhead per launch. Layouts are views (views.py): a layout member costs only the index
+overhead per launch. Layouts are views (render/views.py): a layout member costs only the index
 arithmetic of its reader, and a matmul operand that is a view of a buffer goes to BLAS as it
 lies, costing its bytes once; a layout that must be computed into a buffer first (not a view,
 or read by a core that takes only whole buffers) costs that buffer's bytes, stored and read
 back. The estimate counts both (`views`, `copied`) so that `plan --show cost` can say why.
-Where the machine runs attention's chain as one stage (`Machine.attention`, attention.py) the
+Where the machine runs attention's chain as one stage (`Machine.attention`, lowering/attention.py) the
 chain's buffers are tiles in cache: reading and writing them moves no memory.
 Planning compares the estimate of a fusion with the estimates of its
 parts (planner/cost.py), so only the differences need to be right: launches saved, bytes
@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from .. import ops
-from . import attention
 from .ir import (
     AbsMax,
     Acc,
@@ -51,7 +50,8 @@ from .ir import (
     children,
     params_read,
 )
-from .views import block, view_of
+from .lowering import attention
+from .render.views import block, view_of
 
 TRANSCENDENTAL = frozenset(op for op, c in ops.CLASSES.items() if c.transcendental)  # a libm call, not a few instructions
 
@@ -80,7 +80,7 @@ class Link:
     """How a machine's chips send each other a collective's tensors. `direct`: each chip
     receives every other chip's operand, one transfer each (`run` in one process: a fold's
     all-reduce receives N − 1 partials, an all-gather N − 1 slices, a reduce-scatter block k
-    of N − 1 partials: 1/N of the all-reduce's bytes; runtime/executor.py);
+    of N − 1 partials: 1/N of the all-reduce's bytes; runtime/execution/executor.py);
     `ring`: NCCL's ring, an all-reduce sending 2 (N − 1) / N of the tensor through each chip,
     an all-gather or a reduce-scatter (N − 1) / N (the all-reduce's first half), for one
     latency per collective."""
@@ -131,13 +131,13 @@ class Machine:
     # once into a buffer; our CPU `loops` compute A once per element and B once per row
     # of the result; our GPU `tiles` compute each once per tile that reads it.
     operands: str = "library"
-    # Whether the matmul core reads a view of a buffer (views.py) as it lies: the CPU's
+    # Whether the matmul core reads a view of a buffer (render/views.py) as it lies: the CPU's
     # BLAS tiles do (an offset, a leading dimension, a flag), and so does the GPU's library
-    # split (extern.py: a strided block handed to cuBLAS) for a 2-D matmul's operands.
+    # split (render/extern.py: a strided block handed to cuBLAS) for a 2-D matmul's operands.
     views: bool = False
     link: Link = HOST  # between its chips: a collective's transfers (plan --show cost)
     # Which of attention's chains (a bmm, the work on its result, the bmm that reads it) run as
-    # one stage per head and tile of rows, their buffers tiles that stay in cache (attention.py):
+    # one stage per head and tile of rows, their buffers tiles that stay in cache (lowering/attention.py):
     # `tiles` every one (the CPU with BLAS), `online` those of a softmax (a GPU), "" none.
     attention: str = ""
 
@@ -161,7 +161,7 @@ GPU = Machine("gpu", matmul_flops=200e12, bandwidth=3e12, op_s=2e-14, transcende
               per_stage_launch=True, attention="online", views=True, link=NVLINK)
 GPU_OWN = Machine("gpu (own tiles)", matmul_flops=10e12, bandwidth=3e12, op_s=2e-14, transcendental_s=1e-13,
                   launch_s=5e-6, per_stage_launch=True, operands="tiles", attention="online", link=NVLINK)
-TILE = 16  # the GPU tiles' size (codegen/cuda.py)
+TILE = 16  # the GPU tiles' size (codegen/cuda/kernel.py)
 MACHINES = {m.name: m for m in (CPU, CPU_OWN, GPU, GPU_OWN)}
 
 WORD = 4  # every buffer element is kept as a float32, or smaller
@@ -186,7 +186,7 @@ def as_run(kernel: Kernel, machine: Machine) -> Kernel:
 
 
 def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str] = frozenset()) -> Estimate:
-    """`tiled`: buffers that are tiles in cache (attention.py), whose reads and writes move no memory."""
+    """`tiled`: buffers that are tiles in cache (lowering/attention.py), whose reads and writes move no memory."""
     if isinstance(stage, AttentionStage):
         total = ZERO
         for inner in stage.stages:
@@ -205,7 +205,7 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
                 operands = operands + _operand(e, _repeats(machine, stage, side), machine, dtypes, tiled)
         epilogue = _evaluate([st.value for st in stage.stores], mn, stores, tiled)
         return operands + epilogue + Estimate(flops, 0.0, 0.0, 0.0, 0)
-    if isinstance(stage, BatchedMatmulStage):  # BLAS per batch on the CPU, else our own loops (batched.py)
+    if isinstance(stage, BatchedMatmulStage):  # BLAS per batch on the CPU, else our own loops (render/batched.py)
         mn = stage.batch * stage.m * stage.n
         operands = ZERO
         for mm in stage.matmuls:
@@ -230,7 +230,7 @@ def _stage(stage, machine: Machine, dtypes: dict[str, str], tiled: frozenset[str
             reads = _evaluate([op.x], n, 0, tiled)
             exps = 2 * n if ops.CLASSES[op.cls].reduction == "max_exp" else 0
             # a stable sort's rank: a merge sort's comparisons, about log2(h) an element
-            # (cpu.rank_row, sort_cuda.py)
+            # (cpu.rank_row, cuda/sort.py)
             sort = n * max(1, op.x.shape[-1] - 1).bit_length() if ops.CLASSES[op.cls].reduction == "count" else 0
             total = total + Estimate(0.0, reads.bytes * passes, reads.ops * passes + 3 * n + sort,
                                      reads.transcendental * passes + exps, 0)

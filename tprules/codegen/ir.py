@@ -75,7 +75,7 @@ class RowOut:
 
 @dataclass(frozen=True)
 class Remap:
-    """A layout class: `arg` read at another index (codegen/layout.py maps the index).
+    """A layout class: `arg` read at another index (codegen/lowering/layout.py maps the index).
     kind reshape | expand (to `shape`), permute (params: the dims), slice (params: axis, start, step)."""
 
     kind: str
@@ -113,7 +113,7 @@ class Gather:
 @dataclass(frozen=True)
 class Window:
     """`conv1d`: at [b, o, t], bias[o] plus Σ_i Σ_k w[o, i, k] · x[b, g·C/g + i, t + k − padding],
-    zero outside x (codegen/window.py)."""
+    zero outside x (codegen/lowering/window.py)."""
 
     x: "Expr"
     w: "Expr"
@@ -248,7 +248,7 @@ class RowStage:
     shape: Shape
     rows: tuple[RowOp, ...]
     stores: tuple[Store, ...]
-    # on a GPU: row op number → the scratch parameter its stable sort works in (sort_cuda.py)
+    # on a GPU: row op number → the scratch parameter its stable sort works in (cuda/sort.py)
     sorts: tuple[tuple[int, str], ...] = ()
 
     @property
@@ -266,10 +266,10 @@ class AbsMax:
 
 @dataclass(frozen=True)
 class Gemm:
-    """A library's matmul (codegen/extern.py): parameter `c` [m, n] = op(`a`) @ op(`b`), where
+    """A library's matmul (codegen/render/extern.py): parameter `c` [m, n] = op(`a`) @ op(`b`), where
     `a` holds [m, k] (or [k, m] when `ta`) and `b` holds [k, n] (or [n, k] when `tb`); with
     `a_at` (offset, leading dimension) the block of `a`'s buffer that element (r, s) of what
-    it holds is at offset + r * ld + s (a view, views.py), else the whole buffer; `b_at` alike."""
+    it holds is at offset + r * ld + s (a view, render/views.py), else the whole buffer; `b_at` alike."""
 
     a: str
     ta: bool
@@ -285,7 +285,7 @@ class Gemm:
 
 @dataclass(frozen=True)
 class BatchedMatmulStage:
-    """`bmm`s of one size [B, M, K] x [B, K, N] sharing a loop (codegen/batched.py); the
+    """`bmm`s of one size [B, M, K] x [B, K, N] sharing a loop (codegen/render/batched.py); the
     stores (at [B, M, N]) are the epilogue, as in a matmul stage."""
 
     batch: int
@@ -298,7 +298,7 @@ class BatchedMatmulStage:
 
 @dataclass(frozen=True)
 class GroupedMatmulStage:
-    """A `grouped_matmul` [M, K] x [E, K, N] (codegen/grouped.py): expert e's rows of A,
+    """A `grouped_matmul` [M, K] x [E, K, N] (codegen/render/grouped.py): expert e's rows of A,
     offsets[e − 1] .. offsets[e], times B[e]; `offsets` is read as integers. The stores (at
     [M, N]) are the epilogue, as in a matmul stage."""
 
@@ -317,7 +317,7 @@ class GroupedMatmulStage:
 
 @dataclass(frozen=True)
 class ScatterStage:
-    """`put_along` as a scatter (codegen/window.py): parameter `param` already holds x (a
+    """`put_along` as a scatter (codegen/lowering/window.py): parameter `param` already holds x (a
     pointwise stage before it copied x there, or it is x's own buffer: see Param.alias); then
     one pass over the index's shape, its lines (the index without `put.axis`) in any order
     and each line's entries in order along the axis, puts at each entry the source there (or
@@ -339,7 +339,7 @@ class ScatterStage:
 
 @dataclass(frozen=True)
 class AttentionStage:
-    """Attention's chain (codegen/attention.py): a bmm stage, the row and pointwise stages
+    """Attention's chain (codegen/lowering/attention.py): a bmm stage, the row and pointwise stages
     over its result, and the bmm stage that reads them, run per batch index and tile of rows
     as one stage; `local` are the scratch parameters between them, which live in the tile."""
 
@@ -360,7 +360,7 @@ class Param:
     group writes for others), `scratch` (lives for one launch), `scale` (a quantized read's
     scale), `local` (a fused fold's operand: the partial of the chip the kernel runs on).
     `alias`: the parameter whose buffer this one is, reshaped (a put_along written in place
-    into its x, an input that only it reads; a reshape of a put_along: lower.py)."""
+    into its x, an input that only it reads; a reshape of a put_along: lowering/lower.py)."""
 
     name: str
     role: str
@@ -383,7 +383,7 @@ class Kernel:
     params: tuple[Param, ...]
     stages: tuple[Stage, ...]
     # expression (or stored parameter's name) -> the member statement it computes: lets a
-    # compiler's error on a line of the rendered source name the statement (codegen/nvvm.py)
+    # compiler's error on a line of the rendered source name the statement (codegen/cuda/nvvm.py)
     origins: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property

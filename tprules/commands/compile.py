@@ -1,5 +1,5 @@
 """`tprules compile DIR --device cuda --arch sm_90`: build every kernel of DIR's plan for a
-GPU architecture, with no GPU present (codegen/nvvm.py), and report what each uses.
+GPU architecture, with no GPU present (codegen/cuda/nvvm.py), and report what each uses.
 Exit 1 when a kernel does not build; 2 on bad input or when NVVM is not installed."""
 
 from __future__ import annotations
@@ -59,11 +59,13 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
                   compiler=None) -> CompileReport:
     """Build every kernel of the workspace's plan (or `unfused`; or only the groups of the
     member lists `fused`, each named by its members joined with +)."""
-    from ..codegen import cuda, lower, nvvm
+    from ..codegen import lower
+    from ..codegen.cuda import kernel as cuda
+    from ..codegen.cuda import nvvm
     from ..planner.plan import Group
     from ..runtime import Program
-    from ..runtime.groups import ordered_groups
-    from ..runtime.groups import unfused as one_each
+    from ..runtime.plan.groups import ordered_groups
+    from ..runtime.plan.groups import unfused as one_each
 
     compiler = compiler or nvvm.Compiler(nvvm.parse_arch(arch))  # first: no NVVM, nothing else is done
     prog = Program.from_workspace(ws)
@@ -77,10 +79,10 @@ def build_program(ws, arch: str = "sm_90", *, unfused: bool = False, matmul: str
 
             plan = make_plan(ws, machine="gpu" if matmul == "library" else "gpu (own tiles)")
         groups = ordered_groups(plan, prog)
-    from ..runtime.collective import expand
-    from ..runtime.scatter import reduce_scatters
+    from ..runtime.plan.collective import expand
+    from ..runtime.plan.reduce_scatter import reduce_scatters
 
-    groups = expand(groups, prog)[0]  # a collective kernel's parts, as run compiles them (runtime/collective.py)
+    groups = expand(groups, prog)[0]  # a collective kernel's parts, as run compiles them (runtime/plan/collective.py)
 
     scatters = reduce_scatters(prog)  # a reduce-scatter's fold alone is no kernel: run does it as a collective
     groups = [g for g in groups if not (g.place == "collective" and len(g.members) == 1 and g.members[0] in scatters)]
@@ -119,7 +121,7 @@ def _place(prog, members) -> str:
 
 
 def run(args) -> int:
-    from ..codegen import nvvm
+    from ..codegen.cuda import nvvm
     from ..workspace import Workspace
 
     arch = nvvm.parse_arch(args.arch)
@@ -137,7 +139,7 @@ def run(args) -> int:
 
 
 def render_text(report: CompileReport) -> str:
-    from ..codegen.nvvm import INSTALL
+    from ..codegen.cuda.nvvm import INSTALL
     from ..runtime.report import seconds, size
 
     tools = report.nvvm + (f", ptxas {report.ptxas}" if report.ptxas else ", no ptxas")

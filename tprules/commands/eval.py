@@ -57,6 +57,7 @@ def _with_magic(path: Path, magic: str, include_dirs=()):
     from ..datalog.lang.parser import parse_file
     from ..errors import UsageError
     from ..paths import display_path
+    from ..pos import Pos
 
     files = sorted(path.glob("*.dl")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
@@ -64,7 +65,7 @@ def _with_magic(path: Path, magic: str, include_dirs=()):
     items: list = []
     for f in files:
         items.extend(parse_file(f, display_path(f), _folders(include_dirs)).items)
-    items.append(ast.Pragma("magic-transform", magic, ast.Pos("--magic-transform", 0, 0)))
+    items.append(ast.Pragma("magic-transform", magic, Pos("--magic-transform", 0, 0)))
     return check_rules(ast.RuleSource(tuple(items)), display_path(path))
 
 

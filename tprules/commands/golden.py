@@ -11,6 +11,8 @@ import shlex
 import sys
 import time
 
+from ..errors import UsageError
+from ..paths import display_path
 from . import common
 
 
@@ -30,12 +32,18 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..golden.check import Golden
-    from ..golden.corpus import SNAPSHOTS_DIR, check_distinct, example_programs, expand
+    from ..golden.corpus import EXAMPLES_DIR, SNAPSHOTS_DIR, check_distinct, example_programs, expand
     from ..golden.render import golden_text
 
     started = time.perf_counter()
     whole = not args.dirs
-    programs = example_programs() if whole else expand(args.dirs)
+    if whole:
+        programs = example_programs(EXAMPLES_DIR) if EXAMPLES_DIR.is_dir() else []
+        if not programs:  # nothing checked must not read as every snapshot matching
+            raise UsageError(f"no example programs under {display_path(EXAMPLES_DIR)}: "
+                             "nothing to check (name the program folders: tprules golden DIR...)")
+    else:
+        programs = expand(args.dirs)
     check_distinct(programs)
     golden = Golden(args.snapshots or SNAPSHOTS_DIR, args.rules, args.engine, args.update, args.include_dirs)
     results = [golden.program(p) for p in programs]

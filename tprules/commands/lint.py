@@ -31,7 +31,7 @@ def run(args) -> int:
 
         print(print_rules(checked.program), end="")
     if "code" in args.show:
-        from ..datalog.engine.evaluate import Evaluator
+        from ..datalog.engine.compiled import Evaluator
 
         print(Evaluator(checked).source())
     rules = len(checked.program.rules)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union, overload
 
-from ..datalog.lang.ast import Pos
+from ..pos import Pos
 
 
 @overload

@@ -9,7 +9,7 @@ each positive atom matched) using the model's hash indexes. Two orders:
 - `source`: the first literal, in the order written, that can be evaluated (why-not:
   "the first body literal that fails").
 
-Aggregates follow the engine (datalog/engine/compile.py): one positive atom in the body runs
+Aggregates follow the engine (datalog/engine/compiled_rules.py): one positive atom in the body runs
 over its matching tuples, several over distinct bindings of the named variables.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ..datalog.analysis.checks import outside_vars
-from ..datalog.engine.compile import one_positive_atom
+from ..datalog.engine.compiled_rules import one_positive_atom
 from ..datalog.lang import ast, values
 from ..datalog.lang.constant import arithmetic, kind_of
 from .access import reader

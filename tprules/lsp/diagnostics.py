@@ -7,8 +7,8 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from ..datalog.lang.ast import Pos
 from ..errors import BadInput
+from ..pos import Pos
 from .ruleset import RuleSet
 from .text import token_range
 

@@ -17,7 +17,7 @@ from ..datalog.analysis.checked import CheckedRules
 from ..datalog.lang import ast
 
 if TYPE_CHECKING:
-    from ..datalog.engine.column_model import ColumnarModel
+    from ..datalog.engine.fast_model import ColumnarModel
     from ..program.load import LoadedProgram
 
 REFUSALS = ("refused", "base_refused")  # a rule deriving these refuses candidates

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..datalog.lang import ast
 from ..errors import BadInput
+from ..pos import Pos
 from .text import QNAME
 
 USE_ROLES = ("head", "dominating", "positive", "negative", "aggregate")  # an atom of a rule
@@ -35,7 +36,7 @@ class Occurrence:
     """A relation's (or a component's) name, written at `pos`, `length` characters long."""
 
     name: str  # the relation as the checks know it (`cuda.refused`), or the component's name
-    pos: ast.Pos
+    pos: Pos
     length: int  # of the name as written there (`refused` inside the component), 0: not written there
     role: str  # "decl", "head", "dominating", "positive", "negative", "aggregate"; "component", "component use"
     rule: ast.Rule | None = None
@@ -61,7 +62,7 @@ class Index:
             expanded = tuple(i for i in items if not isinstance(i, (ast.Component, ast.Init, ast.Override)))
         texts: dict[str, list[str]] = {}
 
-        def written(pos: ast.Pos, name: str) -> int:
+        def written(pos: Pos, name: str) -> int:
             if pos.file not in texts:
                 texts[pos.file] = (text_of(pos.file) or "").split("\n")
             lines = texts[pos.file]

@@ -11,12 +11,13 @@ from lsprotocol import types
 
 from ..datalog.lang import ast
 from ..datalog.lang.printer import print_term
+from ..pos import Pos
 from .index import COMPONENT_ROLES, USE_ROLES, Occurrence
 from .ruleset import RuleSet
 from .text import lines_of, name_range, qualified_at, token_range, word_at
 
 
-def _location(rs: RuleSet, pos: ast.Pos, name: str | int) -> types.Location | None:
+def _location(rs: RuleSet, pos: Pos, name: str | int) -> types.Location | None:
     path = rs.path_of(pos.file)
     if path is None:
         return None
@@ -29,7 +30,7 @@ def _at(rs: RuleSet, o: Occurrence) -> types.Location | None:
     if o.length:
         return _location(rs, o.pos, o.length)
     path = rs.path_of(o.pos.file)
-    line = ast.Pos(o.pos.file, o.pos.line, 0)
+    line = Pos(o.pos.file, o.pos.line, 0)
     return types.Location(uri=path.as_uri(), range=token_range(rs.text_of(o.pos.file), line)) if path else None
 
 
@@ -121,7 +122,7 @@ def symbols(rs: RuleSet, path: Path) -> list[types.DocumentSymbol]:
     return out
 
 
-def _symbol(name, detail, kind, pos: ast.Pos, last: int, selection: types.Range, lines) -> types.DocumentSymbol:
+def _symbol(name, detail, kind, pos: Pos, last: int, selection: types.Range, lines) -> types.DocumentSymbol:
     end = len(lines[last - 1]) if 0 < last <= len(lines) else 0
     whole = types.Range(types.Position(pos.line - 1, 0), types.Position(last - 1, end))
     return types.DocumentSymbol(name=name, detail=detail, kind=kind, range=whole, selection_range=selection)

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..datalog.analysis.checked import CheckedRules, check_rules
 from ..datalog.lang import ast
 from ..errors import BadInput, BadInputs, RuleError
+from ..pos import Pos
 from .index import USE_ROLES, Index, Occurrence
 
 
@@ -57,7 +58,7 @@ class RuleSet:
             try:
                 text = buffers[path] if path in buffers else path.read_bytes().decode()
             except (OSError, UnicodeDecodeError) as err:
-                problem = RuleError(f"cannot read the rule file: {err}", ast.Pos(name, 0, 0), "unreadable")
+                problem = RuleError(f"cannot read the rule file: {err}", Pos(name, 0, 0), "unreadable")
                 old = previous.files.get(name) if previous is not None else None
                 files[name] = RuleFile(path, name, "", old.items if old is not None else None, problem)
                 items.extend(files[name].items or ())

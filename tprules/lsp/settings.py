@@ -12,8 +12,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..datalog.lang.ast import Pos
 from ..errors import UsageError
+from ..pos import Pos
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 
 from lsprotocol import types
 
-from ..datalog.lang.ast import Pos
+from ..pos import Pos
 
 NAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*")
 QNAME = re.compile(r"[A-Za-z_?][A-Za-z0-9_?]*(?:\.[A-Za-z_?][A-Za-z0-9_?]*)*")  # `cuda.refused`: an instance's

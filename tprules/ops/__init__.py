@@ -1,7 +1,7 @@
 """The class registry as one table: every class declared once (`Ops`), its entry in the
 module of its kind, and the kinds as sets over the vocabulary (tinygrad's `Ops` and
 `GroupOp`). `facts/shims/registry.facts` and the class table of docs/classes.md are
-generated from here (`python -m tprules.ops.generate`).
+generated from here (`python -m tprules.ops.registry_files`).
 
 Backends are tables keyed by `Ops`; `require` makes one that forgets a class fail at import.
 
@@ -44,7 +44,7 @@ ROW = frozenset(op for op, c in CLASSES.items() if c.kind == "row")
 LAYOUT = frozenset(op for op, c in CLASSES.items() if c.kind == "layout")
 WINDOW = frozenset(op for op, c in CLASSES.items() if c.kind == "window")
 INDEXED = LAYOUT | WINDOW  # read an operand at another index than the one they write
-# layout classes that only move elements, read through index arithmetic (codegen/views.py);
+# layout classes that only move elements, read through index arithmetic (codegen/render/views.py);
 # cat, embedding and take_rows choose what they read, so they compute
 VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SLICE, Ops.TRANSPOSE})
 SHAPED = frozenset(op for op, c in CLASSES.items() if c.shaped)  # take their shape from the destination

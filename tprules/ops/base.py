@@ -87,7 +87,7 @@ class OpClass:
     takes its shape from its destination (`shaped`) is called `reference(attrs, shape, *xs)`.
     `shape(attrs, shapes, out)` is the shape rule (ValueError when the operands do not fit).
     An elementwise class has a `formula(args, attrs)`: Python source over its operands'
-    variables, the piece both renderers (codegen/emit.py) build kernels from. A row class
+    variables, the piece both renderers (codegen/render/emit.py) build kernels from. A row class
     names its `reduction` (how codegen's cpu and cuda row passes compute its statistics).
     """
 
@@ -110,10 +110,10 @@ class OpClass:
     check: Callable | None = None  # check(attrs): ValueError for an attribute the others do not cover
     shaped: bool = False  # the result takes its shape from the destination
     # operands read as integer indices (an embedding's ids): integers from their buffer to
-    # the subscript, in the reference and in the kernels (codegen/emit.py `Scope.index`)
+    # the subscript, in the reference and in the kernels (codegen/render/emit.py `Scope.index`)
     ids: tuple[int, ...] = ()
     # the ids' range: `bound(attrs, shapes)` is how many positions they index (an id lies in
-    # 0..bound − 1; runtime/semantics.py refuses one outside), None where any id is an answer
+    # 0..bound − 1; runtime/values/semantics.py refuses one outside), None where any id is an answer
     bound: Callable | None = None
     transcendental: bool = False  # a libm call, not a few instructions (codegen/cost.py)
     spec: bool = False  # one of SPEC §4's seventeen
@@ -143,7 +143,7 @@ def constant(x: float) -> str:
     import numpy as np
 
     x = float(np.float32(x))
-    if math.isinf(x) or math.isnan(x):  # the kernels' own constants (codegen/emit.py's HELPERS)
+    if math.isinf(x) or math.isnan(x):  # the kernels' own constants (codegen/render/emit.py's HELPERS)
         return "NAN" if math.isnan(x) else ("INF" if x > 0 else "-INF")
     return f"f32({x!r})"
 

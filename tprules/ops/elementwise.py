@@ -1,6 +1,6 @@
 """Elementwise classes: one output element from the same element of each operand (NumPy
 broadcasting). Each is a float32 reference and a kernel formula over its operands'
-variables; the device helpers a formula calls (`fexp`, `silu`, ...) are codegen/emit.py's."""
+variables; the device helpers a formula calls (`fexp`, `silu`, ...) are codegen/render/emit.py's."""
 
 from __future__ import annotations
 

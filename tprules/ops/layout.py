@@ -1,5 +1,5 @@
 """Layout classes: each element of the result is one element of an operand, read at another
-index; they move elements without computing (codegen/layout.py lowers them to index reads).
+index; they move elements without computing (codegen/lowering/layout.py lowers them to index reads).
 
 >>> from tprules.ops import CLASSES
 >>> CLASSES["permute"].shape({"dims": "0,2,1"}, [(2, 3, 4)], (2, 4, 3))

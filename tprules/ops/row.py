@@ -1,6 +1,6 @@
 """Row classes: a reduction over the last axis, then one pass that stores. `reduction` names
-the statistics codegen's row passes compute (cpu.py, cuda.py, emit.RowValues); `passes` the
-reduction passes over the row that the cost model counts."""
+the statistics codegen's row passes compute (codegen/cpu/function.py, codegen/cuda/kernel.py,
+emit.RowValues); `passes` the reduction passes over the row that the cost model counts."""
 
 from __future__ import annotations
 

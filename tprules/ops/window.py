@@ -1,5 +1,5 @@
 """Window classes: each element of the result is computed from a short window of an operand
-(codegen/window.py computes it where it is read, one tap at a time).
+(codegen/lowering/window.py computes it where it is read, one tap at a time).
 
 `conv1d` is the depthwise or grouped 1-D convolution of Mamba, Mamba-2, short-convolution
 and linear-attention layers: a weighted sum over a window of the last axis, stride 1,

@@ -2,7 +2,7 @@
 
 Legality is the shim's alone (the rules); the cost model only chooses among the fusions
 the shim allows. A group's cost is the estimated time of the one kernel it becomes:
-the group is lowered as `run` would lower it (codegen/lower.py) and its kernel IR costed
+the group is lowered as `run` would lower it (codegen/lowering/lower.py) and its kernel IR costed
 for a kind of machine (codegen/cost.py: FLOPs, bytes moved, pointwise work counting
 recomputation, launches). Merging groups A and B pays when
 
@@ -103,7 +103,7 @@ class KernelCost:
         return np.array(found, dtype=float)[back]
 
     def _estimate(self, members: list[int]) -> float:
-        from ..codegen.lower import lower
+        from ..codegen.lowering.lower import lower
         from .plan import Group
 
         names = self.view.names

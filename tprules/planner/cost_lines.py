@@ -11,7 +11,7 @@ def cost_lines(prog, plan, machine: Machine | str) -> list[str]:
     fusion's cost can be read: matmul FLOPs, bytes moved, the matmul operands that are views of
     a buffer (layouts that cost nothing) and the bytes of those computed into a buffer first."""
     from ..codegen.cost import Estimate, estimate
-    from ..codegen.lower import lower
+    from ..codegen.lowering.lower import lower
     from .kernels import pattern_of
 
     m = MACHINES[machine] if isinstance(machine, str) else machine

@@ -123,7 +123,7 @@ def priority_pairs(n: int, src: np.ndarray, dst: np.ndarray, classes: list[str],
     - attention's chain: each statement o on a data path from a bmm to a bmm through
       elementwise, layout and row statements only (QKᵀ → scale → mask → softmax → ·V), and
       the next statement c of such a path. A group holding the whole chain runs it per head
-      and tile (codegen/attention.py).
+      and tile (codegen/lowering/attention.py).
 
     Found a step along the data flow at a time, with numpy, for every statement at once."""
     kind = [kinds.get(c) for c in classes]

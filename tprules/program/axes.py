@@ -1,5 +1,5 @@
 """The axis groups of a reshape: which axes of the source make up which axes of the result.
-The sharding table (frontends/sharding/table.py) and the layout lowering (codegen/layout.py)
+The sharding table (frontends/sharding/table.py) and the layout lowering (codegen/lowering/layout.py)
 both walk them."""
 
 from __future__ import annotations

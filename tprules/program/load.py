@@ -12,9 +12,9 @@ from ..config import DEFAULT_SHIM, shim_library_dir
 from ..datalog.analysis.checked import CheckedRules
 from ..datalog.facts.base import FactBase, load_fact_dir
 from ..datalog.facts.columns import Columns, Symbols
-from ..datalog.lang.ast import Pos
 from ..errors import FactError, RuleError, UsageError
 from ..paths import display_path
+from ..pos import Pos
 from .order import topological_ids
 from .schema import COMPUTED, PROGRAM, SHIM, SPEC
 from .shimsource import LIBRARY, shadow

@@ -49,8 +49,8 @@ ROW = ops.ROW
 ANCHORS = ops.MATMULS | ops.ROW  # classes whose output element needs more than one input element
 POINTWISE = ops.ELEMENTWISE  # one output element from the same element of each operand
 INDEXED = ops.INDEXED  # read an operand at another index than the one they write
-WINDOW = ops.WINDOW  # a weighted sum over a window of an operand, computed where read (codegen/window.py)
-LAYOUT = ops.LAYOUT - {Ops.TRANSPOSE}  # lowered as index reads (codegen/layout.py); transpose is a stage's flip
+WINDOW = ops.WINDOW  # a weighted sum over a window of an operand, computed where read (codegen/lowering/window.py)
+LAYOUT = ops.LAYOUT - {Ops.TRANSPOSE}  # lowered as index reads (codegen/lowering/layout.py); transpose is a stage's flip
 
 
 class Program:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datalog.lang.ast import Pos
 from ..frontends.errors import ImportFailed
 from ..paths import display_path
+from ..pos import Pos
 
 
 @dataclass

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..datalog.facts.base import FactBase
-from ..datalog.lang.ast import Pos
 from ..errors import RuleError
+from ..pos import Pos
 
 GRAPH = "<graph>"  # where facts built from a graph say they come from, in error messages
 

@@ -1,11 +1,11 @@
-"""A recursive stratum's bookkeeping (datalog/engine/columnar.py): the keys seen so far kept as sorted
+"""A recursive stratum's bookkeeping (datalog/engine/fast.py): the keys seen so far kept as sorted
 runs that merge as they grow, and a linear stratum's relation grown by a list of rounds."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tprules.datalog.engine.columnar import _linear, _Seen
+from tprules.datalog.engine.fast import _linear, _Seen
 from tprules.datalog.lang.parser import parse_text
 
 

@@ -20,7 +20,7 @@ def lowered(module, x):
 
 def evaluate(graph, x):
     """The graph's statements by the reference semantics of their classes."""
-    from tprules.runtime.semantics import apply
+    from tprules.runtime.values.semantics import apply
 
     values = {"input_ids": x}
     for s in graph.stmts:

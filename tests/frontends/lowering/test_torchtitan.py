@@ -43,8 +43,8 @@ def _lowered(model, args):
 
 
 def _reference(graph, constants, ids: np.ndarray) -> np.ndarray:
-    """The graph's logits, each statement by its class's reference (runtime/semantics.py)."""
-    from tprules.runtime.semantics import apply
+    """The graph's logits, each statement by its class's reference (runtime/values/semantics.py)."""
+    from tprules.runtime.values.semantics import apply
 
     env = {}
     for v in graph.values.values():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ...config import cache_dir
 from ...errors import RuleError, raise_all
+from ...pos import Pos
 from ...version import __version__
 from ..lang import ast
 from .strata import Stratum
@@ -129,7 +130,7 @@ def load_rules(rules_dir: Path, use_cache: bool = True, include_dirs=()) -> Chec
         try:
             texts.append((name, content.decode()))
         except UnicodeDecodeError as err:
-            raise RuleError(f"rule file is not UTF-8 text: {err}", ast.Pos(name, 1, 0)) from None
+            raise RuleError(f"rule file is not UTF-8 text: {err}", Pos(name, 1, 0)) from None
     preprocessed = any(needs_preprocessor(text) for _, text in texts)
     use_cache = use_cache and not preprocessed  # an included file is not part of the fingerprint
     cached = cache_dir() / "rules" / f"{_fingerprint([(display_path(rules_dir), b'')] + files)}.pickle"

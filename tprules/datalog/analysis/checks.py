@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...errors import RuleError, Unsupported
+from ...pos import Pos
 from ..lang import ast
 from .types import Typer, resolve_types
 
@@ -18,7 +19,7 @@ TYPES = ast.PRIMITIVES
 class _Problems(list):
     code = "rule"  # the check running now: each problem carries it as its code (the editor shows it)
 
-    def add(self, message: str, pos: ast.Pos) -> None:
+    def add(self, message: str, pos: Pos) -> None:
         if any(p.message == message and p.pos == pos for p in self):  # one clause checked as several rules
             return
         self.append(RuleError(message, pos, self.code))
@@ -173,7 +174,7 @@ def check_safety(program: ast.RuleSource, problems: _Problems) -> None:
 def _check_body_safety(head, body, outer: frozenset[str], problems: _Problems) -> None:
     bound = bound_variables(body, outer)
     where = f"rule for {head.rel}" if head is not None else "aggregate"
-    unsafe: dict[str, ast.Pos] = {}
+    unsafe: dict[str, Pos] = {}
     if head is not None:
         for term in head.args:
             for name in ast.term_vars(term) - bound:

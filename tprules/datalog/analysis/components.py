@@ -27,6 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ...errors import RuleError, raise_all
+from ...pos import Pos
 from ..lang import ast
 
 MAX_DEPTH = 100  # Soufflé's instantiation limit
@@ -78,7 +79,7 @@ class _Expander:
             self.scope_of[id(child.comp)] = child
             self._index(child)
 
-    def problem(self, message: str, pos: ast.Pos) -> None:
+    def problem(self, message: str, pos: Pos) -> None:
         self.problems.append(RuleError(message, pos))
 
     def lookup(self, scope: _Scope | None, name: str, binding: dict[str, str]) -> _Scope | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator
 
+from ...pos import Pos
 from ..lang import ast
 
 Column = tuple[str, int]  # (relation, 0-based column)
@@ -33,7 +34,7 @@ def _atoms_and_equalities(node) -> Iterator[ast.Atom | ast.Comparison]:
     if isinstance(node, (tuple, list)):
         for item in node:
             yield from _atoms_and_equalities(item)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, (ast.Pos, type)):
+    elif dataclasses.is_dataclass(node) and not isinstance(node, (Pos, type)):
         for f in dataclasses.fields(node):
             yield from _atoms_and_equalities(getattr(node, f.name))
 

@@ -32,6 +32,7 @@ import dataclasses
 import itertools
 
 from ...errors import RuleError
+from ...pos import Pos
 from ..lang import ast
 from ..lang.printer import print_rule
 from ..lang.record_values import NIL, RECORD
@@ -93,11 +94,11 @@ class _Rule:
         self.var_types: dict[str, str] = {}
         self.lifted: dict[str, tuple[int, int]] = {}  # a record an atom gives: (its literal, its column)
 
-    def problem(self, message: str, pos: ast.Pos) -> None:
+    def problem(self, message: str, pos: Pos) -> None:
         if not any(p.pos == pos for p in self.problems):  # one problem per place
             self.problems.append(RuleError(message, pos))
 
-    def var(self, stem: str, pos: ast.Pos) -> ast.Var:
+    def var(self, stem: str, pos: Pos) -> ast.Var:
         return ast.Var(f".{stem}{next(self.fresh)}", pos)
 
     # -- fields of a shape --------------------------------------------------------------------
@@ -192,7 +193,7 @@ class _Rule:
 
     def body(self, body: tuple[ast.Literal, ...], outer: set[str]) -> tuple[ast.Literal, ...]:
         out: list[ast.Literal] = []
-        equalities: list[tuple[ast.Term, ast.Term, str, ast.Pos]] = []
+        equalities: list[tuple[ast.Term, ast.Term, str, Pos]] = []
         bound = set(outer)
         for lit in body:
             match lit:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...pos import Pos
 from ..lang import ast
 
 PRIMITIVES = ast.PRIMITIVES
@@ -83,7 +84,7 @@ class Typer:
 
     def __init__(self, rule: ast.Rule, decls: dict[str, ast.Decl], typenames: dict[str, str], problems):
         self.rule, self.decls, self.typenames, self.problems = rule, decls, typenames, problems
-        self.types: dict[str, tuple[str, ast.Pos, str]] = {}
+        self.types: dict[str, tuple[str, Pos, str]] = {}
         self._inferred: dict[tuple[int, int], str | None] = {}
         self._pending = False  # inside the first pass over assignments (aggregate targets may wait)
 

@@ -10,7 +10,7 @@ The translation keeps Soufflé's semantics where the two languages differ:
 - an aggregate becomes `A = #f { ... }` beside its comparison, never inside a term;
 - with one positive atom an aggregate runs over that atom's matching tuples (its whole
   argument tuple is the element), with several over distinct bindings of its own named
-  variables (see datalog/engine/compile.py);
+  variables (see datalog/engine/compiled_rules.py);
 - `min`/`max` of an empty group derive nothing in Soufflé, `#sup`/`#inf` in clingo: guarded.
 
 >>> from tprules.datalog.analysis import check_rules
@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from ..analysis.checked import CheckedRules
 from ..analysis.checks import outside_vars
 from ..lang import ast
-from .evaluate import Model
+from .model import Model
 from .options import Capabilities, EngineOptions
 
 _PLAIN = re.compile(r"[a-z][A-Za-z0-9_]*")

@@ -56,9 +56,9 @@ class EngineKind:
 
 
 ENGINE_TABLE = {e.name: e for e in (
-    EngineKind("fast", "tprules.datalog.engine.columnar", "ColumnarEngine", Capabilities(incremental=True, rounds=True),
+    EngineKind("fast", "tprules.datalog.engine.fast", "ColumnarEngine", Capabilities(incremental=True, rounds=True),
                shares_symbols=True),
-    EngineKind("compiled", "tprules.datalog.engine.evaluate", "Evaluator", Capabilities(incremental=True, rounds=True)),
+    EngineKind("compiled", "tprules.datalog.engine.compiled", "Evaluator", Capabilities(incremental=True, rounds=True)),
     EngineKind("pydatalog", "tprules.datalog.engine.pydatalog_backend", "PyDatalogEngine",
                Capabilities(incremental=False, rounds=False)),
 )}

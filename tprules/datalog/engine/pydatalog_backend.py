@@ -27,8 +27,8 @@ from ..analysis.strata import needed_strata
 from ..lang import ast
 from ..lang.constant import constant_value, fact_values, kind_of
 from ..lang.values import EvaluationError, bits_float, compare, float_bits, one_evaluation, uwrap, wrap
-from .evaluate import Model
 from .expressions import constant_text, helper_namespace, python_expr, python_name, python_test
+from .model import Model
 from .options import Capabilities, EngineOptions
 
 _UNIT = 0  # the placeholder column of a zero-arity relation

@@ -1,4 +1,4 @@
-"""A rule body evaluated set-at-a-time (the fast engine's joins, datalog/engine/columnar.py): a
+"""A rule body evaluated set-at-a-time (the fast engine's joins, datalog/engine/fast.py): a
 table of variable bindings that grows literal by literal. A positive atom is a sort-merge
 hash join (searchsorted over combined keys), a negation an anti-join, a comparison or
 assignment a vectorised expression, an aggregate a correlated group-by joined back; a
@@ -14,7 +14,7 @@ from ..facts.columns import distinct
 from ..lang import ast
 from ..lang.constant import kind_of
 from .column_values import DTYPES, TermValues, storage
-from .compile import one_positive_atom
+from .compiled_rules import one_positive_atom
 from .keys import KeyIndex, dedupe_rows, group_ids, joint_keys
 
 I64 = np.int64

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import FactError
 from ...paths import display_path
-from ..lang.ast import Pos
+from ...pos import Pos
 from .columns import I64, Symbols, decode_rows, encode_rows, first_occurrences
 from .reader import read_files
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import FactError
-from ..lang.ast import Pos
+from ...pos import Pos
 from . import scan
 from .columns import I64, Symbols, encode_rows
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ...errors import FactError, UsageError
 from ...paths import display_path
+from ...pos import Pos
 from ..lang import ast
 from ..lang.values import render
 
@@ -39,7 +40,7 @@ class Channel:
     filename: str
     delimiter: str
     headers: bool
-    pos: ast.Pos
+    pos: Pos
 
 
 def channels(checked) -> list[Channel]:
@@ -75,7 +76,7 @@ def read_input(channel: Channel, types: tuple[str, ...], facts_dir: Path) -> lis
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as err:
-        raise FactError(f"cannot read fact file: {err}", ast.Pos(display, 0)) from None
+        raise FactError(f"cannot read fact file: {err}", Pos(display, 0)) from None
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -84,11 +85,11 @@ def read_input(channel: Channel, types: tuple[str, ...], facts_dir: Path) -> lis
     for number, line in enumerate(lines[start:], start + 1):
         if line.endswith("\r"):
             line = line[:-1]
-        tuples.append(_row(line, types, channel.delimiter, channel.rel, ast.Pos(display, number)))
+        tuples.append(_row(line, types, channel.delimiter, channel.rel, Pos(display, number)))
     return tuples
 
 
-def _row(line: str, types: tuple[str, ...], delimiter: str, rel: str, pos: ast.Pos) -> tuple:
+def _row(line: str, types: tuple[str, ...], delimiter: str, rel: str, pos: Pos) -> tuple:
     if not types:
         return ()
     fields = line.split(delimiter)
@@ -98,7 +99,7 @@ def _row(line: str, types: tuple[str, ...], delimiter: str, rel: str, pos: ast.P
     return tuple(_value(field, kind, i, rel, pos) for i, (field, kind) in enumerate(zip(fields, types)))
 
 
-def _value(field: str, kind: str, column: int, rel: str, pos: ast.Pos):
+def _value(field: str, kind: str, column: int, rel: str, pos: Pos):
     if kind == "symbol":
         return field
     pattern = {"number": _NUMBER, "unsigned": _UNSIGNED, "float": _FLOAT}[kind]
@@ -216,7 +217,7 @@ def symbols_in_order(checked, facts: dict[str, list[tuple]]) -> list[str]:
         elif isinstance(node, tuple):
             for part in node:
                 walk(part)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, ast.Pos):
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, Pos):
             for name in node.__dataclass_fields__:
                 walk(getattr(node, name))
 

@@ -11,6 +11,7 @@ from lark.exceptions import UnexpectedInput, VisitError
 
 from ...deep import deep
 from ...errors import BadInput, RuleSyntaxError
+from ...pos import Pos
 from . import ast
 from .preprocess import SourceMap, needs_preprocessor, preprocess
 from .syntax_errors import refusal, syntax_error
@@ -112,12 +113,12 @@ class _ToAst(Transformer):
         super().__init__()
         self.filename, self.where = filename, where
 
-    def _pos(self, meta_or_token) -> ast.Pos:
+    def _pos(self, meta_or_token) -> Pos:
         line = getattr(meta_or_token, "line", 0) or 0
         col = getattr(meta_or_token, "column", 0) or 0
         if self.where is not None:  # preprocessed text: the original file, line and column
             return self.where.pos(line, col)
-        return ast.Pos(self.filename, line, col)
+        return Pos(self.filename, line, col)
 
     @v_args(meta=True)
     def start(self, meta, items):
@@ -455,7 +456,7 @@ def parse_body(text: str, filename: str = "<query>") -> tuple[ast.Literal, ...]:
     alternatives = _parse(text, filename, "body")
     if len(alternatives) != 1:
         raise RuleSyntaxError("a query is one conjunction: ask one alternative of the ';' at a time",
-                              ast.Pos(filename, 1, 1))
+                              Pos(filename, 1, 1))
     return alternatives[0]
 
 
@@ -474,12 +475,12 @@ def _parse(text: str, filename: str, start: str, where: SourceMap | None = None)
     except VisitError as err:
         if isinstance(err.orig_exc, BadInput):
             raise err.orig_exc from None
-        raise RuleSyntaxError(str(err.orig_exc), ast.Pos(filename, 0, 0)) from None
+        raise RuleSyntaxError(str(err.orig_exc), Pos(filename, 0, 0)) from None
 
 
 def parse_file(path: Path, display: str | None = None, include_dirs=()) -> ast.RuleSource:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as err:
-        raise RuleSyntaxError(f"cannot read rule file: {err}", ast.Pos(str(display or path), 0, 0)) from None
+        raise RuleSyntaxError(f"cannot read rule file: {err}", Pos(str(display or path), 0, 0)) from None
     return parse_text(text, display or str(path), include_dirs)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import RuleSyntaxError
-from .ast import Pos
+from ...pos import Pos
 
 _DIRECTIVE = re.compile(r"^[ \t]*#", re.MULTILINE)
 

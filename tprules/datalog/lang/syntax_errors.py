@@ -12,7 +12,7 @@ import re
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ...errors import RuleSyntaxError, Unsupported
-from .ast import Pos
+from ...pos import Pos
 
 # Soufflé constructs tprules refuses, by the token that starts them.
 _REFUSED = {

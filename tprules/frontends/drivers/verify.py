@@ -1,4 +1,4 @@
-"""`tprules import` checks itself before it writes: the program's reference (runtime/reference.py)
+"""`tprules import` checks itself before it writes: the program's reference (runtime/values/reference.py)
 on a second input, drawn from another seed than the one written to data/, against torch's
 forward on that input. A program specialised to the ids it was traced with, or a wrong
 lowering, is refused in one line naming the first statement whose value differs, its
@@ -46,9 +46,9 @@ def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray,
     writing to the folder's data/ (taken from memory, not read back: a large weight costs
     seconds to read again); the inputs it lacks are read from the folder."""
     from ...program.model import Program
-    from ...runtime.compare import errors, tolerance
-    from ...runtime.inputs import as_stored, program_inputs
-    from ...runtime.reference import reference
+    from ...runtime.values.compare import errors, tolerance
+    from ...runtime.values.inputs import as_stored, program_inputs
+    from ...runtime.values.reference import reference
     from ...workspace import Workspace
 
     prog = Program.from_workspace(Workspace(folder))
@@ -128,7 +128,7 @@ def _graph_values(model, built, inputs: dict[str, np.ndarray]):
         return _memo[key]
     import torch
 
-    from ...runtime.semantics import apply
+    from ...runtime.values.semantics import apply
 
     c, graph = built.constants, built.graph
     with built.reduce() if built.reduce is not None else nullcontext():
@@ -192,7 +192,7 @@ def _node_values(c, named: dict, inputs: dict) -> dict:
 
 
 def _differs(got, want) -> bool:
-    from ...runtime.compare import errors
+    from ...runtime.values.compare import errors
 
     got, want = np.asarray(got), np.asarray(want)
     if got.dtype.kind in "iub" or want.dtype.kind in "iub":

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...datalog.lang.ast import Pos
 from ...paths import display_path
+from ...pos import Pos
 from ..errors import ImportFailed
 from ..sharding.styles import NOT_IN_EP_PLAN, style
 

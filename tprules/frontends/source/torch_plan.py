@@ -20,8 +20,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from ...datalog.lang.ast import Pos
 from ...paths import display_path
+from ...pos import Pos
 from ..errors import ImportFailed
 from ..sharding.styles import REPLICATED, Layout, Port, Style
 

@@ -1,9 +1,12 @@
 """One module per device. A device compiles kernels and gives each chip a queue:
 
-- `cpu`:  each kernel one Numba CPU function (parallel when big), one worker thread per
-          chip, so the chips run concurrently;
-- `sim`:  Numba's CUDA simulator running the CUDA kernels (CI, tiny shapes);
-- `cuda`: real GPUs; chip i on GPU i mod k, each chip with its own stream and buffers.
+base.py            what the executor asks of a device, and of each chip's queue on it
+matmul.py          which matmul core a device uses, and why (a library where present, else our own)
+gemm_providers.py  the libraries a GPU matmul stage hands its gemm to (cuBLAS through CuPy or PyTorch)
+cpu.py             each kernel one Numba CPU function (parallel when big), one worker thread per
+                   chip, so the chips run concurrently
+cuda.py            real GPUs; chip i on GPU i mod k, each chip with its own stream and buffers
+sim.py             Numba's CUDA simulator running the CUDA kernels (CI, tiny shapes)
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ made by that chip's thread once the source chip has finished what it had queued.
 
 The chips share the process's memory (`shares_spine`): a spine kernel, whose result is the
 same on every chip, runs once, on chip 0's thread with every core, and the other chips
-read its buffers where they lie once it is done (runtime/executor.py).
+read its buffers where they lie once it is done (runtime/execution/executor.py).
 
 Matmul stages call SciPy's BLAS on tiles where it is present (see matmul.py).
 
@@ -36,7 +36,9 @@ from typing import Sequence, cast
 
 import numpy as np
 
-from ...codegen import attention, cache, cpu
+from ...codegen import cache
+from ...codegen.cpu import function as cpu
+from ...codegen.lowering import attention
 from ...heap import keep_freed_memory
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
@@ -244,7 +246,7 @@ class CpuDevice(Device):
             kernel = attention.without_tiled_buffers(kernel)
         else:
             kernel = attention.unfold(kernel)  # (as cpu.render runs it)
-        if scratch:  # operand buffers the runtime allocates (codegen/emit.py RUNTIME_BUFFER_BYTES)
+        if scratch:  # operand buffers the runtime allocates (codegen/render/emit.py RUNTIME_BUFFER_BYTES)
             kernel = replace(kernel, params=kernel.params + scratch)
         fn = self._compiled.get(source)
         if fn is None:

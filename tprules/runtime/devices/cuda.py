@@ -20,7 +20,7 @@ from typing import Sequence, cast
 import numpy as np
 
 from ...codegen import cache
-from ...codegen import cuda as render_cuda
+from ...codegen.cuda import kernel as render_cuda
 from .base import Compiled, Device, DeviceUnavailable, Queue
 
 SIM_VARIABLE = "NUMBA_ENABLE_CUDASIM"

@@ -1,4 +1,4 @@
-"""The libraries a GPU matmul stage can hand its gemm to (codegen/extern.py splits the stage).
+"""The libraries a GPU matmul stage can hand its gemm to (codegen/render/extern.py splits the stage).
 
 Each provider computes a `Gemm` stage's `c = op(a) @ op(b)` on device buffers (Numba-CUDA
 arrays, shared without a copy through `__cuda_array_interface__`), enqueued on the chip's

@@ -7,7 +7,7 @@
 3. world.py      the one object owning the communicator and which chips a rank holds
                  (the only importer of mpi4py; collectives polled against a timeout);
 4. rank.py       one rank, start to end: it prepares and runs as one process does
-                 (`runtime.Prepared` and runtime/executor.py), with its `RankWorld`;
+                 (`runtime.Prepared` and runtime/execution/executor.py), with its `RankWorld`;
 5. reference.py  the numpy reference, each rank for its own chips and the spine;
 6. collect.py    rank 0 gathers outputs and figures; report.py renders them.
 

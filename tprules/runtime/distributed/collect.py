@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ChipStats, matmul_core
-from ..compare import compare
-from ..executor import kernel_timing
-from ..reference import Values
+from ..execution.executor import kernel_timing
+from ..run import ChipStats, matmul_core
+from ..values.compare import compare
+from ..values.reference import Values
 from .report import DistributedReport, RankStats
 
 

@@ -69,10 +69,10 @@ def plan_job(program_dir, *, rules=None, shim=None, engine="fast", unfused=False
     from ...program.model import Program
     from ...verdicts import module_paths
     from ...workspace import Workspace
-    from .. import run_plan
     from ..devices import get_device
-    from ..groups import ordered_groups
-    from ..inputs import check_input_files
+    from ..plan.groups import ordered_groups
+    from ..run import run_plan
+    from ..values.inputs import check_input_files
 
     ws = Workspace(program_dir, rules, shim, engine=engine, include_dirs=include_dirs)
     prog = Program.from_workspace(ws)

@@ -6,7 +6,7 @@
 3. prepare, as one process does (`runtime.Prepared` with this rank's world): lower every
    group (all ranks walk the whole plan), compile the kernels of this rank's chips, read
    only the inputs its chips bind and the spine's, the reference for its chips (reference.py);
-4. the runs (runtime/executor.py, with this rank's world);
+4. the runs (runtime/execution/executor.py, with this rank's world);
 5. rank 0 gathers outputs and figures, compares, and reports (`emit`); every rank exits with
    rank 0's status.
 
@@ -179,15 +179,15 @@ def _fail(world: RankWorld, status: _Status, err: BaseException, traceback: bool
 def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: float, status=None) -> int:
     """Steps 3-5 on this rank, given its world and the job; rank 0 calls `emit(report)`.
     `status(state)` (optional) hears when the run proper begins."""
-    from .. import Prepared
     from ..devices import get_device
+    from ..run import Prepared
     from .collect import collect, rank_share
 
     device = get_device(options.device, options.matmul)
     trace = _rank_trace(world, device, started) if options.trace else None
     show = (options.show_kernels(job.modules, frozenset(job.prog.inputs)) if options.show_kernels and world.rank == 0
             else None)
-    # as one process prepares (runtime/__init__.py), for this rank's chips; a spine kernel
+    # as one process prepares (runtime/run.py), for this rank's chips; a spine kernel
     # runs on each of them, as in real tensor parallelism (docs/distributed.md)
     prepared = Prepared(job.prog, job.plan, device, show_kernels=show, trace=trace, share=False, world=world)
     if status is not None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...program.model import Program
-from ..reference import statement_value
-from ..world import World
+from ..execution.world import World
+from ..values.reference import statement_value
 
 
 def ranks_computing(prog: Program, statement, world: World) -> set[int]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .. import RunReport
 from ..report import chip_table, make_console, print_outputs, print_plan, seconds, size, table, verdict
+from ..run import RunReport
 
 
 @dataclass

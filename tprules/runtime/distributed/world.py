@@ -1,7 +1,7 @@
 """The one object that owns the MPI communicator and knows which chips each rank holds
 (as mpi4py's demos and Megatron's `parallel_state` do): kernels, the planner and the
 executor never see MPI, and nothing else in tprules imports mpi4py. A `RankWorld` is the
-one-process `World` (runtime/world.py) with a communicator: the executor takes either.
+one-process `World` (runtime/execution/world.py) with a communicator: the executor takes either.
 
 Rank r of a world of size N holds the chips k with k mod N == r.
 
@@ -22,7 +22,7 @@ from typing import NoReturn
 import numpy as np
 
 from ...errors import BadInput
-from ..world import Traffic, World
+from ..execution.world import Traffic, World
 
 INSTALL = "pip install -e '.[mpi]' (mpi4py and the mpich wheel)"
 DEFAULT_TIMEOUT = 600.0  # seconds, as torch.distributed's default: long compiles stay legal
@@ -177,7 +177,7 @@ class RankWorld(World):
         self._count(data.nbytes, started)
         return data
 
-    # -- nonblocking, for collective kernels that overlap (runtime/overlap.py) -----------
+    # -- nonblocking, for collective kernels that overlap (runtime/execution/overlap.py) -----------
 
     def isend(self, array: np.ndarray, to: int) -> "Pending":
         """Start sending `array` to rank `to`; `wait` ends it."""
