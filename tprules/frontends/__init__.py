@@ -24,7 +24,7 @@ in program/, runtime/ or codegen/ knows where a program came from.
 6. tp.py         the TP program: a chip's statements where the placement is a shard or a
                  partial, a fold wherever a partial meets a class that needs the whole sum;
 7. stamp.py      every layer stamped from the traced ones (names renumbered as a full
-                 trace numbers them), as columns (columnar.py: pyarrow arrays, the
+                 trace numbers them), as columns (program/facts.py: pyarrow arrays, the
                  candidates over interned columns, pyarrow's CSV writer);
 8. write.py      candidates (producer → consumer, siblings), data/ (a weight sharded one
                  file per chip), expected/logits.npy (torch's own forward), all written into

@@ -177,11 +177,11 @@ def _check_names(facts) -> None:
     import pyarrow.compute as pc
 
     for rel, cols in (("op", (0,)), ("writes", (0,)), ("writes", (1,)), ("reads", (0, 1)), ("tensor", (0,))):
-        if not facts.rows(rel):
+        if not facts.count(rel):
             continue
         keys = [pc.cast(facts.column(rel, c), pa.string()) for c in cols]
         joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\t")
-        if len(pc.unique(joined)) != facts.rows(rel):
+        if len(pc.unique(joined)) != facts.count(rel):
             raise CannotStamp(f"two stamped rows of {rel}.facts share a name")
 
 
@@ -208,15 +208,10 @@ def within_layers(built) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..columnar import _intern
+    from ...program.facts import interned as _intern
 
     facts = built.facts
-    if hasattr(facts, "columns"):  # a stamped program's FactColumns
-        def column(rel, i):
-            return facts.column(rel, i)
-    else:  # a ProgramBuilder's tuples
-        def column(rel, i):
-            return pa.array([str(row[i]) for row in facts.facts[rel]], pa.string())
+    column = facts.column
     if len(column("member", 0)) == 0:
         return
     modules = pc.equal(column("attr", 1), "module")
@@ -241,11 +236,7 @@ def within_layers(built) -> None:
     if not drop.any():
         return
     keep = pa.array(np.repeat(~drop, 2))
-    kept = [pc.filter(column("member", 0), keep), pc.filter(members, keep)]
-    if hasattr(facts, "columns"):
-        facts.set("member", kept)
-    else:
-        facts.facts["member"] = list(zip(kept[0].to_pylist(), kept[1].to_pylist()))
+    facts.set("member", [pc.filter(column("member", 0), keep), pc.filter(members, keep)])
     built.candidates -= int(drop.sum())
 
 
