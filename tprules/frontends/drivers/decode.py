@@ -208,7 +208,7 @@ def within_layers(built) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ...program.facts import interned as _intern
+    from ...program.facts import interned
 
     facts = built.facts
     column = facts.column
@@ -217,7 +217,7 @@ def within_layers(built) -> None:
     modules = pc.equal(column("attr", 1), "module")
     named, paths = pc.filter(column("attr", 0), modules), pc.filter(column("attr", 2), modules)
     members, writers, readers = column("member", 1), column("writes", 0), column("reads", 0)
-    code, _ = _intern(pa.chunked_array([named, members, writers, readers], pa.string()))
+    code, _ = interned(pa.chunked_array([named, members, writers, readers], pa.string()))
     n = int(code.max()) + 1
     at = np.cumsum([0, len(named), len(members), len(writers), len(readers)])
     c_named, c_members, c_writers, c_readers = (code[at[i]:at[i + 1]] for i in range(4))
@@ -225,7 +225,7 @@ def within_layers(built) -> None:
     has = pc.is_valid(found).to_numpy(zero_copy_only=False)
     layer = np.full(n, -1, dtype=np.int64)
     layer[c_named[has]] = pc.cast(pc.filter(found, pc.is_valid(found)), pa.int64()).to_numpy()
-    t_code, _ = _intern(pa.chunked_array([column("writes", 1), column("reads", 2)], pa.string()))
+    t_code, _ = interned(pa.chunked_array([column("writes", 1), column("reads", 2)], pa.string()))
     writer = np.full(int(t_code.max()) + 1, -1, dtype=np.int64)
     writer[t_code[:len(writers)]] = c_writers
     fed_by = writer[t_code[len(writers):]]
