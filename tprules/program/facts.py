@@ -9,10 +9,12 @@ A relation is held one way at a time:
   `facts.set("member", [fusions, statements])`; the stamper and the passes over a stamped
   program (decode's, per_layer's) make columns with no Python loop per row.
 
-Either way reads as the other, made on demand: `column(rel, i)` over rows gives their
-distinct rows' column (as `write` writes them); `facts[rel]` of a relation held as columns
-turns it into rows of str. `write` writes rows with Python and columns with pyarrow's CSV
-writer, in the same layout: one file per non-empty relation, TAB between columns, no header.
+Either way reads as the other, made on demand and held so from then on: `column(rel, i)`
+of a relation held as rows makes it columns (its distinct rows, as `write` writes them);
+`facts[rel]` of a relation held as columns makes it rows of str. So a relation is never
+held twice, and a pass over columns converts a builder's rows once. `write` writes rows
+with Python and columns with pyarrow's CSV writer, in the same layout: one file per
+non-empty relation, TAB between columns, no header, each row once.
 
 >>> f = Facts()
 >>> f["op"].append(("mm0", "matmul"))
@@ -79,11 +81,11 @@ class Facts:
         self._columns[rel] = columns
 
     def count(self, rel: str) -> int:
-        """How many rows `rel` has (rows as added, each counted)."""
+        """How many distinct rows `rel` has (as many as `write` writes)."""
         cols = self._columns.get(rel)
         if cols is not None:
             return len(cols[0]) if cols else 0
-        return len(self._rows.get(rel, ()))
+        return len(set(self._rows.get(rel, ())))
 
     def arity(self, rel: str) -> int:
         spec = SPEC.get(rel)
@@ -93,16 +95,16 @@ class Facts:
         return len(rows[0]) if rows else len(self._columns.get(rel, ()))
 
     def columns(self, rel: str) -> list:
-        """Every column of `rel`: as set, or made from its distinct rows."""
+        """Every column of `rel` (held as rows: made from its distinct rows, and held so)."""
         cols = self._columns.get(rel)
-        if cols is not None:
-            return cols
-        rows = list(dict.fromkeys(self._rows.get(rel, ())))
-        return [strings([str(r[c]) for r in rows]) for c in range(self.arity(rel))]
+        if cols is None:
+            arity = self.arity(rel)
+            rows = list(dict.fromkeys(self._rows.pop(rel, ())))
+            cols = self._columns[rel] = [strings([str(r[c]) for r in rows]) for c in range(arity)]
+        return cols
 
     def column(self, rel: str, i: int):
-        cols = self._columns.get(rel)
-        return cols[i] if cols is not None else self.columns(rel)[i]
+        return self.columns(rel)[i]
 
     def write(self, directory: Path) -> Path:
         """`<rel>.facts` for every non-empty relation (older .facts files removed); rows
