@@ -53,7 +53,7 @@ def test_judging_never_loads_numpy_ma(command):
 
 @pytest.mark.parametrize("command", [["plan", "--format", "json"], ["why", "legal(F)"], ["lint"]])
 def test_reading_facts_does_not_import_pyarrow(command):
-    """pyarrow writes an import's facts (frontends/columnar.py); reading them is numpy's."""
+    """pyarrow writes an import's facts (program/facts.py); reading them is numpy's."""
     program = "facts/llama-layer-tp4"
     done = subprocess.run([sys.executable, "-c", SCRIPT, program, command[0], program, *command[1:]],
                           capture_output=True, text=True, timeout=120)

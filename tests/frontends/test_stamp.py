@@ -1,17 +1,10 @@
 """Import once per layer kind: the stamped program equals a full trace, file for file, on
-small models of each pattern; the layer kinds are found, not assumed; the columnar
-writer and candidates equal the builder's."""
+small models of each pattern; the layer kinds are found, not assumed."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
-
-from tprules.frontends.columnar import FactColumns, candidates, strings
-from tprules.frontends.drivers.write import add_candidates
-from tprules.program.builder import ProgramBuilder
 
 from .tiny import GROUP_ROUTING, LATENT_MOE, make_model
 
@@ -136,7 +129,7 @@ def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_pa
 
 
 def test_a_model_that_cannot_be_stamped_is_traced_whole(tmp_path, monkeypatch):
-    from tprules.frontends.layers.kinds import stamp
+    from tprules.frontends.layers import stamp
 
     def refuse(self, *args, **kwargs):
         raise stamp.CannotStamp("a node between two layers")
@@ -154,29 +147,3 @@ def test_the_report_says_how_many_layers_were_traced(cli, tmp_path):
     assert out.splitlines()[-1] == "1 layer kind: 2 layers traced, the rest stamped"
     status, out, _ = cli("import", "hf", source, "--tp", "2", "--out", tmp_path / "p", "--no-data", "--every-layer")
     assert status == 0 and "stamped" not in out
-
-
-def _random_program(seed: int) -> ProgramBuilder:
-    rng = random.Random(seed)
-    b = ProgramBuilder(chips=2)
-    tensors = [b.tensor("x", [4, 4], spine=True)]
-    for i in range(rng.randint(3, 30)):
-        reads = [rng.choice(tensors) for _ in range(rng.randint(1, 3))]
-        out = b.tensor(f"t{i}", [4, 4], spine=True)
-        b.stmt(f"s{i}", rng.choice(["add", "mul", "sum"]), reads, out, module=f"m.{i % 3}", folded="a,b")
-        tensors.append(out)
-    return b
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_columnar_candidates_and_writer_equal_the_builders(seed, tmp_path):
-    b = _random_program(seed)
-    columns = FactColumns()
-    for rel, rows in b.facts.items():
-        if rows:
-            columns.set(rel, [strings([str(r[i]) for r in rows]) for i in range(len(rows[0]))])
-    count = candidates(columns)
-    assert count == add_candidates(b)
-    b.write(tmp_path / "builder")
-    columns.write(tmp_path / "columns")
-    assert _same_folders(tmp_path / "builder", tmp_path / "columns") == []

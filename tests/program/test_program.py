@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import shutil
 
+import networkx as nx
 import pytest
 from conftest import FACTS
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,6 @@ from strategies import tp_programs
 from tprules.planner import KernelCost, checked_view, plan, plan_graph, registry_kinds, shim_machine
 from tprules.planner.index import PlanIndex
 from tprules.program.model import Program
-from tprules.program.order import topological_order
 from tprules.program.shapes import fact_tensors
 from tprules.program.view import PROVENANCE
 from tprules.shim import FactShim, Manifest, Op, TensorGraph, TensorParallelShim
@@ -25,6 +25,17 @@ from tprules.workspace import Workspace
 EXAMPLES = sorted(p.name for p in FACTS.iterdir() if p.is_dir() and (p / "op.facts").exists())
 SHIMS = ("cuda-lane:h100:Bf16", "cuda-lane:rtx3060:TwoPassInt8", "cpu:x86:F32")
 RANDOM = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def producers_first(facts) -> list[str]:
+    """Producers before their readers, ties in op.facts order: networkx's, not program/order.py's."""
+    statements = [o for o, _ in facts.ordered("op")]
+    rank = {o: i for i, o in enumerate(statements)}
+    writer = {t: o for o, t in facts.tuples("writes")}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(statements)
+    graph.add_edges_from((writer[t], o) for o, _, t in facts.tuples("reads") if t in writer)
+    return list(nx.lexicographical_topological_sort(graph, key=rank.__getitem__))
 
 
 def same_partition(ids: list[int], values: list) -> bool:
@@ -46,7 +57,7 @@ def from_facts(ws: Workspace) -> tuple[list[tuple], dict]:
     folds = {o for o, _ in facts.tuples("fold")}
     quantized = {(c, i): f for s, c, i, f in facts.tuples("quantized") if s == ws.shim}
     out = []
-    for o in topological_order(facts):
+    for o in producers_first(facts):
         reads = tuple(t for _, t in sorted(operands.get(o, {}).items()))
         q = tuple(sorted((i, f) for (c, i), f in quantized.items() if c == class_of[o] and i < len(reads)))
         out.append((o, class_of[o], reads, writes[o], tuple(attrs.get(o, ())), o in folds, q))
@@ -205,7 +216,7 @@ def test_an_order_written_out_of_order_is_found_on_the_ids(seed, tmp_path):
     random.Random(seed).shuffle(lines)
     (folder / "op.facts").write_text("\n".join(lines) + "\n")
     loaded = Workspace(folder).program
-    assert loaded.order == topological_order(loaded.facts) != [o for o, _ in loaded.facts.ordered("op")]
+    assert loaded.order == producers_first(loaded.facts) != [o for o, _ in loaded.facts.ordered("op")]
 
 
 def broken(tmp_path, edit) -> str:

@@ -1,6 +1,8 @@
 """Build TP programs in Python and write them as SPEC §2 fact directories.
 
-Used by the example generator, the benchmark generator and the randomized tests.
+The builder adds rows to a program's `Facts` (facts.py) a tensor or a statement at a time,
+with the checks a hand-written program needs. Used by the Sharder, the example generator,
+the benchmark generator and the randomized tests.
 
 >>> b = ProgramBuilder(chips=2)
 >>> x = b.tensor("x", [4, 8], spine=True)
@@ -19,20 +21,18 @@ from pathlib import Path
 import numpy as np
 
 from ..ops import Ops
+from .facts import Facts
 
 
 class ProgramBuilder:
     def __init__(self, chips: int):
         self.chips = chips
-        self.facts: dict[str, list[tuple]] = {rel: [] for rel in (
-            "op", "reads", "writes", "tensor", "shape", "attr", "chips", "placed", "spine", "fold",
-            "collective", "section", "relocated", "member")}
+        self.facts = Facts()
         self.facts["chips"].append((chips,))
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: dict[str, str] = {}
         self.writer: dict[str, str] = {}
         self.data: dict[str, np.ndarray] = {}
-        self.extra: dict[str, list[tuple]] = {}
         self._statements: set[str] = set()  # for the duplicate check (model-scale programs)
 
     # -- tensors and statements ----------------------------------------------------
@@ -112,7 +112,7 @@ class ProgramBuilder:
 
     def add_facts(self, rel: str, tuples: list[tuple]) -> None:
         """Facts of other relations (e.g. a program's own shim)."""
-        self.extra.setdefault(rel, []).extend(tuples)
+        self.facts[rel].extend(tuples)
 
     @property
     def statements(self) -> list[str]:
@@ -122,17 +122,7 @@ class ProgramBuilder:
 
     def write(self, directory: Path) -> Path:
         """Write `<rel>.facts` files (empty relations are left out) and `data/*.npy` inputs."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        for old in directory.glob("*.facts"):
-            old.unlink()
-        relations = dict(self.facts)
-        for rel, tuples in self.extra.items():
-            relations[rel] = relations.get(rel, []) + tuples
-        for rel, tuples in relations.items():
-            if tuples:
-                lines = ["\t".join(str(c) for c in t) for t in dict.fromkeys(tuples)]
-                (directory / f"{rel}.facts").write_text("\n".join(lines) + "\n")
+        directory = self.facts.write(directory)
         if self.data:
             (directory / "data").mkdir(exist_ok=True)
             for name, array in self.data.items():

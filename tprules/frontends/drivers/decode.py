@@ -177,11 +177,11 @@ def _check_names(facts) -> None:
     import pyarrow.compute as pc
 
     for rel, cols in (("op", (0,)), ("writes", (0,)), ("writes", (1,)), ("reads", (0, 1)), ("tensor", (0,))):
-        if not facts.rows(rel):
+        if not facts.count(rel):
             continue
         keys = [pc.cast(facts.column(rel, c), pa.string()) for c in cols]
         joined = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, "\t")
-        if len(pc.unique(joined)) != facts.rows(rel):
+        if len(pc.unique(joined)) != facts.count(rel):
             raise CannotStamp(f"two stamped rows of {rel}.facts share a name")
 
 
@@ -208,21 +208,16 @@ def within_layers(built) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..columnar import _intern
+    from ...program.facts import interned
 
     facts = built.facts
-    if hasattr(facts, "columns"):  # a stamped program's FactColumns
-        def column(rel, i):
-            return facts.column(rel, i)
-    else:  # a ProgramBuilder's tuples
-        def column(rel, i):
-            return pa.array([str(row[i]) for row in facts.facts[rel]], pa.string())
+    column = facts.column
     if len(column("member", 0)) == 0:
         return
     modules = pc.equal(column("attr", 1), "module")
     named, paths = pc.filter(column("attr", 0), modules), pc.filter(column("attr", 2), modules)
     members, writers, readers = column("member", 1), column("writes", 0), column("reads", 0)
-    code, _ = _intern(pa.chunked_array([named, members, writers, readers], pa.string()))
+    code, _ = interned(pa.chunked_array([named, members, writers, readers], pa.string()))
     n = int(code.max()) + 1
     at = np.cumsum([0, len(named), len(members), len(writers), len(readers)])
     c_named, c_members, c_writers, c_readers = (code[at[i]:at[i + 1]] for i in range(4))
@@ -230,7 +225,7 @@ def within_layers(built) -> None:
     has = pc.is_valid(found).to_numpy(zero_copy_only=False)
     layer = np.full(n, -1, dtype=np.int64)
     layer[c_named[has]] = pc.cast(pc.filter(found, pc.is_valid(found)), pa.int64()).to_numpy()
-    t_code, _ = _intern(pa.chunked_array([column("writes", 1), column("reads", 2)], pa.string()))
+    t_code, _ = interned(pa.chunked_array([column("writes", 1), column("reads", 2)], pa.string()))
     writer = np.full(int(t_code.max()) + 1, -1, dtype=np.int64)
     writer[t_code[:len(writers)]] = c_writers
     fed_by = writer[t_code[len(writers):]]
@@ -241,11 +236,7 @@ def within_layers(built) -> None:
     if not drop.any():
         return
     keep = pa.array(np.repeat(~drop, 2))
-    kept = [pc.filter(column("member", 0), keep), pc.filter(members, keep)]
-    if hasattr(facts, "columns"):
-        facts.set("member", kept)
-    else:
-        facts.facts["member"] = list(zip(kept[0].to_pylist(), kept[1].to_pylist()))
+    facts.set("member", [pc.filter(column("member", 0), keep), pc.filter(members, keep)])
     built.candidates -= int(drop.sum())
 
 

@@ -19,6 +19,7 @@ from ..errors import ImportFailed
 from ..graph import INPUT, OUTPUT
 
 if TYPE_CHECKING:
+    from ...program.facts import Facts
     from ..graph import Graph
     from ..source.constants import Constants
 
@@ -131,7 +132,7 @@ def written(out, source, src, built: _Built, tp: int, options: dict, seed: int, 
 class _Built:
     """The program's facts and what `_data` needs to write its inputs."""
 
-    facts: object  # a FactColumns or a ProgramBuilder (both `.write(dir)`)
+    facts: Facts
     statements: int
     candidates: int
     tensors: int
@@ -189,16 +190,16 @@ def _traced(src, model, tp, batch, seq, heads, clock, progress) -> _Built:
 def built_whole(src, graph, constants, lowerer, tpp, clock, progress) -> _Built:
     """A program traced whole (every layer) and sharded: its folded constants checked, its
     candidates added, and what `_data` needs (import hf's and import torch's last step)."""
-    from .write import add_candidates
+    from ...program.candidates import candidates as add_candidates
 
     _check_folded(src, graph, constants, tpp.placement)
-    candidates = add_candidates(tpp.builder)
+    facts = tpp.builder.facts
+    candidates = add_candidates(facts)
     clock.tick("shard")
     progress.advance()
-    b = tpp.builder
     inputs = [(v.name, v, tpp.placement[v.name], None) for v in graph.inputs]
-    return _Built(b, len(b.statements), candidates, len(b.shapes), len(b.facts["fold"]), sorted(graph.folded),
-                  inputs, constants, graph, names=lowerer.names, output=lowerer.output)
+    return _Built(facts, facts.count("op"), candidates, facts.count("tensor"), facts.count("fold"),
+                  sorted(graph.folded), inputs, constants, graph, names=lowerer.names, output=lowerer.output)
 
 
 def _stamped(src, model, kinds, tp, batch, seq, heads, clock, progress) -> _Built:
@@ -226,7 +227,7 @@ def stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, 
     """A reduced trace's graph (its values tagged with their segments, stamp.py) sharded and
     stamped for every layer (import hf's and its decode step's last step). `place(graph,
     style_of, weights, kinds)` may add placements of program inputs before the sharding."""
-    from ..columnar import candidates as add_candidates
+    from ...program.candidates import candidates as add_candidates
     from ..layers.kinds import reduced
     from ..layers.stamp import Stamper, TaggingSharder
     from ..sharding.weights import plan_placements
@@ -248,7 +249,7 @@ def stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, 
     folded = sorted(name for f in graph.folded for name, _, _ in stamper.instances(f))
     candidates = add_candidates(facts)
     clock.tick("stamp")
-    built = _Built(facts, facts.rows("op"), candidates, facts.rows("tensor"), facts.rows("fold"), folded, inputs,
+    built = _Built(facts, facts.count("op"), candidates, facts.count("tensor"), facts.count("fold"), folded, inputs,
                    constants, graph, kinds.kinds, len(kinds.order), lowerer.names, lowerer.output,
                    lambda: reduced(model, kinds))
     built.placement, built.instances = tpp.placement, stamper.instances

@@ -2,10 +2,8 @@
 
 Everything goes into a temporary folder beside DIR, renamed into place at the end, so a
 failure leaves no partial DIR. A DIR that exists is replaced only when it holds an
-earlier import (its `source.json`).
-
-Candidates (`member.facts`): every producer → consumer pair of statements, and every pair
-of statements that read the same computed tensor (siblings), as `A__B`.
+earlier import (its `source.json`). The facts are the program's `Facts` (program/facts.py),
+its candidates among them (program/candidates.py).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import json
 import os
 import shutil
 import tempfile
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -23,33 +20,6 @@ from ...paths import display_path
 from ..errors import ImportFailed
 
 MARKER = "source.json"
-
-
-def add_candidates(b) -> int:
-    """Producer → consumer pairs and sibling pairs; returns how many candidates."""
-    readers: dict[str, list[str]] = {}
-    for o, _, t in b.facts["reads"]:
-        readers.setdefault(t, [])
-        if o not in readers[t]:
-            readers[t].append(o)
-    seen: set[frozenset] = set()
-
-    def add(a: str, c: str) -> None:
-        key = frozenset((a, c))
-        if a != c and key not in seen:
-            seen.add(key)
-            b.candidate(f"{a}__{c}", [a, c])
-
-    written = {}
-    for o, t in b.facts["writes"]:
-        written[t] = o
-        for consumer in readers.get(t, ()):
-            add(o, consumer)
-    for t, rs in readers.items():
-        if t in written:
-            for a, c in combinations(rs, 2):
-                add(a, c)
-    return len(seen)
 
 
 def check_out(out: Path) -> None:

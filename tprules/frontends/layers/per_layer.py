@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..columnar import ARITY, FactColumns, candidates, strings
+from ...program.candidates import candidates
+from ...program.facts import Facts, strings
 
 LAYER = r"^(?P<path>(?:.*\.)?layers\.\d+)(?:\.|$)"
 STATEMENT_RELS = ("op", "reads", "writes", "attr")  # column 0 a statement, in program order
@@ -33,9 +34,7 @@ def per_layer_positions(built, leaves: set[str]) -> bool:
     """Copy the statements computed from `leaves` alone (the position input and folded
     constants), outside the layers and read by two layers or more, into each layer that
     reads them; the candidates are made again. Returns whether anything was copied."""
-    facts = _as_columns(built.facts)
-    if facts is None:
-        return False
+    facts = built.facts
     layer_of = _layers(facts)
     found = _cone(facts, leaves, layer_of)
     if found is None:
@@ -50,39 +49,23 @@ def per_layer_positions(built, leaves: set[str]) -> bool:
     if _taken(facts, new_names):
         return False
     gone = set(copies) - keep
-    out = FactColumns()
-    for rel, cols in facts.columns.items():
+    out = Facts()
+    for rel in facts:
+        cols = facts.columns(rel)
+        if not cols or not len(cols[0]):
+            continue
         if rel in STATEMENT_RELS:
             cols = _statements(rel, cols, copies, need, path, tensors, gone, layer_of)
         elif rel in TENSOR_RELS:
             cols = _tensors(cols, copies, need, path, tensors, {tensors[x] for x in gone})
         out.set(rel, cols)
     built.facts = out
-    built.statements, built.tensors = out.rows("op"), out.rows("tensor")
+    built.statements, built.tensors = out.count("op"), out.count("tensor")
     built.candidates = candidates(out)
     return True
 
 
-def _as_columns(facts) -> FactColumns | None:
-    """A ProgramBuilder's facts as the columns its `write` gives (rows made distinct, its
-    extra facts after); a FactColumns as it is."""
-    if hasattr(facts, "columns"):
-        return facts
-    if getattr(facts, "data", None):
-        return None
-    out = FactColumns()
-    relations = {rel: list(rows) for rel, rows in facts.facts.items()}
-    for rel, rows in facts.extra.items():
-        relations[rel] = relations.get(rel, []) + list(rows)
-    for rel, rows in relations.items():
-        rows = list(dict.fromkeys(rows))
-        if rows:
-            arity = ARITY.get(rel, len(rows[0]))
-            out.set(rel, [strings([str(r[c]) for r in rows]) for c in range(arity)])
-    return out
-
-
-def _layers(facts: FactColumns) -> dict[str, tuple[int, str]]:
+def _layers(facts: Facts) -> dict[str, tuple[int, str]]:
     """statement → (its layer's number, the layer's module path), for statements in a layer.
     The number is the path's, in order of first appearance: two stacks of layers
     (HRM's `L_module.layers.0` and `H_module.layers.0`) are different layers."""
@@ -98,7 +81,7 @@ def _layers(facts: FactColumns) -> dict[str, tuple[int, str]]:
     return {o: (number.setdefault(p, len(number)), p) for o, p in zip(names, paths)}
 
 
-def _cone(facts: FactColumns, leaves: set[str], layer_of: dict[str, tuple[int, str]]):
+def _cone(facts: Facts, leaves: set[str], layer_of: dict[str, tuple[int, str]]):
     """(the cone's statements in program order, layer → the ones it needs, layer → its
     path, the ones kept as they are) or None when no two layers read the cone."""
     import pyarrow.compute as pc
@@ -152,7 +135,7 @@ def _cone(facts: FactColumns, leaves: set[str], layer_of: dict[str, tuple[int, s
     return copies, need, path, closure(kept)
 
 
-def _writes_of(facts: FactColumns, statements: set[str]) -> dict[str, str]:
+def _writes_of(facts: Facts, statements: set[str]) -> dict[str, str]:
     import pyarrow.compute as pc
 
     at = pc.is_in(facts.column("writes", 0), value_set=strings(sorted(statements)))
@@ -160,13 +143,13 @@ def _writes_of(facts: FactColumns, statements: set[str]) -> dict[str, str]:
                     pc.filter(facts.column("writes", 1), at).to_pylist()))
 
 
-def _taken(facts: FactColumns, names: set[str]) -> bool:
+def _taken(facts: Facts, names: set[str]) -> bool:
     """Whether a copy's name is a statement's or a tensor's already."""
     import pyarrow.compute as pc
 
     given = strings(sorted(names))
     return any(pc.any(pc.is_in(facts.column(rel, c), value_set=given)).as_py()
-               for rel, c in (("op", 0), ("tensor", 0)) if facts.rows(rel))
+               for rel, c in (("op", 0), ("tensor", 0)) if facts.count(rel))
 
 
 def _row_layers(col, layer_of: dict[str, tuple[int, str]]) -> np.ndarray:

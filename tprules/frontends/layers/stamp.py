@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..columnar import ARITY, FactColumns, strings
+from ...program.facts import Facts, strings
 from ..graph import INPUT, OUTPUT, Graph
 from ..sharding.sharder import Sharder
 from ..source.trace import erased_nodes
@@ -188,8 +188,8 @@ class TaggingSharder(Sharder):
         self.tags: dict[str, list[int]] = {rel: [] for rel in self.b.facts}
 
     def _mark(self, segment: int) -> None:
-        for rel, rows in self.b.facts.items():
-            tags = self.tags[rel]
+        for rel in self.b.facts:
+            rows, tags = self.b.facts[rel], self.tags.setdefault(rel, [])
             tags.extend([segment] * (len(rows) - len(tags)))
 
     def run(self, weights, kinds=None):
@@ -317,17 +317,19 @@ class Stamper:
 
     # -- the full program --------------------------------------------------------------
 
-    def facts(self, progress=None) -> FactColumns:
+    def facts(self, progress=None) -> Facts:
+        """The full program's facts, as columns (its candidates are not among them)."""
         import pyarrow as pa
 
-        out = FactColumns()
-        relations = [(rel, rows) for rel, rows in self.sharder.b.facts.items() if rel != "member" and rows]
+        reduced = self.sharder.b.facts
+        out = Facts()
+        relations = [(rel, reduced[rel]) for rel in reduced if rel != "member" and reduced[rel]]
         layout = {rel: self._parts(rows, self.sharder.tags[rel]) for rel, rows in relations}
         # every template's names, numbered once; each (template, layer) renames them once
         tokens: dict[int, dict[tuple[str, bool], int]] = {}
         columns = {}
-        for rel, rows in relations:
-            arity = ARITY.get(rel, len(rows[0]))
+        for rel, _ in relations:
+            arity = reduced.arity(rel)
             named = _NAME_COLUMNS.get(rel, ())
             for t, rs in {id(rs): (t, rs) for t, _, rs in layout[rel]}.values():
                 table = tokens.setdefault(t, {})
@@ -351,8 +353,8 @@ class Stamper:
             names[t, i] = strings(full)
             if progress is not None and i < self.layers and t == self.template[i]:
                 progress.advance()
-        for rel, rows in relations:
-            arity = ARITY.get(rel, len(rows[0]))
+        for rel, _ in relations:
+            arity = reduced.arity(rel)
             cols = []
             for c in range(arity):
                 pieces = []
