@@ -4,7 +4,7 @@ top-k ids, DeepSeek's group-limited mask `zeros_like(s).scatter_(1, group_idx, 1
 indexer's mask, Llama 4's scores put into −inf), a static cache's write at its positions
 (index_put, index_copy), and rows taken by ids (index), as the classes take_along,
 put_along and take_rows. The index is read as integer ids; one outside the axis is refused
-where the program runs (runtime/semantics.py), since it is computed.
+where the program runs (runtime/values/semantics.py), since it is computed.
 """
 
 from __future__ import annotations
