@@ -77,6 +77,7 @@ class Dispatch:
 
     # the Sharder's (tp.py)
     g: Graph
+    values: dict[str, Tensor]
     tp: int
     arch: str
     b: ProgramBuilder
@@ -137,7 +138,7 @@ class Dispatch:
     def _whole_by_id(self, r: Routing, table: str, whole: str) -> None:
         """A table of E rows read by expert id must be split by expert (chip k's local ids
         pick rows of its own experts)."""
-        if isinstance(self.place[table], Replicate) and self.g.values[table].shape[:1] == (r.experts,):
+        if isinstance(self.place[table], Replicate) and self.values[table].shape[:1] == (r.experts,):
             name = self._origin(whole)
             raise ImportFailed(f"{self.arch}: {r.style.name} at {r.module}: {name} is read by expert id, but the plan "
                                "keeps it whole, so each chip's local ids would pick other experts' rows (grouped_gemm "
@@ -171,15 +172,15 @@ class Dispatch:
                 continue
             grouped = grouped or st.cls == Ops.GROUPED_MATMUL
             for r in st.reads:
-                v = self.g.values[r]
+                v = self.values[r]
                 if v.role in ("activation", "input") and not under(v.module, module) and r not in inputs:
                     inputs.append(r)
-        ids = [r for r in inputs if self.g.values[r].dtype in INTEGER]
+        ids = [r for r in inputs if self.values[r].dtype in INTEGER]
         if len(ids) != 1:
             raise ImportFailed(f"{self.arch}: {s.name} at {module}: its inputs hold {len(ids)} integer tensors "
                                f"({', '.join(ids) or 'none'}); it needs exactly one, the expert ids")
-        shape = self.g.values[ids[0]].shape
-        weights = [r for r in inputs if r not in ids and self.g.values[r].shape == shape]
+        shape = self.values[ids[0]].shape
+        weights = [r for r in inputs if r not in ids and self.values[r].shape == shape]
         if len(weights) != 1:
             raise ImportFailed(f"{self.arch}: {s.name} at {module}: {len(weights)} of its inputs have the expert ids' "
                                f"shape {list(shape)}; it needs exactly one, the routing weights")
@@ -207,7 +208,7 @@ class Dispatch:
         if r.ids in self.dispatched:
             return local
         per = r.experts // self.tp
-        ids, weights = self.g.values[r.ids], self.g.values[r.weights]
+        ids, weights = self.values[r.ids], self.values[r.weights]
         shifted, low, high, held, wrapped, unwrapped = (self._named("", r.ids, f"_ep_{stem}") for stem in
                                                         ("shifted", "from", "past", "held", "wrapped", "unwrapped"))
         made = [(shifted, ids), (local, ids), (low, weights), (high, weights), (held, weights)]
@@ -234,7 +235,7 @@ class Dispatch:
         if r.weights in self.dispatched:
             return masked
         self._local_ids(r)
-        self._derived(masked, self.g.values[r.weights], r.module, PARTIAL)
+        self._derived(masked, self.values[r.weights], r.module, PARTIAL)
         held = self._named("", r.ids, "_ep_held")
         for k in range(self.tp):
             self._stmt("mask", r.weights, k, Ops.MUL, [r.weights, f"{held}@{k}"], masked, r)
@@ -247,8 +248,8 @@ class Dispatch:
         if offsets in self.dispatched:
             return first
         per = r.experts // self.tp
-        v = self.g.values[offsets]
-        self.g.values[first] = Tensor(first, (per,), v.dtype, role="activation", module=r.module)
+        v = self.values[offsets]
+        self.values[first] = Tensor(first, (per,), v.dtype, role="activation", module=r.module)
         self.place[first] = PARTIAL
         for k in range(self.tp):
             self.b.tensor(f"{first}@{k}", [per], v.dtype, chip=k)
@@ -263,7 +264,7 @@ class Dispatch:
         clamped = self._named("", ids, "_ep_clamped")
         if ids in self.dispatched:
             return clamped
-        self._derived(clamped, self.g.values[ids], r.module, PARTIAL)
+        self._derived(clamped, self.values[ids], r.module, PARTIAL)
         for k in range(self.tp):
             self._stmt("cap", ids, k, Ops.CLAMP, [f"{ids}@{k}"], clamped, r, max=str(r.experts // self.tp - 1))
         self.dispatched[ids] = clamped

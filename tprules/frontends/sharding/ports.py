@@ -47,6 +47,7 @@ class Ports:
 
     # the Sharder's (tp.py)
     g: Graph
+    values: dict[str, Tensor]
     tp: int
     arch: str
     b: ProgramBuilder
@@ -92,7 +93,7 @@ class Ports:
         if self.tp == 1:
             return value  # on one chip every layout is the whole value
         name = value
-        for prefix, s in self.styled(self.g.values[value].module or ""):  # innermost first
+        for prefix, s in self.styled(self.values[value].module or ""):  # innermost first
             if under(reader, prefix):
                 break
             if not s.outputs or self.outputs_of.get(prefix) != value or s.outputs[0] is None:
@@ -106,7 +107,7 @@ class Ports:
     def _ports_entering(self, value: str, reader: str) -> str:
         name = value
         for prefix, s in reversed(self.styled(reader)):  # outermost first
-            if not s.inputs or under(self.g.values[name].module or "", prefix):
+            if not s.inputs or under(self.values[name].module or "", prefix):
                 continue
             index = self._input_index(prefix, s, name)
             port = None if index is None else s.inputs[index]
@@ -120,7 +121,7 @@ class Ports:
 
     def _input_index(self, prefix: str, s: Style, value: str) -> int | None:
         """Which positional argument of the module `value` is (None: one the style leaves alone)."""
-        shape = tuple(self.g.values[value].shape)
+        shape = tuple(self.values[value].shape)
         calls = self.args.get(prefix, [])
         found = [i for i, port in enumerate(s.inputs) if port is not None
                  and any(i < len(shapes) and shapes[i] == shape for shapes in calls)]
@@ -153,7 +154,7 @@ class Ports:
         """A style's layout as the placement of value `name`."""
         if layout.dim is None:
             return REPLICATE
-        shape = self.g.values[name].shape
+        shape = self.values[name].shape
         rank = len(shape)
         if not -rank <= layout.dim < rank:
             raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: {layout} of its {what} {name}, which has "
@@ -195,7 +196,7 @@ class Ports:
                 sum(isinstance(p, Partial) for p in places) != 1:
             return reads, False
         bias = next(r for r, p in zip(reads, places) if not isinstance(p, Partial))
-        if not isinstance(self.place[bias], Replicate) or self.g.values[bias].role != "weight":
+        if not isinstance(self.place[bias], Replicate) or self.values[bias].role != "weight":
             return reads, False
         module_of = next(prefix for prefix, s in self.styled(module) if s is rowwise)
         shared = self._share(bias, module_of, rowwise)
@@ -203,7 +204,7 @@ class Ports:
 
     def _reduce_scatter(self, value: str, axis: int, module: str) -> str:
         """Partial → Shard(axis): the sum's fold, read only by chip k's slice of block k."""
-        v = self.g.values[value]
+        v = self.values[value]
         blocks = self._named("", value, "_scattered")
         self._derived(blocks, v, module, Shard((plain(axis, self.tp, v.shape[axis]),)))
         self.place[value] = REPLICATE  # the spine's sum, read by the slices alone

@@ -39,6 +39,7 @@ class TPProgram:
     builder: ProgramBuilder
     placement: dict[str, Placement]  # whole value → placement
     inputs: list[Tensor] = field(default_factory=list)
+    values: dict[str, Tensor] = field(default_factory=dict)  # the graph's values and those the sharding added
 
     def local_names(self, value: str, tp: int) -> list[tuple[str, int | None]]:
         """(tensor, chip) of each copy of a whole value: one spine tensor, or one per chip."""
@@ -50,7 +51,8 @@ class Sharder(Ports, Dispatch):
     def __init__(self, graph: Graph, tp: int, arch: str, styles=None, args=None):
         Ports.__init__(self, args)
         Dispatch.__init__(self)
-        self.g = graph
+        self.g = graph  # read only: the values the sharding adds go to its own `values`
+        self.values: dict[str, Tensor] = dict(graph.values)
         self.tp = tp
         self.arch = arch
         self.styles = styles or (lambda path: None)  # module path → its plan Style, if any
@@ -81,14 +83,14 @@ class Sharder(Ports, Dispatch):
         elif isinstance(out, Shard):
             raise ImportFailed(f"{self.arch}: the logits would stay split over the chips ({out}): the plan gathers "
                                "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
-        return TPProgram(self.b, self.place, self.g.inputs)
+        return TPProgram(self.b, self.place, self.g.inputs, self.values)
 
     def _derived(self, name: str, like: Tensor, module: str, placement: Placement) -> None:
         """A value the sharding adds (a slice, share, block or whole twin of `like`): its
         shape and dtype, placed and declared on its chips or the spine."""
-        self.g.values[name] = Tensor(name, like.shape, like.dtype, role="activation", module=module)
+        self.values[name] = Tensor(name, like.shape, like.dtype, role="activation", module=module)
         self.place[name] = placement
-        self._declare(self.g.values[name])
+        self._declare(self.values[name])
 
     def _declare(self, v: Tensor) -> None:
         p = self.place[v.name]
@@ -127,7 +129,7 @@ class Sharder(Ports, Dispatch):
     def _leaving(self, value: str, reader: str) -> str:
         """A value leaving a styled module for `reader`'s: gathered or folded as the style says
         (a torch style's output port: its redistribution, whose value the reader reads)."""
-        v = self.g.values[value]
+        v = self.values[value]
         if v.role != "activation":
             return value
         if self.ported:
@@ -144,7 +146,7 @@ class Sharder(Ports, Dispatch):
     def _entering(self, value: str, reader: str) -> str:
         """A replicated value entering a module whose style splits its input: its slices (a
         torch style's input port: its redistribution)."""
-        v = self.g.values[value]
+        v = self.values[value]
         if self.ported and self.tp > 1 and v.role != "weight":  # a folded constant may be a module's input too
             return self._ports_entering(value, reader)
         if v.role not in ("activation", "input") or self.tp == 1:
@@ -170,7 +172,7 @@ class Sharder(Ports, Dispatch):
         named by its fold)."""
         p = self.place[value]
         assert isinstance(p, Shard)  # gathered only when split (_leaving)
-        v = self.g.values[value]
+        v = self.values[value]
         split = p.splits[0]
         if len(p.splits) != 1 or split.parts != self.tp or not split.plain(v.shape[split.axis]):
             raise ImportFailed(f"{self.arch}: {s.name} at {module}: its {what} {value} is placed {p}; an all-gather "
@@ -189,7 +191,7 @@ class Sharder(Ports, Dispatch):
     def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str:
         """Each chip's slice of a replicated value on its last axis, or on `axis` (a `slice`
         per chip: DTensor's Replicate → Shard, no communication)."""
-        v = self.g.values[value]
+        v = self.values[value]
         last = len(v.shape) - 1
         axis = last if axis is None else axis
         key = value if axis == last else f"{value}:{axis}"
@@ -230,11 +232,11 @@ class Sharder(Ports, Dispatch):
             return twin
         writer = self.writers.get(value)
         if writer is None or writer.cls not in (LAYOUT | ELEMENTWISE) or value in seen:
-            raise ImportFailed(f"{self.arch}: {self.g.values[value].module}: {value} is split inside a "
+            raise ImportFailed(f"{self.arch}: {self.values[value].module}: {value} is split inside a "
                                "rowwise_split_input module and read outside it, where it is whole; it is computed by "
                                f"{writer.aten if writer else 'no statement'}, which the spine cannot compute again")
         reads = [self._whole(r, seen | {value}) for r in writer.reads]
-        v = self.g.values[value]
+        v = self.values[value]
         self._derived(twin, v, v.module, REPLICATE)
         self.b.stmt(self._named("", writer.name, "_whole"), writer.cls, reads, twin, **dict(writer.attrs), module=writer.module,
                     aten=writer.aten)
@@ -249,7 +251,7 @@ class Sharder(Ports, Dispatch):
         key = self._named("", value, "_share")
         if key in self.splits:
             return self.splits[key]
-        v = self.g.values[value]
+        v = self.values[value]
         self._derived(key, v, module, PARTIAL)
         for k in range(self.tp):
             self.b.stmt(self._named("share_", value) + f"@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
@@ -262,13 +264,13 @@ class Sharder(Ports, Dispatch):
         (an elementwise one's, a cat's, a gather's: sharding.BLOCKWISE): each chip's own block of
         them (a slice per chip and axis, no communication: DTensor's Replicate → Shard; attention
         sinks beside split heads; MLA's shared rotary key written beside the heads' own keys)."""
-        shard = next((_rank_aligned(placed, len(out), len(self.g.values[r].shape)) for r in reads
+        shard = next((_rank_aligned(placed, len(out), len(self.values[r].shape)) for r in reads
                       if isinstance(placed := self.place[r], Shard)), None)
         if shard is None:
             return reads
         local = []
         for r in reads:
-            v = self.g.values[r]
+            v = self.values[r]
             off = len(out) - len(v.shape)
             wide = [sp for sp in shard.splits if sp.axis >= off and v.shape[sp.axis - off] != 1]
             if not isinstance(self.place[r], Replicate) or not wide:
@@ -286,7 +288,7 @@ class Sharder(Ports, Dispatch):
         key = self._named("", value, f"_block_{'_'.join(f'{sp.axis}x{sp.parts}' for sp in placement.splits)}")
         if key in self.splits:
             return self.splits[key]
-        v = self.g.values[value]
+        v = self.values[value]
         self._derived(key, v, module, placement)
         for k in range(self.tp):
             src, digits = value, placement.block(k, self.tp)
@@ -321,11 +323,11 @@ class Sharder(Ports, Dispatch):
         for r in reads:
             if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
                 self._fold(r)
-        out = self.g.values[st.writes]
+        out = self.values[st.writes]
         if reads_local_blocks(st.cls) and not keep:
             reads = self._localize(reads, out.shape, module)
         ins = [self.place[r] for r in reads]
-        shapes = [self.g.values[r].shape for r in reads]
+        shapes = [self.values[r].shape for r in reads]
         attrs = dict(st.attrs)
         try:
             placed = self._embedding(st, reads, out.shape) if st.cls == Ops.EMBEDDING else None
@@ -340,13 +342,13 @@ class Sharder(Ports, Dispatch):
         self.place[st.writes] = placed
         self._declare(out)
         attrs.update(module=st.module or "(top)", aten=st.aten)
-        folded = [r for r in reads if self.g.values[r].role == "folded"]
+        folded = [r for r in reads if self.values[r].role == "folded"]
         if folded:  # constant subgraphs computed at import (RoPE tables, the causal mask)
             attrs["folded"] = ",".join(folded)
         chips = [None] if isinstance(placed, Replicate) else range(self.tp)
         local = local_attrs(st.cls, dict(st.attrs), ins, shapes, self.tp)
         if st.cls == Ops.EMBEDDING and self.tables.get(reads[0]) == "vocab" and isinstance(ins[0], Shard):
-            rows = self.g.values[reads[0]].shape[0] // self.tp
+            rows = self.values[reads[0]].shape[0] // self.tp
             local = lambda k: {"offset": str(k * rows)}  # noqa: E731 - chip k's rows of the vocabulary
         for k in chips:
             name = st.name if k is None else f"{st.name}@{k}"
@@ -366,7 +368,7 @@ class Sharder(Ports, Dispatch):
             seen.add(value)
             split = [r for r in writer.reads if isinstance(self.place.get(r), Shard)]
             origin = writer.module or ""
-            if not split or any(self.g.values[r].role == "weight" for r in split):
+            if not split or any(self.values[r].role == "weight" for r in split):
                 break
             value = split[0]
         styled = self.styled(origin) if origin is not None else []
@@ -392,7 +394,7 @@ class Sharder(Ports, Dispatch):
         """The all-reduce of a partial value: its spine tensor is the value's own name."""
         if value in self.folds:
             return
-        v = self.g.values[value]
+        v = self.values[value]
         partials = [f"{value}@{k}" for k in range(self.tp)]
         self.place[value] = REPLICATE
         self.b.tensor(value, v.shape, v.dtype, spine=True)
