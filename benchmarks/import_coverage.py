@@ -150,7 +150,7 @@ def plan_sharded(folder: Path) -> dict[str, str]:
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.distributed.parallel_utils import _get_parameter_plan
 
-    from tprules.frontends.sharding.table.styles import style
+    from tprules.frontends.sharding.styles import style
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))

@@ -262,10 +262,11 @@ def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
 
 
 def test_the_sharding_rule_splits_the_experts_n_or_k_as_moe_tp_experts_does():
-    from tprules.frontends.sharding.table.placement import PARTIAL, REPLICATE, Shard, plain
-    from tprules.frontends.sharding.table.table import RULES, NotShardable
+    from tprules.frontends.sharding.placement import PARTIAL, REPLICATE, Shard, plain
+    from tprules.frontends.sharding.table import NotShardable
+    from tprules.frontends.sharding.table import rule as rule_of
 
-    rule = RULES["grouped_matmul"]
+    rule = rule_of("grouped_matmul")
     shapes, out = [(8, 6), (3, 6, 10), (3,)], (8, 10)
     colwise = rule({}, [REPLICATE, Shard((plain(2, 2, 10),)), REPLICATE], shapes, out, 2)
     assert colwise == Shard((plain(1, 2, 10),))

@@ -30,8 +30,8 @@ an `ep_dispatch_experts` module at inference, where every chip holds the same ba
 - inside the module every statement that reads a chip's slots (or what they gave) runs on
   each chip over its own experts, its value the chip's own (placed Partial: the chips'
   copies are summed only where the module's output leaves it, by the style's one fold);
-  the split experts are read only by expert id (`EXPERT_READERS`: gathered by take_rows,
-  or a grouped matmul's groups).
+  the split experts are read only by expert id (the sharding table's `by_expert`: gathered
+  by take_rows, or a grouped matmul's groups).
 
 Which value is which: of the values read inside the module and written outside it, the
 one of an integer dtype is the expert ids, the floating one of the same shape the routing
@@ -48,16 +48,13 @@ from ..errors import ImportFailed
 from ..graph import Tensor, under
 from .placement import PARTIAL, Partial, Placement, Replicate, Shard
 from .styles import Style
+from .table import entry
 
 if TYPE_CHECKING:
     from ...program.builder import ProgramBuilder
     from ..graph import Graph, Statement
 
 INTEGER = ("i64", "i32", "i8")
-# the classes that may read an experts module's weights split by expert: by local expert id
-EXPERT_READERS = (Ops.TAKE_ROWS, Ops.GROUPED_MATMUL)
-# classes through which a value still holds the expert ids it reads (a sort's values: put_along's operand 2)
-_KEEPS_IDS = (Ops.RESHAPE, Ops.CAST, Ops.EXPAND, Ops.PERMUTE, Ops.SLICE, Ops.CLAMP)
 
 
 @dataclass(frozen=True)
@@ -119,17 +116,18 @@ class Dispatch:
         prefix, s = found[0]
         r = self._routing(prefix, s)
         split = [x for x in reads if isinstance(self.place[x], Shard)]
-        if split and st.cls not in EXPERT_READERS:
+        by_expert = entry(st.cls).by_expert
+        if split and by_expert is None:
             raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: {st.aten} reads {split[0]}, split by expert, "
                                "other than by expert id (tprules reads split experts by take_rows or a grouped "
                                "matmul)")
-        if st.cls == Ops.GROUPED_MATMUL:
+        if by_expert == "groups":
             self._whole_by_id(r, reads[1], st.reads[1])
             if not isinstance(self.place[reads[2]], Partial):
                 raise ImportFailed(f"{self.arch}: {r.style.name} at {r.module}: {st.aten} groups its rows by offsets "
                                    f"{reads[2]} that are not counted from each chip's own routing slots")
             return [reads[0], reads[1], self._first_offsets(r, reads[2])]
-        if st.cls == Ops.TAKE_ROWS and self._by_id(st.reads[1], r):
+        if by_expert == "ids" and self._by_id(st.reads[1], r):
             self._whole_by_id(r, reads[0], st.reads[0])
             if r.grouped and isinstance(self.place[reads[0]], Shard):
                 return [reads[0], self._clamped(r, reads[1])]
@@ -156,10 +154,11 @@ class Dispatch:
         seen: set[str] = set()
         while value != r.ids:
             writer = self.writers.get(value)
-            if writer is None or value in seen or writer.cls not in (*_KEEPS_IDS, Ops.PUT_ALONG):
+            through = None if writer is None else entry(writer.cls).ids_through
+            if writer is None or value in seen or through is None:
                 return False
             seen.add(value)
-            value = writer.reads[2 if writer.cls == Ops.PUT_ALONG else 0]
+            value = writer.reads[through]
         return True
 
     def _routing(self, module: str, s: Style) -> Routing:
@@ -271,4 +270,4 @@ class Dispatch:
         return clamped
 
 
-__all__ = ["EXPERT_READERS", "Dispatch", "Routing"]
+__all__ = ["Dispatch", "Routing"]

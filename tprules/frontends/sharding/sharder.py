@@ -20,17 +20,9 @@ from ..graph import Graph, Statement, Tensor, under
 from .dispatch import Dispatch
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, local_shape, plain
 from .ports import Ports
+from .rules import rank_aligned
 from .styles import Style
-from .table import (
-    PARTIAL_THROUGH,
-    CutInside,
-    NotShardable,
-    _rank_aligned,
-    local_attrs,
-    partial_through,
-    reads_local_blocks,
-    rule,
-)
+from .table import CutInside, NotShardable, entry, partial_through
 from .weights import Heads, plan_placements
 
 
@@ -261,10 +253,10 @@ class Sharder(Ports, Dispatch):
 
     def _localize(self, reads: list[str], out, module: str) -> list[str]:
         """A statement's replicated operands that are as wide as a split one on its split axes
-        (an elementwise one's, a cat's, a gather's: sharding.BLOCKWISE): each chip's own block of
+        (an elementwise one's, a cat's, a gather's: the table's `blockwise`): each chip's own block of
         them (a slice per chip and axis, no communication: DTensor's Replicate → Shard; attention
         sinks beside split heads; MLA's shared rotary key written beside the heads' own keys)."""
-        shard = next((_rank_aligned(placed, len(out), len(self.values[r].shape)) for r in reads
+        shard = next((rank_aligned(placed, len(out), len(self.values[r].shape)) for r in reads
                       if isinstance(placed := self.place[r], Shard)), None)
         if shard is None:
             return reads
@@ -313,28 +305,27 @@ class Sharder(Ports, Dispatch):
 
     def _statement(self, st: Statement) -> None:
         module = st.module or ""
+        sharding = entry(st.cls)
         left = [self._leaving(r, module) for r in st.reads]
         reads = [self._entering(r, module) for r in left]
         keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
         if not keep and (own := self.local_reads(st, reads)) is not None:
             keep, reads = True, own
-        if self.ported and not keep and st.cls == Ops.ADD:
+        if self.ported and not keep and sharding.bias:
             reads, keep = self._partial_bias(reads, module)
         for r in reads:
-            if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
+            if isinstance(self.place[r], Partial) and not sharding.partial_view and not keep:
                 self._fold(r)
         out = self.values[st.writes]
-        if reads_local_blocks(st.cls) and not keep:
+        if sharding.blockwise and not keep:
             reads = self._localize(reads, out.shape, module)
         ins = [self.place[r] for r in reads]
         shapes = [self.values[r].shape for r in reads]
         attrs = dict(st.attrs)
+        table = self.tables.get(reads[0])  # an embedding's table: the plan's kind of it (vocab, embedding_colwise)
         try:
-            placed = self._embedding(st, reads, out.shape) if st.cls == Ops.EMBEDDING else None
-            if keep:
-                placed = PARTIAL
-            if placed is None:
-                placed = rule(st.cls)(attrs, ins, shapes, out.shape, self.tp, transpose_b=attrs.get("transpose_b") == "1")
+            placed = PARTIAL if keep else sharding.rule(attrs, ins, shapes, out.shape, self.tp,
+                                                        transpose_b=attrs.get("transpose_b") == "1", table=table)
         except CutInside as err:
             raise ImportFailed(self._cut_inside(st, err)) from None
         except NotShardable as err:
@@ -346,10 +337,7 @@ class Sharder(Ports, Dispatch):
         if folded:  # constant subgraphs computed at import (RoPE tables, the causal mask)
             attrs["folded"] = ",".join(folded)
         chips = [None] if isinstance(placed, Replicate) else range(self.tp)
-        local = local_attrs(st.cls, dict(st.attrs), ins, shapes, self.tp)
-        if st.cls == Ops.EMBEDDING and self.tables.get(reads[0]) == "vocab" and isinstance(ins[0], Shard):
-            rows = self.values[reads[0]].shape[0] // self.tp
-            local = lambda k: {"offset": str(k * rows)}  # noqa: E731 - chip k's rows of the vocabulary
+        local = sharding.local_attrs and sharding.local_attrs(dict(st.attrs), ins, shapes, self.tp, table=table)
         for k in chips:
             name = st.name if k is None else f"{st.name}@{k}"
             mine = attrs if k is None or local is None else {**attrs, **local(k)}
@@ -378,17 +366,6 @@ class Sharder(Ports, Dispatch):
         prefix, s = styled[0]
         return (f"{self.arch}: {s.name} at {prefix}: its output's {err.size} features are {err.groups} groups of "
                 f"{err.size // err.groups} {at}, which do not split {over}")
-
-    def _embedding(self, st: Statement, reads: list[str], out) -> Placement | None:
-        """A split table the plan made vocabulary-parallel (a partial: zeros outside each chip's
-        rows) or hidden-parallel (split on the last axis); None for the table rule."""
-        table, ids = reads
-        kind = self.tables.get(table)
-        if kind is None or not isinstance(self.place[table], Shard):
-            return None
-        if not isinstance(self.place[ids], Replicate):
-            raise NotShardable(f"ids placed {self.place[ids]} (an embedding reads replicated ids)")
-        return PARTIAL if kind == "vocab" else Shard((plain(len(out) - 1, self.tp, out[-1]),))
 
     def _fold(self, value: str) -> None:
         """The all-reduce of a partial value: its spine tensor is the value's own name."""
