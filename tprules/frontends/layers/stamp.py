@@ -198,10 +198,9 @@ class TaggingSharder(Sharder):
         self._mark(self.g.segments.post)
         return out
 
-    def _declare(self, v) -> None:
-        super()._declare(v)
-        if v.role != "activation":
-            self._mark(self.g.segment.get(v.name, PRE))
+    def _input(self, v, placement) -> None:
+        super()._input(v, placement)
+        self._mark(self.g.segment.get(v.name, PRE))
 
     def _statement(self, st) -> None:
         super()._statement(st)
