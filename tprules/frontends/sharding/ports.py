@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import ImportFailed
-from ..graph import Graph, under
+from ..graph import Graph, Statement, under
 from .emit import Emitter
 from .placement import REPLICATE, Partial, Placement, Replicate, Shard, plain
 from .styles import Layout, Port, Style
+from .table import entry
 
 
 def describe(p: Placement) -> str:
@@ -58,10 +59,19 @@ class Ports:
                     self.ported = True
                     self.outputs_of[prefix] = st.writes
 
-    def carry(self, writes: str, reads: list[str]) -> None:
+    def after(self, writes: str, reads: list[str]) -> None:
         """A statement over a DTensor computes a DTensor (its sharding propagation)."""
         if any(r in self.dtensor for r in reads):
             self.dtensor.add(writes)
+
+    def kept(self, st: Statement, reads: list[str]) -> tuple[list[str], bool]:
+        """A statement's reads, and whether it keeps a partial: a rowwise linear's bias added to
+        its partial sum (`partial_bias`, the table's `bias` column)."""
+        return self.partial_bias(reads, st.module or "") if entry(st.cls).bias else (reads, False)
+
+    def unsplit(self, output: str, placement: Placement) -> str:
+        return (f"the forward's output {output} would stay split over the chips ({placement}): torch would return "
+                "each chip's block; no style of the plan gathers it")
 
     def leaving(self, value: str, reader: str) -> str:
         if self.e.tp == 1:
@@ -79,6 +89,8 @@ class Ports:
         return name
 
     def entering(self, value: str, reader: str) -> str:
+        if self.e.tp == 1 or self.e.values[value].role == "weight":  # a folded constant may be a module's input too
+            return value
         name = value
         for prefix, s in reversed(self.styled(reader)):  # outermost first
             if not s.inputs or under(self.e.values[name].module or "", prefix):

@@ -11,18 +11,19 @@ meets a class that needs the whole sum.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ...ops import ELEMENTWISE, LAYOUT
 from ...program.builder import ProgramBuilder
 from ..errors import ImportFailed
-from ..graph import Graph, Statement, Tensor, under
+from ..graph import Graph, Statement, Tensor
 from .dispatch import Dispatch
 from .emit import Emitter
+from .flags import Flags
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard
 from .ports import Ports
 from .rules import rank_aligned
 from .styles import Style
-from .table import CutInside, NotShardable, entry, partial_through
+from .table import CutInside, NotShardable, entry
 from .weights import Heads, plan_placements
 
 
@@ -39,6 +40,21 @@ class TPProgram:
         return [(value, None)] if isinstance(p, Replicate) else [(f"{value}@{k}", k) for k in range(tp)]
 
 
+class Boundary(Protocol):
+    """What the Sharder asks of the plan's styles at a module's boundary (flags.py for
+    transformers' styles, ports.py for torch's)."""
+
+    def leaving(self, value: str, reader: str) -> str: ...  # what `reader`'s module reads of a value leaving its own
+
+    def entering(self, value: str, reader: str) -> str: ...  # what `reader`'s module reads of a value entering it
+
+    def kept(self, st: Statement, reads: list[str]) -> tuple[list[str], bool]: ...  # reads, and whether it stays partial
+
+    def after(self, writes: str, reads: list[str]) -> None: ...  # a statement written
+
+    def unsplit(self, output: str, placement: Placement) -> str: ...  # why the output may not stay split
+
+
 class Sharder:
     """The walk over the graph's statements: each placed by the sharding table, its reads
     taken through the styles' boundaries (the transformers styles' flags here, torch's ports
@@ -53,8 +69,10 @@ class Sharder:
         self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
         self._styled: dict[str, list[tuple[str, Style]]] = {}
         self.writers: dict[str, Statement] = {st.writes: st for st in graph.stmts}
-        self.ports = Ports(self.emit, graph, self.styled, args)
-        self.dispatch = Dispatch(self.emit, graph, self.styled, self.styles, self.writers)
+        ports = Ports(self.emit, graph, self.styled, args)
+        # torch's styles are ports; transformers' are flags (one kind in a plan)
+        self.boundary: Boundary = ports if ports.ported else \
+            Flags(self.emit, self.styled, Dispatch(self.emit, graph, self.styled, self.styles, self.writers), self.writers)
 
     @property
     def b(self) -> ProgramBuilder:
@@ -72,10 +90,6 @@ class Sharder:
     def derived(self) -> dict[str, tuple[str, str, str]]:
         return self.emit.derived
 
-    @property
-    def ported(self) -> bool:
-        return self.ports.ported
-
     def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
         self.tables = {w: k for w, k in (kinds or {}).items() if k in ("vocab", "embedding_colwise")}
         for v in self.g.inputs:
@@ -86,12 +100,8 @@ class Sharder:
         out = self.place[self._leaving(output, "")]  # (a torch output port may leave it in blocks of its own)
         if isinstance(out, Partial):
             self.emit.fold(output)
-        elif isinstance(out, Shard) and self.ported:
-            raise ImportFailed(f"{self.arch}: the forward's output {output} would stay split over the chips ({out}): "
-                               "torch would return each chip's block; no style of the plan gathers it")
         elif isinstance(out, Shard):
-            raise ImportFailed(f"{self.arch}: the logits would stay split over the chips ({out}): the plan gathers "
-                               "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
+            raise ImportFailed(f"{self.arch}: {self.boundary.unsplit(output, out)}")
         return TPProgram(self.b, self.place, self.g.inputs, self.values)
 
     def _input(self, v: Tensor, placement: Placement) -> None:
@@ -115,74 +125,16 @@ class Sharder:
         return self._styled[module]
 
     def _leaving(self, value: str, reader: str) -> str:
-        """A value leaving a styled module for `reader`'s: gathered or folded as the style says
-        (a torch style's output port: its redistribution, whose value the reader reads)."""
-        v = self.values[value]
-        if v.role != "activation":
+        """A value leaving a styled module for `reader`'s, as the boundary says (a gather, a
+        fold, a torch output port's redistribution): what the reader reads."""
+        if self.values[value].role != "activation":
             return value
-        if self.ported:
-            return self.ports.leaving(value, reader)
-        for prefix, s in self.styled(v.module):
-            if under(reader, prefix):
-                continue
-            if s.output == "gather" and isinstance(self.place[value], Shard):
-                self.emit.gather(value, prefix, s)
-            elif s.output == "reduce" and isinstance(self.place[value], Partial):
-                self.emit.fold(value)
-        return value
+        return self.boundary.leaving(value, reader)
 
     def _entering(self, value: str, reader: str) -> str:
-        """A replicated value entering a module whose style splits its input: its slices (a
-        torch style's input port: its redistribution)."""
-        v = self.values[value]
-        if self.ported and self.tp > 1 and v.role != "weight":  # a folded constant may be a module's input too
-            return self.ports.entering(value, reader)
-        if v.role not in ("activation", "input") or self.tp == 1:
-            return value  # on one chip every value is whole
-        if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
-            return self._whole(value, set())
-        for prefix, s in self.styled(reader):
-            if s.dispatch and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
-                return self.dispatch.enter(value, prefix, s)
-            if s.share_input and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
-                return self.emit.share(value, prefix, s)
-            if not s.split_input or under(v.module, prefix):
-                continue
-            if isinstance(self.place[value], Partial):
-                self.emit.fold(value)
-            if isinstance(self.place[value], Replicate):
-                return self.emit.split(value, prefix, s)
-        return value
-
-    def _left_split_input(self, module: str, reader: str) -> bool:
-        """Whether `module` is in a split-input module that `reader` is outside of."""
-        return any(s.split_input and not under(reader, prefix) for prefix, s in self.styled(module))
-
-    def _whole(self, value: str, seen: set) -> str:
-        """The whole value of one that a split-input module computed from its slices, for a
-        reader outside the module: the statements from the module's input to it again, on the
-        spine, from the whole input. transformers slices the input inside the module, so
-        nothing split ever leaves it; a reader outside reads such a value only where the
-        importer shares one statement between two modules (the same view of one tensor,
-        lower.py's `computed`), as Qwen4-Exp's block_inject_weight shares the flattened
-        input of its sibling input_mix_weight_down."""
-        source = next((v for v, name in self.emit.splits.items() if name == value and name == f"{v}_split"), None)
-        if source is not None or isinstance(self.place[value], Replicate):
-            return source or value
-        twin = self.emit.named("", value, "_whole")
-        if twin in self.place:
-            return twin
-        writer = self.writers.get(value)
-        if writer is None or writer.cls not in (LAYOUT | ELEMENTWISE) or value in seen:
-            raise ImportFailed(f"{self.arch}: {self.values[value].module}: {value} is split inside a "
-                               "rowwise_split_input module and read outside it, where it is whole; it is computed by "
-                               f"{writer.aten if writer else 'no statement'}, which the spine cannot compute again")
-        reads = [self._whole(r, seen | {value}) for r in writer.reads]
-        v = self.values[value]
-        self.emit.add(twin, v, v.module, REPLICATE)
-        self.b.stmt(self.emit.named("", writer.name, "_whole"), writer.cls, reads, twin, **dict(writer.attrs),
-                    module=writer.module, aten=writer.aten)
-        return twin
+        """A value entering a styled module, as the boundary says (each chip's slice, share or
+        routing slots; a torch input port's redistribution): what the reader reads."""
+        return self.boundary.entering(value, reader)
 
     def _localize(self, reads: list[str], out, module: str) -> list[str]:
         """A statement's replicated operands that are as wide as a split one on its split axes
@@ -208,9 +160,6 @@ class Sharder:
             local.append(self.emit.block(r, Shard(tuple(sp.moved(sp.axis - off) for sp in wide)), module))
         return local
 
-    def keeps_partial(self, module: str) -> bool:
-        return any(s.linear for _, s in self.styled(module))
-
     # -- statements -------------------------------------------------------------------
 
     def _statement(self, st: Statement) -> None:
@@ -218,11 +167,7 @@ class Sharder:
         sharding = entry(st.cls)
         left = [self._leaving(r, module) for r in st.reads]
         reads = [self._entering(r, module) for r in left]
-        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
-        if not keep and (own := self.dispatch.local_reads(st, reads)) is not None:
-            keep, reads = True, own
-        if self.ported and not keep and sharding.bias:
-            reads, keep = self.ports.partial_bias(reads, module)
+        reads, keep = self.boundary.kept(st, reads)
         for r in reads:
             if isinstance(self.place[r], Partial) and not sharding.partial_view and not keep:
                 self.emit.fold(r)
@@ -252,8 +197,7 @@ class Sharder:
             name = st.name if k is None else f"{st.name}@{k}"
             mine = attrs if k is None or local is None else {**attrs, **local(k)}
             self.b.stmt(name, st.cls, [self.emit.local(r, k) for r in reads], self.emit.local(st.writes, k), **mine)
-        if self.ported:
-            self.ports.carry(st.writes, reads)
+        self.boundary.after(st.writes, reads)
 
     def _cut_inside(self, st: Statement, err: CutInside) -> str:
         """A view cutting the groups of a split factor, named at the style that split it: the
