@@ -92,7 +92,7 @@ class Flags:
         spine, from the whole input. transformers slices the input inside the module, so
         nothing split ever leaves it; a reader outside reads such a value only where the
         importer shares one statement between two modules (the same view of one tensor,
-        lower.py's `computed`), as Qwen4-Exp's block_inject_weight shares the flattened
+        lowering/walk.py's `computed`), as Qwen4-Exp's block_inject_weight shares the flattened
         input of its sibling input_mix_weight_down."""
         source = next((v for v, name in self.e.splits.items() if name == value and name == f"{v}_split"), None)
         if source is not None or isinstance(self.e.place[value], Replicate):

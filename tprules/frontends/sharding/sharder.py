@@ -1,6 +1,9 @@
-"""From whole tensors to a TP program: the weights placed by the plan (weights.py), a chip's
-statements wherever a placement is a shard or a partial, and a fold wherever a partial sum
-meets a class that needs the whole sum.
+"""The Sharder: from whole tensors to a TP program. Each statement of the graph, in order,
+is placed by the sharding table (table.py) from its operands' placements (the weights' by
+the plan, weights.py); its reads first cross the plan's module boundaries (a `Boundary`:
+flags.py for transformers' styles, ports.py for torch's), and a partial operand is folded
+where its class needs the whole sum. It writes through an Emitter (emit.py) and leaves the
+graph it is given as it was (the values it adds are the TP program's).
 
 - a statement whose result is replicated runs once, on the spine, under its own name; any
   other runs as one statement per chip, `NAME@K`, reading and writing chip K's tensors
@@ -22,6 +25,7 @@ from .flags import Flags
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard
 from .ports import Ports
 from .rules import rank_aligned
+from .sequence import check_token_wise
 from .styles import Style
 from .table import CutInside, NotShardable, entry
 from .weights import Heads, plan_placements
@@ -91,6 +95,7 @@ class Sharder:
         return self.emit.derived
 
     def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
+        check_token_wise(self.g, self.styles, self.tp, self.arch)  # sequence_parallel modules (sequence.py)
         self.tables = {w: k for w, k in (kinds or {}).items() if k in ("vocab", "embedding_colwise")}
         for v in self.g.inputs:
             self._input(v, weights.get(v.name, REPLICATE))
@@ -177,7 +182,7 @@ class Sharder:
         ins = [self.place[r] for r in reads]
         shapes = [self.values[r].shape for r in reads]
         attrs = dict(st.attrs)
-        table = self.tables.get(reads[0])  # an embedding's table: the plan's kind of it (vocab, embedding_colwise)
+        table = self.tables.get(reads[0]) if reads else None  # an embedding's table: its plan kind (vocab, ...)
         try:
             placed = PARTIAL if keep else sharding.rule(attrs, ins, shapes, out.shape, self.tp,
                                                         transpose_b=attrs.get("transpose_b") == "1", table=table)
