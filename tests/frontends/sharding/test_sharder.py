@@ -172,3 +172,18 @@ def test_two_shardings_of_one_graph_write_the_same_facts():
     first = Sharder(g, 2, "Tiny", styles).run({"w": S((plain(1, 2, 8),))})
     second = Sharder(g, 2, "Tiny", styles).run({"w": S((plain(1, 2, 8),))})
     assert first.builder.facts == second.builder.facts
+
+
+def test_transformers_styles_cross_a_boundary_as_flags_and_torch_s_as_ports():
+    from tprules.frontends.sharding.flags import Flags
+    from tprules.frontends.sharding.ports import Ports
+    from tprules.frontends.sharding.styles import REPLICATED, Layout, Port, Style
+
+    g = _split_input_graph()
+    flags = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None)
+    torch_style = Style("RowwiseParallel", "rowwise", inputs=(Port(None, Layout(-1), local=False),),
+                        outputs=(Port(None, REPLICATED),))
+    ports = Sharder(g, 2, "Tiny", lambda path: torch_style if path == "a" else None, args={"a": [[(2, 8)]]})
+    assert isinstance(flags.boundary, Flags) and isinstance(ports.boundary, Ports)
+    assert ports.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"] == \
+        flags.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"]
