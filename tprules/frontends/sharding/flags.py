@@ -2,8 +2,8 @@
 leaving a module gathered (`output` "gather") or folded ("reduce"); a replicated value
 entering it sliced per chip (`split_input`), shared (`share_input`: 1 / N each) or routed to
 each chip's experts (`dispatch`, dispatch.py); a partial kept through a module's linear
-statements (`linear`). The Sharder reads them through the same four calls as torch's ports
-(ports.py): `leaving`, `entering`, `kept`, `after`.
+statements (`linear`). The Sharder reads them through the same calls as torch's ports
+(ports.py, the Sharder's `Boundary`): `leaving`, `entering`, `kept`, `after`, `unsplit`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from .table import partial_through
 
 class Flags:
     """The Sharder's boundaries where the plan's styles are transformers' (flags, not ports)."""
-
-    ported = False
 
     def __init__(self, emit: Emitter, styled: Callable[[str], list[tuple[str, Style]]], dispatch: Dispatch,
                  writers: dict[str, Statement]):
@@ -76,7 +74,7 @@ class Flags:
         return reads, keep
 
     def after(self, writes: str, reads: list[str]) -> None:
-        pass
+        """Nothing to follow: a transformers style hands on plain local tensors only."""
 
     def unsplit(self, output: str, placement: Placement) -> str:
         return (f"the logits would stay split over the chips ({placement}): the plan gathers them nowhere "
