@@ -11,8 +11,7 @@ from plans import fused_plan
 from plans import spine_statement as _s
 
 from tprules import ops
-from tprules.codegen import cost, lower
-from tprules.codegen.cpu import function as cpu
+from tprules.codegen import cost, cpu, lower
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
 from tprules.runtime.devices.cpu import CpuDevice
@@ -238,7 +237,7 @@ def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
     parameter of the kernel's own (sort_cuda.py) instead of counting over the row for each
     element; rows of odd length, ties, NaN and infinities give the reference's ranks, fused
     with the input's computation and with the sorted values put at the ranks."""
-    from tprules.codegen.cuda import kernel as render_cuda
+    from tprules.codegen import cuda as render_cuda
 
     def rows(b):
         rng = np.random.default_rng(1)
@@ -264,9 +263,10 @@ def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
 
 def test_the_sharding_rule_splits_the_experts_n_or_k_as_moe_tp_experts_does():
     from tprules.frontends.sharding.placement import PARTIAL, REPLICATE, Shard, plain
-    from tprules.frontends.sharding.table import RULES, NotShardable
+    from tprules.frontends.sharding.table import NotShardable
+    from tprules.frontends.sharding.table import rule as rule_of
 
-    rule = RULES["grouped_matmul"]
+    rule = rule_of("grouped_matmul")
     shapes, out = [(8, 6), (3, 6, 10), (3,)], (8, 10)
     colwise = rule({}, [REPLICATE, Shard((plain(2, 2, 10),)), REPLICATE], shapes, out, 2)
     assert colwise == Shard((plain(1, 2, 10),))

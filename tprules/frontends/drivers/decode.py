@@ -186,15 +186,13 @@ def _check_names(facts) -> None:
 
 
 def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
-    """The caches placed as the values written into them (cache_placements): a first sharding
-    with every cache replicated, the graph's values as they were after it."""
+    """The caches placed as the values written into them (cache_placements), read off a first
+    sharding with every cache replicated (the Sharder leaves the graph as it was)."""
     from ..sharding.sharder import Sharder
 
     if tp == 1:
         return
-    values = dict(graph.values)
     first = Sharder(graph, tp, arch, style_of).run(weights, kinds)
-    graph.values = values
     weights.update(cache_placements(graph, first))
 
 

@@ -1,7 +1,7 @@
 """Stamp every decoder layer from the layers traced once per kind (layers.py).
 
 The reduced trace holds each kind's first layer, then each kind's second layer. Its TP
-program (tp.py) is cut into segments: before the layers (PRE), each traced layer, after
+program (sharding/sharder.py) is cut into segments: before the layers (PRE), each traced layer, after
 them (POST); every fact row is tagged with the segment that added it. The full program is
 then, relation by relation, the reduced one with each sweep over the traced layers
 replaced by a sweep over all layers: layer i is its kind's first traced layer if it is
@@ -198,10 +198,9 @@ class TaggingSharder(Sharder):
         self._mark(self.g.segments.post)
         return out
 
-    def _declare(self, v) -> None:
-        super()._declare(v)
-        if v.role != "activation":
-            self._mark(self.g.segment.get(v.name, PRE))
+    def _input(self, v, placement) -> None:
+        super()._input(v, placement)
+        self._mark(self.g.segment.get(v.name, PRE))
 
     def _statement(self, st) -> None:
         super()._statement(st)

@@ -1,4 +1,4 @@
-"""Expert parallelism in the Sharder (tp.py): transformers' EP plan, as its AllReduceEP runs
+"""Expert parallelism in the Sharder (sharder.py): transformers' EP plan, as its AllReduceEP runs
 an `ep_dispatch_experts` module at inference, where every chip holds the same batch.
 
 - `grouped_gemm` splits an experts module's stacked parameters on axis 0, the expert axis:
@@ -30,8 +30,8 @@ an `ep_dispatch_experts` module at inference, where every chip holds the same ba
 - inside the module every statement that reads a chip's slots (or what they gave) runs on
   each chip over its own experts, its value the chip's own (placed Partial: the chips'
   copies are summed only where the module's output leaves it, by the style's one fold);
-  the split experts are read only by expert id (`EXPERT_READERS`: gathered by take_rows,
-  or a grouped matmul's groups).
+  the split experts are read only by expert id (the sharding table's `by_expert`: gathered
+  by take_rows, or a grouped matmul's groups).
 
 Which value is which: of the values read inside the module and written outside it, the
 one of an integer dtype is the expert ids, the floating one of the same shape the routing
@@ -41,23 +41,17 @@ weights (transformers' `experts(hidden_states, top_k_index, top_k_weights)`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ...ops import Ops
 from ..errors import ImportFailed
-from ..graph import Tensor, under
-from .placement import PARTIAL, Partial, Placement, Replicate, Shard
+from ..graph import Graph, Statement, Tensor, under
+from .emit import Emitter
+from .placement import PARTIAL, Partial, Replicate, Shard
 from .styles import Style
-
-if TYPE_CHECKING:
-    from ...program.builder import ProgramBuilder
-    from ..graph import Graph, Statement
+from .table import entry
 
 INTEGER = ("i64", "i32", "i8")
-# the classes that may read an experts module's weights split by expert: by local expert id
-EXPERT_READERS = (Ops.TAKE_ROWS, Ops.GROUPED_MATMUL)
-# classes through which a value still holds the expert ids it reads (a sort's values: put_along's operand 2)
-_KEEPS_IDS = (Ops.RESHAPE, Ops.CAST, Ops.EXPAND, Ops.PERMUTE, Ops.SLICE, Ops.CLAMP)
 
 
 @dataclass(frozen=True)
@@ -73,31 +67,19 @@ class Routing:
 
 
 class Dispatch:
-    """The expert-parallel half of the Sharder: only where the plan has a `dispatch` style."""
+    """The Sharder's expert dispatch: only where the plan has a `dispatch` style."""
 
-    # the Sharder's (tp.py)
-    g: Graph
-    tp: int
-    arch: str
-    b: ProgramBuilder
-    place: dict[str, Placement]
-    styles: Callable[[str], Style | None]  # module or parameter path → its plan style
-
-    if TYPE_CHECKING:
-        @property
-        def writers(self) -> dict[str, Statement]: ...
-
-        def styled(self, module: str) -> list[tuple[str, Style]]: ...
-
-        def _derived(self, name: str, like: Tensor, module: str, placement: Placement) -> None: ...
-
-        def _named(self, prefix: str, source: str, suffix: str = "") -> str: ...
-
-    def __init__(self) -> None:
+    def __init__(self, emit: Emitter, graph: Graph, styled: Callable[[str], list[tuple[str, Style]]],
+                 styles: Callable[[str], Style | None], writers: dict[str, Statement]):
+        self.e = emit
+        self.g = graph
+        self.styled = styled
+        self.styles = styles  # module or parameter path → its plan style
+        self.writers = writers  # value → the statement that writes it
         self.routings: dict[str, Routing] = {}
         self.dispatched: dict[str, str] = {}  # a routing input (or an operand made local) → each chip's of it
 
-    def _dispatched(self, value: str, module: str, s: Style) -> str:
+    def enter(self, value: str, module: str, s: Style) -> str:
         """A replicated value entering a dispatch module: each chip's kept routing slots of
         the expert ids or the routing weights; any other input (the hidden states) as it is."""
         r = self._routing(module, s)
@@ -113,33 +95,34 @@ class Dispatch:
         matmul's first P offsets, a split table's ids clamped in the grouped form); None
         where it does not run so."""
         found = [(prefix, s) for prefix, s in self.styled(st.module or "") if s.dispatch]
-        if not found or not any(isinstance(self.place[r], Partial) for r in reads):
+        if not found or not any(isinstance(self.e.place[r], Partial) for r in reads):
             return None
         prefix, s = found[0]
         r = self._routing(prefix, s)
-        split = [x for x in reads if isinstance(self.place[x], Shard)]
-        if split and st.cls not in EXPERT_READERS:
-            raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: {st.aten} reads {split[0]}, split by expert, "
+        split = [x for x in reads if isinstance(self.e.place[x], Shard)]
+        by_expert = entry(st.cls).by_expert
+        if split and by_expert is None:
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {prefix}: {st.aten} reads {split[0]}, split by expert, "
                                "other than by expert id (tprules reads split experts by take_rows or a grouped "
                                "matmul)")
-        if st.cls == Ops.GROUPED_MATMUL:
+        if by_expert == "groups":
             self._whole_by_id(r, reads[1], st.reads[1])
-            if not isinstance(self.place[reads[2]], Partial):
-                raise ImportFailed(f"{self.arch}: {r.style.name} at {r.module}: {st.aten} groups its rows by offsets "
+            if not isinstance(self.e.place[reads[2]], Partial):
+                raise ImportFailed(f"{self.e.arch}: {r.style.name} at {r.module}: {st.aten} groups its rows by offsets "
                                    f"{reads[2]} that are not counted from each chip's own routing slots")
             return [reads[0], reads[1], self._first_offsets(r, reads[2])]
-        if st.cls == Ops.TAKE_ROWS and self._by_id(st.reads[1], r):
+        if by_expert == "ids" and self._by_id(st.reads[1], r):
             self._whole_by_id(r, reads[0], st.reads[0])
-            if r.grouped and isinstance(self.place[reads[0]], Shard):
+            if r.grouped and isinstance(self.e.place[reads[0]], Shard):
                 return [reads[0], self._clamped(r, reads[1])]
         return reads
 
     def _whole_by_id(self, r: Routing, table: str, whole: str) -> None:
         """A table of E rows read by expert id must be split by expert (chip k's local ids
         pick rows of its own experts)."""
-        if isinstance(self.place[table], Replicate) and self.g.values[table].shape[:1] == (r.experts,):
+        if isinstance(self.e.place[table], Replicate) and self.e.values[table].shape[:1] == (r.experts,):
             name = self._origin(whole)
-            raise ImportFailed(f"{self.arch}: {r.style.name} at {r.module}: {name} is read by expert id, but the plan "
+            raise ImportFailed(f"{self.e.arch}: {r.style.name} at {r.module}: {name} is read by expert id, but the plan "
                                "keeps it whole, so each chip's local ids would pick other experts' rows (grouped_gemm "
                                "splits it by expert)")
 
@@ -155,10 +138,11 @@ class Dispatch:
         seen: set[str] = set()
         while value != r.ids:
             writer = self.writers.get(value)
-            if writer is None or value in seen or writer.cls not in (*_KEEPS_IDS, Ops.PUT_ALONG):
+            through = None if writer is None else entry(writer.cls).ids_through
+            if writer is None or value in seen or through is None:
                 return False
             seen.add(value)
-            value = writer.reads[2 if writer.cls == Ops.PUT_ALONG else 0]
+            value = writer.reads[through]
         return True
 
     def _routing(self, module: str, s: Style) -> Routing:
@@ -171,24 +155,24 @@ class Dispatch:
                 continue
             grouped = grouped or st.cls == Ops.GROUPED_MATMUL
             for r in st.reads:
-                v = self.g.values[r]
+                v = self.e.values[r]
                 if v.role in ("activation", "input") and not under(v.module, module) and r not in inputs:
                     inputs.append(r)
-        ids = [r for r in inputs if self.g.values[r].dtype in INTEGER]
+        ids = [r for r in inputs if self.e.values[r].dtype in INTEGER]
         if len(ids) != 1:
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its inputs hold {len(ids)} integer tensors "
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {module}: its inputs hold {len(ids)} integer tensors "
                                f"({', '.join(ids) or 'none'}); it needs exactly one, the expert ids")
-        shape = self.g.values[ids[0]].shape
-        weights = [r for r in inputs if r not in ids and self.g.values[r].shape == shape]
+        shape = self.e.values[ids[0]].shape
+        weights = [r for r in inputs if r not in ids and self.e.values[r].shape == shape]
         if len(weights) != 1:
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: {len(weights)} of its inputs have the expert ids' "
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {module}: {len(weights)} of its inputs have the expert ids' "
                                f"shape {list(shape)}; it needs exactly one, the routing weights")
         counts = sorted({v.shape[0] for v in self.g.inputs if v.role == "weight" and under(v.module, module)
                          and self._by_expert(v)})
         if len(counts) != 1:
             what = "none of its parameters is split by expert (grouped_gemm)" if not counts else \
                 f"its parameters split by expert stack {' and '.join(map(str, counts))} experts"
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: {what}")
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {module}: {what}")
         self.routings[module] = Routing(module, s, ids[0], weights[0], counts[0], grouped)
         return self.routings[module]
 
@@ -198,22 +182,22 @@ class Dispatch:
 
     def _stmt(self, stem: str, source: str, k: int, cls: str, reads: list[str], out: str, r: Routing,
               **attrs) -> None:
-        self.b.stmt(self._named(f"ep_{stem}_", source) + f"@{k}", cls, reads, f"{out}@{k}", module=r.module,
+        self.e.b.stmt(self.e.named(f"ep_{stem}_", source) + f"@{k}", cls, reads, f"{out}@{k}", module=r.module,
                     aten=f"({r.style.name})", **attrs)
 
     def _local_ids(self, r: Routing) -> str:
         """Each chip's local expert ids (module docstring), and which slots it holds (`held`: 1 or 0)."""
-        local = self._named("", r.ids, "_ep_local")
+        local = self.e.named("", r.ids, "_ep_local")
         if r.ids in self.dispatched:
             return local
-        per = r.experts // self.tp
-        ids, weights = self.g.values[r.ids], self.g.values[r.weights]
-        shifted, low, high, held, wrapped, unwrapped = (self._named("", r.ids, f"_ep_{stem}") for stem in
+        per = r.experts // self.e.tp
+        ids, weights = self.e.values[r.ids], self.e.values[r.weights]
+        shifted, low, high, held, wrapped, unwrapped = (self.e.named("", r.ids, f"_ep_{stem}") for stem in
                                                         ("shifted", "from", "past", "held", "wrapped", "unwrapped"))
         made = [(shifted, ids), (local, ids), (low, weights), (high, weights), (held, weights)]
         for name, like in made + ([(wrapped, ids), (unwrapped, ids)] if r.grouped else []):
-            self._derived(name, like, r.module, PARTIAL)
-        for k in range(self.tp):
+            self.e.add(name, like, r.module, PARTIAL)
+        for k in range(self.e.tp):
             self._stmt("shift", r.ids, k, Ops.ADD_SCALAR, [r.ids], shifted, r, value=str(-k * per))
             if r.grouped:  # the sentinel P where not held: below the chip's experts wrapped past them
                 self._stmt("wrap", r.ids, k, Ops.ADD_SCALAR, [f"{shifted}@{k}"], wrapped, r, value=str(r.experts))
@@ -230,28 +214,28 @@ class Dispatch:
 
     def _masked(self, r: Routing) -> str:
         """Each chip's routing weights: 0 on the slots whose expert it does not hold."""
-        masked = self._named("", r.weights, "_ep")
+        masked = self.e.named("", r.weights, "_ep")
         if r.weights in self.dispatched:
             return masked
         self._local_ids(r)
-        self._derived(masked, self.g.values[r.weights], r.module, PARTIAL)
-        held = self._named("", r.ids, "_ep_held")
-        for k in range(self.tp):
+        self.e.add(masked, self.e.values[r.weights], r.module, PARTIAL)
+        held = self.e.named("", r.ids, "_ep_held")
+        for k in range(self.e.tp):
             self._stmt("mask", r.weights, k, Ops.MUL, [r.weights, f"{held}@{k}"], masked, r)
         self.dispatched[r.weights] = masked
         return masked
 
     def _first_offsets(self, r: Routing, offsets: str) -> str:
         """Each chip's first P offsets (its own experts' groups): a slice of the module's E."""
-        first = self._named("", offsets, "_ep")
+        first = self.e.named("", offsets, "_ep")
         if offsets in self.dispatched:
             return first
-        per = r.experts // self.tp
-        v = self.g.values[offsets]
-        self.g.values[first] = Tensor(first, (per,), v.dtype, role="activation", module=r.module)
-        self.place[first] = PARTIAL
-        for k in range(self.tp):
-            self.b.tensor(f"{first}@{k}", [per], v.dtype, chip=k)
+        per = r.experts // self.e.tp
+        v = self.e.values[offsets]
+        self.e.values[first] = Tensor(first, (per,), v.dtype, role="activation", module=r.module)
+        self.e.place[first] = PARTIAL
+        for k in range(self.e.tp):
+            self.e.b.tensor(f"{first}@{k}", [per], v.dtype, chip=k)
             self._stmt("first", offsets, k, Ops.SLICE, [f"{offsets}@{k}"], first, r, axis=0, start=0, end=per,
                        step=1)
         self.dispatched[offsets] = first
@@ -260,14 +244,14 @@ class Dispatch:
     def _clamped(self, r: Routing, ids: str) -> str:
         """Sorted local ids clamped to P - 1: the sentinel slots' rows of a split table are
         those of the chip's last expert (rows no offset reads)."""
-        clamped = self._named("", ids, "_ep_clamped")
+        clamped = self.e.named("", ids, "_ep_clamped")
         if ids in self.dispatched:
             return clamped
-        self._derived(clamped, self.g.values[ids], r.module, PARTIAL)
-        for k in range(self.tp):
-            self._stmt("cap", ids, k, Ops.CLAMP, [f"{ids}@{k}"], clamped, r, max=str(r.experts // self.tp - 1))
+        self.e.add(clamped, self.e.values[ids], r.module, PARTIAL)
+        for k in range(self.e.tp):
+            self._stmt("cap", ids, k, Ops.CLAMP, [f"{ids}@{k}"], clamped, r, max=str(r.experts // self.e.tp - 1))
         self.dispatched[ids] = clamped
         return clamped
 
 
-__all__ = ["EXPERT_READERS", "Dispatch", "Routing"]
+__all__ = ["Dispatch", "Routing"]

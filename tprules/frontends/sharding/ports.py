@@ -1,4 +1,4 @@
-"""torch's style boundaries in the Sharder (tp.py): each change of layout at a module's
+"""torch's style boundaries in the Sharder (sharder.py): each change of layout at a module's
 port becomes the collective DTensor inserts.
 
 A port (styles.py) names the layout torch takes a plain tensor to have (`given`:
@@ -21,17 +21,14 @@ ambiguous. A module's output is the value its last statement writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from ..errors import ImportFailed
-from ..graph import under
+from ..graph import Graph, Statement, under
+from .emit import Emitter
 from .placement import REPLICATE, Partial, Placement, Replicate, Shard, plain
 from .styles import Layout, Port, Style
-
-if TYPE_CHECKING:
-    from ...program.builder import ProgramBuilder
-    from ..graph import Graph, Tensor
-
+from .table import entry
 
 
 def describe(p: Placement) -> str:
@@ -43,56 +40,44 @@ def describe(p: Placement) -> str:
 
 
 class Ports:
-    """The port half of the Sharder: used only where the plan's styles are torch's."""
+    """The Sharder's ports: where the plan's styles are torch's, each value entering or leaving
+    a styled module is taken through the style's port (`entering`, `leaving`)."""
 
-    # the Sharder's (tp.py)
-    g: Graph
-    tp: int
-    arch: str
-    b: ProgramBuilder
-    place: dict[str, Placement]
-    folds: dict[str, str]
-
-    if TYPE_CHECKING:
-        def styled(self, module: str) -> list[tuple[str, Style]]: ...
-
-        def _derived(self, name: str, like: Tensor, module: str, placement: Placement) -> None: ...
-
-        def _fold(self, value: str) -> None: ...
-
-        def _named(self, prefix: str, source: str, suffix: str = "") -> str: ...
-
-        def _gather(self, value: str, module: str, s: Style, out: str | None = None, what: str = "output") -> str: ...
-
-        def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str: ...
-
-        def _share(self, value: str, module: str, s: Style) -> str: ...
-
-    def __init__(self, args: dict[str, list[list]] | None):
+    def __init__(self, emit: Emitter, graph: Graph, styled: Callable[[str], list[tuple[str, Style]]],
+                 args: dict[str, list[list]] | None):
+        self.e = emit
+        self.styled = styled
         self.args = args or {}  # module path → each call's whole shape of each positional argument (None: not a tensor)
-        self.ported = False
         self.dtensor: set[str] = set()  # values torch holds as DTensors (redistributed from their real placement)
         self.left: dict[tuple[str, str], str] = {}  # (value, module it leaves) → what readers outside read
         self.entered: dict[tuple[str, str], str] = {}  # (value, module it enters) → what readers inside read
         self.outputs_of: dict[str, str] = {}  # styled module → its output (the value its last statement writes)
-
-    def _find_boundaries(self) -> None:
-        for st in self.g.stmts:
-            for prefix, s in self.styled(st.module or ""):
+        self.ported = False  # whether any style of the plan is torch's
+        for st in graph.stmts:
+            for prefix, s in styled(st.module or ""):
                 if s.ported:
                     self.ported = True
                     self.outputs_of[prefix] = st.writes
 
-    def _carry(self, writes: str, reads: list[str]) -> None:
+    def after(self, writes: str, reads: list[str]) -> None:
         """A statement over a DTensor computes a DTensor (its sharding propagation)."""
         if any(r in self.dtensor for r in reads):
             self.dtensor.add(writes)
 
-    def _ports_leaving(self, value: str, reader: str) -> str:
-        if self.tp == 1:
+    def kept(self, st: Statement, reads: list[str]) -> tuple[list[str], bool]:
+        """A statement's reads, and whether it keeps a partial: a rowwise linear's bias added to
+        its partial sum (`partial_bias`, the table's `bias` column)."""
+        return self.partial_bias(reads, st.module or "") if entry(st.cls).bias else (reads, False)
+
+    def unsplit(self, output: str, placement: Placement) -> str:
+        return (f"the forward's output {output} would stay split over the chips ({placement}): torch would return "
+                "each chip's block; no style of the plan gathers it")
+
+    def leaving(self, value: str, reader: str) -> str:
+        if self.e.tp == 1:
             return value  # on one chip every layout is the whole value
         name = value
-        for prefix, s in self.styled(self.g.values[value].module or ""):  # innermost first
+        for prefix, s in self.styled(self.e.values[value].module or ""):  # innermost first
             if under(reader, prefix):
                 break
             if not s.outputs or self.outputs_of.get(prefix) != value or s.outputs[0] is None:
@@ -103,10 +88,12 @@ class Ports:
             name = self.left[key]
         return name
 
-    def _ports_entering(self, value: str, reader: str) -> str:
+    def entering(self, value: str, reader: str) -> str:
+        if self.e.tp == 1 or self.e.values[value].role == "weight":  # a folded constant may be a module's input too
+            return value
         name = value
         for prefix, s in reversed(self.styled(reader)):  # outermost first
-            if not s.inputs or under(self.g.values[name].module or "", prefix):
+            if not s.inputs or under(self.e.values[name].module or "", prefix):
                 continue
             index = self._input_index(prefix, s, name)
             port = None if index is None else s.inputs[index]
@@ -120,24 +107,24 @@ class Ports:
 
     def _input_index(self, prefix: str, s: Style, value: str) -> int | None:
         """Which positional argument of the module `value` is (None: one the style leaves alone)."""
-        shape = tuple(self.g.values[value].shape)
+        shape = tuple(self.e.values[value].shape)
         calls = self.args.get(prefix, [])
         found = [i for i, port in enumerate(s.inputs) if port is not None
                  and any(i < len(shapes) and shapes[i] == shape for shapes in calls)]
         if len(found) > 1:
-            raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: its inputs {found[0]} and {found[1]} both have "
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {prefix}: its inputs {found[0]} and {found[1]} both have "
                                f"shape {list(shape)}; which one {value} is cannot be told from the trace")
         return found[0] if found else None
 
     def _through(self, name: str, port: Port, prefix: str, s: Style, what: str, in_place: bool) -> str:
         """`name` through one port: taken as its given layout (a plain tensor) or as it is (a
         DTensor), then redistributed to the desired layout."""
-        p = self.place[name]
+        p = self.e.place[name]
         if port.given is not None and name not in self.dtensor:
             taken = self._layout(port.given, name, prefix, s, what)
             if taken != p:
-                raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: torch takes its {what} {name}, a plain "
-                                   f"tensor, to be {port.given} on {self.tp} chips, but it is {describe(p)} here; "
+                raise ImportFailed(f"{self.e.arch}: {s.name} at {prefix}: torch takes its {what} {name}, a plain "
+                                   f"tensor, to be {port.given} on {self.e.tp} chips, but it is {describe(p)} here; "
                                    "torch would run a program other than the model's (a layout the importer cannot "
                                    "import faithfully)")
         out = name if port.desired is None else self._redistribute(name, port.desired, prefix, s, what, in_place)
@@ -153,68 +140,53 @@ class Ports:
         """A style's layout as the placement of value `name`."""
         if layout.dim is None:
             return REPLICATE
-        shape = self.g.values[name].shape
+        shape = self.e.values[name].shape
         rank = len(shape)
         if not -rank <= layout.dim < rank:
-            raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: {layout} of its {what} {name}, which has "
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {prefix}: {layout} of its {what} {name}, which has "
                                f"{rank} axes {list(shape)}")
         axis = layout.dim % rank
-        if shape[axis] % self.tp:
-            raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: {layout} of its {what} {name}: axis {axis} has "
-                               f"{shape[axis]}, which --tp {self.tp} does not divide")
-        return Shard((plain(axis, self.tp, shape[axis]),))
+        if shape[axis] % self.e.tp:
+            raise ImportFailed(f"{self.e.arch}: {s.name} at {prefix}: {layout} of its {what} {name}: axis {axis} has "
+                               f"{shape[axis]}, which --tp {self.e.tp} does not divide")
+        return Shard((plain(axis, self.e.tp, shape[axis]),))
 
     def _redistribute(self, name: str, layout: Layout, prefix: str, s: Style, what: str, in_place: bool) -> str:
         """The collective (or slices) taking `name` from its real placement to `layout`."""
-        p = self.place[name]
+        p = self.e.place[name]
         want = self._layout(layout, name, prefix, s, what)
         if p == want:
             return name
         if isinstance(want, Replicate) and isinstance(p, Partial):
-            self._fold(name)  # in place: the spine's sum is the value itself
+            self.e.fold(name)  # in place: the spine's sum is the value itself
             return name
         if isinstance(want, Replicate) and isinstance(p, Shard):
-            return self._gather(name, prefix, s, out=None if in_place else self._named("", name, "_gathered"), what=what)
+            return self.e.gather(name, prefix, s, out=None if in_place else self.e.named("", name, "_gathered"), what=what)
         assert isinstance(want, Shard)
         axis = want.splits[0].axis
         if isinstance(p, Partial):
-            return self._reduce_scatter(name, axis, prefix)
+            return self.e.reduce_scatter(name, axis, prefix)
         if isinstance(p, Replicate):
-            return self._split(name, prefix, s, axis)
-        raise ImportFailed(f"{self.arch}: {s.name} at {prefix}: its {what} {name} is {describe(p)}; {layout} "
+            return self.e.split(name, prefix, s, axis)
+        raise ImportFailed(f"{self.e.arch}: {s.name} at {prefix}: its {what} {name} is {describe(p)}; {layout} "
                            "needs an all-to-all, which tprules does not import")
 
-    def _partial_bias(self, reads: list[str], module: str) -> tuple[list[str], bool]:
+    def partial_bias(self, reads: list[str], module: str) -> tuple[list[str], bool]:
         """A rowwise linear's bias added to its partial sum: DTensor keeps the sum partial
         through the add (the bias a partial too: each chip adds 1 / N of it), so that the
         output layout's collective comes after it (a reduce-scatter stays one). The reads,
         and whether the add keeps the partial."""
-        places = [self.place[r] for r in reads]
+        places = [self.e.place[r] for r in reads]
         rowwise = next((s for _, s in self.styled(module) if s.ported), None)
         if rowwise is None or rowwise.weight != "rowwise" or len(reads) != 2 or \
                 sum(isinstance(p, Partial) for p in places) != 1:
             return reads, False
         bias = next(r for r, p in zip(reads, places) if not isinstance(p, Partial))
-        if not isinstance(self.place[bias], Replicate) or self.g.values[bias].role != "weight":
+        if not isinstance(self.e.place[bias], Replicate) or self.e.values[bias].role != "weight":
             return reads, False
         module_of = next(prefix for prefix, s in self.styled(module) if s is rowwise)
-        shared = self._share(bias, module_of, rowwise)
+        shared = self.e.share(bias, module_of, rowwise)
         return [shared if r == bias else r for r in reads], True
-
-    def _reduce_scatter(self, value: str, axis: int, module: str) -> str:
-        """Partial → Shard(axis): the sum's fold, read only by chip k's slice of block k."""
-        v = self.g.values[value]
-        blocks = self._named("", value, "_scattered")
-        self._derived(blocks, v, module, Shard((plain(axis, self.tp, v.shape[axis]),)))
-        self.place[value] = REPLICATE  # the spine's sum, read by the slices alone
-        self.b.tensor(value, v.shape, v.dtype, spine=True)
-        name = self._named("reducescatter_", value)
-        self.b.reduce_scatter(name, [f"{value}@{k}" for k in range(self.tp)], value, collective=name, axis=axis,
-                              blocks=[f"{blocks}@{k}" for k in range(self.tp)])
-        for o in [name] + [self._named("", name, f"_{k}") for k in range(self.tp)]:
-            self.b.facts["attr"].append((o, "module", module))
-        self.folds[value] = name
-        return blocks
 
 
 __all__ = ["Ports", "describe"]

@@ -12,7 +12,7 @@ of the same answer. A module that mixes tokens (a sum or softmax over the sequen
 attention) would compute, under DTensor, over a sequence N times as long as the model's;
 such a module is refused, naming its statement, rather than imported as something torch does
 not run. The check places each input the module reads from outside it on its sequence axis,
-split over the chips, and takes the sharding table (sharding.py) through the module's
+split over the chips, and takes the sharding table (table.py) through the module's
 statements: a statement the table cannot place, or a value leaving the module not split on
 that axis alone, is not token by token.
 """

@@ -1,6 +1,9 @@
-"""From whole tensors to a TP program: the weights placed by the plan (weights.py), a chip's
-statements wherever a placement is a shard or a partial, and a fold wherever a partial sum
-meets a class that needs the whole sum.
+"""The Sharder: from whole tensors to a TP program. Each statement of the graph, in order,
+is placed by the sharding table (table.py) from its operands' placements (the weights' by
+the plan, weights.py); its reads first cross the plan's module boundaries (a `Boundary`:
+flags.py for transformers' styles, ports.py for torch's), and a partial operand is folded
+where its class needs the whole sum. It writes through an Emitter (emit.py) and leaves the
+graph it is given as it was (the values it adds are the TP program's).
 
 - a statement whose result is replicated runs once, on the spine, under its own name; any
   other runs as one statement per chip, `NAME@K`, reading and writing chip K's tensors
@@ -11,26 +14,20 @@ meets a class that needs the whole sum.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from typing import Protocol
 
-from ...ops import ELEMENTWISE, LAYOUT, Ops
 from ...program.builder import ProgramBuilder
 from ..errors import ImportFailed
-from ..graph import Graph, Statement, Tensor, under
+from ..graph import Graph, Statement, Tensor
 from .dispatch import Dispatch
-from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard, local_shape, plain
+from .emit import Emitter
+from .flags import Flags
+from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard
 from .ports import Ports
+from .rules import rank_aligned
+from .sequence import check_token_wise
 from .styles import Style
-from .table import (
-    PARTIAL_THROUGH,
-    CutInside,
-    NotShardable,
-    _rank_aligned,
-    local_attrs,
-    partial_through,
-    reads_local_blocks,
-    rule,
-)
+from .table import CutInside, NotShardable, entry
 from .weights import Heads, plan_placements
 
 
@@ -39,6 +36,7 @@ class TPProgram:
     builder: ProgramBuilder
     placement: dict[str, Placement]  # whole value → placement
     inputs: list[Tensor] = field(default_factory=list)
+    values: dict[str, Tensor] = field(default_factory=dict)  # the graph's values and those the sharding added
 
     def local_names(self, value: str, tp: int) -> list[tuple[str, int | None]]:
         """(tensor, chip) of each copy of a whole value: one spine tensor, or one per chip."""
@@ -46,68 +44,75 @@ class TPProgram:
         return [(value, None)] if isinstance(p, Replicate) else [(f"{value}@{k}", k) for k in range(tp)]
 
 
-class Sharder(Ports, Dispatch):
+class Boundary(Protocol):
+    """What the Sharder asks of the plan's styles at a module's boundary (flags.py for
+    transformers' styles, ports.py for torch's)."""
+
+    def leaving(self, value: str, reader: str) -> str: ...  # what `reader`'s module reads of a value leaving its own
+
+    def entering(self, value: str, reader: str) -> str: ...  # what `reader`'s module reads of a value entering it
+
+    def kept(self, st: Statement, reads: list[str]) -> tuple[list[str], bool]: ...  # reads, and whether it stays partial
+
+    def after(self, writes: str, reads: list[str]) -> None: ...  # a statement written
+
+    def unsplit(self, output: str, placement: Placement) -> str: ...  # why the output may not stay split
+
+
+class Sharder:
+    """The walk over the graph's statements: each placed by the sharding table, its reads
+    taken through the styles' boundaries (the transformers styles' flags here, torch's ports
+    in `ports`, the experts' routing in `dispatch`), written by `emit`."""
+
     def __init__(self, graph: Graph, tp: int, arch: str, styles=None, args=None):
-        Ports.__init__(self, args)
-        Dispatch.__init__(self)
-        self.g = graph
+        self.g = graph  # read only: the values the sharding adds are the Emitter's
         self.tp = tp
         self.arch = arch
         self.styles = styles or (lambda path: None)  # module path → its plan Style, if any
-        self.b = ProgramBuilder(chips=tp)
-        self.place: dict[str, Placement] = {}
-        self.folds: dict[str, str] = {}  # partial value → its fold statement
-        self.splits: dict[str, str] = {}  # replicated value → its per-chip slices (rowwise_split_input)
+        self.emit = Emitter(dict(graph.values), tp, arch)
         self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
         self._styled: dict[str, list[tuple[str, Style]]] = {}
-        # each name the sharding makes from one of the graph's: (prefix, that name, suffix)
-        self.derived: dict[str, tuple[str, str, str]] = {}
+        self.writers: dict[str, Statement] = {st.writes: st for st in graph.stmts}
+        ports = Ports(self.emit, graph, self.styled, args)
+        # torch's styles are ports; transformers' are flags (one kind in a plan)
+        self.boundary: Boundary = ports if ports.ported else \
+            Flags(self.emit, self.styled, Dispatch(self.emit, graph, self.styled, self.styles, self.writers), self.writers)
+
+    @property
+    def b(self) -> ProgramBuilder:
+        return self.emit.b
+
+    @property
+    def values(self) -> dict[str, Tensor]:
+        return self.emit.values
+
+    @property
+    def place(self) -> dict[str, Placement]:
+        return self.emit.place
+
+    @property
+    def derived(self) -> dict[str, tuple[str, str, str]]:
+        return self.emit.derived
 
     def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
+        check_token_wise(self.g, self.styles, self.tp, self.arch)  # sequence_parallel modules (sequence.py)
         self.tables = {w: k for w, k in (kinds or {}).items() if k in ("vocab", "embedding_colwise")}
         for v in self.g.inputs:
-            self.place[v.name] = weights.get(v.name, REPLICATE)
-            self._declare(v)
-        self._find_boundaries()
+            self._input(v, weights.get(v.name, REPLICATE))
         for st in self.g.stmts:
             self._statement(st)
         output = self.g.output
         out = self.place[self._leaving(output, "")]  # (a torch output port may leave it in blocks of its own)
         if isinstance(out, Partial):
-            self._fold(output)
-        elif isinstance(out, Shard) and self.ported:
-            raise ImportFailed(f"{self.arch}: the forward's output {output} would stay split over the chips ({out}): "
-                               "torch would return each chip's block; no style of the plan gathers it")
+            self.emit.fold(output)
         elif isinstance(out, Shard):
-            raise ImportFailed(f"{self.arch}: the logits would stay split over the chips ({out}): the plan gathers "
-                               "them nowhere (colwise_gather_output on lm_head would); leave lm_head out of the plan")
-        return TPProgram(self.b, self.place, self.g.inputs)
+            raise ImportFailed(f"{self.arch}: {self.boundary.unsplit(output, out)}")
+        return TPProgram(self.b, self.place, self.g.inputs, self.values)
 
-    def _derived(self, name: str, like: Tensor, module: str, placement: Placement) -> None:
-        """A value the sharding adds (a slice, share, block or whole twin of `like`): its
-        shape and dtype, placed and declared on its chips or the spine."""
-        self.g.values[name] = Tensor(name, like.shape, like.dtype, role="activation", module=module)
-        self.place[name] = placement
-        self._declare(self.g.values[name])
-
-    def _declare(self, v: Tensor) -> None:
-        p = self.place[v.name]
-        shape = local_shape(p, v.shape, self.tp)
-        if isinstance(p, Replicate):
-            self.b.tensor(v.name, shape, v.dtype, spine=True)
-        else:
-            for k in range(self.tp):
-                self.b.tensor(f"{v.name}@{k}", shape, v.dtype, chip=k)
-
-    def _named(self, prefix: str, source: str, suffix: str = "") -> str:
-        """A name made from `source` (a value or statement name), kept with its parts (stamp.py
-        renames the source and keeps the rest)."""
-        name = f"{prefix}{source}{suffix}"
-        self.derived[name] = (prefix, source, suffix)
-        return name
-
-    def _local(self, value: str, chip: int | None) -> str:
-        return value if isinstance(self.place[value], Replicate) or chip is None else f"{value}@{chip}"
+    def _input(self, v: Tensor, placement: Placement) -> None:
+        """A program input (a weight, a folded constant, the ids) placed and declared."""
+        self.place[v.name] = placement
+        self.emit.declare(v)
 
     # -- module boundaries (styles.py) -------------------------------------------------
 
@@ -125,150 +130,29 @@ class Sharder(Ports, Dispatch):
         return self._styled[module]
 
     def _leaving(self, value: str, reader: str) -> str:
-        """A value leaving a styled module for `reader`'s: gathered or folded as the style says
-        (a torch style's output port: its redistribution, whose value the reader reads)."""
-        v = self.g.values[value]
-        if v.role != "activation":
+        """A value leaving a styled module for `reader`'s, as the boundary says (a gather, a
+        fold, a torch output port's redistribution): what the reader reads."""
+        if self.values[value].role != "activation":
             return value
-        if self.ported:
-            return self._ports_leaving(value, reader)
-        for prefix, s in self.styled(v.module):
-            if under(reader, prefix):
-                continue
-            if s.output == "gather" and isinstance(self.place[value], Shard):
-                self._gather(value, prefix, s)
-            elif s.output == "reduce" and isinstance(self.place[value], Partial):
-                self._fold(value)
-        return value
+        return self.boundary.leaving(value, reader)
 
     def _entering(self, value: str, reader: str) -> str:
-        """A replicated value entering a module whose style splits its input: its slices (a
-        torch style's input port: its redistribution)."""
-        v = self.g.values[value]
-        if self.ported and self.tp > 1 and v.role != "weight":  # a folded constant may be a module's input too
-            return self._ports_entering(value, reader)
-        if v.role not in ("activation", "input") or self.tp == 1:
-            return value  # on one chip every value is whole
-        if isinstance(self.place[value], Shard) and self._left_split_input(v.module, reader):
-            return self._whole(value, set())
-        for prefix, s in self.styled(reader):
-            if s.dispatch and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
-                return self._dispatched(value, prefix, s)
-            if s.share_input and not under(v.module, prefix) and isinstance(self.place[value], Replicate):
-                return self._share(value, prefix, s)
-            if not s.split_input or under(v.module, prefix):
-                continue
-            if isinstance(self.place[value], Partial):
-                self._fold(value)
-            if isinstance(self.place[value], Replicate):
-                return self._split(value, prefix, s)
-        return value
-
-    def _gather(self, value: str, module: str, s: Style, out: str | None = None, what: str = "output") -> str:
-        """The all-gather of a value split over the chips: its spine tensor is the value's own
-        name, or `out` (a value gathered for the readers of one module only, its collective
-        named by its fold)."""
-        p = self.place[value]
-        assert isinstance(p, Shard)  # gathered only when split (_leaving)
-        v = self.g.values[value]
-        split = p.splits[0]
-        if len(p.splits) != 1 or split.parts != self.tp or not split.plain(v.shape[split.axis]):
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its {what} {value} is placed {p}; an all-gather "
-                               f"joins one contiguous block per chip (needs a redistribution first)")
-        slices = [f"{value}@{k}" for k in range(self.tp)]
-        name = self._named("allgather_", out or value)
-        if out is None:
-            self.place[value] = REPLICATE
-            self.b.tensor(value, v.shape, v.dtype, spine=True)
-        else:
-            self._derived(out, v, module, REPLICATE)
-        self.b.gather(name, slices, out or value, collective=module if out is None else name, axis=split.axis)
-        self.b.facts["attr"].append((name, "module", module))
-        return out or value
-
-    def _split(self, value: str, module: str, s: Style, axis: int | None = None) -> str:
-        """Each chip's slice of a replicated value on its last axis, or on `axis` (a `slice`
-        per chip: DTensor's Replicate → Shard, no communication)."""
-        v = self.g.values[value]
-        last = len(v.shape) - 1
-        axis = last if axis is None else axis
-        key = value if axis == last else f"{value}:{axis}"
-        if key in self.splits:
-            return self.splits[key]
-        size = v.shape[axis]
-        if size % self.tp:
-            where = "its last axis" if axis == last else f"axis {axis}"
-            raise ImportFailed(f"{self.arch}: {s.name} at {module}: its input {value} has {size} on {where}, "
-                               f"which does not split into {self.tp}")
-        name = self._named("", value, "_split" if axis == last else f"_split{axis}")
-        self._derived(name, v, module, Shard((plain(axis, self.tp, size),)))
-        width = size // self.tp
-        for k in range(self.tp):
-            stem = "split" if axis == last else f"split{axis}"
-            self.b.stmt(self._named(f"{stem}_", value) + f"@{k}", Ops.SLICE, [value], f"{name}@{k}", axis=axis, start=k * width,
-                        end=(k + 1) * width, step=1, module=module, aten=f"({s.name})")
-        self.splits[key] = name
-        return name
-
-    def _left_split_input(self, module: str, reader: str) -> bool:
-        """Whether `module` is in a split-input module that `reader` is outside of."""
-        return any(s.split_input and not under(reader, prefix) for prefix, s in self.styled(module))
-
-    def _whole(self, value: str, seen: set) -> str:
-        """The whole value of one that a split-input module computed from its slices, for a
-        reader outside the module: the statements from the module's input to it again, on the
-        spine, from the whole input. transformers slices the input inside the module, so
-        nothing split ever leaves it; a reader outside reads such a value only where the
-        importer shares one statement between two modules (the same view of one tensor,
-        lower.py's `computed`), as Qwen4-Exp's block_inject_weight shares the flattened
-        input of its sibling input_mix_weight_down."""
-        source = next((v for v, name in self.splits.items() if name == value and name == f"{v}_split"), None)
-        if source is not None or isinstance(self.place[value], Replicate):
-            return source or value
-        twin = self._named("", value, "_whole")
-        if twin in self.place:
-            return twin
-        writer = self.writers.get(value)
-        if writer is None or writer.cls not in (LAYOUT | ELEMENTWISE) or value in seen:
-            raise ImportFailed(f"{self.arch}: {self.g.values[value].module}: {value} is split inside a "
-                               "rowwise_split_input module and read outside it, where it is whole; it is computed by "
-                               f"{writer.aten if writer else 'no statement'}, which the spine cannot compute again")
-        reads = [self._whole(r, seen | {value}) for r in writer.reads]
-        v = self.g.values[value]
-        self._derived(twin, v, v.module, REPLICATE)
-        self.b.stmt(self._named("", writer.name, "_whole"), writer.cls, reads, twin, **dict(writer.attrs), module=writer.module,
-                    aten=writer.aten)
-        return twin
-
-    @cached_property
-    def writers(self) -> dict[str, Statement]:
-        return {st.writes: st for st in self.g.stmts}
-
-    def _share(self, value: str, module: str, s: Style) -> str:
-        """Each chip's 1 / N of a replicated value: a partial that sums back to it."""
-        key = self._named("", value, "_share")
-        if key in self.splits:
-            return self.splits[key]
-        v = self.g.values[value]
-        self._derived(key, v, module, PARTIAL)
-        for k in range(self.tp):
-            self.b.stmt(self._named("share_", value) + f"@{k}", Ops.SCALE, [value], f"{key}@{k}", factor=repr(1.0 / self.tp),
-                        module=module, aten=f"({s.name})")
-        self.splits[key] = key
-        return key
+        """A value entering a styled module, as the boundary says (each chip's slice, share or
+        routing slots; a torch input port's redistribution): what the reader reads."""
+        return self.boundary.entering(value, reader)
 
     def _localize(self, reads: list[str], out, module: str) -> list[str]:
         """A statement's replicated operands that are as wide as a split one on its split axes
-        (an elementwise one's, a cat's, a gather's: sharding.BLOCKWISE): each chip's own block of
+        (an elementwise one's, a cat's, a gather's: the table's `blockwise`): each chip's own block of
         them (a slice per chip and axis, no communication: DTensor's Replicate → Shard; attention
         sinks beside split heads; MLA's shared rotary key written beside the heads' own keys)."""
-        shard = next((_rank_aligned(placed, len(out), len(self.g.values[r].shape)) for r in reads
+        shard = next((rank_aligned(placed, len(out), len(self.values[r].shape)) for r in reads
                       if isinstance(placed := self.place[r], Shard)), None)
         if shard is None:
             return reads
         local = []
         for r in reads:
-            v = self.g.values[r]
+            v = self.values[r]
             off = len(out) - len(v.shape)
             wide = [sp for sp in shard.splits if sp.axis >= off and v.shape[sp.axis - off] != 1]
             if not isinstance(self.place[r], Replicate) or not wide:
@@ -278,82 +162,47 @@ class Sharder(Ports, Dispatch):
                                                      out[sp.axis] for sp in wide):
                 local.append(r)  # the rule says what it would need
                 continue
-            local.append(self._block(r, Shard(tuple(sp.moved(sp.axis - off) for sp in wide)), module))
+            local.append(self.emit.block(r, Shard(tuple(sp.moved(sp.axis - off) for sp in wide)), module))
         return local
-
-    def _block(self, value: str, placement: Shard, module: str) -> str:
-        """Chip k's block of a replicated value under `placement` (plain splits): slices."""
-        key = self._named("", value, f"_block_{'_'.join(f'{sp.axis}x{sp.parts}' for sp in placement.splits)}")
-        if key in self.splits:
-            return self.splits[key]
-        v = self.g.values[value]
-        self._derived(key, v, module, placement)
-        for k in range(self.tp):
-            src, digits = value, placement.block(k, self.tp)
-            for n, sp in enumerate(placement.splits):
-                width = v.shape[sp.axis] // sp.parts
-                last = n == len(placement.splits) - 1
-                dst = f"{key}@{k}" if last else self._named("", key, f"_{n}") + f"@{k}"
-                if not last:
-                    shape = list(local_shape(Shard(placement.splits[:n + 1]), v.shape, self.tp))
-                    self.b.tensor(dst, shape, v.dtype, chip=k)
-                self.b.stmt(self._named("block_", value, f"_{n}") + f"@{k}", Ops.SLICE, [src], dst, axis=sp.axis,
-                            start=digits[sp.axis] * width, end=(digits[sp.axis] + 1) * width, step=1,
-                            module=module, aten="(local block)")
-                src = dst
-        self.splits[key] = key
-        return key
-
-    def keeps_partial(self, module: str) -> bool:
-        return any(s.linear for _, s in self.styled(module))
 
     # -- statements -------------------------------------------------------------------
 
     def _statement(self, st: Statement) -> None:
         module = st.module or ""
+        sharding = entry(st.cls)
         left = [self._leaving(r, module) for r in st.reads]
         reads = [self._entering(r, module) for r in left]
-        keep = self.keeps_partial(module) and partial_through(st.cls, [self.place[r] for r in reads])
-        if not keep and (own := self.local_reads(st, reads)) is not None:
-            keep, reads = True, own
-        if self.ported and not keep and st.cls == Ops.ADD:
-            reads, keep = self._partial_bias(reads, module)
+        reads, keep = self.boundary.kept(st, reads)
         for r in reads:
-            if isinstance(self.place[r], Partial) and st.cls not in PARTIAL_THROUGH and not keep:
-                self._fold(r)
-        out = self.g.values[st.writes]
-        if reads_local_blocks(st.cls) and not keep:
+            if isinstance(self.place[r], Partial) and not sharding.partial_view and not keep:
+                self.emit.fold(r)
+        out = self.values[st.writes]
+        if sharding.blockwise and not keep:
             reads = self._localize(reads, out.shape, module)
         ins = [self.place[r] for r in reads]
-        shapes = [self.g.values[r].shape for r in reads]
+        shapes = [self.values[r].shape for r in reads]
         attrs = dict(st.attrs)
+        table = self.tables.get(reads[0]) if reads else None  # an embedding's table: its plan kind (vocab, ...)
         try:
-            placed = self._embedding(st, reads, out.shape) if st.cls == Ops.EMBEDDING else None
-            if keep:
-                placed = PARTIAL
-            if placed is None:
-                placed = rule(st.cls)(attrs, ins, shapes, out.shape, self.tp, transpose_b=attrs.get("transpose_b") == "1")
+            placed = PARTIAL if keep else sharding.rule(attrs, ins, shapes, out.shape, self.tp,
+                                                        transpose_b=attrs.get("transpose_b") == "1", table=table)
         except CutInside as err:
             raise ImportFailed(self._cut_inside(st, err)) from None
         except NotShardable as err:
             raise ImportFailed(f"{self.arch}: {st.aten} at {st.module or '(top)'}: {err}") from None
         self.place[st.writes] = placed
-        self._declare(out)
+        self.emit.declare(out)
         attrs.update(module=st.module or "(top)", aten=st.aten)
-        folded = [r for r in reads if self.g.values[r].role == "folded"]
+        folded = [r for r in reads if self.values[r].role == "folded"]
         if folded:  # constant subgraphs computed at import (RoPE tables, the causal mask)
             attrs["folded"] = ",".join(folded)
         chips = [None] if isinstance(placed, Replicate) else range(self.tp)
-        local = local_attrs(st.cls, dict(st.attrs), ins, shapes, self.tp)
-        if st.cls == Ops.EMBEDDING and self.tables.get(reads[0]) == "vocab" and isinstance(ins[0], Shard):
-            rows = self.g.values[reads[0]].shape[0] // self.tp
-            local = lambda k: {"offset": str(k * rows)}  # noqa: E731 - chip k's rows of the vocabulary
+        local = sharding.local_attrs and sharding.local_attrs(dict(st.attrs), ins, shapes, self.tp, table=table)
         for k in chips:
             name = st.name if k is None else f"{st.name}@{k}"
             mine = attrs if k is None or local is None else {**attrs, **local(k)}
-            self.b.stmt(name, st.cls, [self._local(r, k) for r in reads], self._local(st.writes, k), **mine)
-        if self.ported:
-            self._carry(st.writes, reads)
+            self.b.stmt(name, st.cls, [self.emit.local(r, k) for r in reads], self.emit.local(st.writes, k), **mine)
+        self.boundary.after(st.writes, reads)
 
     def _cut_inside(self, st: Statement, err: CutInside) -> str:
         """A view cutting the groups of a split factor, named at the style that split it: the
@@ -366,7 +215,7 @@ class Sharder(Ports, Dispatch):
             seen.add(value)
             split = [r for r in writer.reads if isinstance(self.place.get(r), Shard)]
             origin = writer.module or ""
-            if not split or any(self.g.values[r].role == "weight" for r in split):
+            if not split or any(self.values[r].role == "weight" for r in split):
                 break
             value = split[0]
         styled = self.styled(origin) if origin is not None else []
@@ -376,30 +225,6 @@ class Sharder(Ports, Dispatch):
         prefix, s = styled[0]
         return (f"{self.arch}: {s.name} at {prefix}: its output's {err.size} features are {err.groups} groups of "
                 f"{err.size // err.groups} {at}, which do not split {over}")
-
-    def _embedding(self, st: Statement, reads: list[str], out) -> Placement | None:
-        """A split table the plan made vocabulary-parallel (a partial: zeros outside each chip's
-        rows) or hidden-parallel (split on the last axis); None for the table rule."""
-        table, ids = reads
-        kind = self.tables.get(table)
-        if kind is None or not isinstance(self.place[table], Shard):
-            return None
-        if not isinstance(self.place[ids], Replicate):
-            raise NotShardable(f"ids placed {self.place[ids]} (an embedding reads replicated ids)")
-        return PARTIAL if kind == "vocab" else Shard((plain(len(out) - 1, self.tp, out[-1]),))
-
-    def _fold(self, value: str) -> None:
-        """The all-reduce of a partial value: its spine tensor is the value's own name."""
-        if value in self.folds:
-            return
-        v = self.g.values[value]
-        partials = [f"{value}@{k}" for k in range(self.tp)]
-        self.place[value] = REPLICATE
-        self.b.tensor(value, v.shape, v.dtype, spine=True)
-        name = self._named("allreduce_", value)
-        self.b.fold(name, partials, value, collective=v.module or value)
-        self.b.facts["attr"].append((name, "module", v.module or "(top)"))
-        self.folds[value] = name
 
 
 def shard(graph: Graph, tp: int, arch: str, plan: dict[str, str], base_prefix: str, heads: Heads,

@@ -32,10 +32,10 @@ registry, in place of the TP plan; `ep_router` and `moe_tp_experts` it refuses t
 A style tprules cannot import says why (`missing`); the importer names every such entry
 of a plan at once.
 
-torch's styles (`torch.distributed.tensor.parallel`, read by torch_plan.py) describe their
+torch's styles (`torch.distributed.tensor.parallel`, read by source/torch_plan.py) describe their
 boundary as DTensor does, one `Port` per positional input and per output: the layout torch
 takes a plain tensor to have (`given`, DTensor.from_local), the layout it redistributes to
-(`desired`), and whether it hands on a plain tensor (`use_local_output`). tp.py turns each
+(`desired`), and whether it hands on a plain tensor (`use_local_output`). ports.py turns each
 change of layout into the collective DTensor inserts (a gather, a fold, a reduce-scatter, or
 each chip's slice).
 """

@@ -20,7 +20,6 @@ from ..errors import ImportFailed
 from ..graph import Graph, Tensor
 from ..source.pretrained import generic_path, plan_style
 from .placement import REPLICATE, Placement, Shard, Split, plain
-from .sequence import check_token_wise
 from .styles import SPLIT_FACTOR, Style, style
 
 
@@ -107,13 +106,13 @@ def plan_placements(graph: Graph, tp: int, arch: str, plan: dict[str, str], base
     """The plan read for a graph: its style of a module path, each weight's placement, and
     the weights' style kinds (what `Sharder.run` takes). A module's style splits its
     parameters only: its buffers (`buffers`, layer numbers as `*`: a scaled embedding's
-    embed_scale) stay replicated, as transformers shards parameters only."""
+    embed_scale) stay replicated, as transformers shards parameters only. (Its
+    sequence_parallel modules the Sharder checks, sequence.py.)"""
     def style_of(path: str) -> Style | None:
         name = plan_style(plan, path, base_prefix)
         return style(name) if name is not None else None
 
     weights, kinds = placements(graph, tp, arch, style_of, heads, buffers)
-    check_token_wise(graph, style_of, tp, arch)
     return style_of, weights, kinds
 
 

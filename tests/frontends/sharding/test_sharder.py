@@ -1,136 +1,22 @@
-"""The sharding table on its own: placements through each class, worked out by hand, and
-checked against what they mean (each chip's block of the whole result is the result of
-its blocks of the operands)."""
+"""The Sharder on small graphs built by hand: the slices, shares and whole twins it adds at
+a style's boundary, and the graph it is given left as it was."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from tprules.frontends.sharding.placement import PARTIAL, REPLICATE, Shard, Split, plain
-from tprules.frontends.sharding.table import CutInside, NotShardable, rule
+from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
+from tprules.frontends.sharding.placement import Shard, plain
+from tprules.frontends.sharding.sharder import Sharder
+from tprules.frontends.sharding.styles import style
 
 S = Shard
-
-
-# name → (class, attrs, operand placements, operand shapes, result shape, tp, result placement)
-CASES = {
-    "colwise matmul": ("matmul", {"transpose_b": "1"}, [REPLICATE, S((plain(0, 2, 32),))], [(8, 64), (32, 64)], (8, 32), 2,
-                       S((plain(1, 2, 32),))),
-    "rowwise matmul is partial": ("matmul", {"transpose_b": "1"}, [S((plain(1, 2, 64),)), S((plain(1, 2, 64),))],
-                                  [(8, 64), (64, 64)], (8, 64), 2, PARTIAL),
-    "heads split out of the hidden axis": ("reshape", {}, [S((plain(2, 2, 64),))], [(1, 8, 64)], (1, 8, 4, 16), 2,
-                                           S((plain(2, 2, 4),))),
-    "heads merge back": ("reshape", {}, [S((plain(2, 2, 4),))], [(1, 8, 4, 16)], (1, 8, 64), 2, S((plain(2, 2, 64),))),
-    "batch x heads keeps heads inside": ("reshape", {}, [S((plain(1, 2, 4),))], [(2, 4, 5, 16)], (8, 5, 16), 2,
-                                         S((Split(0, 2, 4, 1),))),
-    "and back out": ("reshape", {}, [S((Split(0, 2, 4, 1),))], [(8, 5, 16)], (2, 4, 5, 16), 2, S((plain(1, 2, 4),))),
-    "kv heads and their copies become heads": ("reshape", {}, [S((plain(1, 2, 2), plain(2, 2, 2)))], [(1, 2, 2, 8, 16)],
-                                               (1, 4, 8, 16), 4, S((plain(1, 4, 4),))),
-    "a replicated block splits an expanded axis": ("expand", {}, [S((plain(1, 2, 2),))], [(1, 2, 1, 8, 16)],
-                                                   (1, 2, 2, 8, 16), 4, S((plain(1, 2, 2), plain(2, 2, 2)))),
-    "permute moves the split": ("permute", {"dims": "0,2,1,3"}, [S((plain(2, 2, 4),))], [(1, 8, 4, 16)], (1, 4, 8, 16), 2,
-                                S((plain(1, 2, 4),))),
-    "partial passes a reshape": ("reshape", {}, [PARTIAL], [(8, 64)], (1, 8, 64), 2, PARTIAL),
-    "RoPE table broadcasts over heads": ("mul", {}, [S((plain(1, 2, 4),)), REPLICATE], [(1, 4, 8, 16), (1, 1, 8, 16)],
-                                         (1, 4, 8, 16), 2, S((plain(1, 2, 4),))),
-    "bmm over split heads": ("bmm", {}, [S((plain(0, 2, 4),))] * 2, [(4, 8, 16), (4, 16, 8)], (4, 8, 8), 2,
-                             S((plain(0, 2, 4),))),
-    "softmax of split rows": ("softmax", {}, [S((plain(1, 2, 4),))], [(1, 4, 8, 8)], (1, 4, 8, 8), 2, S((plain(1, 2, 4),))),
-    "a gather along an axis that is not split": ("take_along", {"axis": "1"}, [S((plain(0, 2, 8),))] * 2,
-                                                 [(8, 6), (8, 2)], (8, 2), 2, S((plain(0, 2, 8),))),
-    "routing's scatter on the spine": ("put_along", {"axis": "1", "value": "1"}, [REPLICATE] * 2, [(8, 4), (8, 2)],
-                                       (8, 4), 2, REPLICATE),
-    "a scatter of a source placed alike": ("put_along", {"axis": "-1"}, [S((plain(0, 2, 8),))] * 3,
-                                           [(8, 4), (8, 2), (8, 2)], (8, 4), 2, S((plain(0, 2, 8),))),
-}
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_a_placement_flows_through_a_class(name):
-    cls, attrs, ins, shapes, out, tp, want = CASES[name]
-    assert rule(cls)(attrs, ins, shapes, out, tp, transpose_b=attrs.get("transpose_b") == "1") == want
-
-
-REFUSED = {
-    "heads that do not split": ("reshape", {}, [S((plain(2, 4, 48),))], [(1, 8, 48)], (1, 8, 3, 16), 4, "does not divide"),
-    "a head cut in two": ("reshape", {}, [S((plain(2, 8, 32),))], [(1, 8, 32)], (1, 8, 4, 8), 8,
-                          "is 4 groups of 8 in \\[1, 8, 4, 8\\]: a chip would hold part of a group"),
-    "a row reduced over its split axis": ("softmax", {}, [S((plain(1, 2, 8),))], [(8, 8)], (8, 8), 2, "all-gather"),
-    "a slice of a split axis": ("slice", {"axis": "1"}, [S((plain(1, 2, 8),))], [(4, 8)], (4, 4), 2, "which is split"),
-    "a replicated operand as wide as a split one": ("add", {}, [S((plain(1, 2, 8),)), REPLICATE], [(4, 8), (4, 8)], (4, 8),
-                                                    2, "needs a local slice"),
-    "a vocabulary-parallel table": ("embedding", {}, [S((plain(0, 2, 8),)), REPLICATE], [(8, 4), (1, 3)], (1, 3, 4), 2,
-                                    "vocabulary-parallel"),
-    "heads split differently": ("bmm", {}, [S((plain(0, 2, 4),)), S((plain(0, 4, 4),))], [(4, 8, 16), (4, 16, 8)],
-                                (4, 8, 8), 4, "split differently"),
-    "a gather along its split axis": ("take_along", {"axis": "1"}, [S((plain(1, 2, 6),))] * 2, [(8, 6), (8, 6)],
-                                      (8, 6), 2, "none split on that axis"),
-    "a scatter whose index lives elsewhere": ("put_along", {"axis": "1", "value": "1"}, [S((plain(0, 2, 8),)), REPLICATE],
-                                              [(8, 4), (8, 2)], (8, 4), 2, "placed alike"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_a_placement_no_rule_covers_is_refused(name):
-    cls, attrs, ins, shapes, out, tp, words = REFUSED[name]
-    with pytest.raises(NotShardable, match=words):
-        rule(cls)(attrs, ins, shapes, out, tp)
-
-
-@pytest.mark.parametrize("name", ["heads that do not split", "a head cut in two"])
-def test_a_view_cutting_the_groups_of_a_split_says_what_it_cuts(name):
-    # the Sharder names the style that split the factor from these (tp.py's _cut_inside)
-    cls, attrs, (x,), shapes, out, tp, _ = REFUSED[name]
-    with pytest.raises(CutInside) as err:
-        rule(cls)(attrs, [x], shapes, out, tp)
-    assert (err.value.size, err.value.groups, err.value.parts) == (x.splits[0].factor, out[2], x.splits[0].parts)
-
-
-def _blocks(shape, placement, tp, whole):
-    """Each chip's block of a whole array under a placement (any split, by its definition)."""
-    out = []
-    for chip in range(tp):
-        digits = placement.block(chip, tp)
-        index = [np.arange(n) for n in shape]
-        for split in placement.splits:
-            n = shape[split.axis]
-            outer = n // (split.factor * split.inner)
-            per = split.factor // split.parts
-            kept = [o * split.factor * split.inner + (digits[split.axis] * per + f) * split.inner + i
-                    for o in range(outer) for f in range(per) for i in range(split.inner)]
-            index[split.axis] = np.array(kept)
-        out.append(whole[np.ix_(*index)])
-    return out
-
-
-@pytest.mark.parametrize("name", [n for n in sorted(CASES) if CASES[n][0] in ("reshape", "permute", "expand")
-                                  and isinstance(CASES[n][2][0], Shard)])
-def test_the_local_layout_op_of_each_chip_computes_its_block(name):
-    cls, attrs, (x,), (shape,), out, tp, want = CASES[name]
-    whole = np.arange(np.prod(shape)).reshape(shape)
-    if cls == "reshape":
-        result = whole.reshape(out)
-    elif cls == "permute":
-        result = np.transpose(whole, [int(d) for d in attrs["dims"].split(",")])
-    else:
-        result = np.broadcast_to(whole, out)
-    for mine, theirs in zip(_blocks(shape, x, tp, whole), _blocks(out, want, tp, result)):
-        local = want.local(out, tp)
-        computed = mine.reshape(local) if cls == "reshape" else (
-            np.transpose(mine, [int(d) for d in attrs["dims"].split(",")]) if cls == "permute"
-            else np.broadcast_to(mine, local))
-        np.testing.assert_array_equal(computed, theirs)
 
 
 def test_a_replicated_operand_as_wide_as_a_split_one_is_sliced_per_chip():
     # x @ w.T split on its columns (colwise), plus a replicated bias [1, 8] as wide as the
     # split axis: each chip adds its own block of the bias (a slice, no communication);
     # the module's colwise_gather_output gathers the sum at the boundary.
-    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.sharder import Sharder
-    from tprules.frontends.sharding.styles import style
-
     g = Graph()
     g.add_value(Tensor("x", (2, 4), "f32", role="input"))
     g.add_value(Tensor("w", (8, 4), "f32", role="weight", module="lin"))
@@ -153,12 +39,9 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     # Qwen4-Exp: the flattened hidden state r is one statement (the lowering shares the same
     # view) for the rowwise_split_input linear `a` and its unplanned sibling `b`. Inside `a`
     # each chip reads its slice of r; `b` reads r whole, the view computed again on the spine.
-    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.sharder import Sharder
-    from tprules.frontends.sharding.styles import style
     from tprules.runtime import Program
-    from tprules.runtime.values.inputs import program_inputs
-    from tprules.runtime.values.reference import reference
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
 
     g = Graph()
@@ -189,10 +72,6 @@ def test_a_write_of_a_replicated_key_beside_split_heads_reads_each_chip_s_block(
     # MLA's key (deepseek_v2): the heads' own keys, split by head, and the one rotary key
     # expanded over every head (replicated), written side by side (a cat on the last axis):
     # each chip writes its heads' block of the rotary key (a slice, no communication).
-    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.sharder import Sharder
-    from tprules.frontends.sharding.styles import style
-
     g = Graph()
     g.add_value(Tensor("x", (4, 8), "f32", role="input"))
     g.add_value(Tensor("w", (16, 8), "f32", role="weight", module="attn.kv_b_proj"))
@@ -220,10 +99,6 @@ def test_a_view_shared_with_a_split_input_module_is_whole_again_outside_it():
     # qwen4_exp's hyper-connection: one view of the normed input feeds both a rowwise_split_input
     # projection (so the view is each chip's slice) and a sibling projection outside that
     # module, which needs the whole view: it is computed again on the spine from the input.
-    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.sharder import Sharder
-    from tprules.frontends.sharding.styles import style
-
     g = Graph()
     g.add_value(Tensor("x", (1, 4, 8), "f32", role="input"))
     g.add_value(Tensor("wd", (6, 8), "f32", role="weight", module="hc.down"))
@@ -250,12 +125,9 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     # moe_identity_expert (LongCat-Flash's zero-computation experts): the expert passes its
     # replicated input through; each chip takes 1 / N of it (a partial), so that the fold
     # that sums the experts' partial outputs counts the identity expert once, not N times.
-    from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-    from tprules.frontends.sharding.sharder import Sharder
-    from tprules.frontends.sharding.styles import style
     from tprules.runtime import Program
-    from tprules.runtime.values.inputs import program_inputs
-    from tprules.runtime.values.reference import reference
+    from tprules.runtime.inputs import program_inputs
+    from tprules.runtime.reference import reference
     from tprules.workspace import Workspace
 
     g = Graph()
@@ -272,3 +144,46 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     b.data.update({"x": x})
     prog = Program.from_workspace(Workspace(b.write(tmp_path / "p")))
     np.testing.assert_allclose(reference(prog, program_inputs(prog)).get(OUTPUT), 2 * x, rtol=1e-6)
+
+
+def _split_input_graph() -> Graph:
+    g = Graph()
+    g.add_value(Tensor("x", (2, 8), "f32", role="input"))
+    g.add_value(Tensor("w", (3, 8), "f32", role="weight", module="a"))
+    g.add_value(Tensor(OUTPUT, (2, 3), "f32", role="activation", module="a"))
+    g.stmts += [Statement("m", "matmul", ("x", "w"), OUTPUT, (("transpose_b", "1"),), module="a", aten="aten.mm.default")]
+    return g
+
+
+def test_the_sharder_leaves_the_graph_it_is_given_as_it_was():
+    # rowwise_split_input adds x's slices (x_split) and the fold: values of the TP program,
+    # not of the graph, which a second sharding (decode's) reads again as it was
+    g = _split_input_graph()
+    values, stmts = dict(g.values), list(g.stmts)
+    tpp = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None).run(
+        {"w": S((plain(1, 2, 8),))})
+    assert g.values == values and g.stmts == stmts
+    assert "x_split" in tpp.values and "x_split" not in g.values
+
+
+def test_two_shardings_of_one_graph_write_the_same_facts():
+    styles = lambda path: style("rowwise_split_input") if path == "a" else None  # noqa: E731
+    g = _split_input_graph()
+    first = Sharder(g, 2, "Tiny", styles).run({"w": S((plain(1, 2, 8),))})
+    second = Sharder(g, 2, "Tiny", styles).run({"w": S((plain(1, 2, 8),))})
+    assert first.builder.facts == second.builder.facts
+
+
+def test_transformers_styles_cross_a_boundary_as_flags_and_torch_s_as_ports():
+    from tprules.frontends.sharding.flags import Flags
+    from tprules.frontends.sharding.ports import Ports
+    from tprules.frontends.sharding.styles import REPLICATED, Layout, Port, Style
+
+    g = _split_input_graph()
+    flags = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None)
+    torch_style = Style("RowwiseParallel", "rowwise", inputs=(Port(None, Layout(-1), local=False),),
+                        outputs=(Port(None, REPLICATED),))
+    ports = Sharder(g, 2, "Tiny", lambda path: torch_style if path == "a" else None, args={"a": [[(2, 8)]]})
+    assert isinstance(flags.boundary, Flags) and isinstance(ports.boundary, Ports)
+    assert ports.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"] == \
+        flags.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"]

@@ -14,8 +14,8 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import LLAMA_PLAN
-from .tiny import facts
+from ..test_import_cli import LLAMA_PLAN
+from ..tiny import facts
 
 PHI3_PACKED = {"layers.*.self_attn.qkv_proj": "colwise_gather_output", "layers.*.self_attn.o_proj": "rowwise_split_input",
                "layers.*.mlp.gate_up_proj": "packed_colwise", "layers.*.mlp.down_proj": "rowwise"}
@@ -48,7 +48,7 @@ def _import(imported, tmp_path, model_type, plan, tp, **options):
 def _fresh(tmp_path, model_type, tp, **options):
     from tprules.frontends.drivers.hf import import_hf
 
-    from .tiny import make_model
+    from ..tiny import make_model
 
     out = tmp_path / "program"
     import_hf(make_model(tmp_path / model_type, model_type), tp, out, **options)

@@ -1,0 +1,1 @@
+"""Tests of tprules/frontends/sharding/: the table, its rules, the Sharder, the plan styles."""
