@@ -40,8 +40,8 @@ def test_a_value_a_split_input_module_shares_with_a_sibling_is_whole_outside_it(
     # view) for the rowwise_split_input linear `a` and its unplanned sibling `b`. Inside `a`
     # each chip reads its slice of r; `b` reads r whole, the view computed again on the spine.
     from tprules.runtime import Program
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
     from tprules.workspace import Workspace
 
     g = Graph()
@@ -126,8 +126,8 @@ def test_an_identity_expert_reads_its_share_and_the_fold_sums_it_back(tmp_path):
     # replicated input through; each chip takes 1 / N of it (a partial), so that the fold
     # that sums the experts' partial outputs counts the identity expert once, not N times.
     from tprules.runtime import Program
-    from tprules.runtime.inputs import program_inputs
-    from tprules.runtime.reference import reference
+    from tprules.runtime.values.inputs import program_inputs
+    from tprules.runtime.values.reference import reference
     from tprules.workspace import Workspace
 
     g = Graph()
