@@ -171,7 +171,8 @@ def test_two_shardings_of_one_graph_write_the_same_facts():
     g = _split_input_graph()
     first = Sharder(g, 2, "Tiny", styles).run({"w": S((plain(1, 2, 8),))})
     second = Sharder(g, 2, "Tiny", styles).run({"w": S((plain(1, 2, 8),))})
-    assert first.builder.facts == second.builder.facts
+    rows = lambda tpp: {rel: tpp.builder.facts[rel] for rel in tpp.builder.facts}  # noqa: E731
+    assert rows(first)["op"] and rows(first) == rows(second)
 
 
 def test_transformers_styles_cross_a_boundary_as_flags_and_torch_s_as_ports():
