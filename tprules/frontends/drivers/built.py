@@ -1,0 +1,131 @@
+"""A traced and lowered graph made a program, as every driver ends its build: sharded whole
+(`built_whole`: every layer traced) or stamped for every layer from the traced ones
+(`stamp_built`, stamp.py), the folded constants checked, the candidates added; then each
+program input's values (`program_data`, a split one as one file per chip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ImportFailed
+from ..source.arrays import as_numpy
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from ..source.constants import Constants
+    from .job import ImportJob
+
+
+@dataclass
+class Built:
+    """The program's facts and what `program_data` needs to write its inputs."""
+
+    facts: Any  # a FactColumns or a ProgramBuilder (both `.write(dir)`)
+    statements: int
+    candidates: int
+    tensors: int
+    folds: int
+    folded: list[str]
+    inputs: list  # (full name, reduced Tensor, placement, weight renamer)
+    constants: Constants
+    graph: Graph
+    kinds: int | None = None
+    traced: int | None = None
+    names: dict = field(default_factory=dict)  # fx node → the graph value holding it (the lowerer's)
+    output: object = None  # the fx node of the logits
+    reduce: Any = None  # the context the graph was traced in (the reduced model), if any
+    placement: dict = field(default_factory=dict)  # a stamped graph's value → its placement
+    instances: Any = None  # a stamped graph's value → (full name, template, layer) of each copy (stamp.py)
+
+
+def check_folded(src, graph, constants, placement) -> None:
+    """A folded constant subgraph reads only replicated weights (tprules folds no split one)."""
+    from ..sharding.placement import Shard
+
+    for name, node in graph.folded.items():
+        split = [w for w in constants.leaves(node) if isinstance(placement.get(w), Shard)]
+        if split:
+            raise ImportFailed(f"{src.architecture}: the constant subgraph at {name} reads {split[0]}, which the plan "
+                               "splits; tprules folds only replicated constants", src.where())
+
+
+def built_whole(job: ImportJob, graph, constants, lowerer, tpp) -> Built:
+    """A program traced whole (every layer) and sharded: its folded constants checked, its
+    candidates added, and what `program_data` needs."""
+    from .write import add_candidates
+
+    check_folded(job.src, graph, constants, tpp.placement)
+    candidates = add_candidates(tpp.builder)
+    job.clock.tick("shard")
+    job.progress.advance()
+    b = tpp.builder
+    inputs = [(v.name, v, tpp.placement[v.name], None) for v in graph.inputs]
+    return Built(b, len(b.statements), candidates, len(b.shapes), len(b.facts["fold"]), sorted(graph.folded),
+                 inputs, constants, graph, names=lowerer.names, output=lowerer.output)
+
+
+def stamp_built(job: ImportJob, graph, constants, lowerer, place=None) -> Built:
+    """A reduced trace's graph (its values tagged with their segments, stamp.py) sharded and
+    stamped for every layer of `job.kinds`. `place(graph, style_of, weights, kinds)` may add
+    placements of program inputs before the sharding."""
+    from ..columnar import candidates as add_candidates
+    from ..layers.kinds import reduced
+    from ..layers.stamp import Stamper, TaggingSharder
+    from ..sharding.weights import plan_placements
+
+    src, kinds = job.src, job.kinds
+    assert kinds is not None
+    style_of, weights, kinds_of = plan_placements(graph, job.tp, src.architecture, src.plan, src.base_prefix,
+                                                  job.heads, src.buffers)
+    if place is not None:
+        place(graph, style_of, weights, kinds_of)
+    sharder = TaggingSharder(graph, job.tp, src.architecture, style_of)
+    tpp = sharder.run(weights, kinds_of)
+    check_folded(src, graph, constants, tpp.placement)
+    job.clock.tick("shard")
+    stamper = Stamper(graph, sharder, kinds)
+    facts = stamper.facts(job.progress)
+    inputs = []
+    for v in graph.inputs:
+        for name, t, i in stamper.instances(v.name):
+            inputs.append((name, v, tpp.placement[v.name], (lambda fqn, t=t, i=i: stamper.whole(fqn, t, i))))
+    folded = sorted(name for f in graph.folded for name, _, _ in stamper.instances(f))
+    candidates = add_candidates(facts)
+    job.clock.tick("stamp")
+    model = job.model
+    built = Built(facts, facts.rows("op"), candidates, facts.rows("tensor"), facts.rows("fold"), folded, inputs,
+                  constants, graph, kinds.kinds, len(kinds.order), lowerer.names, lowerer.output,
+                  lambda: reduced(model, kinds))
+    built.placement, built.instances = tpp.placement, stamper.instances
+    return built
+
+
+def program_data(built: Built, tp: int, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every program input's values: `inputs` (program input → its whole value), the weights
+    and the folded constants, a split one as one file per chip."""
+    from ..sharding.placement import Replicate
+
+    data = {}
+    memos: dict = {}
+    c = built.constants
+    for name, v, placement, rename in built.inputs:
+        if v.role == "input":
+            whole = inputs[name]
+        elif v.role == "weight":
+            whole = as_numpy(c.weight(name))
+        elif rename is None:
+            whole = as_numpy(c.value(built.graph.folded[v.name]))
+        else:
+            whole = as_numpy(c.value_as(built.graph.folded[v.name], rename, memos.setdefault(rename, {})))
+        chips = [(name, None)] if isinstance(placement, Replicate) else [(f"{name}@{k}", k) for k in range(tp)]
+        for local, chip in chips:
+            part = whole if chip is None else placement.slice_of(whole, chip, tp)
+            data[local] = np.array(part, order="C")  # (ascontiguousarray makes a scalar 1-D)
+    return data
+
+
+__all__ = ["Built", "built_whole", "check_folded", "program_data", "stamp_built"]
