@@ -1,6 +1,6 @@
 """A traced and lowered graph made a program, as every driver ends its build: sharded whole
 (`built_whole`: every layer traced) or stamped for every layer from the traced ones
-(`stamp_built`, stamp.py), the folded constants checked, the candidates added; then each
+(`stamp_built`, layers/stamp.py), the folded constants checked, the candidates added; then each
 program input's values (`program_data`, a split one as one file per chip).
 """
 
@@ -39,7 +39,7 @@ class Built:
     output: object = None  # the fx node of the logits
     reduce: Any = None  # the context the graph was traced in (the reduced model), if any
     placement: dict = field(default_factory=dict)  # a stamped graph's value → its placement
-    instances: Any = None  # a stamped graph's value → (full name, template, layer) of each copy (stamp.py)
+    instances: Any = None  # a stamped graph's value → (full name, template, layer) of each copy (layers/stamp.py)
 
 
 def check_folded(src, graph, constants, placement) -> None:
@@ -69,7 +69,7 @@ def built_whole(job: ImportJob, graph, constants, lowerer, tpp) -> Built:
 
 
 def stamp_built(job: ImportJob, graph, constants, lowerer, place=None) -> Built:
-    """A reduced trace's graph (its values tagged with their segments, stamp.py) sharded and
+    """A reduced trace's graph (its values tagged with their segments, layers/stamp.py) sharded and
     stamped for every layer of `job.kinds`. `place(graph, style_of, weights, kinds)` may add
     placements of program inputs before the sharding."""
     from ..columnar import candidates as add_candidates

@@ -1,12 +1,13 @@
 """The driver of `tprules import hf SOURCE --tp N --decode [--past P] [--cache-len L]`: one
-decode step (decode_step.py) through the passes of `import hf` (frontends/__init__.py).
+decode step (source/decode_step.py) through the passes of `import hf` (frontends/__init__.py).
 
 - the step is traced with torch.export, its token, position and caches program inputs;
 - each layer's cache is placed as its key/value projection's output is (split by key/value
   heads, on axis 1 of [batch, kv heads, L, head]), so each chip holds its own heads' cache;
   the write at the position is a `put_along` on the chip, and the updated caches are
   program outputs `model.layers.I.key_cache_new` and `..value_cache_new`, each chip's its own;
-- each layer kind is traced once and every layer stamped where `import hf` stamps (stamp.py);
+- each layer kind is traced once and every layer stamped where `import hf` stamps
+  (layers/stamp.py);
 - data/ holds the caches as torch's prefill of P seeded prompt tokens left them and the new
   token; expected/ torch's logits and updated caches of the step (a split cache's expected
   value one file per chip, as its tensors are), expected/prompt_ids.npy the prompt;
@@ -72,7 +73,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
 
 def _build(job: ImportJob, cache: _Cache) -> Built:
     """The traced, lowered and sharded step: each layer kind traced once and every layer
-    stamped (stamp.py) where import hf would stamp the prefill, else every layer traced."""
+    stamped (layers/stamp.py) where import hf would stamp the prefill, else every layer traced."""
     if job.stamps:
         try:
             return _stamped(job, cache)
@@ -88,10 +89,10 @@ def _lowered(job: ImportJob, cache: _Cache, tag=None):
     from ..source.trace import export
 
     src, model = job.src, job.model
-    static = ds.static_cache(src, model, job.batch, cache.length, traced=True)
+    static = ds.static_cache(src, model, job.tokens[0], cache.length, traced=True)
     kinds, path = ds.state_kinds(static), ds.layers_path(model)
     with ds.stepping(model, static, cache.fresh) as step:
-        program = export(step, ds.example((job.batch, job.seq), static), {}, src.architecture)
+        program = export(step, ds.example(job.tokens, static), {}, src.architecture)
     job.clock.tick("trace")
     constants = Constants(program, model)
     names = dict(zip(constants.user_inputs, ds.input_names(path, kinds)))
@@ -163,7 +164,7 @@ def _stamped(job: ImportJob, cache: _Cache) -> Built:
 
 def _check_names(facts) -> None:
     """CannotStamp where two stamped statements or tensors share a name (fx numbers a step's
-    nodes with gaps that stamp.py cannot follow in some models: the step is traced whole)."""
+    nodes with gaps that layers/stamp.py cannot follow in some models: the step is traced whole)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -294,7 +295,7 @@ def prompt(seed, vocab: int, tokens: tuple[int, int], past: int, stream: int = 0
 
 def _data(job: ImportJob, cache: _Cache, built: Built, placement):
     vocab = int(job.src.config.get_text_config().vocab_size)
-    ids, token = prompt(job.seed, vocab, (job.batch, job.seq), cache.past)
+    ids, token = prompt(job.seed, vocab, job.tokens, cache.past)
     inputs, outputs = ds.after_prompt(job.src, job.model, ids, token, cache.length)
     data = program_data(built, job.tp, inputs)
     expected = _split(outputs, placement, job.tp)
@@ -308,7 +309,7 @@ def _second(job: ImportJob, cache: _Cache, built: Built, placement, data: dict, 
 
     src = job.src
     vocab = int(src.config.get_text_config().vocab_size)
-    ids, token = prompt(job.seed, vocab, (job.batch, job.seq), cache.past, stream=1)
+    ids, token = prompt(job.seed, vocab, job.tokens, cache.past, stream=1)
     inputs, outputs = ds.after_prompt(src, job.model, ids, token, cache.length)
     given = {**inputs, **_split(inputs, placement, job.tp)}
     check(folder, job.model, built, given, outputs[OUTPUT], src.architecture, src.where(), data=data)

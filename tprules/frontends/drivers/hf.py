@@ -27,10 +27,10 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
     """Write the program folder `out` for the Hugging Face model folder `source` on `tp` chips
     (`ep`: under the config's expert-parallel plan in place of its tensor-parallel one;
     `experts`: transformers' experts form traced, `grouped_mm` (the default, under `ep` too:
-    each chip sorts its own routing slots, dispatch.py) or `batched_mm`).
+    each chip sorts its own routing slots, sharding/dispatch.py) or `batched_mm`).
 
     Each kind of decoder layer is traced once and stamped for every layer of that kind
-    (stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
+    (layers/stamp.py); `every_layer` traces every layer instead (the same facts, slower). With
     data, `verify` first checks the program against torch on a second input (verify.py)."""
     from ..layers.kinds import layer_kinds
 
@@ -72,7 +72,7 @@ def _lowered(job: ImportJob, tag=None):
     from ..source.constants import Constants
     from ..source.trace import trace
 
-    program = trace(job.model, job.batch, job.seq, job.src.architecture)
+    program = trace(job.model, *job.tokens, job.src.architecture)
     constants = Constants(program, job.model)
     lowerer = Lowerer(program, constants, job.src.architecture)
     if tag is not None:
@@ -122,7 +122,7 @@ def _data(job: ImportJob, built: Built):
     import torch
 
     vocab = int(job.src.config.vocab_size)
-    ids = np.random.default_rng(job.seed).integers(0, vocab, size=(job.batch, job.seq)).astype(np.int64)
+    ids = np.random.default_rng(job.seed).integers(0, vocab, size=job.tokens).astype(np.int64)
     data = program_data(built, job.tp, {INPUT: ids})
     with torch.no_grad():
         logits = job.model(input_ids=torch.from_numpy(ids), use_cache=False).logits
@@ -133,7 +133,7 @@ def _second(job: ImportJob, built: Built, data: dict, folder: Path) -> None:
     """The program against torch's logits on the second input (verify.py)."""
     from .verify import second_ids, verify
 
-    ids = second_ids(job.seed, int(job.src.config.vocab_size), job.batch, job.seq)
+    ids = second_ids(job.seed, int(job.src.config.vocab_size), *job.tokens)
     names = [name for name, v, _, _ in built.inputs if v.role == "input"]
     verify(folder, job.src, job.model, built, ids, names, data)
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
+from ..sharding.weights import Heads
 
 if TYPE_CHECKING:
     from ...progress import Progress
     from ..layers.kinds import LayerKinds
-    from ..sharding.weights import Heads
     from .built import Built
 
 
@@ -83,12 +83,19 @@ class ImportJob:
     progress: Progress
     src: Any = None
     model: Any = None
-    heads: Heads | None = None
+    heads: Heads = field(default_factory=lambda: Heads(None, None))  # a pretrained model's, where it has them
     kinds: LayerKinds | None = None  # None: every layer traced
 
     @property
+    def tokens(self) -> tuple[int, int]:
+        """(batch, seq) of the traced tokens of a pretrained model (import hf's, its decode
+        step's: always given; import torch's inputs() may choose its own)."""
+        assert self.batch is not None and self.seq is not None
+        return self.batch, self.seq
+
+    @property
     def stamps(self) -> bool:
-        """Whether each layer kind is traced once and every layer stamped (stamp.py)."""
+        """Whether each layer kind is traced once and every layer stamped (layers/stamp.py)."""
         return self.kinds is not None and len(self.kinds.order) < self.kinds.count
 
     def __enter__(self) -> ImportJob:
@@ -120,12 +127,12 @@ def pretrained(job: ImportJob, source, layers: int | None = None, plan=None, ep:
     step's): its plan (`ep`: the expert-parallel one), heads and experts checked against the
     chips, the model built (`experts`: its mixture of experts' form, pretrained.EXPERTS) and
     the plan applied. `check(src)`: a driver's own check of the source before the model."""
-    from ..sharding.weights import Heads, check_experts, check_heads
+    from ..sharding.weights import check_experts, check_heads
     from ..source.pretrained import EXPERTS, apply_plan, build_model, head_counts, read_source
     from ..source.startup import load_extra
 
     load_extra()
-    job.clock.tick("load")  # torch and transformers (startup.py)
+    job.clock.tick("load")  # torch and transformers (source/startup.py)
     src = read_source(source, layers, plan, ep)
     if check is not None:
         check(src)

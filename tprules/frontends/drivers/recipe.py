@@ -1,14 +1,14 @@
 """The driver of `tprules import torch RECIPE.py --tp N --out DIR`: a module and the TP plan
-written with torch's own API (torch_plan.py reads the recipe), through the passes that
+written with torch's own API (source/torch_plan.py reads the recipe), through the passes that
 `import hf` runs (frontends/__init__.py), as one import job (job.py) that ends as theirs do
 (built.py, job.written).
 
 - the module's own forward on `inputs()` is run once, eagerly: its output is
   expected/output.npy, and a forward pre-hook on each styled module records the whole shape
-  of each of its positional arguments (ports.py tells a module's inputs apart by them);
-- the forward is traced with torch.export (trace.export), every positional tensor argument a
+  of each of its positional arguments (sharding/ports.py tells a module's inputs apart by them);
+- the forward is traced with torch.export (source/trace.export), every positional tensor argument a
   program input named after forward's parameter, never folded into a constant;
-- the plan's styles place the weights and shape the boundaries (sharding/sharder.py, its ports: sharding/ports.py);
+- the plan's styles place the weights and shape the boundaries (sharding/sharder.py);
 - the program checks itself on a second input (`inputs(seed=1)` where inputs takes a seed,
   else one drawn here) before the folder is written (verify.check).
 """
@@ -131,7 +131,7 @@ def _build(job: ImportJob, args: tuple, styles: dict, shapes: dict) -> tuple[Bui
     name; the count of each collective kind."""
     from ..lowering.walk import Lowerer
     from ..sharding.sharder import Sharder
-    from ..sharding.weights import Heads, placements
+    from ..sharding.weights import placements
     from ..source.constants import Constants
     from ..source.trace import export
 
@@ -147,7 +147,7 @@ def _build(job: ImportJob, args: tuple, styles: dict, shapes: dict) -> tuple[Bui
     graph = lowerer.run()
     job.clock.tick("lower")
     style_of = styles.get
-    weights, kinds = placements(graph, job.tp, recipe.name, style_of, Heads(None, None),
+    weights, kinds = placements(graph, job.tp, recipe.name, style_of, job.heads,
                                 frozenset(n for n, _ in model.named_buffers()))
     sharder = Sharder(graph, job.tp, recipe.name, style_of, args=shapes)
     tpp = sharder.run(weights, kinds)

@@ -5,7 +5,7 @@ lowering, is refused in one line naming the first statement whose value differs,
 module path and ATen op; nothing is written.
 
 Where the first difference lies is found on the traced graph before tensor parallelism
-(graph.py): each statement computed in numpy from the values before it and compared with
+(frontends/graph.py): each statement computed in numpy from the values before it and compared with
 torch's value of the node it lowers (torch.fx's interpreter over the traced program). A
 graph that agrees everywhere while the program does not points at the sharding: then the
 first program statement whose whole value differs from the graph's is named.

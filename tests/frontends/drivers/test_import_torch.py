@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from .tiny import facts  # noqa: E402
-from .torch_recipe import MEGATRON_LAYERS, TITAN, write_recipe  # noqa: E402
+from ..tiny import facts  # noqa: E402
+from ..torch_recipe import MEGATRON_LAYERS, TITAN, write_recipe  # noqa: E402
 
 # name → (model, plan, the folds: (collective kind, fold axis or None, module) in program order)
 CASES = {
@@ -188,8 +188,8 @@ def test_a_value_of_the_input_is_never_folded(imported):
 @pytest.mark.parametrize("cls", ["rmsnorm", "layernorm", "add", "mul", "mean", "softmax"])
 def test_a_sequence_shard_runs_per_chip_through_norms_and_residuals(cls):
     """Shard(1) of [batch, seq, hidden] flows through the row and elementwise classes as it is."""
-    from tprules.frontends.sharding.table.placement import REPLICATE, Shard, plain
-    from tprules.frontends.sharding.table.table import rule
+    from tprules.frontends.sharding.placement import REPLICATE, Shard, plain
+    from tprules.frontends.sharding.table import rule
 
     seq = Shard((plain(1, 2, 8),))
     x, w = (2, 8, 16), (16,)
