@@ -1,23 +1,27 @@
-"""A traced and lowered graph made a program, as every driver ends its build: sharded whole
+"""The tail every driver shares: a traced and lowered graph made a program, sharded whole
 (`built_whole`: every layer traced) or stamped for every layer from the traced ones
-(`stamp_built`, layers/stamp.py), the folded constants checked, the candidates added; then each
-program input's values (`program_data`, a split one as one file per chip).
+(`stamp_built`, layers/stamp.py), the folded constants checked, the candidates added; each
+program input's values (`program_data`, a split one as one file per chip); then the folder
+written once `Checked` passes, and the report (`written`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ImportFailed
 from ..source.arrays import as_numpy
+from .job import ImportJob, ImportReport
 
 if TYPE_CHECKING:
     from ..graph import Graph
     from ..source.constants import Constants
-    from .job import ImportJob
 
 
 @dataclass
@@ -128,4 +132,40 @@ def program_data(built: Built, tp: int, inputs: dict[str, np.ndarray]) -> dict[s
     return data
 
 
-__all__ = ["Built", "built_whole", "check_folded", "program_data", "stamp_built"]
+class Checked:
+    """write_folder's check of the written folder: well-formed (tprules' own checks), then
+    `second(folder)`, the program against torch on a second input (verify.py), where one is
+    given; its seconds kept for the timing line."""
+
+    def __init__(self, second: Callable[[Path], None] | None = None):
+        self.second = second
+        self.seconds = 0.0
+
+    def __call__(self, folder: Path) -> None:
+        from ...program.load import load_program
+        from ...workspace import load_checked_rules
+
+        load_program(folder, load_checked_rules(None))  # the folder must pass before it replaces DIR
+        if self.second is None:
+            return
+        started = time.perf_counter()
+        try:
+            self.second(folder)
+        finally:
+            self.seconds = time.perf_counter() - started
+
+
+def written(job: ImportJob, built: Built, info: dict, data: dict, expected: dict, checked: Checked,
+            **report) -> ImportReport:
+    """A driver's last step: the folder written (source.json `info`) once `checked` passes,
+    the check's seconds counted as `verify`, and the report (`report`: a driver's own fields)."""
+    from .write import write_folder
+
+    write_folder(job.out, built.facts, data, expected, info, validate=checked, progress=job.progress)
+    job.clock.tick("write")
+    job.clock.move("write", "verify", checked.seconds)
+    return ImportReport(job.out, job.src.architecture, job.tp, built.statements, built.candidates, built.tensors,
+                        built.folds, built.folded, job.clock.seconds, built.kinds, built.traced, **report)
+
+
+__all__ = ["Built", "Checked", "built_whole", "check_folded", "program_data", "stamp_built", "written"]

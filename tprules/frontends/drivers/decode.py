@@ -28,9 +28,9 @@ from ..layers.per_layer import per_layer_positions
 from ..layers.stamp import CannotStamp
 from ..sharding.placement import REPLICATE, Placement, Shard
 from ..source import decode_step as ds
-from .built import Built, built_whole, program_data, stamp_built
+from .built import Built, Checked, built_whole, program_data, stamp_built, written
 from .hf import pretrained_info
-from .job import Checked, ImportJob, ImportReport, prepare, pretrained, written
+from .job import ImportJob, ImportReport, prepare, pretrained
 
 
 @dataclass(frozen=True)

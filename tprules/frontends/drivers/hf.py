@@ -17,8 +17,8 @@ import numpy as np
 from ..errors import ImportFailed
 from ..graph import INPUT, OUTPUT
 from ..source.arrays import as_numpy
-from .built import Built, built_whole, program_data, stamp_built
-from .job import Checked, ImportJob, ImportReport, prepare, pretrained, versions, written
+from .built import Built, Checked, built_whole, program_data, stamp_built, written
+from .job import ImportJob, ImportReport, prepare, pretrained, versions
 
 
 def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | None = None, plan=None,

@@ -1,6 +1,6 @@
 """One import job: what every driver (`import hf`, its decode step, `import torch`) carries
-through its passes, set up once by `prepare`, and the tail they share: `written` writes the
-program folder once `Checked` passes and makes the report.
+through its passes, set up once by `prepare` (a pretrained model read by `pretrained`), and
+the report it ends with (built.written).
 
 >>> with prepare("/tmp/llama-tp2", tp=2, batch=1, seq=8) as job:     # doctest: +SKIP
 ...     pretrained(job, "/tmp/tiny-llama")                          # the model read, its plan applied
@@ -20,7 +20,6 @@ from ..sharding.weights import Heads
 if TYPE_CHECKING:
     from ...progress import Progress
     from ..layers.kinds import LayerKinds
-    from .built import Built
 
 
 @dataclass
@@ -147,42 +146,6 @@ def pretrained(job: ImportJob, source, layers: int | None = None, plan=None, ep:
     job.src, job.model, job.heads = src, model, heads
 
 
-class Checked:
-    """write_folder's check of the written folder: well-formed (tprules' own checks), then
-    `second(folder)`, the program against torch on a second input (verify.py), where one is
-    given; its seconds kept for the timing line."""
-
-    def __init__(self, second: Callable[[Path], None] | None = None):
-        self.second = second
-        self.seconds = 0.0
-
-    def __call__(self, folder: Path) -> None:
-        from ...program.load import load_program
-        from ...workspace import load_checked_rules
-
-        load_program(folder, load_checked_rules(None))  # the folder must pass before it replaces DIR
-        if self.second is None:
-            return
-        started = time.perf_counter()
-        try:
-            self.second(folder)
-        finally:
-            self.seconds = time.perf_counter() - started
-
-
-def written(job: ImportJob, built: Built, info: dict, data: dict, expected: dict, checked: Checked,
-            **report) -> ImportReport:
-    """A driver's last step: the folder written (source.json `info`) once `checked` passes,
-    the check's seconds counted as `verify`, and the report (`report`: a driver's own fields)."""
-    from .write import write_folder
-
-    write_folder(job.out, built.facts, data, expected, info, validate=checked, progress=job.progress)
-    job.clock.tick("write")
-    job.clock.move("write", "verify", checked.seconds)
-    return ImportReport(job.out, job.src.architecture, job.tp, built.statements, built.candidates, built.tensors,
-                        built.folds, built.folded, job.clock.seconds, built.kinds, built.traced, **report)
-
-
 def versions() -> dict:
     import torch
     import transformers
@@ -200,4 +163,4 @@ def _quiet_transformers() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
 
 
-__all__ = ["Checked", "Clock", "ImportJob", "ImportReport", "prepare", "pretrained", "written"]
+__all__ = ["Clock", "ImportJob", "ImportReport", "prepare", "pretrained", "versions"]

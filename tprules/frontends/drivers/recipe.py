@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import ImportFailed, MissingExtra
 from ..source.arrays import as_numpy
-from .built import Built, built_whole, program_data
-from .job import Checked, ImportJob, ImportReport, prepare, written
+from .built import Built, Checked, built_whole, program_data, written
+from .job import ImportJob, ImportReport, prepare
 
 OUTPUT = "output"  # the forward's output, as expected/output.npy holds it
 
