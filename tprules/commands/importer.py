@@ -1,5 +1,8 @@
-"""`tprules import hf SOURCE --tp N --out DIR`: a program folder from a Hugging Face model
-folder and its tensor-parallel plan (tprules/frontends/). Needs the `import` extra."""
+"""`tprules import hf SOURCE --tp N --out DIR` (a prefill, or with --decode one decode step)
+and `tprules import torch RECIPE.py --tp N --out DIR`: a program folder from a Hugging Face
+model folder and its tensor-parallel plan, or from a module and its plan in torch's own API
+(tprules/frontends/drivers/), each reported by one renderer (`_shown`: text or JSON). Needs
+the `import` extra."""
 
 from __future__ import annotations
 
@@ -124,16 +127,18 @@ def _run_torch(args) -> int:
 
 
 def _shown(args, source, report, head: dict, heading: str, folds: str, last: str, counted: dict | None = None,
-           more: dict | None = None) -> int:
+           tail: dict | None = None) -> int:
     """The report of an import, every frontend's: as text (`heading` the first line's after
     the folder, `folds` the second's count of folds, `last` the lines after the timing) or as
-    JSON (`head` the keys after `out`, `counted` after the counts, `more` before `seconds`)."""
+    JSON (`head` the keys after `out`, `counted` after the counts, `tail` before `seconds`:
+    by default the layer kinds)."""
     if args.format == "json":
         counts = {"statements": report.statements, "candidates": report.candidates, "tensors": report.tensors,
                   "folds": report.folds}
-        kinds = {"layer_kinds": report.kinds, "traced_layers": report.traced} if more is None else more
+        if tail is None:
+            tail = {"layer_kinds": report.kinds, "traced_layers": report.traced}
         common.emit_json({"out": str(report.out), **head, **counts, **(counted or {}), "folded": report.folded,
-                          **kinds, "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
+                          **tail, "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
         return 0
     timing = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     sys.stdout.write(f"import {source} ({report.architecture}) -> {report.out}: {heading}"
