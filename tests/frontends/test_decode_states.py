@@ -15,7 +15,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import leftovers
+from .cli import leftovers
 from .tiny import MAMBA, make_model
 
 LINEAR = dict(linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,

@@ -22,7 +22,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import assert_refused, plan_file
+from .cli import assert_refused, plan_file
 from .tiny import facts, make_model
 
 ONE_LAYER = dict(layers=1, seq=4)

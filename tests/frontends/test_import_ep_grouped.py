@@ -20,7 +20,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import assert_refused, plan_file
+from .cli import assert_refused, plan_file
 from .test_import_ep import EXPERTS, _matches_torch
 from .test_stamp import _same_folders
 from .tiny import LATENT_MOE, facts, make_model

@@ -18,7 +18,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import LLAMA_PLAN, leftovers
+from .cli import LLAMA_PLAN, leftovers
 from .tiny import facts, make_model
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -154,8 +154,8 @@ def test_a_sharding_that_differs_from_the_graph_is_named(tmp_path, hf_model, mon
 
     real = importer._data
 
-    def doubled_weight(src, model, built, tp, batch, seq, seed):
-        data, expected = real(src, model, built, tp, batch, seq, seed)
+    def doubled_weight(job, built):
+        data, expected = real(job, built)
         name = "model.layers.1.post_attention_layernorm.weight"
         data[name] = data[name] * 2
         return data, expected

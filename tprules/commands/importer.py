@@ -1,5 +1,8 @@
-"""`tprules import hf SOURCE --tp N --out DIR`: a program folder from a Hugging Face model
-folder and its tensor-parallel plan (tprules/frontends/). Needs the `import` extra."""
+"""`tprules import hf SOURCE --tp N --out DIR` (a prefill, or with --decode one decode step)
+and `tprules import torch RECIPE.py --tp N --out DIR`: a program folder from a Hugging Face
+model folder and its tensor-parallel plan, or from a module and its plan in torch's own API
+(tprules/frontends/drivers/), each reported by one renderer (`_shown`: text or JSON). Needs
+the `import` extra."""
 
 from __future__ import annotations
 
@@ -71,21 +74,9 @@ def run(args) -> int:
     report = import_hf(args.source, args.tp, args.out, seq=args.seq, batch=args.batch, layers=args.layers,
                        plan=args.plan, seed=args.seed, no_data=args.no_data, every_layer=args.every_layer,
                        progress=Progress(), verify=not args.no_verify, ep=args.ep, experts=args.experts)
-    if args.format == "json":
-        common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
-                          "ep": report.ep,
-                          "statements": report.statements, "candidates": report.candidates,
-                          "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
-                          "layer_kinds": report.kinds, "traced_layers": report.traced,
-                          "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
-        return 0
-    timing = _timing(report)
-    sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: {'EP' if report.ep else 'TP'} {report.tp}, "
-                     f"batch {args.batch}, seq {args.seq}{'' if not args.no_data else ', facts only'}\n"
-                     f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
-                     f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
-                     f"{timing} (total {report.total_s:.2f} s)\n{_layers(report)}")
-    return 0
+    heading = f"{'EP' if report.ep else 'TP'} {report.tp}, batch {args.batch}, seq {args.seq}"
+    return _shown(args, args.source, report, {"architecture": report.architecture, "tp": report.tp, "ep": report.ep},
+                  heading, f"{report.folds} folds", _layers(report))
 
 
 def _run_decode(args) -> int:
@@ -102,20 +93,10 @@ def _run_decode(args) -> int:
                            layers=args.layers, plan=args.plan, seed=args.seed, no_data=args.no_data,
                            progress=Progress(), verify=not args.no_verify, every_layer=args.every_layer)
     length = past + 1 if args.cache_len is None else args.cache_len
-    if args.format == "json":
-        common.emit_json({"out": str(report.out), "architecture": report.architecture, "tp": report.tp,
-                          "decode": True, "past": past, "cache_len": length, "batch": args.batch,
-                          "statements": report.statements, "candidates": report.candidates,
-                          "tensors": report.tensors, "folds": report.folds, "folded": report.folded,
-                          "layer_kinds": report.kinds, "traced_layers": report.traced,
-                          "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
-        return 0
-    sys.stdout.write(f"import {args.source} ({report.architecture}) -> {report.out}: TP {report.tp}, decode step "
-                     f"after {past} tokens, cache {length}, batch {args.batch}{'' if not args.no_data else ', facts only'}\n"
-                     f"{report.statements} statements ({report.folds} folds), {report.candidates} candidates, "
-                     f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
-                     f"{_timing(report)} (total {report.total_s:.2f} s)\n{_layers(report)}")
-    return 0
+    head = {"architecture": report.architecture, "tp": report.tp, "decode": True, "past": past, "cache_len": length,
+            "batch": args.batch}
+    heading = f"TP {report.tp}, decode step after {past} tokens, cache {length}, batch {args.batch}"
+    return _shown(args, args.source, report, head, heading, f"{report.folds} folds", _layers(report))
 
 
 def _layers(report) -> str:
@@ -123,10 +104,6 @@ def _layers(report) -> str:
         return ""
     kinds = "1 layer kind" if report.kinds == 1 else f"{report.kinds} layer kinds"
     return f"{kinds}: {report.traced} layers traced, the rest stamped\n"
-
-
-def _timing(report) -> str:
-    return ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
 
 
 KINDS = (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter"), ("all_reduce", "all-reduce"))
@@ -139,22 +116,34 @@ def _run_torch(args) -> int:
     report = import_torch(args.recipe, args.tp, args.out, seq=args.seq, batch=args.batch, no_data=args.no_data,
                           verify=not args.no_verify, progress=Progress())
     collectives = report.collectives or {}
-    if args.format == "json":
-        common.emit_json({"out": str(report.out), "recipe": report.architecture, "tp": report.tp,
-                          "inputs": report.inputs, "statements": report.statements, "candidates": report.candidates,
-                          "tensors": report.tensors, "folds": report.folds, "collectives": collectives,
-                          "folded": report.folded, "second_input_drawn": report.drawn,
-                          "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
-        return 0
     shapes = ", ".join(f"{name} {shape}" for name, shape in (report.inputs or {}).items())
     kinds = ", ".join(f"{collectives[k]} {word}{'s' if collectives[k] != 1 else ''}" for k, word in KINDS
                       if collectives.get(k))
-    plural = "" if report.folds == 1 else "s"
+    folds = f"{report.folds} fold{'' if report.folds == 1 else 's'}{': ' + kinds if kinds else ''}"
     drawn = "the check's second input drawn by tprules (inputs() takes no seed)\n" if report.drawn else ""
-    sys.stdout.write(f"import {args.recipe} ({report.architecture}) -> {report.out}: TP {report.tp}, "
-                     f"{shapes or 'no tensor inputs'}{'' if not args.no_data else ', facts only'}\n"
-                     f"{report.statements} statements ({report.folds} fold{plural}{': ' + kinds if kinds else ''}), "
-                     f"{report.candidates} candidates, {report.tensors} tensors; "
-                     f"folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
-                     f"{_timing(report)} (total {report.total_s:.2f} s)\n{drawn}")
+    head = {"recipe": report.architecture, "tp": report.tp, "inputs": report.inputs}
+    return _shown(args, args.recipe, report, head, f"TP {report.tp}, {shapes or 'no tensor inputs'}", folds, drawn,
+                  {"collectives": collectives}, {"second_input_drawn": report.drawn})
+
+
+def _shown(args, source, report, head: dict, heading: str, folds: str, last: str, counted: dict | None = None,
+           tail: dict | None = None) -> int:
+    """The report of an import, every frontend's: as text (`heading` the first line's after
+    the folder, `folds` the second's count of folds, `last` the lines after the timing) or as
+    JSON (`head` the keys after `out`, `counted` after the counts, `tail` before `seconds`:
+    by default the layer kinds)."""
+    if args.format == "json":
+        counts = {"statements": report.statements, "candidates": report.candidates, "tensors": report.tensors,
+                  "folds": report.folds}
+        if tail is None:
+            tail = {"layer_kinds": report.kinds, "traced_layers": report.traced}
+        common.emit_json({"out": str(report.out), **head, **counts, **(counted or {}), "folded": report.folded,
+                          **tail, "seconds": {k: round(v, 4) for k, v in report.seconds.items()}})
+        return 0
+    timing = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
+    sys.stdout.write(f"import {source} ({report.architecture}) -> {report.out}: {heading}"
+                     f"{'' if not args.no_data else ', facts only'}\n"
+                     f"{report.statements} statements ({folds}), {report.candidates} candidates, "
+                     f"{report.tensors} tensors; folded into inputs: {', '.join(report.folded) or 'nothing'}\n"
+                     f"{timing} (total {report.total_s:.2f} s)\n{last}")
     return 0

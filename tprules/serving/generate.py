@@ -1,8 +1,9 @@
 """`tprules generate SOURCE_OR_DIR --tp N --prompt-ids FILE --tokens K`: greedy generation
 with imported programs, as a serving engine runs them, checked against transformers.
 
-1. two programs are imported (decode.py): the prefill, the prompt's P tokens written into a
-   static cache of P + K from position 0, and the decode step of one token after P;
+1. two programs are imported (frontends/drivers/decode.py): the prefill, the prompt's P
+   tokens written into a static cache of P + K from position 0, and the decode step of one
+   token after P;
 2. both are planned and compiled once for the device; the prefill runs on the prompt with an
    empty cache, then each decode step on the last greedy token at the next position, with
    the caches the previous program wrote fed back as they are, each chip's its own;
@@ -94,7 +95,7 @@ def generate(source, tp: int, prompt_ids, tokens: int, device: str = "cpu", out=
              layers: int | None = None, plan=None, progress=None, runner=None) -> Generated:
     """Greedy tokens of the imported programs on `device` against transformers' generate;
     `runner(work, prompt, tokens, device, seconds)` runs the programs in `work` (default: in
-    this process; `generate --ranks`: on MPI ranks, generate_ranks.on_ranks)."""
+    this process; `generate --ranks`: on MPI ranks, serving/ranks.on_ranks)."""
     import time
 
     from ..errors import UsageError

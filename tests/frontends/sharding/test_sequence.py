@@ -14,7 +14,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from ..test_import_cli import LLAMA_PLAN, leftovers
+from ..cli import LLAMA_PLAN, leftovers
 
 NORMS = {"layers.*.input_layernorm": "sequence_parallel", "layers.*.post_attention_layernorm": "sequence_parallel",
          "norm": "sequence_parallel"}

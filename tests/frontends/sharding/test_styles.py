@@ -14,7 +14,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from ..test_import_cli import LLAMA_PLAN
+from ..cli import LLAMA_PLAN
 from ..tiny import facts
 
 PHI3_PACKED = {"layers.*.self_attn.qkv_proj": "colwise_gather_output", "layers.*.self_attn.o_proj": "rowwise_split_input",

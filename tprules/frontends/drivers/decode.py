@@ -1,12 +1,13 @@
 """The driver of `tprules import hf SOURCE --tp N --decode [--past P] [--cache-len L]`: one
-decode step (decode_step.py) through the passes of `import hf` (frontends/__init__.py).
+decode step (source/decode_step.py) through the passes of `import hf` (frontends/__init__.py).
 
 - the step is traced with torch.export, its token, position and caches program inputs;
 - each layer's cache is placed as its key/value projection's output is (split by key/value
   heads, on axis 1 of [batch, kv heads, L, head]), so each chip holds its own heads' cache;
   the write at the position is a `put_along` on the chip, and the updated caches are
   program outputs `model.layers.I.key_cache_new` and `..value_cache_new`, each chip's its own;
-- each layer kind is traced once and every layer stamped where `import hf` stamps (stamp.py);
+- each layer kind is traced once and every layer stamped where `import hf` stamps
+  (layers/stamp.py);
 - data/ holds the caches as torch's prefill of P seeded prompt tokens left them and the new
   token; expected/ torch's logits and updated caches of the step (a split cache's expected
   value one file per chip, as its tensors are), expected/prompt_ids.npy the prompt;
@@ -15,19 +16,34 @@ decode step (decode_step.py) through the passes of `import hf` (frontends/__init
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import UsageError
 from ..errors import ImportFailed
 from ..graph import INPUT, OUTPUT
 from ..layers.per_layer import per_layer_positions
 from ..layers.stamp import CannotStamp
 from ..sharding.placement import REPLICATE, Placement, Shard
 from ..source import decode_step as ds
-from . import hf as importer
-from .hf import ImportReport, _Clock, _quiet_transformers, built_whole, program_data
+from .built import Built, Checked, built_whole, program_data, stamp_built, written
+from .hf import pretrained_info
+from .job import ImportJob, ImportReport, prepare, pretrained
+
+
+@dataclass(frozen=True)
+class _Cache:
+    """The step's place in its static cache: `past` tokens before it, `length` in all."""
+
+    past: int
+    length: int
+
+    @property
+    def fresh(self) -> bool:
+        """A prefill into the cache: its recurrent states read as a new cache's (decode_step.stepping)."""
+        return self.past == 0
 
 
 def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = None, batch: int = 1,
@@ -36,119 +52,95 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
     """Write the program folder `out`: one decode step of the model at `source` on `tp` chips,
     after a prompt of `past` tokens, with a static cache of `cache_len` (default past + step).
     `step` tokens a step (a prefill into the cache: `past` 0, `step` the prompt's length)."""
-    from ...progress import Progress
-    from ..sharding.weights import Heads, check_experts, check_heads
-    from ..source.pretrained import apply_plan, build_model, head_counts, read_source
-    from ..source.startup import load_extra
-    from .write import check_out
+    from ..layers.kinds import layer_kinds
 
-    clock = _Clock()
-    load_extra()
-    if tp < 1:
-        raise UsageError(f"--tp takes a count of at least 1; got {tp}")
-    length = past + step if cache_len is None else cache_len
-    tokens = (batch, step)
-    check_out(Path(out))
-    progress = progress or Progress(False)
-    try:
-        clock.tick("load")
-        src = read_source(source, layers, plan)
-        ds.check_lengths(src, past, length, batch, step)
-        heads = Heads(*head_counts(src.config))
-        check_heads(src, heads, tp)
-        check_experts(src)
-        _quiet_transformers()
-        model = build_model(src, seed, no_data)
-        apply_plan(src, model)
-        clock.tick("model")
-        built = _build(src, model, tp, tokens, length, heads, clock, progress, every_layer, fresh=past == 0)
+    cache = _Cache(past, past + step if cache_len is None else cache_len)
+    with prepare(out, tp, batch, step, seed, no_data, verify, progress) as job:
+        pretrained(job, source, layers, plan, check=lambda src: ds.check_lengths(src, past, cache.length, batch, step))
+        job.kinds = None if every_layer else layer_kinds(job.model)
+        built = _build(job, cache)
         per_layer_positions(built, {ds.POSITION, *built.folded})
         within_layers(built)
         placement = full_placement(built)
         data, expected = {}, {}
         if not no_data:
-            data, expected = _data(src, model, built, placement, tp, tokens, past, length, seed)
-        clock.tick("data")
-        checked = _Checked(src, model, built, placement, tp, tokens, past, length, seed,
-                           verify and not no_data, data)
-        options = {"decode": True, "past": past, "cache_len": length, "batch": batch, "step": step}
-        return importer.written(out, source, src, built, tp, options, seed, no_data, data, expected, checked,
-                                clock, progress)
-    finally:
-        progress.close()
+            data, expected = _data(job, cache, built, placement)
+        job.clock.tick("data")
+        checked = Checked(partial(_second, job, cache, built, placement, data) if job.verify else None)
+        options = {"decode": True, "past": past, "cache_len": cache.length, "batch": batch, "step": step}
+        return written(job, built, pretrained_info(job, source, options, built), data, expected, checked)
 
 
-def _build(src, model, tp, tokens, length, heads, clock, progress, every_layer=False, fresh=False):
+def _build(job: ImportJob, cache: _Cache) -> Built:
     """The traced, lowered and sharded step: each layer kind traced once and every layer
-    stamped (stamp.py) where import hf would stamp the prefill, else every layer traced.
-    `fresh`: a prefill, its recurrent states read as a new cache's (decode_step.stepping)."""
-    from ..layers.kinds import layer_kinds
-
-    kinds = None if every_layer else layer_kinds(model)
-    if kinds is not None and len(kinds.order) < kinds.count:
+    stamped (layers/stamp.py) where import hf would stamp the prefill, else every layer traced."""
+    if job.stamps:
         try:
-            return _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress, fresh)
+            return _stamped(job, cache)
         except (CannotStamp, ImportFailed):
             pass  # traced whole: a model that fails is reported as the full trace names it
-    return _whole(src, model, tp, tokens, length, heads, clock, progress, fresh)
+    return _whole(job, cache)
 
 
-def _lowered(src, model, tokens, length, clock, tag=None, fresh=False):
+def _lowered(job: ImportJob, cache: _Cache, tag=None):
     """The step traced (torch.export) and lowered to a Graph."""
     from ..lowering.walk import Lowerer
     from ..source.constants import Constants
     from ..source.trace import export
 
-    cache = ds.static_cache(src, model, tokens[0], length, traced=True)
-    kinds, path = ds.state_kinds(cache), ds.layers_path(model)
-    with ds.stepping(model, cache, fresh) as step:
-        program = export(step, ds.example(tokens, cache), {}, src.architecture)
-    clock.tick("trace")
+    src, model = job.src, job.model
+    static = ds.static_cache(src, model, job.tokens[0], cache.length, traced=True)
+    kinds, path = ds.state_kinds(static), ds.layers_path(model)
+    with ds.stepping(model, static, cache.fresh) as step:
+        program = export(step, ds.example(job.tokens, static), {}, src.architecture)
+    job.clock.tick("trace")
     constants = Constants(program, model)
     names = dict(zip(constants.user_inputs, ds.input_names(path, kinds)))
     lowerer = Lowerer(program, constants, src.architecture, inputs=names, more=ds.output_names(path, kinds),
-                      positions=length)
+                      positions=cache.length)
     if tag is not None:
         tag(lowerer, program)
     graph = lowerer.run()
-    clock.tick("lower")
+    job.clock.tick("lower")
     return constants, lowerer, graph
 
 
-def _whole(src, model, tp, tokens, length, heads, clock, progress, fresh=False):
+def _whole(job: ImportJob, cache: _Cache) -> Built:
     from ..sharding.sharder import Sharder
     from ..sharding.weights import plan_placements
 
-    progress.phase("trace the decode step", 1)
-    constants, lowerer, graph = _lowered(src, model, tokens, length, clock, fresh=fresh)
-    style_of, weights, kinds = plan_placements(graph, tp, src.architecture, src.plan, src.base_prefix, heads,
+    src = job.src
+    job.progress.phase("trace the decode step", 1)
+    constants, lowerer, graph = _lowered(job, cache)
+    style_of, weights, kinds = plan_placements(graph, job.tp, src.architecture, src.plan, src.base_prefix, job.heads,
                                                src.buffers)
-    _place_caches(graph, tp, src.architecture, style_of, weights, kinds)
-    tpp = Sharder(graph, tp, src.architecture, style_of).run(weights, kinds)
-    built = built_whole(src, graph, constants, lowerer, tpp, clock, progress)
+    _place_caches(graph, job.tp, src.architecture, style_of, weights, kinds)
+    tpp = Sharder(graph, job.tp, src.architecture, style_of).run(weights, kinds)
+    built = built_whole(job, graph, constants, lowerer, tpp)
     built.placement = tpp.placement
     return built
 
 
-def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress, fresh=False):
+def _stamped(job: ImportJob, cache: _Cache) -> Built:
     """Each layer kind's first and second layers traced; each cache input and output tagged
-    with the layer that writes it; every layer stamped (importer.stamp_built)."""
+    with the layer that writes it; every layer stamped (built.stamp_built)."""
     from ...ops import Ops
     from ..layers.kinds import reduced
     from ..layers.stamp import Segments, tag_lowerer
-    from .hf import stamp_built
 
-    progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers of the decode step", 1)
+    kinds = job.kinds
+    assert kinds is not None
+    job.progress.phase(f"trace {len(kinds.order)} of {kinds.count} layers of the decode step", 1)
     tagged: dict = {}
 
     def tag(lowerer, program):
         tagged["s"] = Segments(program, kinds)
         tag_lowerer(lowerer, tagged["s"])
 
-    with reduced(model, kinds, renumber=True):
-        constants, lowerer, graph = _lowered(src, model, tokens, length, clock, tag, fresh)
+    with reduced(job.model, kinds, renumber=True):
+        constants, lowerer, graph = _lowered(job, cache, tag)
     constants.forget_weights()
-    progress.advance()
+    job.progress.advance()
     segments = tagged["s"]
     outputs = set(lowerer.more.values())
     states = set(lowerer.input_names.values()) - {ds.POSITION, INPUT} if lowerer.input_names else set()
@@ -163,16 +155,16 @@ def _stamped(src, model, kinds, tp, tokens, length, heads, clock, progress, fres
                 graph.segment[r] = segments.of[s.name]
 
     def place(graph, style_of, weights, kinds_of):
-        _place_caches(graph, tp, src.architecture, style_of, weights, kinds_of)
+        _place_caches(graph, job.tp, job.src.architecture, style_of, weights, kinds_of)
 
-    built = stamp_built(src, model, graph, constants, lowerer, kinds, tp, heads, clock, progress, place)
+    built = stamp_built(job, graph, constants, lowerer, place)
     _check_names(built.facts)
     return built
 
 
 def _check_names(facts) -> None:
     """CannotStamp where two stamped statements or tensors share a name (fx numbers a step's
-    nodes with gaps that stamp.py cannot follow in some models: the step is traced whole)."""
+    nodes with gaps that layers/stamp.py cannot follow in some models: the step is traced whole)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -290,33 +282,26 @@ def prompt(seed, vocab: int, tokens: tuple[int, int], past: int, stream: int = 0
     return ids[:, :past], ids[:, past:]
 
 
-def _data(src, model, built, placement, tp, tokens, past, length, seed):
-    vocab = int(src.config.get_text_config().vocab_size)
-    ids, token = prompt(seed, vocab, tokens, past)
-    inputs, outputs = ds.after_prompt(src, model, ids, token, length)
-    data = program_data(built, tp, inputs)
-    expected = _split(outputs, placement, tp)
+def _data(job: ImportJob, cache: _Cache, built: Built, placement):
+    vocab = int(job.src.config.get_text_config().vocab_size)
+    ids, token = prompt(job.seed, vocab, job.tokens, cache.past)
+    inputs, outputs = ds.after_prompt(job.src, job.model, ids, token, cache.length)
+    data = program_data(built, job.tp, inputs)
+    expected = _split(outputs, placement, job.tp)
     expected["prompt_ids"] = ids
     return data, expected
 
 
-class _Checked(importer._Checked):
-    """write_folder's check: well-formed, then the reference after a second prompt against
-    torch's step (verify.check, on the logits)."""
+def _second(job: ImportJob, cache: _Cache, built: Built, placement, data: dict, folder: Path) -> None:
+    """The reference after a second prompt against torch's step (verify.check, on the logits)."""
+    from .verify import check
 
-    def __init__(self, src, model, built, placement, tp, tokens, past, length, seed, verify, data):
-        super().__init__(src, model, built, seed, tokens[0], tokens[1], verify, data)
-        self.placement, self.tp, self.tokens, self.past, self.length = placement, tp, tokens, past, length
-
-    def second(self, folder: Path) -> None:
-        from .verify import check
-
-        vocab = int(self.src.config.get_text_config().vocab_size)
-        ids, token = prompt(self.seed, vocab, self.tokens, self.past, stream=1)
-        inputs, outputs = ds.after_prompt(self.src, self.model, ids, token, self.length)
-        given = {**inputs, **_split(inputs, self.placement, self.tp)}
-        check(folder, self.model, self.built, given, outputs[OUTPUT], self.src.architecture, self.src.where(),
-              data=self.data)
+    src = job.src
+    vocab = int(src.config.get_text_config().vocab_size)
+    ids, token = prompt(job.seed, vocab, job.tokens, cache.past, stream=1)
+    inputs, outputs = ds.after_prompt(src, job.model, ids, token, cache.length)
+    given = {**inputs, **_split(inputs, placement, job.tp)}
+    check(folder, job.model, built, given, outputs[OUTPUT], src.architecture, src.where(), data=data)
 
 
 __all__ = ["INPUT", "import_decode"]

@@ -1,13 +1,14 @@
 """The driver of `tprules import torch RECIPE.py --tp N --out DIR`: a module and the TP plan
-written with torch's own API (torch_plan.py reads the recipe), through the passes that
-`import hf` runs (frontends/__init__.py), sharing its driver's helpers (importer.py).
+written with torch's own API (source/torch_plan.py reads the recipe), through the passes that
+`import hf` runs (frontends/__init__.py), as one import job (job.py) that ends as theirs do
+(built.py, job.written).
 
 - the module's own forward on `inputs()` is run once, eagerly: its output is
   expected/output.npy, and a forward pre-hook on each styled module records the whole shape
-  of each of its positional arguments (ports.py tells a module's inputs apart by them);
-- the forward is traced with torch.export (trace.export), every positional tensor argument a
+  of each of its positional arguments (sharding/ports.py tells a module's inputs apart by them);
+- the forward is traced with torch.export (source/trace.export), every positional tensor argument a
   program input named after forward's parameter, never folded into a constant;
-- the plan's styles place the weights and shape the boundaries (tp.py's Sharder, ports.py);
+- the plan's styles place the weights and shape the boundaries (sharding/sharder.py);
 - the program checks itself on a second input (`inputs(seed=1)` where inputs takes a seed,
   else one drawn here) before the folder is written (verify.check).
 """
@@ -15,15 +16,16 @@ written with torch's own API (torch_plan.py reads the recipe), through the passe
 from __future__ import annotations
 
 import inspect
-import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import UsageError
 from ..errors import ImportFailed, MissingExtra
-from .hf import ImportReport, _Built, _Clock, _numpy, _wellformed, built_whole, program_data
+from ..source.arrays import as_numpy
+from .built import Built, Checked, built_whole, program_data, written
+from .job import ImportJob, ImportReport, prepare
 
 OUTPUT = "output"  # the forward's output, as expected/output.npy holds it
 
@@ -31,65 +33,63 @@ OUTPUT = "output"  # the forward's output, as expected/output.npy holds it
 def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int | None = None,
                  no_data: bool = False, verify: bool = True, progress=None) -> ImportReport:
     """Write the program folder `out` for the recipe at `recipe_path` on `tp` chips."""
-    clock = _Clock()
-    for flag, value in (("--tp", tp), ("--seq", seq), ("--batch", batch)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} takes a count of at least 1; got {value}")
-    try:
-        import torch
-    except ImportError:
-        raise MissingExtra("torch") from None
-    from ...progress import Progress
-    from ..source.torch_plan import accepts, call, load_recipe, read_plan
-    from .write import check_out, write_folder
+    with prepare(out, tp, batch, seq, no_data=no_data, verify=verify, progress=progress) as job:
+        try:
+            import torch
+        except ImportError:
+            raise MissingExtra("torch") from None
+        from ..source.torch_plan import load_recipe, read_plan
 
-    check_out(Path(out))
-    progress = progress or Progress(False)
-    try:
-        clock.tick("load")
-        recipe = load_recipe(recipe_path)
+        job.clock.tick("load")
+        job.src = recipe = load_recipe(recipe_path)
         sizes = {k: v for k, v in (("seq", seq), ("batch", batch)) if v is not None}
-        for k in sizes:
-            if not accepts(recipe, "inputs", k):
-                raise recipe.fail(f"--{k} given, but inputs() takes no {k}")
         device = torch.device("meta") if no_data else nullcontext()  # tensors a forward makes are meta too
+        args = _model(job, sizes, device)
+        styles = read_plan(recipe, job.model)
+        job.clock.tick("model")
         with device:
-            model = call(recipe, "model")
-            args = _tuple(call(recipe, "inputs", **sizes))
-        if not isinstance(model, torch.nn.Module):
-            raise recipe.fail(f"model() returned a {type(model).__name__}; it returns the nn.Module")
-        model.eval()
-        styles = read_plan(recipe, model)
-        clock.tick("model")
-        with device:
-            shapes, output = _run(recipe, model, args, styles)
-            clock.tick("forward")
+            shapes, output = _run(recipe, job.model, args, styles)
+            job.clock.tick("forward")
             try:
-                built, names, sharded = _build(recipe, model, args, tp, styles, shapes, clock, progress)
+                built, names, sharded = _build(job, args, styles, shapes)
             except ImportFailed as err:
                 if err.pos is None:  # the trace's, the lowering's and the sharding's: at the recipe
                     err.pos = recipe.where()
                 raise
         data, expected = {}, {}
         if not no_data:
-            data = program_data(built, tp, {names[i]: _numpy(a) for i, a in enumerate(args) if i in names})
-            expected = {OUTPUT: _numpy(output)}
-        clock.tick("data")
-        second, drawn = (None, False) if no_data or not verify else _second(recipe, sizes, args)
-        info = {"source": str(Path(recipe_path)), "recipe": recipe.name, "model": type(model).__name__, "tp": tp,
-                "inputs": {names[i]: list(a.shape) for i, a in enumerate(args) if i in names}, "output": OUTPUT,
-                "no_data": no_data, "plan": {k: repr(v) for k, v in recipe.module.PLAN.items()},
-                "torch": torch.__version__, "statements": built.statements, "candidates": built.candidates,
-                "folded": built.folded, "second_input": None if second is None else
-                ("drawn by tprules" if drawn else "inputs(seed=1)")}
-        checked = _Checked(model, built, names, second, recipe, data)
-        write_folder(Path(out), built.facts, data, expected, info, validate=checked, progress=progress)
-        clock.tick("write")
-        clock.move("write", "verify", checked.seconds)
-    finally:
-        progress.close()
-    return ImportReport(Path(out), recipe.name, tp, built.statements, built.candidates, built.tensors, built.folds,
-                        built.folded, clock.seconds, collectives=sharded, inputs=info["inputs"], drawn=drawn)
+            data = program_data(built, tp, {names[i]: as_numpy(a) for i, a in enumerate(args) if i in names})
+            expected = {OUTPUT: as_numpy(output)}
+        job.clock.tick("data")
+        second, drawn = _second(recipe, sizes, args) if job.verify else (None, False)
+        inputs = {names[i]: list(a.shape) for i, a in enumerate(args) if i in names}
+        info = {"source": str(Path(recipe_path)), "recipe": recipe.name, "model": type(job.model).__name__, "tp": tp,
+                "inputs": inputs, "output": OUTPUT, "no_data": no_data,
+                "plan": {k: repr(v) for k, v in recipe.module.PLAN.items()}, "torch": torch.__version__,
+                "statements": built.statements, "candidates": built.candidates, "folded": built.folded,
+                "second_input": None if second is None else ("drawn by tprules" if drawn else "inputs(seed=1)")}
+        checked = Checked(None if second is None else partial(_check, job, built, names, second, data))
+        return written(job, built, info, data, expected, checked, collectives=sharded, inputs=inputs, drawn=drawn)
+
+
+def _model(job: ImportJob, sizes: dict, device) -> tuple:
+    """The recipe's model() into `job` and its inputs(**sizes), both made under `device`."""
+    import torch
+
+    from ..source.torch_plan import accepts, call
+
+    recipe = job.src
+    for k in sizes:
+        if not accepts(recipe, "inputs", k):
+            raise recipe.fail(f"--{k} given, but inputs() takes no {k}")
+    with device:
+        model = call(recipe, "model")
+        args = _tuple(call(recipe, "inputs", **sizes))
+    if not isinstance(model, torch.nn.Module):
+        raise recipe.fail(f"model() returned a {type(model).__name__}; it returns the nn.Module")
+    model.eval()
+    job.model = model
+    return args
 
 
 def _tuple(args) -> tuple:
@@ -126,31 +126,32 @@ def _run(recipe, model, args: tuple, styles: dict) -> tuple[dict[str, list[list]
     return shapes, output
 
 
-def _build(recipe, model, args, tp, styles, shapes, clock, progress):
+def _build(job: ImportJob, args: tuple, styles: dict, shapes: dict) -> tuple[Built, dict[int, str], dict[str, int]]:
     """The traced, lowered and sharded program; forward's positional index → program input
     name; the count of each collective kind."""
     from ..lowering.walk import Lowerer
     from ..sharding.sharder import Sharder
-    from ..sharding.weights import Heads, placements
+    from ..sharding.weights import placements
     from ..source.constants import Constants
     from ..source.trace import export
 
-    progress.phase("trace the forward", 1)
+    recipe, model = job.src, job.model
+    job.progress.phase("trace the forward", 1)
     with _math_attention():
         program = export(model, args, {}, recipe.name)
-    clock.tick("trace")
+    job.clock.tick("trace")
     constants = Constants(program, model)
     names = _input_names(model, program, args)
     placeholders = {spec: names[i] for i, spec in _user_specs(program, args) if i in names}
     lowerer = Lowerer(program, constants, recipe.name, inputs=placeholders, output=OUTPUT)
     graph = lowerer.run()
-    clock.tick("lower")
+    job.clock.tick("lower")
     style_of = styles.get
-    weights, kinds = placements(graph, tp, recipe.name, style_of, Heads(None, None),
+    weights, kinds = placements(graph, job.tp, recipe.name, style_of, job.heads,
                                 frozenset(n for n, _ in model.named_buffers()))
-    sharder = Sharder(graph, tp, recipe.name, style_of, args=shapes)
+    sharder = Sharder(graph, job.tp, recipe.name, style_of, args=shapes)
     tpp = sharder.run(weights, kinds)
-    built = built_whole(recipe, graph, constants, lowerer, tpp, clock, progress)
+    built = built_whole(job, graph, constants, lowerer, tpp)
     b = tpp.builder
     kinds_of = dict(b.facts["collective"])
     collectives: dict[str, int] = {}
@@ -220,32 +221,16 @@ def _second(recipe, sizes: dict, args: tuple) -> tuple[tuple, bool]:
     return tuple(drawn), True
 
 
-class _Checked:
-    """write_folder's check: well-formed, then the reference on the second input against the
-    module's forward on it (verify.check)."""
+def _check(job: ImportJob, built: Built, names: dict[int, str], second: tuple, data: dict, folder: Path) -> None:
+    """The program against the module's forward on the second input (verify.check)."""
+    import torch
 
-    def __init__(self, model, built: _Built, names: dict[int, str], second: tuple | None, recipe, data: dict):
-        self.model, self.built, self.names, self.second, self.recipe = model, built, names, second, recipe
-        self.data = data
-        self.seconds = 0.0
+    from .verify import check
 
-    def __call__(self, folder: Path) -> None:
-        _wellformed(folder)
-        if self.second is None:
-            return
-        import torch
-
-        from .verify import check
-
-        started = time.perf_counter()
-        try:
-            with torch.no_grad():
-                want = self.model(*self.second)
-            inputs = {n: _numpy(self.second[i]) for i, n in self.names.items()}
-            check(folder, self.model, self.built, inputs, _numpy(want), self.recipe.name, self.recipe.where(), OUTPUT,
-                  self.data)
-        finally:
-            self.seconds = time.perf_counter() - started
+    with torch.no_grad():
+        want = job.model(*second)
+    inputs = {n: as_numpy(second[i]) for i, n in names.items()}
+    check(folder, job.model, built, inputs, as_numpy(want), job.src.name, job.src.where(), OUTPUT, data)
 
 
 __all__ = ["OUTPUT", "import_torch"]

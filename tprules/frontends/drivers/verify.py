@@ -5,7 +5,7 @@ lowering, is refused in one line naming the first statement whose value differs,
 module path and ATen op; nothing is written.
 
 Where the first difference lies is found on the traced graph before tensor parallelism
-(graph.py): each statement computed in numpy from the values before it and compared with
+(frontends/graph.py): each statement computed in numpy from the values before it and compared with
 torch's value of the node it lowers (torch.fx's interpreter over the traced program). A
 graph that agrees everywhere while the program does not points at the sharding: then the
 first program statement whose whole value differs from the graph's is named.
@@ -21,6 +21,7 @@ import numpy as np
 from ...ops import Ops
 from ..errors import ImportFailed
 from ..graph import INPUT, OUTPUT
+from ..source.arrays import as_numpy
 
 STATEMENT_TOLERANCE = 1e-3  # a statement's relative error that names it (float32 reassociation stays far below)
 
@@ -35,7 +36,7 @@ def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str], d
     import torch
 
     with torch.no_grad():
-        want = _numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits)
+        want = as_numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits, stored=True)
     check(folder, model, built, {name: ids for name in input_names}, want, src.architecture, src.where(), data=data)
 
 
@@ -143,11 +144,11 @@ def _graph_values(model, built, inputs: dict[str, np.ndarray]):
         if v.role == "input":
             out[v.name] = inputs[v.name]
         elif v.role == "weight":
-            out[v.name] = _numpy(named[v.name])
+            out[v.name] = as_numpy(named[v.name], stored=True)
         elif v.role == "folded":
             node = graph.folded[v.name]
             value = torch_values.get(node)
-            out[v.name] = value if value is not None else _numpy(c.value(node))
+            out[v.name] = value if value is not None else as_numpy(c.value(node), stored=True)
     for s in graph.stmts:
         shape, dtype = graph.values[s.writes].shape, graph.values[s.writes].dtype
         try:
@@ -183,7 +184,7 @@ def _node_values(c, named: dict, inputs: dict) -> dict:
         def run_node(self, n):
             result = super().run_node(n)
             if isinstance(result, torch.Tensor) and not result.is_complex():
-                found[n] = _numpy(result)
+                found[n] = as_numpy(result, stored=True)
             return result
 
     with torch.no_grad():
@@ -198,18 +199,6 @@ def _differs(got, want) -> bool:
     if got.dtype.kind in "iub" or want.dtype.kind in "iub":
         return bool(np.any(got.astype(np.int64) != want.astype(np.int64)))
     return errors(got, want)[1] > STATEMENT_TOLERANCE
-
-
-def _numpy(t) -> np.ndarray:
-    """A torch tensor as the program stores it (a boolean as an i8 0 or 1, floats as f32)."""
-    import torch
-
-    a = t.detach().cpu()
-    if a.dtype == torch.bool:
-        return a.to(torch.int8).numpy()
-    if a.is_floating_point():
-        a = a.float()
-    return a.numpy()
 
 
 __all__ = ["INPUT", "check", "second_ids", "verify"]

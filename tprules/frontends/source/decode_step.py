@@ -26,6 +26,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import ImportFailed
+from .arrays import as_numpy
 
 POSITION = "cache_position"
 KINDS = ("key", "value")
@@ -374,21 +375,18 @@ def after_prompt(src, model, prompt: np.ndarray, token: np.ndarray, length: int)
                 model(input_ids=ids, cache=cache, use_cache=True, **placed(ids, 0))
             inputs = {INPUT: token, POSITION: np.array([past], np.int64)}
             for i, names in enumerate(kinds):
-                for kind in names:  # (an own list's state is empty before a first step: zeros)
-                    inputs[cache_input(path, kind, i)] = _numpy(_template(cache, i, kind))
+                for kind in names:  # (an own list's state is empty before a first step: zeros; a copy: the
+                    # step below writes the cache in place)
+                    inputs[cache_input(path, kind, i)] = as_numpy(_template(cache, i, kind)).copy()
             ids = torch.from_numpy(token)
             logits = model(input_ids=ids, cache=cache, use_cache=True, **placed(ids, past)).logits
     except Exception as err:  # noqa: BLE001 - the model's own forward raises anything
         raise src.fail(f"--decode: transformers' own forward with a static cache fails: {_line(err)}") from None
-    outputs = {OUTPUT: _numpy(logits)}
+    outputs = {OUTPUT: as_numpy(logits).copy()}
     for i, names in enumerate(kinds):
         for kind in names:
-            outputs[cache_output(path, kind, i)] = _numpy(get_state(cache, i, kind))
+            outputs[cache_output(path, kind, i)] = as_numpy(get_state(cache, i, kind)).copy()
     return inputs, outputs
-
-
-def _numpy(t) -> np.ndarray:
-    return t.detach().cpu().float().numpy().copy()
 
 
 def check_lengths(src, past: int, length: int, batch: int, step: int = 1) -> None:

@@ -4,11 +4,13 @@ no DIR."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("torch")
 
-from .torch_recipe import TITAN, write_recipe  # noqa: E402
+from ..torch_recipe import TITAN, write_recipe  # noqa: E402
 
 MLP = '{"w1": ColwiseParallel(), "w2": RowwiseParallel()}'
 
@@ -123,10 +125,26 @@ def test_a_broken_recipe_is_one_line_at_its_file(cli, tmp_path, case):
 
 def test_a_recipe_may_define_a_dataclass(cli, tmp_path):
     """torchtitan's ModelArgs is a dataclass: the recipe is loaded as an imported module is
-    (dataclasses resolves string annotations through sys.modules)."""
+    (dataclasses resolves string annotations through sys.modules), and its field sizes the
+    module: the program is the Linear of Args().dim inputs, its output the module's own."""
+    import numpy as np
+
+    from ..tiny import facts
+
     path = _recipe(tmp_path, "from __future__ import annotations\n" + GOOD +
-                   "from dataclasses import dataclass\n\n@dataclass\nclass Args:\n    dim: int = 4\n\n"
+                   "from dataclasses import dataclass\n\n@dataclass\nclass Args:\n    dim: int = 6\n\n"
                              "def model():\n    return torch.nn.Linear(Args().dim, 4)\n\n"
-                             "def inputs():\n    return (torch.ones(2, 4),)\n\nPLAN = {}\n")
+                             "def inputs():\n    return (torch.ones(2, 6),)\n\nPLAN = {}\n")
     status, out, err = cli("import", "torch", path, "--tp", "2", "--out", tmp_path / "p")
     assert status == 0, err
+    program = tmp_path / "p"
+    source = json.loads((program / "source.json").read_text())
+    assert (source["recipe"], source["model"], source["inputs"]) == ("recipe", "Linear", {"input": [2, 6]})
+    assert facts(program, "op") == [["mm", "matmul"], ["add", "add"]]
+    shapes = {}
+    for tensor, _, size in facts(program, "shape"):
+        shapes.setdefault(tensor, []).append(int(size))
+    assert shapes == {"input": [2, 6], "weight": [4, 6], "bias": [4], "mm": [2, 4], "output": [2, 4]}
+    data = {name: np.load(program / "data" / f"{name}.npy") for name in ("input", "weight", "bias")}
+    want = data["input"] @ data["weight"].T + data["bias"]
+    assert np.allclose(np.load(program / "expected" / "output.npy"), want, atol=1e-6)

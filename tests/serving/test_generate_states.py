@@ -12,15 +12,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.frontends.test_decode_states import HYBRID
+from tests.frontends.test_import_plan import _coverage
+from tests.frontends.tiny import make_model
 from tprules.program.model import Program
 from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.serving import generate as gen
 from tprules.workspace import Workspace
-
-from .test_decode_states import HYBRID
-from .test_import_plan import _coverage
-from .tiny import make_model
 
 PROMPT = "5 17 99 4"
 

@@ -11,29 +11,8 @@ import pytest
 
 from tprules.cli import main
 
-from .tiny import make_model
-
-
-def leftovers(parent, name) -> list[str]:
-    """Anything an import left beside DIR: DIR itself or its temporary folders."""
-    return sorted(p.name for p in parent.iterdir() if p.name == name or p.name.startswith(f".{name}."))
-
-
-def assert_refused(cli, tmp_path, args, message: str) -> None:
-    """`tprules ARGS` (an import whose --out is tmp_path/out) refused as bad input: exit 2,
-    nothing on stdout, one line on stderr saying `message`, and no DIR or its temporary
-    folders left."""
-    status, out, err = cli(*args)
-    assert (status, out) == (2, "")
-    assert len(err.splitlines()) == 1 and message in err, err
-    assert leftovers(tmp_path, "out") == []
-
-
-def plan_file(tmp_path, plan) -> str:
-    """A plan file (a dict as JSON, or the text given) for --plan."""
-    path = tmp_path / "plan.json"
-    path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
-    return str(path)
+from ..cli import LLAMA_PLAN, assert_refused, leftovers, plan_file
+from ..tiny import make_model
 
 
 def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
@@ -47,9 +26,6 @@ def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
     status, out, _ = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p", "--format", "json")
     assert status == 0 and json.loads(out)["statements"] == source["statements"]  # an earlier import is replaced
 
-
-LLAMA_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
-              "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise"}
 
 # name → (how to make SOURCE and the extra arguments, what the one line says)
 BAD = {

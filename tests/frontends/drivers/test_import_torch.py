@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from .tiny import facts  # noqa: E402
-from .torch_recipe import MEGATRON_LAYERS, TITAN, write_recipe  # noqa: E402
+from ..tiny import facts  # noqa: E402
+from ..torch_recipe import MEGATRON_LAYERS, TITAN, write_recipe  # noqa: E402
 
 # name → (model, plan, the folds: (collective kind, fold axis or None, module) in program order)
 CASES = {

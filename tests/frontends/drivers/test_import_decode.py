@@ -15,8 +15,8 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
-from .test_import_cli import assert_refused, leftovers
-from .tiny import LATENT_MOE, TINY, make_model
+from ..cli import assert_refused, leftovers
+from ..tiny import LATENT_MOE, TINY, make_model
 
 FAMILY = ("llama", "qwen3", "mistral")
 
@@ -95,6 +95,20 @@ def test_bad_input_is_one_line_and_leaves_no_dir(cli, hf_model, tmp_path, case):
     setup, extra, message = BAD[case]
     assert_refused(cli, tmp_path, ["import", "hf", setup(tmp_path, hf_model), "--tp", "2", "--decode", "--out",
                                    tmp_path / "out", *extra], message)
+
+
+@pytest.mark.parametrize("flag", ["--batch", "--tp"])
+def test_a_count_of_zero_is_refused_alike_with_and_without_decode(cli, tmp_path, flag):
+    """A usage error before the model is read (SOURCE does not exist), the same line with
+    --decode as without: exit 2, nothing written."""
+    counts = {"--tp": "2", "--batch": "1", flag: "0"}
+    lines = []
+    for decode in ([], ["--decode"]):
+        args = ["import", "hf", tmp_path / "no-model", *decode, "--out", tmp_path / "out"]
+        args += [x for pair in counts.items() for x in pair]
+        assert_refused(cli, tmp_path, args, f"usage: {flag} takes a count of at least 1; got 0")
+        lines.append(cli(*args)[2])
+    assert lines[0] == lines[1]
 
 
 def test_past_without_decode_is_refused(cli, hf_model, tmp_path):
