@@ -14,9 +14,12 @@ sharding/  the sharding table (how Replicate / Shard / Partial placements flow t
            placement is a shard or a partial, a fold where a partial meets a class that
            needs the whole sum
 layers/    each decoder layer once: the layers traced per kind, the rest stamped from them
-drivers/   the import jobs (hf, decode, torch recipe) and their shared tail: candidates,
-           data/, expected/, the self-check on a second input, a folder written whole or
-           not at all
+drivers/   the import jobs (hf, decode, torch recipe: one ImportJob, `prepare`, `Built`,
+           `Checked`, `written`) and their shared tail: data/, expected/, the self-check on
+           a second input, a folder written whole or not at all
+
+The facts the Sharder and the stamper emit are one container (program/facts.py), their
+candidates computed once (program/candidates.py).
 
 graph.py   the imported model before tensor parallelism (whole tensors), shared by the stages
 errors.py  what an import that cannot be done says: one line, exit 2, no partial DIR

@@ -9,5 +9,5 @@ recipe.py   `tprules import torch`: a module and its plan in torch's own API (a 
 built.py    the tail the three share: sharded whole or stamped, each input's data, the
             written folder's check (`Checked`) and `written` (the folder, the report);
 verify.py   the check on a second input against torch, naming the first statement that differs;
-write.py    the candidates, and the folder written whole or not at all.
+write.py    the folder written whole or not at all (the candidates are program/candidates.py).
 """

@@ -6,7 +6,7 @@ traced once with the same decompositions applied as it goes: the overrides of th
 CompositeImplicitAutograd ops and the Python decomposition table that `run_decompositions`
 hands its own trace (`torch.export._trace._export` with the ATen dispatch of torch's
 export before the training IR). The graph is the same node for node (names, targets,
-arguments, values, module stacks; tests/frontends/test_import_startup.py) less the training
+arguments, values, module stacks; tests/frontends/source/test_startup.py) less the training
 IR's `_assert_tensor_metadata` checks, which the op table skips anyway: 0.3 s of the 8B
 import's 3.5. Two cases take the two public traces: a model that shares a parameter
 between modules (tied embeddings: the second trace reads it by the other module's name),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .tiny import GROUP_ROUTING, LATENT_MOE, make_model
+from ..tiny import GROUP_ROUTING, LATENT_MOE, make_model
 
 SLIDING = ["full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
 # name → (model type, TP, config overrides, layer kinds expected)
@@ -114,7 +114,7 @@ def test_layers_that_differ_only_in_a_per_layer_config_list_are_two_kinds(tmp_pa
 
     from tprules.frontends.layers.kinds import layer_kinds
 
-    from .tiny import TINY
+    from ..tiny import TINY
 
     config = CONFIG_MAPPING["qwen2"](**{**TINY, "num_hidden_layers": 5, "use_sliding_window": True,
                                         "sliding_window": 4, "layer_types": SLIDING})

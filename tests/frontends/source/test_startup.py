@@ -15,7 +15,7 @@ import pytest
 
 from tprules.frontends.source import startup
 
-from .tiny import make_model
+from ..tiny import make_model
 
 LOAD = """
 import json, sys
