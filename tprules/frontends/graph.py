@@ -1,5 +1,5 @@
 """The imported model before tensor parallelism: statements of registry classes over whole
-tensors, as the op table writes them (aten.py), before the sharding table splits them.
+tensors, as the op table writes them (lowering/), before the sharding table splits them.
 
 The records are the program's own (program/records.py): a `Tensor` with its `role` and
 `module`, a `Statement` with the ATen op and the module path it came from, so every later

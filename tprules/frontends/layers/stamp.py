@@ -1,4 +1,4 @@
-"""Stamp every decoder layer from the layers traced once per kind (layers.py).
+"""Stamp every decoder layer from the layers traced once per kind (layers/kinds.py).
 
 The reduced trace holds each kind's first layer, then each kind's second layer. Its TP
 program (sharding/sharder.py) is cut into segments: before the layers (PRE), each traced layer, after

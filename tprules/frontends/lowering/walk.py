@@ -1,5 +1,5 @@
 """Walk the traced program in order: every node that depends on `input_ids` goes through
-the op table (aten.py) and becomes a statement of the `Graph`; the constants it reads
+the op table (lowering/aten.py) and becomes a statement of the `Graph`; the constants it reads
 become inputs (source/constants.py); the forward's output is the tensor `logits`. A value that
 depends on `input_ids` is never folded into a constant: one the table writes no statement
 for is refused in one line naming its module path and ATen op.

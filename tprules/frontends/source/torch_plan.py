@@ -4,7 +4,7 @@ dict a user passes to torch's `parallelize_module`: module path, `fnmatch` wildc
 path atom, → a ParallelStyle of `torch.distributed.tensor.parallel`).
 
 Each style torch ships is read as the Style (styles.py) of the module paths it matches:
-how it places the module's parameters (the kinds tp.py's `weight_placement` knows) and its
+how it places the module's parameters (the kinds sharding/weights.py's `weight_placement` knows) and its
 ports (a layout change at the boundary, as DTensor makes it). Anything else is refused in
 one line naming the module path, the style and what is missing.
 """
