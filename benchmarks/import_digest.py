@@ -103,6 +103,7 @@ def main(argv: list[str]) -> int:
                 argv_ += ["--decode", "--past", "5", "--cache-len", "8"]
             found[f"{mode}/{model_type}"] = one(argv_, work / mode)
             print(mode, model_type, "refused" if "refused" in found[f"{mode}/{model_type}"] else "ok", flush=True)
+            Path(args.out).write_text(json.dumps(found, indent=1, sort_keys=True))  # a run cut short keeps what it did
     Path(args.out).write_text(json.dumps(found, indent=1, sort_keys=True))
     if args.compare:
         old = json.loads(Path(args.compare).read_text())
