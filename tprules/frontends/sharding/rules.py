@@ -196,6 +196,3 @@ def along(attrs, ins, shapes, out, tp, **_) -> Placement:
     raise NotShardable(f"x, its index (and source) placed {', '.join(map(str, ins))} along axis {axis} (they must "
                        "be placed alike, none split on that axis)")
 
-
-__all__ = ["CutInside", "NotShardable", "along", "bmm", "conv1d", "elementwise", "embedding", "embedding_local_attrs",
-           "grouped_matmul", "matmul", "rank_aligned", "row", "take_rows"]

@@ -166,5 +166,3 @@ def cat(attrs, ins, shapes, out, tp, **_) -> Placement:
         raise NotShardable(f"a cat on axis {axis}, which is split ({ins[0]})")
     return ins[0]
 
-
-__all__ = ["cat", "expand", "permute", "reshape", "slice_", "slice_local_attrs", "transpose"]
