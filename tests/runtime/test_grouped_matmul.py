@@ -11,7 +11,8 @@ from plans import fused_plan
 from plans import spine_statement as _s
 
 from tprules import ops
-from tprules.codegen import cost, cpu, lower
+from tprules.codegen import cost, lower
+from tprules.codegen.cpu import function as cpu
 from tprules.program.builder import ProgramBuilder
 from tprules.runtime import Program, execute
 from tprules.runtime.devices.cpu import CpuDevice
@@ -237,7 +238,7 @@ def test_the_gpu_rank_merges_the_row_in_its_scratch(tmp_path):
     parameter of the kernel's own (sort_cuda.py) instead of counting over the row for each
     element; rows of odd length, ties, NaN and infinities give the reference's ranks, fused
     with the input's computation and with the sorted values put at the ranks."""
-    from tprules.codegen import cuda as render_cuda
+    from tprules.codegen.cuda import kernel as render_cuda
 
     def rows(b):
         rng = np.random.default_rng(1)
