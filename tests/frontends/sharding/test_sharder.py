@@ -175,16 +175,78 @@ def test_two_shardings_of_one_graph_write_the_same_facts():
     assert rows(first)["op"] and rows(first) == rows(second)
 
 
-def test_transformers_styles_cross_a_boundary_as_flags_and_torch_s_as_ports():
-    from tprules.frontends.sharding.flags import Flags
-    from tprules.frontends.sharding.ports import Ports
+def test_a_transformers_hook_and_torch_s_port_of_one_layout_write_one_program():
+    # rowwise_split_input is transformers' RowwiseParallel(input_layouts=Replicate()): its
+    # input port, a hook, slices the replicated x as torch's port does
     from tprules.frontends.sharding.styles import REPLICATED, Layout, Port, Style
 
     g = _split_input_graph()
-    flags = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None)
-    torch_style = Style("RowwiseParallel", "rowwise", inputs=(Port(None, Layout(-1), local=False),),
+    hook = Sharder(g, 2, "Tiny", lambda path: style("rowwise_split_input") if path == "a" else None)
+    torch_style = Style("RowwiseParallel", "rowwise", inputs=(Port(REPLICATED, Layout(-1), local=False),),
                         outputs=(Port(None, REPLICATED),))
-    ports = Sharder(g, 2, "Tiny", lambda path: torch_style if path == "a" else None, args={"a": [[(2, 8)]]})
-    assert isinstance(flags.boundary, Flags) and isinstance(ports.boundary, Ports)
-    assert ports.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"] == \
-        flags.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"]
+    port = Sharder(g, 2, "Tiny", lambda path: torch_style if path == "a" else None, args={"a": [[(2, 8)]]})
+    op = port.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"]
+    assert any(row[0] == "split_x@0" for row in op)
+    assert op == hook.run({"w": S((plain(1, 2, 8),))}).builder.facts["op"]
+
+
+def _partial_input_graph() -> Graph:
+    """A Megatron pair (c colwise, p rowwise: h a partial) read by module "a" (rowwise_split_input)."""
+    g = Graph()
+    g.add_value(Tensor("x", (2, 8), "f32", role="input"))
+    g.add_value(Tensor("wc", (8, 8), "f32", role="weight", module="c"))
+    g.add_value(Tensor("hc", (2, 8), "f32", role="activation", module="c"))
+    g.add_value(Tensor("w0", (8, 8), "f32", role="weight", module="p"))
+    g.add_value(Tensor("h", (2, 8), "f32", role="activation", module="p"))
+    g.add_value(Tensor("w", (3, 8), "f32", role="weight", module="a"))
+    g.add_value(Tensor(OUTPUT, (2, 3), "f32", role="activation", module="a"))
+    g.stmts += [Statement("hc", "matmul", ("x", "wc"), "hc", (("transpose_b", "1"),), module="c", aten="aten.mm.default"),
+                Statement("h", "matmul", ("hc", "w0"), "h", (("transpose_b", "1"),), module="p", aten="aten.mm.default"),
+                Statement("m", "matmul", ("h", "w"), OUTPUT, (("transpose_b", "1"),), module="a", aten="aten.mm.default")]
+    return g
+
+
+def test_a_hook_folds_a_partial_it_is_given_whole_where_torch_s_port_refuses_it():
+    # transformers' rowwise hook is written for a replicated input: a partial entering is
+    # summed first (tprules folds where a value is read); torch would take the plain partial
+    # as replicated, a program other than the model's: refused
+    import pytest
+
+    from tprules.frontends.errors import ImportFailed
+    from tprules.frontends.sharding.styles import REPLICATED, Layout, Port, Style
+
+    weights = {"wc": S((plain(0, 2, 8),)), "w0": S((plain(1, 2, 8),)), "w": S((plain(1, 2, 8),))}
+    g = _partial_input_graph()
+    styles = {"c": style("colwise"), "p": style("rowwise"), "a": style("rowwise_split_input")}
+    op = Sharder(g, 2, "Tiny", styles.get).run(dict(weights)).builder.facts["op"]
+    names = [row[0] for row in op]
+    assert names.index("allreduce_h") < names.index("split_h@0")
+    torch_style = Style("RowwiseParallel", "rowwise", inputs=(Port(REPLICATED, Layout(-1), local=False),),
+                        outputs=(Port(None, REPLICATED),))
+    torch_styles = {"c": style("colwise"), "p": style("rowwise"), "a": torch_style}
+    with pytest.raises(ImportFailed, match=r"torch takes its input 0 h, a plain tensor, to be Replicate\(\)"):
+        Sharder(g, 2, "Tiny", torch_styles.get, args={"a": [[(2, 8)]]}).run(dict(weights))
+
+
+def test_a_hook_leaves_a_layout_it_was_not_written_for():
+    # colwise_gather_output's hook gathers a chip's block; a value leaving replicated (the
+    # norm of a replicated input, computed inside the module) crosses as it is
+    g = Graph()
+    g.add_value(Tensor("x", (2, 8), "f32", role="input"))
+    g.add_value(Tensor("y", (2, 8), "f32", role="activation", module="lin"))
+    g.add_value(Tensor(OUTPUT, (2, 8), "f32", role="activation"))
+    g.stmts += [Statement("y", "neg", ("x",), "y", (), module="lin", aten="aten.neg.default"),
+                Statement("o", "neg", ("y",), OUTPUT, (), module="", aten="aten.neg.default")]
+    tpp = Sharder(g, 2, "Tiny", lambda path: style("colwise_gather_output") if path == "lin" else None).run({})
+    assert not tpp.builder.facts["collective"] and [row[0] for row in tpp.builder.facts["op"]] == ["y", "o"]
+
+
+def test_a_share_hook_gives_each_chip_1_over_n_of_its_input():
+    g = Graph()
+    g.add_value(Tensor("x", (2, 8), "f32", role="input"))
+    g.add_value(Tensor(OUTPUT, (2, 8), "f32", role="activation", module="e"))
+    g.stmts += [Statement("o", "neg", ("x",), OUTPUT, (), module="e", aten="aten.neg.default")]
+    tpp = Sharder(g, 2, "Tiny", lambda path: style("moe_identity_expert") if path == "e" else None).run({})
+    shares = [row for row in tpp.builder.facts["attr"] if row[0].startswith("share_x@") and row[1] == "factor"]
+    assert sorted(shares) == [("share_x@0", "factor", "0.5"), ("share_x@1", "factor", "0.5")]
+    assert ("allreduce_x_share", "sum") in tpp.builder.facts["op"]  # neg needs the whole: the shares summed back

@@ -2,7 +2,7 @@
 (SPEC §2: each chip's statements, the spine's, and the folds between them) out. In order:
 
 placement.py  Replicate / Shard / Partial: where a whole tensor's values live on N chips
-styles.py     the plan styles (transformers' flags, torch's ports) and what each means
+styles.py     the plan styles (transformers' and torch's) as ports, and what each means
 weights.py    each weight placed by its style; the heads and experts checked against the chips
 sequence.py   a sequence_parallel module checked to work token by token (through the table)
 rules.py      the sharding rules of the classes that compute (elementwise, row, matmuls, ...)
@@ -10,7 +10,6 @@ views.py      the sharding rules of the layout classes (reshape, permute, slice,
 table.py      the sharding table: one record per registry class, its rule and its columns
 emit.py       the TP program under construction: its values, placements and collectives
 dispatch.py   expert parallelism: each chip's routing slots over its own experts
-flags.py      transformers' styles at a module's boundary (gather, fold, split, share, dispatch)
-ports.py      torch's styles at a module's boundary (each port's redistribution)
+ports.py      a module's boundary: each port's redistribution, the experts' routing
 sharder.py    the Sharder: each statement placed by the table, its reads through the boundary
 """

@@ -1,7 +1,7 @@
 """The Sharder: from whole tensors to a TP program. Each statement of the graph, in order,
 is placed by the sharding table (table.py) from its operands' placements (the weights' by
 the plan, weights.py); its reads first cross the plan's module boundaries (a `Boundary`:
-flags.py for transformers' styles, ports.py for torch's), and a partial operand is folded
+the styles' ports, ports.py, transformers' and torch's alike), and a partial operand is folded
 where its class needs the whole sum. It writes through an Emitter (emit.py) and leaves the
 graph it is given as it was (the values it adds are the TP program's).
 
@@ -21,7 +21,6 @@ from ..errors import ImportFailed
 from ..graph import Graph, Statement, Tensor
 from .dispatch import Dispatch
 from .emit import Emitter
-from .flags import Flags
 from .placement import PARTIAL, REPLICATE, Partial, Placement, Replicate, Shard
 from .ports import Ports
 from .rules import rank_aligned
@@ -45,8 +44,7 @@ class TPProgram:
 
 
 class Boundary(Protocol):
-    """What the Sharder asks of the plan's styles at a module's boundary (flags.py for
-    transformers' styles, ports.py for torch's)."""
+    """What the Sharder asks of the plan's styles at a module's boundary (ports.py)."""
 
     def leaving(self, value: str, reader: str) -> str: ...  # what `reader`'s module reads of a value leaving its own
 
@@ -61,8 +59,8 @@ class Boundary(Protocol):
 
 class Sharder:
     """The walk over the graph's statements: each placed by the sharding table, its reads
-    taken through the styles' boundaries (the transformers styles' flags here, torch's ports
-    in `ports`, the experts' routing in `dispatch`), written by `emit`."""
+    taken through the styles' boundaries (their ports and the experts' routing: `boundary`),
+    written by `emit`."""
 
     def __init__(self, graph: Graph, tp: int, arch: str, styles=None, args=None):
         self.g = graph  # read only: the values the sharding adds are the Emitter's
@@ -73,10 +71,8 @@ class Sharder:
         self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
         self._styled: dict[str, list[tuple[str, Style]]] = {}
         self.writers: dict[str, Statement] = {st.writes: st for st in graph.stmts}
-        ports = Ports(self.emit, graph, self.styled, args)
-        # torch's styles are ports; transformers' are flags (one kind in a plan)
-        self.boundary: Boundary = ports if ports.ported else \
-            Flags(self.emit, self.styled, Dispatch(self.emit, graph, self.styled, self.styles, self.writers), self.writers)
+        dispatch = Dispatch(self.emit, graph, self.styled, self.styles, self.writers)
+        self.boundary: Boundary = Ports(self.emit, graph, self.styled, dispatch, self.writers, args)
 
     @property
     def b(self) -> ProgramBuilder:

@@ -69,7 +69,7 @@ def weight_placement(arch: str, value: Tensor, style: Style | None, tp: int, hea
         placement = Shard((plain(1, tp, shape[1]),))
     elif kind == "colwise" and rank in (1, 2):
         parts = tp
-        if style.output is None and module.rsplit(".", 1)[-1] in ("k_proj", "v_proj") and heads.kv is not None \
+        if not style.hooked_output and module.rsplit(".", 1)[-1] in ("k_proj", "v_proj") and heads.kv is not None \
                 and heads.kv < tp:
             parts = heads.kv  # Megatron: each key/value head on tp / kv chips
         placement = Shard((plain(0, parts, shape[0]),))

@@ -176,8 +176,9 @@ def torch_style(recipe: Recipe, path: str, style, module, nn) -> Style:
         else:
             weight = "rowwise" if linear else "vocab"
             desired = Layout(-1) if linear else REPLICATED
+        # DTensor adds a rowwise linear's bias to its partial sum (each chip 1 / N of it)
         return Style(name, weight, inputs=(Port(given, desired, local=False),),
-                     outputs=(Port(None, output, local=local),))
+                     outputs=(Port(None, output, local=local),), partial_bias=weight == "rowwise")
     if kind is ts.SequenceParallel:
         seq = one(style.sequence_sharding, "sequence_dim")
         return Style(name, "replicate", inputs=(Port(seq, seq, local=False),),
