@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tprules.frontends.graph import OUTPUT, Graph, Statement, Tensor
-from tprules.frontends.sharding.placement import Shard, plain
+from tprules.frontends.sharding.placement import REPLICATE, Shard, plain
 from tprules.frontends.sharding.sharder import Sharder
 from tprules.frontends.sharding.styles import style
 
@@ -250,3 +250,44 @@ def test_a_share_hook_gives_each_chip_1_over_n_of_its_input():
     shares = [row for row in tpp.builder.facts["attr"] if row[0].startswith("share_x@") and row[1] == "factor"]
     assert sorted(shares) == [("share_x@0", "factor", "0.5"), ("share_x@1", "factor", "0.5")]
     assert ("allreduce_x_share", "sum") in tpp.builder.facts["op"]  # neg needs the whole: the shares summed back
+
+
+def _cache_graph() -> Graph:
+    """A decode step's key cache: k = x @ wk.T (colwise: split on its features) written into
+    the cache at the step's position (put_along along the positions), the new cache its output."""
+    g = Graph()
+    g.add_value(Tensor("x", (1, 4), "f32", role="input"))
+    g.add_value(Tensor("cache", (3, 8), "f32", role="input"))
+    g.add_value(Tensor("ids", (1, 8), "i64", role="input"))
+    g.add_value(Tensor("wk", (8, 4), "f32", role="weight", module="attn.k_proj"))
+    g.add_value(Tensor("k", (1, 8), "f32", role="activation", module="attn.k_proj"))
+    g.add_value(Tensor(OUTPUT, (3, 8), "f32", role="activation", module="attn"))
+    g.stmts += [Statement("k", "matmul", ("x", "wk"), "k", (("transpose_b", "1"),), module="attn.k_proj",
+                          aten="aten.mm.default"),
+                Statement("put", "put_along", ("cache", "ids", "k"), OUTPUT, (("axis", "0"),), module="attn",
+                          aten="aten.index_put.default")]
+    return g
+
+
+def test_a_cache_is_placed_at_its_put_along_in_the_one_sharding():
+    # decode shards once: the cache takes the placement of the keys written into it (split on
+    # their features, as k_proj's colwise weight splits them), and the program is the one a
+    # sharding given that placement up front writes, row for row
+    styles = {"attn.k_proj": style("colwise"), "attn": style("colwise_gather_output")}
+    weights = {"wk": S((plain(0, 2, 8),))}
+    g = _cache_graph()
+    once = Sharder(g, 2, "Tiny", styles.get).run(dict(weights), caches=frozenset({"cache"}))
+    assert once.placement["cache"] == S((plain(1, 2, 8),))
+    given = Sharder(g, 2, "Tiny", styles.get).run({**weights, "cache": S((plain(1, 2, 8),))})
+    rows = lambda tpp: {rel: list(tpp.builder.facts[rel]) for rel in tpp.builder.facts}  # noqa: E731
+    assert rows(once) == rows(given)
+    assert [r[0] for r in rows(once)["tensor"][:4]] == ["x", "cache@0", "cache@1", "ids"]  # the inputs first
+
+
+def test_a_cache_no_put_along_writes_first_is_replicated():
+    styles = {"attn.k_proj": style("colwise"), "attn": style("colwise_gather_output")}
+    g = _cache_graph()
+    g.add_value(Tensor("peek", (3, 8), "f32", role="activation", module="attn"))
+    g.stmts.insert(0, Statement("peek", "neg", ("cache",), "peek", (), module="attn", aten="aten.neg.default"))
+    tpp = Sharder(g, 2, "Tiny", styles.get).run({"wk": S((plain(0, 2, 8),))}, caches=frozenset({"cache"}))
+    assert tpp.placement["cache"] == REPLICATE

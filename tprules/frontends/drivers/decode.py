@@ -114,8 +114,8 @@ def _whole(job: ImportJob, cache: _Cache) -> Built:
     constants, lowerer, graph = _lowered(job, cache)
     style_of, weights, kinds = plan_placements(graph, job.tp, src.architecture, src.plan, src.base_prefix, job.heads,
                                                src.buffers)
-    _place_caches(graph, job.tp, src.architecture, style_of, weights, kinds)
-    tpp = Sharder(graph, job.tp, src.architecture, style_of).run(weights, kinds)
+    caches = _place_caches(graph, job.tp, src.architecture, style_of, weights, kinds)
+    tpp = Sharder(graph, job.tp, src.architecture, style_of).run(weights, kinds, caches)
     built = built_whole(job, graph, constants, lowerer, tpp)
     built.placement = tpp.placement
     return built
@@ -155,7 +155,7 @@ def _stamped(job: ImportJob, cache: _Cache) -> Built:
                 graph.segment[r] = segments.of[s.name]
 
     def place(graph, style_of, weights, kinds_of):
-        _place_caches(graph, job.tp, job.src.architecture, style_of, weights, kinds_of)
+        return _place_caches(graph, job.tp, job.src.architecture, style_of, weights, kinds_of)
 
     built = stamp_built(job, graph, constants, lowerer, place)
     _check_names(built.facts)
@@ -177,15 +177,21 @@ def _check_names(facts) -> None:
             raise CannotStamp(f"two stamped rows of {rel}.facts share a name")
 
 
-def _place_caches(graph, tp, arch, style_of, weights, kinds) -> None:
-    """The caches placed as the values written into them (cache_placements), read off a first
-    sharding with every cache replicated (the Sharder leaves the graph as it was)."""
+def _place_caches(graph, tp, arch, style_of, weights, kinds) -> frozenset[str]:
+    """The caches the Sharder places at their put_along (Sharder.run's `caches`); a recurrent
+    state (no put_along writes it) placed in `weights` as its update is, read off a first
+    sharding: its placement depends on the step that reads it, so a step with one is sharded
+    twice (the Sharder leaves the graph as it was)."""
     from ..sharding.sharder import Sharder
 
     if tp == 1:
-        return
-    first = Sharder(graph, tp, arch, style_of).run(weights, kinds)
-    weights.update(cache_placements(graph, first))
+        return frozenset()
+    caches = written_caches(graph)
+    states = recurrent_states(graph, caches)
+    if states:
+        first = Sharder(graph, tp, arch, style_of).run(weights, kinds, caches)
+        weights.update(state_placements(graph, first, states))
+    return caches
 
 
 def within_layers(built) -> None:
@@ -230,25 +236,27 @@ def within_layers(built) -> None:
     built.candidates -= int(drop.sum())
 
 
-def cache_placements(graph, tpp) -> dict[str, Placement]:
-    """Each cache input placed as the value written into it is (the key or value heads after
-    the projection, split or gathered as the plan places them): the `put_along` reading the
-    cache takes that value as its source (operand 2), placed by a sharding of the step with
-    every cache replicated."""
+def written_caches(graph) -> frozenset[str]:
+    """The cache inputs a put_along writes (its operand 0: the key and value caches)."""
     from ...ops import Ops
 
-    found: dict[str, Placement] = {}
-    for s in graph.stmts:
-        x = graph.values[s.reads[0]]
-        if s.cls == Ops.PUT_ALONG and x.role == "input" and len(s.reads) == 3 and x.name not in found:
-            p = tpp.placement[s.reads[2]]
-            found[x.name] = p if isinstance(p, Shard) else REPLICATE
+    return frozenset(s.reads[0] for s in graph.stmts if s.cls == Ops.PUT_ALONG and len(s.reads) == 3
+                     and graph.values[s.reads[0]].role == "input")
+
+
+def recurrent_states(graph, caches: frozenset[str]) -> list[str]:
+    """The step's states no put_along writes, updated as an output `NAME_new` (a recurrent one)."""
     news = {s.writes for s in graph.stmts if s.aten == "(output)"}
-    for v in graph.inputs:  # a state no put_along writes (a recurrent one): placed as its update is
-        new = f"{v.name}_new"
-        if v.role == "input" and v.name not in found and new in news:
-            p = tpp.placement.get(new)
-            found[v.name] = p if isinstance(p, Shard) and graph.values[new].shape == v.shape else REPLICATE
+    return [v.name for v in graph.inputs if v.role == "input" and v.name not in caches and f"{v.name}_new" in news]
+
+
+def state_placements(graph, tpp, states: list[str]) -> dict[str, Placement]:
+    """Each recurrent state placed as its update is, where that is split and of its shape."""
+    found: dict[str, Placement] = {}
+    for name in states:
+        p = tpp.placement.get(f"{name}_new")
+        found[name] = p if isinstance(p, Shard) and graph.values[f"{name}_new"].shape == graph.values[name].shape \
+            else REPLICATE
     return found
 
 

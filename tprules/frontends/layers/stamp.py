@@ -192,15 +192,19 @@ class TaggingSharder(Sharder):
             rows, tags = self.b.facts[rel], self.tags.setdefault(rel, [])
             tags.extend([segment] * (len(rows) - len(tags)))
 
-    def run(self, weights, kinds=None):
+    def run(self, weights, kinds=None, caches=frozenset()):
         self._mark(PRE)
-        out = super().run(weights, kinds)
+        out = super().run(weights, kinds, caches)
         self._mark(self.g.segments.post)
         return out
 
     def _input(self, v, placement) -> None:
         super()._input(v, placement)
         self._mark(self.g.segment.get(v.name, PRE))
+
+    def _moved(self, rel: str, order: list[int]) -> None:
+        tags = self.tags[rel]
+        self.tags[rel] = [tags[i] for i in order]
 
     def _statement(self, st) -> None:
         super()._statement(st)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ...ops import Ops
 from ...program.builder import ProgramBuilder
 from ..errors import ImportFailed
 from ..graph import Graph, Statement, Tensor
@@ -71,6 +72,7 @@ class Sharder:
         self.tables: dict[str, str] = {}  # embedding table → vocab | embedding_colwise
         self._styled: dict[str, list[tuple[str, Style]]] = {}
         self.writers: dict[str, Statement] = {st.writes: st for st in graph.stmts}
+        self.later: dict[str, Tensor] = {}  # the caches placed at their first reader (run's `caches`)
         dispatch = Dispatch(self.emit, graph, self.styled, self.styles, self.writers)
         self.boundary: Boundary = Ports(self.emit, graph, self.styled, dispatch, self.writers, args)
 
@@ -90,13 +92,25 @@ class Sharder:
     def derived(self) -> dict[str, tuple[str, str, str]]:
         return self.emit.derived
 
-    def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None) -> TPProgram:
+    def run(self, weights: dict[str, Placement], kinds: dict[str, str] | None = None,
+            caches: frozenset[str] = frozenset()) -> TPProgram:
+        """The TP program: `weights` places the program's inputs (the rest replicated), but
+        each of `caches` (a decode step's key and value caches) is placed as the value its
+        first reader, a put_along, writes into it (`_cache`)."""
         check_token_wise(self.g, self.styles, self.tp, self.arch)  # sequence_parallel modules (sequence.py)
         self.tables = {w: k for w, k in (kinds or {}).items() if k in ("vocab", "embedding_colwise")}
+        later = {v.name: v for v in self.g.inputs if v.name in caches and v.name not in weights}
         for v in self.g.inputs:
-            self._input(v, weights.get(v.name, REPLICATE))
+            if v.name not in later:
+                self._input(v, weights.get(v.name, REPLICATE))
+        self.later = later
         for st in self.g.stmts:
             self._statement(st)
+        for v in later.values():
+            if v.name not in self.place:
+                self._input(v, REPLICATE)  # a cache nothing reads
+        if later:
+            self._inputs_first()
         output = self.g.output
         out = self.place[self._leaving(output, "")]  # (a torch output port may leave it in blocks of its own)
         if isinstance(out, Partial):
@@ -109,6 +123,29 @@ class Sharder:
         """A program input (a weight, a folded constant, the ids) placed and declared."""
         self.place[v.name] = placement
         self.emit.declare(v)
+
+    def _inputs_first(self) -> None:
+        """The program's inputs declared first, in the graph's order, as if every cache had
+        been placed before the walk (their tensor, shape, spine and placed rows moved up)."""
+        rank = {self.emit.local(v.name, k): i for i, v in enumerate(self.g.inputs)
+                for k in ([None] if isinstance(self.place[v.name], Replicate) else range(self.tp))}
+        last = len(rank)
+        for rel in ("tensor", "shape", "spine", "placed"):
+            rows = self.b.facts[rel]
+            order = sorted(range(len(rows)), key=lambda i: rank.get(rows[i][0], last))
+            self.b.facts[rel] = [rows[i] for i in order]
+            self._moved(rel, order)
+
+    def _moved(self, rel: str, order: list[int]) -> None:
+        """The rows of `rel` reordered: row i is now the former row order[i]."""
+
+    def _cache(self, st: Statement, value: str) -> None:
+        """A cache placed at its first reader: as the value a put_along writes into it (the
+        key or value heads after the projection, split or gathered as the plan places them),
+        else replicated."""
+        p = self.place[st.reads[2]] if st.cls == Ops.PUT_ALONG and len(st.reads) == 3 and st.reads[0] == value \
+            else REPLICATE
+        self._input(self.later[value], p if isinstance(p, Shard) else REPLICATE)
 
     # -- module boundaries (styles.py) -------------------------------------------------
 
@@ -167,6 +204,9 @@ class Sharder:
         module = st.module or ""
         sharding = entry(st.cls)
         left = [self._leaving(r, module) for r in st.reads]
+        for r in st.reads:
+            if r not in self.place:
+                self._cache(st, r)
         reads = [self._entering(r, module) for r in left]
         reads, keep = self.boundary.kept(st, reads)
         for r in reads:
