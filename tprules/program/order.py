@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -51,6 +52,23 @@ def _flow(columns, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return producer[made], reader[made]
 
 
+def kahn(succ: Mapping[int, Iterable[int]], indegree: list[int]) -> list[int]:
+    """Kahn's algorithm over statements 0 .. len(indegree) - 1 numbered in program order,
+    ties broken by that order (a heap). The order found: shorter than the statements where
+    a cycle stops it (`indegree`, counted down, is above 0 at the statements left)."""
+    ready = [k for k in range(len(indegree)) if indegree[k] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for nxt in succ.get(k, ()):
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                heapq.heappush(ready, nxt)
+    return order
+
+
 def topological_ids(facts: FactBase, columns) -> np.ndarray:
     """Every statement, producers before consumers, ties in program order, as the facts'
     symbol ids (a cycle raises IllFormed, naming it)."""
@@ -66,16 +84,7 @@ def topological_ids(facts: FactBase, columns) -> np.ndarray:
     for a, b in zip(src, dst):
         succ[a].append(b)
         indegree[b] += 1
-    ready = [k for k in range(len(ids)) if indegree[k] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(k)
-        for nxt in succ.get(k, ()):
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                heapq.heappush(ready, nxt)
+    order = kahn(succ, indegree)
     if len(order) < len(ids):
         raise _cycle(facts, columns, ids, succ, {k for k in range(len(ids)) if indegree[k] > 0})
     return ids[np.array(order, dtype=np.int64)]

@@ -216,25 +216,15 @@ class Built:
 
 
 def _program_order(added: list[str], succ: dict[str, list[str]], pred: dict[str, list[str]]) -> list[str]:
-    """Kahn's algorithm with ties broken by the order statements were added (as
-    tprules.program.order does for fact files)."""
-    import heapq
+    """A topological order with ties broken by the order statements were added (program
+    order: tprules.program.order's `kahn`, as for fact files)."""
+    from ..program.order import kahn
 
     rank = {o: i for i, o in enumerate(added)}
-    waiting = {o: len(pred[o]) for o in added}
-    ready = [rank[o] for o in added if not waiting[o]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        o = added[heapq.heappop(ready)]
-        order.append(o)
-        for s in succ[o]:
-            waiting[s] -= 1
-            if not waiting[s]:
-                heapq.heappush(ready, rank[s])
+    order = kahn({rank[o]: [rank[s] for s in succ[o]] for o in added}, [len(pred[o]) for o in added])
     if len(order) < len(added):
         raise ValueError("the data flow of this graph has a cycle")
-    return order
+    return [added[k] for k in order]
 
 
 # -- a graph of facts ----------------------------------------------------------------------

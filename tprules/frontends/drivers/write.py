@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...paths import display_path
+from ...program.facts import Facts
 from ..errors import ImportFailed
 
 MARKER = "source.json"
@@ -28,9 +29,10 @@ def check_out(out: Path) -> None:
                            "remove it or choose another folder")
 
 
-def write_folder(out: Path, builder, data: dict[str, np.ndarray], expected: dict[str, np.ndarray],
+def write_folder(out: Path, facts: Facts, data: dict[str, np.ndarray], expected: dict[str, np.ndarray],
                  source: dict, validate=None, progress=None) -> None:
-    """Facts, data/, expected/ and source.json into `out`, atomically (after `validate(tmp)`)."""
+    """The program's `facts`, data/, expected/ and source.json into `out`, atomically (after
+    `validate(tmp)`)."""
     out = Path(out)
     check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -38,7 +40,7 @@ def write_folder(out: Path, builder, data: dict[str, np.ndarray], expected: dict
     try:
         if progress is not None:
             progress.phase("write facts", 1)
-        builder.write(tmp)
+        facts.write(tmp)
         if progress is not None:
             progress.advance()
             progress.phase("check the program", 1)
