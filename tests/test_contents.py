@@ -14,7 +14,7 @@ import tprules
 
 ROOT = Path(tprules.__file__).resolve().parent
 # the packages laid out by stage; their contents are checked here
-STAGED = ["codegen", "runtime", "datalog/engine"]
+STAGED = ["codegen", "runtime", "datalog/engine", "frontends", "serving"]
 
 
 def packages() -> list[Path]:
@@ -42,8 +42,10 @@ def test_the_table_of_contents_names_every_module(package):
 
 @pytest.mark.parametrize("package", packages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_table_of_contents_names_nothing_that_is_gone(package):
-    # an entry of a sub-folder's may be listed under it (codegen/'s names lowering/'s modules)
-    stale = {n for n in named(package) - contents(package) if not any(package.rglob(n.rstrip("/")))}
+    # an entry of a sub-folder's may be listed under it (codegen/'s names lowering/'s modules),
+    # and a package of tprules' own named as a reference (frontends/'s "nothing in runtime/")
+    stale = {n for n in named(package) - contents(package)
+             if not any(package.rglob(n.rstrip("/"))) and not (ROOT / n.rstrip("/")).exists()}
     assert not stale, f"{package.relative_to(ROOT)}/__init__.py names what is not there: {', '.join(sorted(stale))}"
 
 

@@ -15,7 +15,7 @@ sharding/  the sharding table (how Replicate / Shard / Partial placements flow t
            needs the whole sum
 layers/    each decoder layer once: the layers traced per kind, the rest stamped from them
 drivers/   the import jobs (hf, decode, torch recipe: one ImportJob, `prepare`, `Built`,
-           `Checked`, `written`) and their shared tail: data/, expected/, the self-check on
+           `Checked`, `written`) and their shared tail: the data and expected files, the self-check on
            a second input, a folder written whole or not at all
 
 The facts the Sharder and the stamper emit are one container (program/facts.py), their

@@ -12,4 +12,5 @@ core_aten.py    torch.export of a module to core ATen, in one trace
 trace.py        the causal-LM forward traced (kept per process by config and shape)
 constants.py    what does not depend on `input_ids`: a weight, a transposed weight, or a folded
                 subgraph that becomes a program input
+arrays.py       a torch tensor as numpy: the importer's one converter (data, expected, the check)
 """

@@ -1,7 +1,7 @@
 """A torch tensor as numpy: the one converter of the importer (data/, expected/, the check's
 values). Floats become float32 (the program's floats); integers stay as they are; a boolean
 stays numpy's bool where it is written to a file (the runtime reads it as the program stores
-it, runtime/inputs.as_stored) and is an i8 0 or 1 where tprules' reference computes with it
+it, runtime/values/inputs.py's as_stored) and is an i8 0 or 1 where tprules' reference computes with it
 (`stored=True`: the program's own storage)."""
 
 from __future__ import annotations
