@@ -21,8 +21,8 @@ from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
 from .cli import assert_refused, plan_file
-from .test_import_ep import EXPERTS, _matches_torch
 from .layers.test_stamp import _same_folders
+from .test_import_ep import EXPERTS, _matches_torch
 from .tiny import LATENT_MOE, facts, make_model
 
 # the tiny models beside conftest's (mixtral, qwen3_moe): 4 experts, top 2; DeepSeek-V3's
