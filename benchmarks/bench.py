@@ -23,7 +23,8 @@ itself is timed in every round:
 - souffle      `souffle -F facts -D out rules.dl` on `tprules export DIR` (when souffle is on PATH)
 - souffle-compiled  the same rules compiled (`souffle -o`, C++ built once beforehand into the work
                folder and not timed; the rules are the same at every size), run on the same facts
-- clingo       `python -m clingo rules.lp facts.lp` on the rules translated by tprules/datalog/engine/asp.py
+- clingo       `python -m clingo --enable-python rules.lp facts.lp` on the rules translated by
+               tprules/datalog/engine/asp.py (its `#script` block computes `match` and `to_number`)
 - pydatalog    `tprules check DIR --engine pydatalog` (one run, with a timeout; --pydatalog-sizes)
 
 A command that does not exist yet (or a tool that is not installed) is skipped with a note.
@@ -229,7 +230,7 @@ def write_clingo(program: Path, out: Path) -> None:
 
     ws = Workspace(program)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "rules.lp").write_text(program_to_asp(ws.checked, show=("legal", "refused")))
+    (out / "rules.lp").write_text(program_to_asp(ws.checked, show=("legal", "refused"), with_script=True))
     (out / "facts.lp").write_text(facts_to_asp({r: ws.program.facts.ordered(r) for r in ws.checked.inputs}))
 
 
@@ -323,8 +324,8 @@ def bench_size(size: str, work: Path, repeat: int, timeout: float, pydatalog: bo
             ("souffle-compiled", [info["souffle_compiled"], "-F", base / "souffle" / "facts", "-D",
                                   base / "souffle" / "out-compiled"], info["souffle_compiled"] is not None,
              "souffle not on PATH, or souffle -o failed"),
-            ("clingo", [PY, "-m", "clingo", base / "clingo" / "rules.lp", base / "clingo" / "facts.lp", "-V0",
-                        "--warn=none", "--outf=0"], importlib.util.find_spec("clingo") is not None,
+            ("clingo", [PY, "-m", "clingo", "--enable-python", base / "clingo" / "rules.lp", base / "clingo" / "facts.lp",
+                        "-V0", "--warn=none", "--outf=0"], importlib.util.find_spec("clingo") is not None,
              "clingo not installed")):
         if ok:
             timed.append((tool, cmd))

@@ -23,6 +23,7 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     os.environ["TPRULES_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ.pop("TPRULES_RULES", None)  # a user's own rules folder (config.py) is not the tests'
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     yield
 

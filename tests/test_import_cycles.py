@@ -79,6 +79,8 @@ LAYERS = {
     "tprules.pos": 0, "tprules.version": 0, "tprules.config": 0, "tprules.paths": 0,
     "tprules.deep": 0, "tprules.heap": 0, "tprules.progress": 0,
     "tprules.errors": 1,
+    # a rules folder, checked (config.py finds it; errors.py says what is wrong with it)
+    "tprules.rulefolder": 2,
     # the Datalog wing: rule text and its values -> checks | fact files -> engines
     "tprules.datalog": 2, "tprules.datalog.lang": 2,
     "tprules.datalog.analysis": 3, "tprules.datalog.facts": 3,

@@ -10,6 +10,7 @@ import os
 import sys
 
 from .commands import COMMANDS
+from .config import SettingError
 from .errors import BadInput
 from .heap import keep_freed_memory
 
@@ -21,13 +22,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: usage: {message}\n")
 
 
+class _Version(argparse.Action):
+    """`--version`: the version, and where the default rules and the shim library come from."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .rulefolder import describe
+
+        try:
+            text = describe()
+        except (BadInput, SettingError) as err:
+            parser.exit(2, f"{err}\n")
+        sys.stdout.write(text)
+        parser.exit(0)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only`, just that command's options (the others' modules
     are then not imported: `check` starts faster)."""
     parser = _Parser(prog="tprules", description="Fusion legality for tensor-parallel programs, as Datalog rules.")
-    from .version import __version__
-
-    parser.add_argument("--version", action="version", version=f"tprules {__version__}")
+    parser.add_argument("--version", action=_Version, help="print the version and where the default rules come from")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in [only] if only in COMMANDS else COMMANDS:
@@ -114,7 +130,7 @@ def _main(argv: list[str] | None) -> int:
         show = parse_show(getattr(args, "show", None))
         args.show = show
         return int(args.handler(args) or 0)
-    except BadInput as err:
+    except (BadInput, SettingError) as err:  # (a setting's error is config.py's, on the floor)
         sys.stdout.flush()
         print(str(err), file=sys.stderr)
         return 2

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import default_rules_dir
 from .datalog.analysis.checked import CheckedRules, load_rules
 from .datalog.engine.options import ENGINE_TABLE
 from .datalog.facts.columns import isin
 from .errors import RuleError
 from .program.load import LoadedProgram, check_rule_schema, load_program
 from .program.model import Program
+from .rulefolder import rules_folder
 from .verdicts import Verdict, VerdictTable, judge, places
 
 ENGINES = tuple(ENGINE_TABLE)
@@ -36,9 +36,9 @@ def make_engine(name: str, checked: CheckedRules, program: LoadedProgram | None 
 
 
 def load_checked_rules(rules_dir: Path | str | None, include_dirs=()) -> CheckedRules:
-    """The rules of a folder (default: the project's rules/), checked against SPEC §2's schema;
+    """The rules of a folder (default: the setting's, config.py), checked against SPEC §2's schema;
     `#include` searches `include_dirs` (the command's `-I` folders) after the including file's."""
-    checked = load_rules(Path(rules_dir) if rules_dir is not None else default_rules_dir(), include_dirs=include_dirs)
+    checked = load_rules(rules_folder(rules_dir), include_dirs=include_dirs)
     check_rule_schema(checked)
     return checked
 

@@ -31,6 +31,9 @@ from tprules.errors import RuleError
 from tprules.workspace import ENGINES, make_engine
 
 CASES = case_dirs(DATA / "engine")
+# The cases Soufflé runs too: `no-souffle.txt` says why one is left out (deep_expression: Soufflé
+# takes about 40 s to type-check it), as test_eval.py leaves such cases out.
+SOUFFLE_CASES = [c for c in CASES if not (c / "no-souffle.txt").exists()]
 
 
 @lru_cache(maxsize=None)  # parsed and checked once for the three engines and Soufflé
@@ -74,10 +77,8 @@ def _engine_gives_hand_computed_answer(case, engine):
 
 
 @needs_souffle
-@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+@pytest.mark.parametrize("case", SOUFFLE_CASES, ids=case_ids(SOUFFLE_CASES))
 def test_souffle_gives_hand_computed_answer(case, tmp_path):
-    if (case / "no-souffle.txt").exists():
-        pytest.skip((case / "no-souffle.txt").read_text().strip())
     skip_unless_64_bit(case)
     checked, _ = on_large_stack(load_case, case)
     facts = tmp_path / "facts"

@@ -7,7 +7,8 @@ import sys
 
 
 def add_rules(parser) -> None:
-    parser.add_argument("--rules", metavar="RULES_DIR", help="rule folder (default: the project's rules/)")
+    parser.add_argument("--rules", metavar="RULES_DIR", help="rule folder (default: TPRULES_RULES, else [tool.tprules] "
+                                                                 "rules in pyproject.toml, else the packaged rules)")
     add_include(parser)
 
 

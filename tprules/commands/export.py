@@ -31,14 +31,14 @@ def write_facts(facts, relations, out: Path) -> None:
 
 
 def run(args) -> int:
-    from ..config import default_rules_dir
     from ..program.load import load_program
+    from ..rulefolder import rules_folder
     from ..workspace import load_checked_rules
 
     checked = load_checked_rules(args.rules, args.include_dirs)
     program = load_program(args.dir, checked, args.shim)
     out = Path(args.out)
-    rules_dir = Path(args.rules) if args.rules else default_rules_dir()
+    rules_dir = rules_folder(args.rules)
     texts = [f"// ---- {p.name}\n{p.read_text()}" for p in sorted(rules_dir.glob("*.dl"))]
     out.mkdir(parents=True, exist_ok=True)
     (out / "rules.dl").write_text("\n".join(texts))

@@ -15,11 +15,11 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..config import default_rules_dir
     from ..datalog.analysis.checked import load_rules
     from ..program.load import check_rule_schema, load_program
+    from ..rulefolder import rules_folder
 
-    rules_dir = args.rules or default_rules_dir()
+    rules_dir = rules_folder(args.rules)
     checked = load_rules(rules_dir, use_cache=False, include_dirs=args.include_dirs)
     check_rule_schema(checked)
     if "strata" in args.show:

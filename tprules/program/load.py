@@ -108,7 +108,7 @@ def load_program(directory: Path, checked: CheckedRules, shim: str | None = None
             raise FactError(f"{name} is computed by tprules; remove this file (it is written by `tprules export`)",
                             Pos(f"{display}/{name}.facts", 1))
     schema = fact_schema(checked)
-    library = Path(library) if library is not None else shim_library_dir()
+    library = Path(library) if library is not None else shim_library_dir(checked.source)
     symbols = Symbols()
     lib = load_fact_dir(library, schema, strict=False, symbols=symbols) if library.is_dir() else FactBase(symbols=symbols)
     own = load_fact_dir(directory, schema, display_root=display, symbols=symbols)

@@ -124,7 +124,10 @@ def load_rules(rules_dir: Path, use_cache: bool = True, include_dirs=()) -> Chec
     paths = sorted(rules_dir.glob("*.dl"))
     if not paths:
         raise RuleError(f"no .dl rule files in {rules_dir}")
-    files = [(display_path(p), p.read_bytes()) for p in paths]
+    try:
+        files = [(display_path(p), p.read_bytes()) for p in paths]
+    except OSError as err:
+        raise RuleError(f"cannot read it: {err.strerror}", Pos(display_path(err.filename or rules_dir), 0)) from None
     texts = []
     for name, content in files:
         try:
