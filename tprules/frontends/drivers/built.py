@@ -73,11 +73,12 @@ def built_whole(job: ImportJob, graph, constants, lowerer, tpp) -> Built:
                  sorted(graph.folded), inputs, constants, graph, names=lowerer.names, output=lowerer.output)
 
 
-def stamp_built(job: ImportJob, graph, constants, lowerer, place=None) -> Built:
+def stamp_built(job: ImportJob, graph, constants, lowerer, caches: frozenset[str] = frozenset(),
+                settled=None) -> Built:
     """A reduced trace's graph (its values tagged with their segments, layers/stamp.py) sharded and
-    stamped for every layer of `job.kinds`. `place(graph, style_of, weights, kinds)` may add
-    placements of program inputs before the sharding, and returns the caches the Sharder
-    places at their writes (Sharder.run's `caches`)."""
+    stamped for every layer of `job.kinds`; `caches` placed at their writes (Sharder.run's).
+    `settled(graph, tpp, weights)` is False where the sharding placed an input otherwise than
+    its values need (it adds their placements to `weights`): the graph is sharded again."""
     from ...program.candidates import candidates as add_candidates
     from ..layers.kinds import reduced
     from ..layers.stamp import Stamper, TaggingSharder
@@ -87,9 +88,11 @@ def stamp_built(job: ImportJob, graph, constants, lowerer, place=None) -> Built:
     assert kinds is not None
     style_of, weights, kinds_of = plan_placements(graph, job.tp, src.architecture, src.plan, src.base_prefix,
                                                   job.heads, src.buffers)
-    caches = place(graph, style_of, weights, kinds_of) if place is not None else frozenset()
     sharder = TaggingSharder(graph, job.tp, src.architecture, style_of)
     tpp = sharder.run(weights, kinds_of, caches)
+    if settled is not None and not settled(graph, tpp, weights):
+        sharder = TaggingSharder(graph, job.tp, src.architecture, style_of)
+        tpp = sharder.run(weights, kinds_of, caches)
     check_folded(src, graph, constants, tpp.placement)
     job.clock.tick("shard")
     stamper = Stamper(graph, sharder, kinds)

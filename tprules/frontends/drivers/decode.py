@@ -114,8 +114,10 @@ def _whole(job: ImportJob, cache: _Cache) -> Built:
     constants, lowerer, graph = _lowered(job, cache)
     style_of, weights, kinds = plan_placements(graph, job.tp, src.architecture, src.plan, src.base_prefix, job.heads,
                                                src.buffers)
-    caches = _place_caches(graph, job.tp, src.architecture, style_of, weights, kinds)
+    caches = written_caches(graph) if job.tp > 1 else frozenset()
     tpp = Sharder(graph, job.tp, src.architecture, style_of).run(weights, kinds, caches)
+    if not settled(graph, tpp, weights):
+        tpp = Sharder(graph, job.tp, src.architecture, style_of).run(weights, kinds, caches)
     built = built_whole(job, graph, constants, lowerer, tpp)
     built.placement = tpp.placement
     return built
@@ -154,10 +156,8 @@ def _stamped(job: ImportJob, cache: _Cache) -> Built:
             if r in states and r not in graph.segment and s.name in segments.of:
                 graph.segment[r] = segments.of[s.name]
 
-    def place(graph, style_of, weights, kinds_of):
-        return _place_caches(graph, job.tp, job.src.architecture, style_of, weights, kinds_of)
-
-    built = stamp_built(job, graph, constants, lowerer, place)
+    caches = written_caches(graph) if job.tp > 1 else frozenset()
+    built = stamp_built(job, graph, constants, lowerer, caches, settled)
     _check_names(built.facts)
     return built
 
@@ -177,21 +177,15 @@ def _check_names(facts) -> None:
             raise CannotStamp(f"two stamped rows of {rel}.facts share a name")
 
 
-def _place_caches(graph, tp, arch, style_of, weights, kinds) -> frozenset[str]:
-    """The caches the Sharder places at their put_along (Sharder.run's `caches`); a recurrent
-    state (no put_along writes it) placed in `weights` as its update is, read off a first
-    sharding: its placement depends on the step that reads it, so a step with one is sharded
-    twice (the Sharder leaves the graph as it was)."""
-    from ..sharding.sharder import Sharder
-
-    if tp == 1:
-        return frozenset()
-    caches = written_caches(graph)
-    states = recurrent_states(graph, caches)
-    if states:
-        first = Sharder(graph, tp, arch, style_of).run(weights, kinds, caches)
-        weights.update(state_placements(graph, first, states))
-    return caches
+def settled(graph, tpp, weights) -> bool:
+    """Whether each recurrent state (no put_along writes it) is placed as its update is: a
+    state is replicated in a first sharding, and where its update comes out split (of its
+    shape), that placement goes into `weights` for a second (False). The plans of today's
+    hybrid models replicate or gather their recurrent mixers, so the first sharding stands."""
+    found = state_placements(graph, tpp, recurrent_states(graph, written_caches(graph)))
+    moved = {name: p for name, p in found.items() if p != tpp.placement[name]}
+    weights.update(moved)
+    return not moved
 
 
 def within_layers(built) -> None:
