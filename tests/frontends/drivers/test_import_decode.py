@@ -236,3 +236,25 @@ def test_a_mixture_of_experts_decode_step_imports_without_data(hf_model, importe
 
     assert Ops.GROUPED_MATMUL in classes(out) and classes(out) == classes(with_data)
     assert not (out / "data").exists()
+
+
+@pytest.mark.parametrize("stamps", [True, False])
+def test_a_decode_step_is_sharded_once(hf_model, tmp_path, monkeypatch, stamps):
+    # each cache is placed at its put_along in the one sharding (Sharder.run's caches), stamped
+    # or traced whole; no first sharding with the caches replicated
+    from tprules.frontends.drivers import job as job_module
+    from tprules.frontends.drivers.decode import import_decode
+    from tprules.frontends.sharding.sharder import Sharder
+
+    runs = []
+    real = Sharder.run
+
+    def counted(self, *args, **kwargs):
+        runs.append(kwargs.get("caches", args[2] if len(args) > 2 else frozenset()))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Sharder, "run", counted)
+    if not stamps:
+        monkeypatch.setattr(job_module.ImportJob, "stamps", property(lambda self: False))
+    import_decode(hf_model("llama"), 2, tmp_path / "program", past=3, cache_len=6)
+    assert len(runs) == 1 and len(runs[0]) == 2 * 2  # a key and a value cache per layer (2 layers)
