@@ -178,7 +178,7 @@ def test_a_model_the_one_trace_refuses_is_traced_the_public_way(monkeypatch):
     assert "aten.mm.default" in {str(n.target) for n in program.graph.nodes}
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 END = """
 import atexit, sys
 atexit.register(lambda: print("torn down", file=sys.stderr))
