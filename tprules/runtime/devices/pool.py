@@ -1,0 +1,95 @@
+"""Compile a plan's distinct kernel sources in a pool of processes (`run --jobs N`, `compile`).
+
+Numba compiles one function at a time under the GIL, so a cold run of a program of many
+kernels is one core's work, source after source. Here each distinct source that Numba's
+on-disk cache does not hold yet is compiled by one of N worker processes (spawned once a
+process and kept, so a second plan pays no start-up). A worker writes what it compiles into
+the shared cache (codegen/cache.py: whole files or none), and the process that runs then
+loads each kernel from there. A compile that fails in a worker comes back as its message, not
+a traceback, and is compiled again here, where it fails as a compile fails in-process (the
+device's error names the group and its members); a worker that dies (killed, out of memory)
+leaves its sources to be compiled here.
+
+>>> jobs_count("2"), jobs_count(None) >= 1
+(2, True)
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from ...codegen import cache
+from ...errors import UsageError
+
+MIN_POOLED = 2  # fewer uncached sources than this are compiled in-process (a worker's start-up costs ~1 s)
+
+_pool: list = []  # (jobs, ProcessPoolExecutor), one a process
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def jobs_count(text: str | None) -> int:
+    """`--jobs`'s value: a count of at least 1 (default: one per core); else a usage error."""
+    if text is None:
+        return cores()
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"--jobs takes a count of worker processes of at least 1, not {text!r}")
+    return n
+
+
+def executor(jobs: int) -> ProcessPoolExecutor:
+    """The process's pool of `jobs` workers (made again when another count is asked for)."""
+    import multiprocessing
+
+    if _pool and _pool[0][0] == jobs:
+        return _pool[0][1]
+    shutdown()
+    # spawned, not forked: the parent may already run threads (chips' queues, Numba's pool)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    _pool.append((jobs, pool))
+    return pool
+
+
+def shutdown() -> None:
+    while _pool:
+        _pool.pop()[1].shutdown(wait=False, cancel_futures=True)
+
+
+atexit.register(shutdown)
+
+
+def compile_all(work: Sequence[tuple[str, str, tuple]], jobs: int,
+                done: Callable[[int], None] | None = None) -> dict[int, tuple[float, str | None]]:
+    """Compile work item i = (source, flavour, spec) for each i, `jobs` at a time in worker
+    processes; returns i → (seconds, error or None) for those a worker finished (a dead
+    worker's are left out: the caller compiles them itself). `done(i)` is called as each ends."""
+    if jobs < 2 or len(work) < MIN_POOLED:
+        return {}
+    found: dict[int, tuple[float, str | None]] = {}
+    try:
+        pool = executor(jobs)
+        futures: dict[Future, int] = {pool.submit(cache.compile_source, *w): i for i, w in enumerate(work)}
+        for f, i in futures.items():
+            try:
+                found[i] = f.result()
+            except BrokenProcessPool:
+                shutdown()  # a worker died: the rest are compiled in-process
+                break
+            if done:
+                done(i)
+    except (OSError, BrokenProcessPool):  # no processes to be had here: compile in-process
+        shutdown()
+    return found
