@@ -39,12 +39,12 @@ def load(source: str, flavour: str):
     """The module of a generated source (written once, imported once per process)."""
     d = digest(source)
     name = f"tprules_kernel_{flavour}_{d}"
+    where = folder(flavour)
+    path = where / f"k_{d}.py"
     with _lock:
-        if name in _loaded:
-            return _loaded[name]
-        where = folder(flavour)
+        if str(path) in _loaded:  # (by path: a process may change its cache folder, as tests do)
+            return _loaded[str(path)]
         where.mkdir(parents=True, exist_ok=True)
-        path = where / f"k_{d}.py"
         if not path.exists() or path.read_text() != source:
             tmp = where / f".k_{d}.{os.getpid()}.{threading.get_ident()}.tmp"
             tmp.write_text(source)
@@ -54,7 +54,7 @@ def load(source: str, flavour: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-        _loaded[name] = module
+        _loaded[str(path)] = module
         return module
 
 
@@ -89,10 +89,9 @@ def compiled(source: str, flavour: str, signature: tuple, warn=None):
 
 def forget(source: str, flavour: str) -> None:
     """Drop the source's module from this process (it is imported afresh next time)."""
-    name = f"tprules_kernel_{flavour}_{digest(source)}"
     with _lock:
-        _loaded.pop(name, None)
-        sys.modules.pop(name, None)
+        _loaded.pop(str(folder(flavour) / f"k_{digest(source)}.py"), None)
+        sys.modules.pop(f"tprules_kernel_{flavour}_{digest(source)}", None)
 
 
 def compile_source(source: str, flavour: str, spec: tuple[tuple[str, int], ...]) -> tuple[float, str | None]:
