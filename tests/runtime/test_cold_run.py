@@ -191,3 +191,25 @@ def test_compile_for_the_cpu_warms_the_cache_slowest_first(cli, tmp_path, monkey
 def test_compile_for_the_cpu_refuses_out(cli):
     status, out, err = cli("compile", ROOT / "facts" / "megatron-mlp-tp2", "--device", "cpu", "--out", "/tmp/x")
     assert status == 2 and err.strip() == "usage: --out keeps CUDA builds: it takes --device cuda"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_kernel_that_does_not_compile_is_one_line_naming_its_group(cli, tmp_path, monkeypatch, jobs):
+    """In-process or first in a worker (spawned: it renders nothing, it is handed the source),
+    the error is one line naming the group and its members, never a traceback."""
+    from tprules.codegen.cpu import function
+
+    monkeypatch.setenv("TPRULES_CACHE_DIR", str(tmp_path))
+    real = function.render_params
+
+    def broken(kernel, *args, **kwargs):
+        source, scratch = real(kernel, *args, **kwargs)
+        return (source.replace("    return\n", "    return undefined_name\n") if "mm1_0" in kernel.members
+                else source), scratch
+
+    monkeypatch.setattr(function, "render_params", broken)
+    status, out, err = cli("run", ROOT / "facts" / "megatron-mlp-tp2", "--unfused", "--jobs", jobs)
+    assert status == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "compile error: the kernel of group mm1_0 [mm1_0] does not compile: TypingError: "), err

@@ -35,9 +35,10 @@ def mover(kernel: Kernel) -> Callable[..., None] | None:
     params = {p.name: p for p in kernel.params}
     if any(p.role not in ROLES or p.alias is not None for p in kernel.params):
         return None
-    if not kernel.stages or not all(isinstance(s, Pointwise) for s in kernel.stages):
+    stages = [s for s in kernel.stages if isinstance(s, Pointwise)]
+    if not stages or len(stages) != len(kernel.stages):
         return None
-    for stage in kernel.stages:
+    for stage in stages:
         for st in stage.stores:
             dtype = params[st.param].dtype
             if st.flip and len(stage.shape) != 2:
@@ -45,7 +46,6 @@ def mover(kernel: Kernel) -> Callable[..., None] | None:
             if not _moves(st.value, dtype, params):
                 return None
     names = [p.name for p in kernel.params]
-    stages = kernel.stages
 
     def run(*buffers) -> None:
         held = {n: b.reshape(params[n].shape) for n, b in zip(names, buffers)}
@@ -103,8 +103,8 @@ def describe(kernel: Kernel) -> str:
     """What `run --show kernels` prints in place of a source: each store as the numpy it is."""
     lines = [f"# a move, no compiled kernel: numpy copies the view of its input (codegen/moves.py) [{kernel.kind}]"]
     for stage in kernel.stages:
+        assert isinstance(stage, Pointwise)  # (a move's only stage kind)
         for st in stage.stores:
-            assert isinstance(stage, Pointwise)
             lines.append(f"{st.param}[...] = {_text(st.value)}{'.T' if st.flip else ''}  # {stage.shape}")
     return "\n".join(lines) + "\n"
 
