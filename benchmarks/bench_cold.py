@@ -63,7 +63,7 @@ def tprules_run(folder: Path, cache: Path, jobs: int | None) -> dict:
         return {"wall_s": wall, "error": (done.stderr.strip().splitlines() or ["?"])[-1]}
     report = json.loads(done.stdout)
     return {"wall_s": wall, "ok": report["ok"], "compile_s": report["compile_s"], "kernels": report["kernels"],
-            "compiled": report["compiled"], "moves": report.get("moves", 0)}
+            "compiled": report["compiled"], "uncompiled": report.get("uncompiled", 0)}
 
 
 def torch_first_call(folder: Path, inductor: Path) -> dict:
@@ -92,7 +92,7 @@ def row(name: str, round_: int, cold: dict, warm: dict, torch: dict) -> str:
              f"{warm['wall_s']:.1f} s", f"{first:.1f} s" if first else torch.get("error", "-"),
              f"{torch['process_s']:.1f} s" if "process_s" in torch else "-",
              f"{cold['wall_s'] / first:.2f}" if first else "-",
-             str(cold.get("kernels", "-")), str(cold.get("compiled", "-")), str(cold.get("moves", "-")), load()]
+             str(cold.get("kernels", "-")), str(cold.get("compiled", "-")), str(cold.get("uncompiled", "-")), load()]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     print(f"{os.cpu_count()} cores; load average at the start {load()}")
     print("| program | round | tprules cold (wall) | compile | warm (wall) | torch.compile first call | "
-          "its process | cold / first call | kernels | distinct sources | moves | load |")
+          "its process | cold / first call | kernels | distinct sources | run by numpy | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="tprules-cold-") as tmp_name:
         tmp = Path(tmp_name)

@@ -1,4 +1,4 @@
-"""Kernels that only move memory run without a compiled kernel of their own.
+"""Kernels that only move memory, or only add and multiply, run without a compiled kernel.
 
 A group whose every store is a buffer's elements read at another index (reshape, expand,
 permute, slice, cat, transpose: codegen/lowering/layout.py), of one dtype throughout, computes
@@ -8,6 +8,13 @@ group needs no Numba compile: `mover(kernel)` is that copy, for any shape (lara_
 slices are 2,368 numpy copies, not 2,368 compiles). The elements copied are exactly those the
 rendered kernel stores (the same index maps, the same dtype, nothing converted), so the outputs
 are bit for bit the same.
+
+So does a kernel whose stores are float32 sums, differences, products, quotients and
+negations of such reads (a fold's n-ary `sum`, a residual `add`, a `sub` or `mul`): IEEE
+float32 rounds each of these exactly, numpy's ufuncs as Numba's code does, and numpy applies
+them in the order the rendered source does (a sum left to right: ((a + b) + c) + ...), so
+the bits are the same here too. Anything else (a transcendental function, a dtype's rounding,
+an integer conversion) is compiled.
 
 >>> from tprules.codegen.ir import Kernel, Load, Param, Pointwise, Remap, Store
 >>> k = Kernel("g", ("s",), "spine", (Param("p0", "in", (4, 6), "f32", "x"), Param("p1", "out", (2, 6), "f32", "y")),
@@ -24,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ops import Ops
-from .ir import Concat, Expr, Kernel, Load, Pointwise, Remap, Transpose
+from .ir import Concat, Expr, Kernel, Load, Op, Pointwise, Remap, Transpose
 
 ROLES = {"in", "out", "scratch"}  # a kernel with any other parameter (a fold's local, a scale) computes
 
@@ -57,8 +64,30 @@ def mover(kernel: Kernel) -> Callable[..., None] | None:
     return run
 
 
+# Classes whose float32 result numpy rounds exactly as the rendered source does (their
+# formulas in tprules/ops/elementwise.py are these operators, applied left to right).
+EXACT: dict[str, Callable[..., np.ndarray]] = {
+    Ops.ADD.value: np.add, Ops.SUB.value: np.subtract, Ops.MUL.value: np.multiply, Ops.DIV.value: np.divide,
+    Ops.NEG.value: np.negative,
+}
+
+
+def _sum(*xs: np.ndarray) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.add(out, x)
+    return out
+
+
+EXACT[Ops.SUM.value] = _sum
+
+
 def _moves(e: Expr, dtype: str, params) -> bool:
-    """Whether `e` reads elements of buffers of `dtype` and only moves them."""
+    """Whether `e` reads elements of buffers of `dtype` and only moves them (or, in float32,
+    combines them by an EXACT class)."""
+    if isinstance(e, Op):
+        return (dtype == "f32" and e.dtype == "f32" and e.cls in EXACT  # (their formulas read no attrs)
+                and all(_moves(a, dtype, params) for a in e.args))
     if isinstance(e, Load):
         return e.param in params and params[e.param].dtype == dtype and e.shape == params[e.param].shape
     if isinstance(e, Remap):
@@ -90,6 +119,9 @@ KINDS: dict[str, Callable[[np.ndarray, Remap], np.ndarray]] = {
 def _value(e: Expr, held: dict[str, np.ndarray]) -> np.ndarray:
     if isinstance(e, Load):
         return held[e.param]
+    if isinstance(e, Op):
+        with np.errstate(all="ignore"):  # inf and nan are values here, as in the kernels (error_model numpy)
+            return EXACT[e.cls](*(_value(a, held) for a in e.args))
     if isinstance(e, Remap):
         return KINDS[e.kind](_value(e.arg, held), e)
     if isinstance(e, Transpose):
@@ -101,7 +133,7 @@ def _value(e: Expr, held: dict[str, np.ndarray]) -> np.ndarray:
 
 def describe(kernel: Kernel) -> str:
     """What `run --show kernels` prints in place of a source: each store as the numpy it is."""
-    lines = [f"# a move, no compiled kernel: numpy copies the view of its input (codegen/moves.py) [{kernel.kind}]"]
+    lines = [f"# no compiled kernel: numpy runs it (codegen/moves.py) [{kernel.kind}]"]
     for stage in kernel.stages:
         assert isinstance(stage, Pointwise)  # (a move's only stage kind)
         for st in stage.stores:
@@ -118,4 +150,6 @@ def _text(e: Expr) -> str:
         return f"{_text(e.arg)}.T"
     if isinstance(e, Concat):
         return f"cat([{', '.join(_text(a) for a in e.args)}], axis={e.axis})"
+    if isinstance(e, Op):
+        return f"{e.cls}({', '.join(_text(a) for a in e.args)})"
     return repr(e)

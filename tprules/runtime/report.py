@@ -60,7 +60,7 @@ def print_plan(console, report, title: str) -> None:
     console.print(title, soft_wrap=True)
     console.print(f"plan: {report.groups} groups -> {report.kernels} kernels ({kinds}); "
                   f"{report.compiled} distinct sources"
-                  + (f", {report.moves} moves with no kernel" if report.moves else ""), soft_wrap=True)
+                  + (f", {report.uncompiled} run by numpy with no compile" if report.uncompiled else ""), soft_wrap=True)
 
 
 def chip_table(report):

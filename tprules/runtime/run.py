@@ -54,7 +54,7 @@ class RunReport:
     matmul: dict[str, str] = field(default_factory=dict)  # the device's matmul core: kind, library, reason
     shim_source: str = "library"  # where the shim is described: program | library
     timing: dict[str, tuple[int, float]] = field(default_factory=dict)  # kernel kind → (runs, seconds), fastest run
-    moves: int = 0  # kernels that only move memory: numpy's copy, no compiled kernel (codegen/moves.py)
+    uncompiled: int = 0  # kernels that only move memory or add exactly: numpy runs them, no compile (codegen/moves.py)
 
     @property
     def ok(self) -> bool:
@@ -73,7 +73,7 @@ class RunReport:
                 "shim_source": self.shim_source, "ok": self.ok,
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
                 "outputs": [o.to_json() for o in self.outputs], "kernels": self.kernels, "groups": self.groups,
-                "compiled": self.compiled, "moves": self.moves, "kinds": self.kinds,
+                "compiled": self.compiled, "uncompiled": self.uncompiled, "kinds": self.kinds,
                 "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s,
                            "threads": c.threads} for c in self.chips],
                 "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,

@@ -4,7 +4,7 @@ of a run, with what each distinct source cost (`warm`), slowest first in the rep
 The distinct sources the cache lacks are compiled in worker processes (devices/pool.py), then
 each kernel is loaded here as `run` loads it; a source's time is its worker's compile plus its
 load here (only the load where the cache held it already). Kernels that only move memory
-(codegen/moves.py) need no compile and are counted apart.
+or only add and multiply (codegen/moves.py) need no compile and are counted apart.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ class Warmed:
     device: str
     groups: int
     kernels: int
-    moves: int
+    uncompiled: int  # kernels numpy runs, with no compile (codegen/moves.py)
     sources: list[SourceTime] = field(default_factory=list)  # slowest first
     seconds: float = 0.0
     jobs: int = 1
 
     def to_json(self) -> dict:
         return {"program": self.program, "device": self.device, "groups": self.groups, "kernels": self.kernels,
-                "moves": self.moves, "distinct": len(self.sources), "seconds": self.seconds, "jobs": self.jobs,
+                "uncompiled": self.uncompiled, "distinct": len(self.sources), "seconds": self.seconds, "jobs": self.jobs,
                 "sources": [s.to_json() for s in self.sources]}
 
 
@@ -68,13 +68,13 @@ def warm(prog, plan, device, jobs: int) -> Warmed:
         cached[source] = bool(cache.machine_code(source, "cpu"))
     in_workers = device.warm(items, jobs)
     by_source: dict[str, SourceTime] = {}
-    moves = 0
+    uncompiled = 0
     for k, shared in items:
         began = time.perf_counter()
         compiled = device.compile(k, shared)
         took = time.perf_counter() - began
         if not compiled.compiles:
-            moves += 1
+            uncompiled += 1
             continue
         entry = by_source.get(compiled.source)
         if entry is None:
@@ -84,7 +84,7 @@ def warm(prog, plan, device, jobs: int) -> Warmed:
         entry.groups.append(k.group)
         entry.seconds += took
     sources = sorted(by_source.values(), key=lambda s: -s.seconds)
-    return Warmed(prog.display, device.describe(), len(plan.groups), len(kernels), moves, sources,
+    return Warmed(prog.display, device.describe(), len(plan.groups), len(kernels), uncompiled, sources,
                   time.perf_counter() - started, jobs)
 
 
@@ -93,7 +93,7 @@ def render_text(w: Warmed, top: int | None = None) -> str:
 
     lines = [f"compile {w.program} on {w.device}",
              f"plan: {w.groups} groups -> {w.kernels} kernels; {len(w.sources)} distinct sources, "
-             f"{w.moves} moves with no kernel; {w.jobs} worker process{'' if w.jobs == 1 else 'es'}", ""]
+             f"{w.uncompiled} run by numpy with no compile; {w.jobs} worker process{'' if w.jobs == 1 else 'es'}", ""]
     shown = w.sources if top is None else w.sources[:top]
     head = ("seconds", "compiled", "kind", "kernels", "groups (members of the first)")
     rows = [(seconds(s.seconds), s.compiled_in, s.kind, str(len(s.groups)),

@@ -30,7 +30,7 @@ class Compiled:
         self.kernel = kernel
         self.source = source
         self.launches = launches  # launches per run of the kernel (CUDA: one per stage)
-        self.compiles = compiles  # False: it only moves memory, and runs with no compiled kernel (codegen/moves.py)
+        self.compiles = compiles  # False: numpy runs it (it only moves memory or adds exactly: codegen/moves.py)
 
 
 class Queue:

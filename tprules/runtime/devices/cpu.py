@@ -242,7 +242,7 @@ class CpuDevice(Device):
 
     def compile(self, kernel, shared: bool = False) -> Compiled:
         move = moves.mover(kernel)
-        if move is not None:  # only moves memory: numpy's copy, nothing to compile (codegen/moves.py)
+        if move is not None:  # moves memory or adds exactly: numpy runs it, nothing to compile (codegen/moves.py)
             return CpuCompiled(kernel, moves.describe(kernel), move, compiles=False)
         kernel, source, threads = self.render(kernel, shared)
         fn = self._compiled.get(source)
