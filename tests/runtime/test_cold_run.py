@@ -42,12 +42,15 @@ def views(b):
 
 def sums(b):
     """Exact float32 arithmetic: an n-ary sum (left to right), a residual add, a broadcast
-    sub, mul, div and neg, with infinities and NaNs among the values."""
+    sub, mul, div and neg, an add_scalar and a where on an i8 condition, with infinities and
+    NaNs among the values."""
     x = b.tensor("x", [4, 8], spine=True, data=np.array(
         [[1e30, -1e30, np.inf, np.nan, 0.1, 0.2, 0.3, -0.0]] * 4, np.float32) * np.arange(1, 5, dtype=np.float32)[:, None])
     y = b.tensor("y", [4, 8], spine=True)
     z = b.tensor("z", [8], spine=True)
     total = _s(b, "total", "sum", [x, y, x, y, y], [4, 8])
+    keep = b.tensor("keep", [4, 1], "i8", spine=True, data=np.array([[1], [0], [3], [0]], np.int8))
+    _s(b, "picked", "where", [keep, _s(b, "shifted", "add_scalar", [x], [4, 8], value="0.1"), y], [4, 8])
     _s(b, "res", "add", [_s(b, "d", "div", [_s(b, "m", "mul", [total, z], [4, 8]), y], [4, 8]),
                          _s(b, "n", "neg", [_s(b, "s", "sub", [x, z], [4, 8])], [4, 8])], [4, 8])
 

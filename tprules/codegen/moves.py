@@ -80,11 +80,18 @@ def _sum(*xs: np.ndarray) -> np.ndarray:
 
 
 EXACT[Ops.SUM.value] = _sum
+EXACT[Ops.WHERE.value] = lambda c, a, b: np.where(c != 0, a, b)  # a selection: nothing rounded
 
 
 def _moves(e: Expr, dtype: str, params) -> bool:
     """Whether `e` reads elements of buffers of `dtype` and only moves them (or, in float32,
     combines them by an EXACT class)."""
+    if isinstance(e, Op) and e.cls == Ops.ADD_SCALAR.value:  # x + f32(value): one exact rounding
+        return dtype == "f32" and e.dtype == "f32" and _moves(e.args[0], dtype, params)
+    if isinstance(e, Op) and e.cls == Ops.WHERE.value:  # the condition, of any dtype, is only compared with 0
+        c = e.args[0]
+        return (dtype == "f32" and e.dtype == "f32" and _moves(c, _dtype(c, params), params)
+                and all(_moves(a, dtype, params) for a in e.args[1:]))
     if isinstance(e, Op):
         return (dtype == "f32" and e.dtype == "f32" and e.cls in EXACT  # (their formulas read no attrs)
                 and all(_moves(a, dtype, params) for a in e.args))
@@ -98,6 +105,10 @@ def _moves(e: Expr, dtype: str, params) -> bool:
     if isinstance(e, Concat):
         return e.dtype == dtype and all(_moves(a, dtype, params) for a in e.args)
     return False
+
+
+def _dtype(e: Expr, params) -> str:
+    return params[e.param].dtype if isinstance(e, Load) else getattr(e, "dtype", "?")
 
 
 def _slice(x: np.ndarray, e: Remap) -> np.ndarray:
@@ -120,8 +131,11 @@ def _value(e: Expr, held: dict[str, np.ndarray]) -> np.ndarray:
     if isinstance(e, Load):
         return held[e.param]
     if isinstance(e, Op):
+        args = [_value(a, held) for a in e.args]
         with np.errstate(all="ignore"):  # inf and nan are values here, as in the kernels (error_model numpy)
-            return EXACT[e.cls](*(_value(a, held) for a in e.args))
+            if e.cls == Ops.ADD_SCALAR.value:
+                return np.add(args[0], np.float32(float(dict(e.attrs)["value"])))
+            return EXACT[e.cls](*args)
     if isinstance(e, Remap):
         return KINDS[e.kind](_value(e.arg, held), e)
     if isinstance(e, Transpose):
