@@ -243,7 +243,8 @@ class CpuDevice(Device):
     def compile(self, kernel, shared: bool = False) -> Compiled:
         move = moves.mover(kernel)
         if move is not None:  # moves memory or adds exactly: numpy runs it, nothing to compile (codegen/moves.py)
-            return CpuCompiled(kernel, moves.describe(kernel), move, compiles=False)
+            return CpuCompiled(kernel, moves.describe(kernel), move, self._threads(shared) if shared else None,
+                               compiles=False)
         kernel, source, threads = self.render(kernel, shared)
         fn = self._compiled.get(source)
         if fn is None:
@@ -254,10 +255,14 @@ class CpuDevice(Device):
             self._compiled[source] = fn
         return CpuCompiled(kernel, source, fn, threads if shared else None)
 
+    def _threads(self, shared: bool) -> int:
+        """A kernel's threads: a shared spine kernel's every core, else the chip's share."""
+        return max(self.threads, self.cores) if shared and not self.fixed else self.threads
+
     def render(self, kernel, shared: bool = False):
         """The kernel as the rendered source runs it (its scratch parameters added), the
         source, and the threads it runs on."""
-        threads = max(self.threads, self.cores) if shared and not self.fixed else self.threads
+        threads = self._threads(shared)
         blas = self.core.kind == "blas"
         source, scratch = cpu.render_params(kernel, gemm=blas, threads=threads)
         if blas:  # attention's stages run tile by tile: their scratch buffers are never made
