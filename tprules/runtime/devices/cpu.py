@@ -221,6 +221,7 @@ class CpuDevice(Device):
 
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when OpenMP loads (the module's docstring)
         self._compiled: dict[str, object] = {}
+        self._rendered: dict[tuple, tuple] = {}  # (kernel, shared, threads) → render's
         self.fixed = threads
         reuse_freed_memory()
         self.core = cpu_core(matmul)
@@ -261,7 +262,13 @@ class CpuDevice(Device):
 
     def render(self, kernel, shared: bool = False):
         """The kernel as the rendered source runs it (its scratch parameters added), the
-        source, and the threads it runs on."""
+        source, and the threads it runs on (kept: `warm` renders what `compile` then takes)."""
+        key = (kernel, shared, self.threads)
+        if key not in self._rendered:
+            self._rendered[key] = self._render(kernel, shared)
+        return self._rendered[key]
+
+    def _render(self, kernel, shared: bool):
         threads = self._threads(shared)
         blas = self.core.kind == "blas"
         source, scratch = cpu.render_params(kernel, gemm=blas, threads=threads)
@@ -279,6 +286,8 @@ class CpuDevice(Device):
         each from the cache; returns source → the seconds a worker took to compile it.
         `done()` is called once for each source compiled."""
         work: dict[str, tuple] = {}
+        if jobs < 2:
+            return {}
         for kernel, shared in kernels:
             if moves.mover(kernel) is not None:
                 continue
