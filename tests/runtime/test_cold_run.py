@@ -229,3 +229,22 @@ def test_a_kernel_that_does_not_compile_is_one_line_naming_its_group(cli, tmp_pa
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "compile error: the kernel of group mm1_0 [mm1_0] does not compile: TypingError: "), err
+
+
+def test_a_worker_killed_mid_compile_leaves_no_half_written_entry(tmp_path, monkeypatch):
+    """A source that kills its worker while it is loaded: the pool breaks, its sources are left
+    to the caller (not in the answer), and the cache holds only whole files."""
+    from tprules.runtime.devices import pool
+
+    monkeypatch.setenv("TPRULES_CACHE_DIR", str(tmp_path))
+    killer = "import os\nos._exit(9)\n"
+    good = ("from numba import njit\n\n@njit(cache=True)\ndef kernel(p0):\n    p0[0] = 1.0\n")
+    found = pool.compile_all([(killer, "cpu", (("<f4", 1),)), (good, "cpu", (("<f4", 1),))], 2)
+    assert 0 not in found
+    assert not pool._pool  # the broken pool was let go: the next plan starts a fresh one
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert not [f for f in files if ".tmp" in f.name]
+    assert not cache.machine_code(killer, "cpu")
+    for f in files:
+        if f.suffix == ".nbi":  # whatever landed is whole: Numba reads it back
+            assert cache.compiled(good, "cpu", cache.signature_of((("<f4", 1),))) is not None
