@@ -107,10 +107,10 @@ def test_bad_jobs_is_one_line_and_exit_2(cli, command, jobs):
 
 
 def test_distinct_sources_compile_in_two_workers_with_equal_results(tmp_path, monkeypatch):
-    """Two worker processes fill an empty cache; the run loads from it, and its outputs are
-    those of a run compiled in-process."""
+    """Two worker processes and this one (--jobs 3) fill an empty cache; the run loads from
+    it, and its outputs are those of a run compiled in-process alone."""
     monkeypatch.setenv("TPRULES_CACHE_DIR", str(tmp_path / "pooled"))
-    pooled = execute(Workspace(ROOT / "facts" / "megatron-mlp-tp2"), device="cpu", baseline=True, jobs=2)
+    pooled = execute(Workspace(ROOT / "facts" / "megatron-mlp-tp2"), device="cpu", baseline=True, jobs=3)
     from tprules.runtime.devices import pool
 
     assert pool._pool and pool._pool[0][0] == 2  # the workers were used
@@ -239,7 +239,10 @@ def test_a_worker_killed_mid_compile_leaves_no_half_written_entry(tmp_path, monk
     monkeypatch.setenv("TPRULES_CACHE_DIR", str(tmp_path))
     killer = "import os\nos._exit(9)\n"
     good = ("from numba import njit\n\n@njit(cache=True)\ndef kernel(p0):\n    p0[0] = 1.0\n")
-    found = pool.compile_all([(killer, "cpu", (("<f4", 1),)), (good, "cpu", (("<f4", 1),))], 2)
+    other = good.replace("1.0", "2.0")
+    # two workers start on the first two at once; this process takes the last (never the killer)
+    found = pool.compile_all([(killer, "cpu", (("<f4", 1),)), (good, "cpu", (("<f4", 1),)),
+                              (other, "cpu", (("<f4", 1),))], 3)
     assert 0 not in found
     assert not pool._pool  # the broken pool was let go: the next plan starts a fresh one
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
@@ -248,3 +251,17 @@ def test_a_worker_killed_mid_compile_leaves_no_half_written_entry(tmp_path, monk
     for f in files:
         if f.suffix == ".nbi":  # whatever landed is whole: Numba reads it back
             assert cache.compiled(good, "cpu", cache.signature_of((("<f4", 1),))) is not None
+
+
+def test_compile_top_takes_a_count(cli):
+    status, out, err = cli("compile", ROOT / "facts" / "megatron-mlp-tp2", "--device", "cpu", "--top", "-1")
+    assert status == 2 and out == "" and err.strip() == "usage: --top takes a count of at least 0"
+
+
+def test_the_cache_clears_in_json_too(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("TPRULES_CACHE_DIR", str(tmp_path / "c"))
+    (tmp_path / "c" / "kernels" / "cpu").mkdir(parents=True)
+    (tmp_path / "c" / "kernels" / "cpu" / "k_x.py").write_text("x = 1\n")
+    status, out, _ = cli("cache", "--clear", "--format", "json")
+    assert status == 0 and json.loads(out) == {"location": str(tmp_path / "c"), "cleared": True, "bytes": 6}
+    assert not (tmp_path / "c").exists()

@@ -2,8 +2,8 @@
 
 Numba compiles one function at a time under the GIL, so a cold run of a program of many
 kernels is one core's work, source after source. Here each distinct source that Numba's
-on-disk cache does not hold yet is compiled by one of N worker processes (spawned once a
-process and kept, so a second plan pays no start-up). A worker writes what it compiles into
+on-disk cache does not hold yet is compiled by one of N processes: this one and N − 1
+workers (spawned once a process and kept, so a second plan pays no start-up). A worker writes what it compiles into
 the shared cache (codegen/cache.py: whole files or none), and the process that runs then
 loads each kernel from there. A compile that fails in a worker comes back as its message, not
 a traceback, and is compiled again here, where it fails as a compile fails in-process (the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import atexit
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from ...codegen import cache
@@ -73,23 +73,33 @@ atexit.register(shutdown)
 
 def compile_all(work: Sequence[tuple[str, str, tuple]], jobs: int,
                 done: Callable[[int], None] | None = None) -> dict[int, tuple[float, str | None]]:
-    """Compile work item i = (source, flavour, spec) for each i, `jobs` at a time in worker
-    processes; returns i → (seconds, error or None) for those a worker finished (a dead
-    worker's are left out: the caller compiles them itself). `done(i)` is called as each ends."""
+    """Compile work item i = (source, flavour, spec) for each i, `jobs` at a time: this
+    process is one of the `jobs` (it takes the items no worker has started, last first), and
+    jobs − 1 worker processes take the rest; returns i → (seconds, error or None) for those
+    finished (a dead worker's are left out: the caller compiles them itself). `done(i)` is
+    called as each ends."""
     if jobs < 2 or len(work) < MIN_POOLED:
         return {}
     found: dict[int, tuple[float, str | None]] = {}
     try:
-        pool = executor(jobs)
-        futures: dict[Future, int] = {pool.submit(cache.compile_source, *w): i for i, w in enumerate(work)}
-        for f, i in futures.items():
-            try:
-                found[i] = f.result()
-            except BrokenProcessPool:
-                shutdown()  # a worker died: the rest are compiled in-process
-                break
-            if done:
-                done(i)
+        pool = executor(jobs - 1)
+        futures = [pool.submit(cache.compile_source, *w) for w in work]
     except (OSError, BrokenProcessPool):  # no processes to be had here: compile in-process
         shutdown()
+        return found
+    for i in reversed(range(len(work))):  # this process's share: what no worker has started yet
+        if futures[i].cancel():
+            found[i] = cache.compile_source(*work[i])
+            if done:
+                done(i)
+    for i, f in enumerate(futures):
+        if i in found:
+            continue
+        try:
+            found[i] = f.result()
+        except BrokenProcessPool:
+            shutdown()  # a worker died: the rest are compiled in-process
+            break
+        if done:
+            done(i)
     return found
