@@ -103,7 +103,7 @@ def test_bad_jobs_is_one_line_and_exit_2(cli, command, jobs):
     status, out, err = cli(command, ROOT / "facts" / "megatron-mlp-tp2", *extra, "--jobs", jobs)
     assert status == 2 and out == ""
     assert err.strip().splitlines() == [
-        f"usage: --jobs takes a count of worker processes of at least 1, not {jobs!r}"]
+        f"usage: --jobs takes a count of compiling processes of at least 1, not {jobs!r}"]
 
 
 def test_distinct_sources_compile_in_two_workers_with_equal_results(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def add_parser(sub):
     common.add_shim(p)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="the device to build for: cuda (default; no GPU needed) or cpu (fills the kernel cache)")
-    p.add_argument("--jobs", metavar="N", help="cpu: compile in N worker processes (default one per core)")
+    p.add_argument("--jobs", metavar="N", help="cpu: compile in N processes (default one per idle core)")
     p.add_argument("--top", type=int, default=20, metavar="K",
                    help="cpu: list the K slowest sources (default 20; 0: all)")
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_90 (H100, H200; default), sm_80 (A100)")

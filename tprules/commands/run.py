@@ -24,7 +24,7 @@ def add_parser(sub):
     p.add_argument("--unfused", action="store_true", help="run one kernel per statement (the baseline) instead of the plan")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the fastest (default 1)")
     p.add_argument("--jobs", metavar="N", help="compile the distinct kernel sources in N worker processes "
-                                               "(default one per core; 1: in this process)")
+                                               "(default one per idle core; 1: in this process)")
     p.add_argument("--trace", metavar="OUT.json", help="write the run's timeline as Chrome trace-event JSON (Perfetto): "
                                                       "a process per rank, a thread per chip")
     ranks = p.add_mutually_exclusive_group()

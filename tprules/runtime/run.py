@@ -92,7 +92,7 @@ class Prepared:
         `world` (runtime/execution/world.py): the chips this process holds, every chip unless given (one MPI
         rank's: only its kernels are compiled, only its inputs read, `compiled[i]` None for the others);
         `jobs`: worker processes compiling the distinct sources first (runtime/devices/pool.py;
-        default one per core; 1: every kernel compiled in this process)."""
+        default one per idle core; 1: every kernel compiled in this process)."""
         from ..codegen import lower
         from .devices import get_device, pool
         from .execution.executor import Executor, is_scatter, runs_here, shares_spine
@@ -125,7 +125,7 @@ class Prepared:
             with phase("compile in workers"):
                 self.worker_s = warm([(k, share and k.place == "spine") for i, k in enumerate(self.kernels)
                                       if i not in overlapped and runs_here(k, world, scatters)],
-                                     pool.cores() if jobs is None else jobs)
+                                     pool.idle_cores() if jobs is None else jobs)
         for i, k in enumerate(self.kernels):
             if i in overlapped:  # a collective kernel on ranks, run on the host: what it does
                 self.compiled.append(None)
@@ -208,7 +208,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     core (runtime/devices/matmul.py); `trace` (runtime/trace.py) records the compile phases and
     every launch, copy and collective of every run; `share` False keeps a spine kernel on every
     chip where the device's chips could share one run of it (runtime/execution/executor.py);
-    `jobs`: the worker processes that compile the distinct kernel sources (default one per core).
+    `jobs`: the processes that compile the distinct kernel sources (default one per idle core).
     """
     from .devices import get_device
 

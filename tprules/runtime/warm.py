@@ -23,7 +23,7 @@ class SourceTime:
     groups: list[str]
     members: list[str]  # the first kernel's members
     seconds: float
-    compiled_in: str  # worker | here | cache (already there: only loaded)
+    compiled_in: str  # pool (ahead, by a worker or this process) | here (as it was loaded) | cache (only loaded)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "groups": self.groups, "members": self.members, "seconds": self.seconds,
@@ -78,7 +78,7 @@ def warm(prog, plan, device, jobs: int) -> Warmed:
             continue
         entry = by_source.get(compiled.source)
         if entry is None:
-            where = "worker" if compiled.source in in_workers else ("cache" if cached.get(compiled.source) else "here")
+            where = "pool" if compiled.source in in_workers else ("cache" if cached.get(compiled.source) else "here")
             entry = by_source[compiled.source] = SourceTime(k.kind, [], list(k.members),
                                                             in_workers.get(compiled.source, 0.0), where)
         entry.groups.append(k.group)
@@ -93,7 +93,7 @@ def render_text(w: Warmed, top: int | None = None) -> str:
 
     lines = [f"compile {w.program} on {w.device}",
              f"plan: {w.groups} groups -> {w.kernels} kernels; {len(w.sources)} distinct sources, "
-             f"{w.uncompiled} run by numpy with no compile; {w.jobs} worker process{'' if w.jobs == 1 else 'es'}", ""]
+             f"{w.uncompiled} run by numpy with no compile; compiled by {w.jobs} process{'' if w.jobs == 1 else 'es'}", ""]
     shown = w.sources if top is None else w.sources[:top]
     head = ("seconds", "compiled", "kind", "kernels", "groups (members of the first)")
     rows = [(seconds(s.seconds), s.compiled_in, s.kind, str(len(s.groups)),

@@ -37,16 +37,29 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def idle_cores() -> int:
+    """The cores that the machine's load leaves to this process (at least 1): a worker
+    started while every core is busy only slows the compiles down (its start-up is a second
+    of processor time; measured in docs/runtime.md)."""
+    n = cores()
+    try:
+        busy = int(os.getloadavg()[0])  # (this process's own work counts as one)
+    except OSError:
+        return n
+    return max(1, min(n, n - busy + 1))
+
+
 def jobs_count(text: str | None) -> int:
-    """`--jobs`'s value: a count of at least 1 (default: one per core); else a usage error."""
+    """`--jobs`'s value: a count of at least 1 (default: one per idle core, `idle_cores`);
+    else a usage error."""
     if text is None:
-        return cores()
+        return idle_cores()
     try:
         n = int(text)
     except ValueError:
         n = 0
     if n < 1:
-        raise UsageError(f"--jobs takes a count of worker processes of at least 1, not {text!r}")
+        raise UsageError(f"--jobs takes a count of compiling processes of at least 1, not {text!r}")
     return n
 
 
