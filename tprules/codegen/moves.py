@@ -80,7 +80,13 @@ def _sum(*xs: np.ndarray) -> np.ndarray:
 
 
 EXACT[Ops.SUM.value] = _sum
-EXACT[Ops.WHERE.value] = lambda c, a, b: np.where(c != 0, a, b)  # a selection: nothing rounded
+
+
+def _where(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray(np.where(c != 0, a, b))  # a selection: nothing rounded
+
+
+EXACT[Ops.WHERE.value] = _where
 
 
 def _moves(e: Expr, dtype: str, params) -> bool:
