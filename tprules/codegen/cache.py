@@ -58,6 +58,19 @@ def load(source: str, flavour: str):
         return module
 
 
+def sweep(flavour: str) -> None:
+    """Delete the temporary files of sources that processes no longer running were writing
+    (a killed worker's: never read, as their names are no module's)."""
+    for tmp in folder(flavour).glob(".k_*.tmp"):
+        try:
+            pid = int(tmp.name.split(".")[2])
+            os.kill(pid, 0)  # raises where no such process runs
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except (ValueError, IndexError, PermissionError):
+            continue
+
+
 def machine_code(source: str, flavour: str) -> list[Path]:
     """Numba's cache files (index and machine code) of a source, where there are any."""
     pycache = folder(flavour) / "__pycache__"

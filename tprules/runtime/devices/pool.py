@@ -76,9 +76,10 @@ def executor(jobs: int) -> ProcessPoolExecutor:
     return pool
 
 
-def shutdown() -> None:
+def shutdown(wait: bool = False) -> None:
+    """Let the process's pool go (`wait`: until its workers have stopped)."""
     while _pool:
-        _pool.pop()[1].shutdown(wait=False, cancel_futures=True)
+        _pool.pop()[1].shutdown(wait=wait, cancel_futures=True)
 
 
 atexit.register(shutdown)
@@ -111,7 +112,9 @@ def compile_all(work: Sequence[tuple[str, str, tuple]], jobs: int,
         try:
             found[i] = f.result()
         except BrokenProcessPool:
-            shutdown()  # a worker died: the rest are compiled in-process
+            shutdown(wait=True)  # a worker died (the others are stopped): the rest are compiled in-process
+            for flavour in {w[1] for w in work}:
+                cache.sweep(flavour)  # what the pool's workers were writing as they were stopped
             break
         if done:
             done(i)
