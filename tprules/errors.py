@@ -87,3 +87,10 @@ def raise_all(problems: Sequence[BadInput], in_order: bool = False) -> None:
         raise problems[0]
     if problems:
         raise BadInputs(problems, in_order)
+
+
+class CompileFailed(BadInput):
+    """A generated kernel that its compiler refuses: one line naming the group and its members."""
+
+    kind = "compile error"
+    code = "compile"

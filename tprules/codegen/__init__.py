@@ -27,8 +27,10 @@ cuda/          render as one Numba-CUDA kernel, for real GPUs and the simulator 
   typed.py       the rendered source typed as NVVM types it, on any machine
   kernel.py      the kernel (`prepare` first: attention unfolded, matmuls split for a library)
   nvvm.py        PTX and cubins for a named GPU architecture, with no GPU (`tprules compile`)
+moves.py       kernels that only move memory or add exactly, run by numpy on the CPU (no compile)
 blas.py        the BLAS core generated CPU kernels import (by this name: it is in their source)
-cache.py       the source written under the cache folder and imported (Numba caches the machine code)
+cache.py       the source written under the cache folder and imported (Numba caches the machine code);
+               a corrupt entry dropped and compiled again; a worker process's compile
 
 Beside them, cost.py estimates what a kernel costs on a kind of machine (the planner's
 cost model asks it; a layout that is a view costs nothing).

@@ -1,6 +1,10 @@
 """`tprules compile DIR --device cuda --arch sm_90`: build every kernel of DIR's plan for a
 GPU architecture, with no GPU present (codegen/cuda/nvvm.py), and report what each uses.
-Exit 1 when a kernel does not build; 2 on bad input or when NVVM is not installed."""
+Exit 1 when a kernel does not build; 2 on bad input or when NVVM is not installed.
+
+`tprules compile DIR --device cpu [--jobs N]`: compile every kernel of the plan `run` runs on
+the CPU into the cache (runtime/warm.py), in N worker processes, and report the time each
+distinct source took, slowest first."""
 
 from __future__ import annotations
 
@@ -17,11 +21,16 @@ def add_parser(sub):
     p.add_argument("dir", metavar="DIR", help="program folder of .facts files")
     common.add_rules(p)
     common.add_shim(p)
-    p.add_argument("--device", choices=("cuda",), default="cuda", help="the device to build for (cuda)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="the device to build for: cuda (default; no GPU needed) or cpu (fills the kernel cache)")
+    p.add_argument("--jobs", metavar="N", help="cpu: compile in N processes (default one per idle core)")
+    p.add_argument("--top", type=int, default=20, metavar="K",
+                   help="cpu: list the K slowest sources (default 20; 0: all)")
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_90 (H100, H200; default), sm_80 (A100)")
     p.add_argument("--unfused", action="store_true", help="one kernel per statement instead of the plan")
-    p.add_argument("--matmul", choices=("own", "library"), default="own",
-                   help="own: our shared-memory tiles (default); library: the kernels split around cuBLAS's gemm")
+    p.add_argument("--matmul", choices=("own", "library"), default=None,
+                   help="cuda: own, our shared-memory tiles (default), or library, the kernels split around "
+                        "cuBLAS's gemm; cpu: own, our loops, or library, BLAS (default: BLAS where present)")
     p.add_argument("--out", metavar="KERNELS_DIR", help="keep each distinct kernel's source, PTX and cubin there")
     common.add_format(p)
     common.add_engine(p)
@@ -124,6 +133,9 @@ def run(args) -> int:
     from ..codegen.cuda import nvvm
     from ..workspace import Workspace
 
+    if args.device == "cpu":
+        return run_cpu(args)
+    args.matmul = args.matmul or "own"
     arch = nvvm.parse_arch(args.arch)
     compiler = nvvm.Compiler(arch)
     ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, include_dirs=args.include_dirs)
@@ -136,6 +148,32 @@ def run(args) -> int:
         sys.stdout.write(render_text(report))
     sys.stdout.flush()
     return 0 if report.ok else 1
+
+
+def run_cpu(args) -> int:
+    from ..errors import UsageError
+    from ..runtime import Program, run_plan
+    from ..runtime.devices import get_device
+    from ..runtime.devices.pool import jobs_count
+    from ..runtime.warm import render_text as warm_text
+    from ..runtime.warm import warm
+    from ..workspace import Workspace
+
+    jobs = jobs_count(args.jobs)
+    if args.top < 0:
+        raise UsageError("--top takes a count of at least 0")
+    if args.out:
+        raise UsageError("--out keeps CUDA builds: it takes --device cuda")
+    ws = Workspace(args.dir, args.rules, args.shim, engine=args.engine, include_dirs=args.include_dirs)
+    prog = Program.from_workspace(ws)
+    device = get_device("cpu", args.matmul or "auto")
+    report = warm(prog, run_plan(ws, prog, device, baseline=args.unfused), device, jobs)
+    if args.format == "json":
+        common.emit_json(report.to_json())
+    else:
+        sys.stdout.write(warm_text(report, args.top or None))
+    sys.stdout.flush()
+    return 0
 
 
 def render_text(report: CompileReport) -> str:

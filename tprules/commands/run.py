@@ -23,6 +23,8 @@ def add_parser(sub):
     p.add_argument("--save", metavar="OUT", help="write each program output as OUT/<tensor>.npy")
     p.add_argument("--unfused", action="store_true", help="run one kernel per statement (the baseline) instead of the plan")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times and report the fastest (default 1)")
+    p.add_argument("--jobs", metavar="N", help="compile the distinct kernel sources in N worker processes "
+                                               "(default one per idle core; 1: in this process)")
     p.add_argument("--trace", metavar="OUT.json", help="write the run's timeline as Chrome trace-event JSON (Perfetto): "
                                                       "a process per rank, a thread per chip")
     ranks = p.add_mutually_exclusive_group()
@@ -49,6 +51,9 @@ def run(args) -> int:
         raise UsageError("--repeat takes a count of at least 1")
     if args.timeout <= 0:
         raise UsageError("--timeout takes a positive number of seconds")
+    from ..runtime.devices.pool import jobs_count
+
+    jobs = jobs_count(args.jobs)
     if args.ranks is not None:
         return run_ranks(args)
     if args.mpi:
@@ -57,7 +62,7 @@ def run(args) -> int:
     trace = _trace(args, ws)
     with progress_bar(enabled=sys.stderr.isatty()) as progress:
         report = execute(ws, device=args.device, baseline=args.unfused, repeat=args.repeat, progress=progress,
-                         matmul=args.matmul,
+                         matmul=args.matmul, jobs=jobs,
                          show_kernels=_kernel_printer(module_paths(ws.program.facts), program_inputs(ws))
                          if "kernels" in args.show else None, trace=trace)
     from ..runtime.report import render_text

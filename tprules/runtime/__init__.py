@@ -4,7 +4,9 @@
    groups.py        checked against the program, its groups ordered (producers first);
    collective.py    a collective kernel expanded into its parts (SPEC §3);
    reduce_scatter.py  a sum fold read only by one slice per chip, run as a reduce-scatter;
-2. codegen        each group lowered to one kernel and compiled for the device (devices/);
+2. codegen        each group lowered to one kernel and compiled for the device (devices/; the
+                  distinct sources in worker processes, devices/pool.py; warm.py: `compile
+                  --device cpu`, every kernel into the cache ahead of a run);
 3. values/        what the outputs should be:
    inputs.py        program inputs, from DIR/data/*.npy or a fixed seed;
    semantics.py     the class registry's meaning in numpy (SPEC §4, the living definition);

@@ -59,7 +59,8 @@ def print_plan(console, report, title: str) -> None:
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(report.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
     console.print(title, soft_wrap=True)
     console.print(f"plan: {report.groups} groups -> {report.kernels} kernels ({kinds}); "
-                  f"{report.compiled} distinct sources", soft_wrap=True)
+                  f"{report.compiled} distinct source{'' if report.compiled == 1 else 's'}"
+                  + (f", {report.uncompiled} run by numpy with no compile" if report.uncompiled else ""), soft_wrap=True)
 
 
 def chip_table(report):

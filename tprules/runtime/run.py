@@ -42,7 +42,7 @@ class RunReport:
     shim: str
     groups: int
     kernels: int  # one per group
-    compiled: int  # distinct kernel sources (equal groups on different chips share one)
+    compiled: int  # distinct kernel sources compiled (equal groups on different chips share one)
     kinds: dict[str, int]  # kernel kind → count
     chips: list[ChipStats]
     outputs: list[OutputCheck]
@@ -54,6 +54,7 @@ class RunReport:
     matmul: dict[str, str] = field(default_factory=dict)  # the device's matmul core: kind, library, reason
     shim_source: str = "library"  # where the shim is described: program | library
     timing: dict[str, tuple[int, float]] = field(default_factory=dict)  # kernel kind → (runs, seconds), fastest run
+    uncompiled: int = 0  # kernels that only move memory or add exactly: numpy runs them, no compile (codegen/moves.py)
 
     @property
     def ok(self) -> bool:
@@ -72,7 +73,7 @@ class RunReport:
                 "shim_source": self.shim_source, "ok": self.ok,
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
                 "outputs": [o.to_json() for o in self.outputs], "kernels": self.kernels, "groups": self.groups,
-                "compiled": self.compiled, "kinds": self.kinds,
+                "compiled": self.compiled, "uncompiled": self.uncompiled, "kinds": self.kinds,
                 "chips": [{"chip": c.chip, "kernels": c.kernels, "launches": c.launches, "busy_s": c.busy_s,
                            "threads": c.threads} for c in self.chips],
                 "compile_s": self.compile_s, "run_s": self.run_s, "transfers": self.transfers,
@@ -84,14 +85,16 @@ class Prepared:
     as often as wanted (`run`), then report on a run (`report`)."""
 
     def __init__(self, prog: Program, plan, device, progress=None, show_kernels=None, matmul: str = "auto",
-                 trace=None, share: bool = True, world=None):
+                 trace=None, share: bool = True, world=None, jobs: int | None = None):
         """`device`: a device's name (made here, its matmul core chosen by `matmul`) or a `Device`;
         `trace` (runtime/trace.py) gets a slice per compile phase; `share` False: every
         chip runs each spine kernel, even where the device's chips could share it (runtime/execution/executor.py);
         `world` (runtime/execution/world.py): the chips this process holds, every chip unless given (one MPI
-        rank's: only its kernels are compiled, only its inputs read, `compiled[i]` None for the others)."""
+        rank's: only its kernels are compiled, only its inputs read, `compiled[i]` None for the others);
+        `jobs`: worker processes compiling the distinct sources first (runtime/devices/pool.py;
+        default one per idle core; 1: every kernel compiled in this process)."""
         from ..codegen import lower
-        from .devices import get_device
+        from .devices import get_device, pool
         from .execution.executor import Executor, is_scatter, runs_here, shares_spine
         from .execution.world import World
         from .plan.reduce_scatter import reduce_scatters, shown
@@ -99,6 +102,7 @@ class Prepared:
 
         self.prog = prog
         self.plan = plan
+        self.worker_s: dict[str, float] = {}  # source → seconds a worker process took to compile it
         self.trace = trace
         self.world = world = world or World(prog.chips)
         phase = phases(trace)
@@ -116,6 +120,12 @@ class Prepared:
         tick = progress("compile", len(self.kernels)) if progress else None
         self.compiled: list[Compiled | None] = []
         scatters = reduce_scatters(prog)
+        warm = getattr(self.device, "warm", None)
+        if warm is not None:  # the distinct sources not in the cache, in a pool of processes
+            with phase("compile in workers"):
+                self.worker_s = warm([(k, share and k.place == "spine") for i, k in enumerate(self.kernels)
+                                      if i not in overlapped and runs_here(k, world, scatters)],
+                                     pool.idle_cores() if jobs is None else jobs)
         for i, k in enumerate(self.kernels):
             if i in overlapped:  # a collective kernel on ranks, run on the host: what it does
                 self.compiled.append(None)
@@ -160,10 +170,11 @@ class Prepared:
             home = prog.tensors[t].home
             values[t] = per_chip[home if home in per_chip else min(per_chip)]
         return RunReport(prog.display, self.device.describe(), prog.shim, len(self.plan.groups), len(self.kernels),
-                         len({c.source for c in self.compiled if c is not None}), kinds, chips,
+                         len({c.source for c in self.compiled if c is not None and c.compiles}), kinds, chips,
                          compare(prog, done.outputs, self.expected), self.compile_s, best.seconds, best.transfers,
                          best.moved_bytes, values, matmul_core(self.device), prog.shim_source,
-                         kernel_timing(best.kernel_seconds))
+                         kernel_timing(best.kernel_seconds),
+                         sum(1 for c in self.compiled if c is not None and not c.compiles))
 
 
 def matmul_core(device) -> dict[str, str]:
@@ -187,7 +198,7 @@ def run_plan(workspace, prog: Program, device, matmul: str = "auto", *, baseline
 
 def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False, repeat: int = 1,
             progress=None, show_kernels=None, prog: Program | None = None, matmul: str = "auto",
-            trace=None, share: bool = True) -> RunReport:
+            trace=None, share: bool = True, jobs: int | None = None) -> RunReport:
     """Plan (unless given), compile, run on `device` and compare with the reference.
 
     `baseline` runs one kernel per statement instead of the plan; `repeat` runs the
@@ -196,7 +207,8 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     each kernel's generated source; `matmul` (auto | library | own) picks the device's matmul
     core (runtime/devices/matmul.py); `trace` (runtime/trace.py) records the compile phases and
     every launch, copy and collective of every run; `share` False keeps a spine kernel on every
-    chip where the device's chips could share one run of it (runtime/execution/executor.py).
+    chip where the device's chips could share one run of it (runtime/execution/executor.py);
+    `jobs`: the processes that compile the distinct kernel sources (default one per idle core).
     """
     from .devices import get_device
 
@@ -204,7 +216,7 @@ def execute(workspace, plan=None, device: str = "cpu", *, baseline: bool = False
     dev = get_device(device, matmul) if isinstance(device, str) else device  # a name, or a Device
     if baseline or plan is None:
         plan = run_plan(workspace, prog, dev, baseline=baseline, trace=trace)
-    prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace, share=share)
+    prepared = Prepared(prog, plan, dev, progress, show_kernels, trace=trace, share=share, jobs=jobs)
     best = done = None
     for _ in range(max(1, repeat)):
         done = prepared.run(progress)

@@ -83,7 +83,7 @@ def run_rank(folder: Path, timeout: float = 600.0, traceback: bool = False) -> i
     def body(world) -> int:
         started = time.perf_counter()
         # as `run --ranks` prepares (runtime/distributed/rank.py): this rank's chips, a spine kernel on each
-        ready = {step: Prepared(job.prog, job.plan, spec["device"], share=False, world=world)
+        ready = {step: Prepared(job.prog, job.plan, spec["device"], share=False, world=world, jobs=1)
                  for step, job in jobs.items()}
         compiled = time.perf_counter()
         got = greedy(ready["prefill"], ready.get("decode"), prompt, spec["tokens"], world)

@@ -7,6 +7,7 @@ cpu.py             each kernel one Numba CPU function (parallel when big), one w
                    chip, so the chips run concurrently
 cuda.py            real GPUs; chip i on GPU i mod k, each chip with its own stream and buffers
 sim.py             Numba's CUDA simulator running the CUDA kernels (CI, tiny shapes)
+pool.py            the distinct sources a plan's kernels lack in the cache, compiled in worker processes
 """
 
 from __future__ import annotations

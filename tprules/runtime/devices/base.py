@@ -26,10 +26,11 @@ class DeviceUnavailable(BadInput):
 class Compiled:
     """A kernel ready to launch: `launch(queue, buffers)` enqueues every stage."""
 
-    def __init__(self, kernel, source: str, launches: int):
+    def __init__(self, kernel, source: str, launches: int, compiles: bool = True):
         self.kernel = kernel
         self.source = source
         self.launches = launches  # launches per run of the kernel (CUDA: one per stage)
+        self.compiles = compiles  # False: numpy runs it (it only moves memory or adds exactly: codegen/moves.py)
 
 
 class Queue:

@@ -36,10 +36,12 @@ from typing import Sequence, cast
 
 import numpy as np
 
-from ...codegen import cache
+from ...codegen import cache, moves
 from ...codegen.cpu import function as cpu
 from ...codegen.lowering import attention
+from ...errors import CompileFailed
 from ...heap import keep_freed_memory
+from . import pool
 from .base import Compiled, Device, Queue
 from .matmul import cpu_core
 
@@ -202,9 +204,9 @@ def chip_thread(chip: int, threads: int) -> ThreadPoolExecutor:
 
 
 class CpuCompiled(Compiled):
-    def __init__(self, kernel, source: str, fn, threads: int | None = None):
+    def __init__(self, kernel, source: str, fn, threads: int | None = None, compiles: bool = True):
         """`threads`: a shared spine kernel's (every core); None: the chip's own share."""
-        super().__init__(kernel, source, launches=1)
+        super().__init__(kernel, source, launches=1, compiles=compiles)
         self.fn = fn
         self.threads = threads
 
@@ -219,6 +221,7 @@ class CpuDevice(Device):
 
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when OpenMP loads (the module's docstring)
         self._compiled: dict[str, object] = {}
+        self._rendered: dict[tuple, tuple] = {}  # (kernel, shared, threads) → render's
         self.fixed = threads
         reuse_freed_memory()
         self.core = cpu_core(matmul)
@@ -239,7 +242,34 @@ class CpuDevice(Device):
         return f"cpu (numba {numba.__version__}, {n} thread{'' if n == 1 else 's'}; matmul: {self.core.library})"
 
     def compile(self, kernel, shared: bool = False) -> Compiled:
-        threads = max(self.threads, self.cores) if shared and not self.fixed else self.threads
+        move = moves.mover(kernel)
+        if move is not None:  # moves memory or adds exactly: numpy runs it, nothing to compile (codegen/moves.py)
+            return CpuCompiled(kernel, moves.describe(kernel), move, self._threads(shared) if shared else None,
+                               compiles=False)
+        kernel, source, threads = self.render(kernel, shared)
+        fn = self._compiled.get(source)
+        if fn is None:
+            try:  # now, not at the first launch (or load Numba's cache)
+                fn = cache.compiled(source, "cpu", signature(kernel))
+            except Exception as err:  # noqa: BLE001 - Numba's many errors, as one line naming the group
+                raise CompileFailed(failed_line(kernel, err)) from None
+            self._compiled[source] = fn
+        return CpuCompiled(kernel, source, fn, threads if shared else None)
+
+    def _threads(self, shared: bool) -> int:
+        """A kernel's threads: a shared spine kernel's every core, else the chip's share."""
+        return max(self.threads, self.cores) if shared and not self.fixed else self.threads
+
+    def render(self, kernel, shared: bool = False):
+        """The kernel as the rendered source runs it (its scratch parameters added), the
+        source, and the threads it runs on (kept: `warm` renders what `compile` then takes)."""
+        key = (kernel, shared, self.threads)
+        if key not in self._rendered:
+            self._rendered[key] = self._render(kernel, shared)
+        return self._rendered[key]
+
+    def _render(self, kernel, shared: bool):
+        threads = self._threads(shared)
         blas = self.core.kind == "blas"
         source, scratch = cpu.render_params(kernel, gemm=blas, threads=threads)
         if blas:  # attention's stages run tile by tile: their scratch buffers are never made
@@ -248,12 +278,25 @@ class CpuDevice(Device):
             kernel = attention.unfold(kernel)  # (as cpu.render runs it)
         if scratch:  # operand buffers the runtime allocates (codegen/render/emit.py RUNTIME_BUFFER_BYTES)
             kernel = replace(kernel, params=kernel.params + scratch)
-        fn = self._compiled.get(source)
-        if fn is None:
-            fn = cache.load(source, "cpu").kernel
-            fn.compile(signature(kernel))  # now, not at the first launch (or load Numba's cache)
-            self._compiled[source] = fn
-        return CpuCompiled(kernel, source, fn, threads if shared else None)
+        return kernel, source, threads
+
+    def warm(self, kernels: Sequence[tuple], jobs: int, done=None) -> dict[str, float]:
+        """Compile the distinct sources of `kernels` ((kernel, shared) each) that Numba's cache
+        lacks in `jobs` worker processes (runtime/devices/pool.py), so that `compile` then loads
+        each from the cache; returns source → the seconds a worker took to compile it.
+        `done()` is called once for each source compiled."""
+        work: dict[str, tuple] = {}
+        if jobs < 2:
+            return {}
+        for kernel, shared in kernels:
+            if moves.mover(kernel) is not None:
+                continue
+            kernel, source, _ = self.render(kernel, shared)
+            if source not in self._compiled and source not in work and not cache.machine_code(source, "cpu"):
+                work[source] = (source, "cpu", signature_spec(kernel))
+        items = list(work.values())
+        found = pool.compile_all(items, jobs, (lambda i: done()) if done else None)
+        return {items[i][0]: seconds for i, (seconds, error) in found.items() if error is None}
 
     def queues(self, chips: Sequence[int], gpu: int | None = None) -> list[Queue]:
         shares = [self.fixed] * len(chips) if self.fixed else thread_shares(self.cores, len(chips))
@@ -274,12 +317,19 @@ def _threads(n: int) -> None:
 
 
 def signature(kernel) -> tuple:
-    from numba import from_dtype, types
+    return cache.signature_of(signature_spec(kernel))
 
+
+def signature_spec(kernel) -> tuple[tuple[str, int], ...]:
+    """The kernel's arguments as (numpy dtype, ndim): C-contiguous arrays of its storage."""
     from ...program.model import Tensor
 
-    out = []
-    for p in kernel.params:
-        dtype = Tensor(p.name, p.shape, p.dtype, None).storage
-        out.append(types.Array(from_dtype(dtype), len(p.buffer_shape), "C"))
-    return tuple(out)
+    return tuple((np.dtype(Tensor(p.name, p.shape, p.dtype, None).storage).str, len(p.buffer_shape))
+                 for p in kernel.params)
+
+
+def failed_line(kernel, err: BaseException) -> str:
+    """A kernel that does not compile, in one line: its group, its members, the compiler's first line."""
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    return (f"the kernel of group {kernel.group} [{', '.join(kernel.members)}] does not compile: "
+            f"{type(err).__name__}{': ' + first if first else ''}")

@@ -189,7 +189,8 @@ def run_job(world: RankWorld, job: Job, options: RankOptions, emit, started: flo
             else None)
     # as one process prepares (runtime/run.py), for this rank's chips; a spine kernel
     # runs on each of them, as in real tensor parallelism (docs/distributed.md)
-    prepared = Prepared(job.prog, job.plan, device, show_kernels=show, trace=trace, share=False, world=world)
+    prepared = Prepared(job.prog, job.plan, device, show_kernels=show, trace=trace, share=False, world=world,
+                        jobs=1)  # the ranks are processes compiling side by side already
     if status is not None:
         status("running")
     runs = [prepared.run() for _ in range(max(1, options.repeat))]
