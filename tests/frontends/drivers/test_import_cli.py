@@ -11,7 +11,7 @@ import pytest
 
 from tprules.cli import main
 
-from ..cli import LLAMA_PLAN, assert_refused, leftovers, plan_file
+from ..cli import EXPERTS_PLAN, LLAMA_PLAN, assert_refused, leftovers, plan_file
 from ..tiny import make_model
 
 
@@ -52,7 +52,8 @@ BAD = {
     "top_k_over_experts": (lambda tmp, m: (make_model(tmp / "k8", "mixtral", weights=False, num_experts_per_tok=8), []),
                            "MixtralForCausalLM: num_experts_per_tok 8 is more than the 4 experts a router picks from"),
     "experts_width_not_divisible": (
-        lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10), ["--tp", "4"]),
+        lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10),
+                        ["--tp", "4", "--plan", plan_file(tmp, EXPERTS_PLAN)]),  # 5.25's own plan splits no experts
         "gate_up_proj packs 2 parts of 10 on axis 1, each of which does not split into 4 (packed_colwise, --tp 4)"),
     "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, "{")]), "--plan: cannot read"),
     "vocab_parallel_embedding": (
