@@ -12,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q -e '.[test,import,mpi]' "transformers==$NEWEST.*"
+"$work/venv/bin/pip" install -q -e '.[test,import,mpi,cuda-compile]' "transformers==$NEWEST.*"
 "$work/venv/bin/python" -c "import transformers as t; v = t.__version__; print('transformers', v)
 assert v.startswith('$NEWEST.'), v"
 installed=$((SECONDS - start))
