@@ -4,10 +4,10 @@
                                          [--decode] [--keep] [--experts grouped_mm|batched_mm]
 
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in transformers
-5.24): its tiny model (benchmarks/tiny_models.py), a model saved with transformers' own
-save_pretrained, `tprules import hf` at --tp, and the logits of tprules' reference executor (and,
-with --device, of the fused program on that device) against torch's forward. Every architecture is
-tried with two weight seeds (WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its
+5.24, 119 in 5.25; the plans are the installed release's): its tiny model (benchmarks/tiny_models.py),
+a model saved with transformers' own save_pretrained, `tprules import hf` at --tp, and the logits of
+tprules' reference executor (and, with --device, of the fused program on that device) against torch's
+forward. Every architecture is tried with two weight seeds (WEIGHT_SEEDS) and two inputs each: the ids the import wrote with its
 expected/, and ids from another seed against torch's forward on them (the import's own check before
 writing, frontends/drivers/verify.py, tries a third); a mixture of experts also with a second expert count
 and top-k (EXPERTS, 8 experts of width 32, top-1, where its config has those fields); a match is
@@ -112,7 +112,8 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
         return row
     row.update(architecture=report.architecture, import_s=round(time.perf_counter() - started, 2),
                statements=report.statements, candidates=report.candidates,
-               verify_s=round(report.seconds.get("verify", 0.0), 3))
+               verify_s=round(report.seconds.get("verify", 0.0), 3), plan_from=report.plan_from,
+               replicated_experts=list(report.replicated))
     why = shaped(out, tp, {} if ep else plan_sharded(folder), _kind(ep).upper())
     if why is not None:
         row.update(result="unshaped", detail=why)
@@ -299,6 +300,8 @@ def main(argv: list[str]) -> int:
     for row in rows:
         counts[row["result"]] = counts.get(row["result"], 0) + 1
     print(f"\n{len(rows)} architectures at {kind.upper()} {args.tp}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"transformers {transformers.__version__}; experts replicated by the plan (left whole on every chip): "
+          + (", ".join(r["model_type"] for r in rows if r.get("replicated_experts")) or "none"))
     why: dict[str, int] = {}
     for row in rows:
         if row["result"] not in ("ok", "MISMATCH"):

@@ -34,6 +34,8 @@ OVERRIDES = {
                           swa_head_dim=16, sliding_window_size=8, rel_extent=16),
 }
 OVERRIDES["inkling2_loop_text"] = OVERRIDES["inkling2_text"]
+# transformers 5.25: its indexer's heads (default 12) at most the query heads a key/value head serves (2 here)
+OVERRIDES["kolibri1_1"] = dict(index_num_heads=2)
 # multimodal configs: their towers, small (Phi-4-multimodal's embedding holds an image and an audio encoder);
 # a config with a text_config (Llama 4) gets the tiny fields there
 TOWERS = {

@@ -32,3 +32,17 @@ def test_ci_runs_the_wheel_check_and_puts_souffle_with_mcpp_on_the_way():
     for command in ("--version", "check facts/megatron-mlp-tp2 >", "--format json", " why ", " plan ",
                     " run facts/megatron-mlp-tp2 --device cpu", "rules init", "-m build"):
         assert command in wheel, command
+
+
+def test_ci_runs_tests_frontends_on_the_newest_transformers_the_import_extra_allows():
+    """The suite runs on the range's floor; .ci/newest_transformers.sh, before the README's
+    command, runs tests/frontends in a venv of its own on the release below the ceiling."""
+    import re
+
+    assert "\n.ci/newest_transformers.sh\n" in CI and (ROOT / ".ci" / "newest_transformers.sh").stat().st_mode & 0o111
+    lane = (ROOT / ".ci" / "newest_transformers.sh").read_text()
+    (newest,) = re.findall(r"^NEWEST=(\d+)\.(\d+)$", lane, re.M)
+    (spec,) = re.findall(r'"transformers>=(\d+)\.(\d+),<(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text())
+    floor, ceiling = (int(spec[0]), int(spec[1])), (int(spec[2]), int(spec[3]))
+    assert floor < (int(newest[0]), int(newest[1])) < ceiling == (int(newest[0]), int(newest[1]) + 1)
+    assert "pytest -q -rfEs -p no:cacheprovider tests/frontends" in lane

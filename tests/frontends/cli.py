@@ -1,5 +1,5 @@
 """What the import tests share: an import refused as bad input, what it left behind, a
---plan file and a plan for Llama."""
+--plan file, a plan for Llama and one that splits a Mixtral's experts."""
 
 from __future__ import annotations
 
@@ -30,3 +30,11 @@ def plan_file(tmp_path, plan) -> str:
 
 LLAMA_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
               "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise"}
+
+
+# transformers 5.24's TP plan of Mixtral (and Qwen3-MoE, whose experts sit at the same path):
+# attention by head and the experts split, moe_tp_experts with the packed gate_up colwise and
+# down rowwise. 5.25's own plans name no experts (they run replicated), so a test of the
+# experts' split gives this plan itself, whatever the release installed.
+EXPERTS_PLAN = {**LLAMA_PLAN, "layers.*.mlp.experts": "moe_tp_experts",
+                "layers.*.mlp.experts.gate_up_proj": "packed_colwise", "layers.*.mlp.experts.down_proj": "rowwise"}

@@ -1,7 +1,9 @@
 """Issue 21's must-work architectures (tiny configs, one layer) against torch's forward at
-TP 1, 2 and 4: Mixtral and Qwen3-MoE (moe_tp_experts in the batched_mm form), OLMo 2
-(colwise_gather_output, rowwise_split_input), Phi-3 (a full-width rotary, gathered fused
-projections) and GPT-NeoX (embedding_rowwise); on cpu, sim and two MPI ranks for a few."""
+TP 1, 2 and 4: Mixtral and Qwen3-MoE, OLMo 2 (colwise_gather_output, rowwise_split_input),
+Phi-3 (a full-width rotary, gathered fused projections) and GPT-NeoX (embedding_rowwise); on
+cpu, sim and two MPI ranks for a few. Each under its own plan from the installed transformers:
+5.24's split the experts (moe_tp_experts), 5.25's leave them replicated. The experts' split
+is tested under a plan the tests give (EXPERTS_PLAN, 5.24's), whatever the release."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tprules.runtime.values.inputs import program_inputs
 from tprules.runtime.values.reference import reference
 from tprules.workspace import Workspace
 
+from .cli import EXPERTS_PLAN
 from .tiny import MUST_WORK_STYLES, facts, make_model
 
 ONE_LAYER = dict(layers=1, seq=4)
@@ -34,9 +37,10 @@ def test_the_reference_matches_torch(imported, model_type, tp):
     assert rel <= 1e-4
 
 
-def test_the_experts_are_split_and_folded_once_per_layer(imported):
-    """In the batched_mm form (the grouped form's: test_the_grouped_experts_are_split_read_once_and_folded_once)."""
-    folder = imported("mixtral", 2, experts="batched_mm", **ONE_LAYER)
+def test_the_experts_are_split_and_folded_once_per_layer(planned):
+    """In the batched_mm form (the grouped form's: test_the_grouped_experts_are_split_read_once_and_folded_once),
+    under EXPERTS_PLAN (transformers 5.24's Mixtral plan: 5.25's own leaves the experts replicated)."""
+    folder = planned["batched_mm"]
     ops = dict((o, c) for o, c in facts(folder, "op"))
     folds = [c for _, c in facts(folder, "fold")]
     assert folds.count("model.layers.0.mlp.experts") == 1  # one all-reduce of the experts' partials
@@ -74,12 +78,26 @@ def test_on_two_mpi_ranks_matches_torch(imported, model_type, tmp_path):
     assert data["ok"] and data["outputs"][0]["expected"]["ok"]
 
 
-# transformers' Mixtral plan with its experts' entries (moe_tp_experts, the packed gate_up
-# colwise, down rowwise), as an older transformers shipped it
-EXPERTS_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
-                "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise",
-                "layers.*.mlp.experts": "moe_tp_experts", "layers.*.mlp.experts.gate_up_proj": "packed_colwise",
-                "layers.*.mlp.experts.down_proj": "rowwise"}
+def test_the_models_own_plan_is_the_installed_releases(imported):
+    """Mixtral under its own plan, read from the installed transformers: 5.24's splits the
+    experts (one fold of their partials a layer), 5.25's names no experts, so they run
+    replicated on every chip, as transformers 5.25 runs them; source.json names the release
+    and the experts left whole."""
+    import transformers
+
+    folder = imported("mixtral", 2, **ONE_LAYER)
+    source = json.loads((folder / "source.json").read_text())
+    folds = [c for _, c in facts(folder, "fold")]
+    assert source["transformers"] == transformers.__version__
+    assert source["plan_from"] == f"transformers {transformers.__version__} (TP plan of MixtralForCausalLM)"
+    if transformers.__version__.startswith("5.24."):
+        assert source["replicated_experts"] == [] and folds.count("model.layers.0.mlp.experts") == 1
+    else:  # 5.25
+        assert source["replicated_experts"] == ["model.layers.*.mlp.experts"]
+        assert "model.layers.0.mlp.experts" not in folds
+        assert not any(t.startswith("model.layers.0.mlp.experts.") for t, _ in facts(folder, "placed"))
+
+
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def run(args) -> int:
                        progress=Progress(), verify=not args.no_verify, ep=args.ep, experts=args.experts)
     heading = f"{'EP' if report.ep else 'TP'} {report.tp}, batch {args.batch}, seq {args.seq}"
     return _shown(args, args.source, report, {"architecture": report.architecture, "tp": report.tp, "ep": report.ep},
-                  heading, f"{report.folds} folds", _layers(report))
+                  heading, f"{report.folds} folds", _plan_line(report) + _layers(report), tail=_plan_keys(report))
 
 
 def _run_decode(args) -> int:
@@ -96,7 +96,24 @@ def _run_decode(args) -> int:
     head = {"architecture": report.architecture, "tp": report.tp, "decode": True, "past": past, "cache_len": length,
             "batch": args.batch}
     heading = f"TP {report.tp}, decode step after {past} tokens, cache {length}, batch {args.batch}"
-    return _shown(args, args.source, report, head, heading, f"{report.folds} folds", _layers(report))
+    return _shown(args, args.source, report, head, heading, f"{report.folds} folds", _plan_line(report) + _layers(report),
+                  tail=_plan_keys(report))
+
+
+def _plan_line(report) -> str:
+    """The plan's line: where it came from (the installed transformers release: the models'
+    plans change between releases) and the experts it leaves whole on every chip."""
+    if report.plan_from is None:
+        return ""
+    whole = f"; experts replicated on every chip (the plan does not split them): {', '.join(report.replicated)}" \
+        if report.replicated else ""
+    return f"plan: {report.plan_from}{whole}\n"
+
+
+def _plan_keys(report) -> dict:
+    """The JSON's keys of the plan (_plan_line), before the layer kinds."""
+    return {"plan_from": report.plan_from, "replicated_experts": list(report.replicated),
+            "layer_kinds": report.kinds, "traced_layers": report.traced}
 
 
 def _layers(report) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from tprules.cli import main
 
-from ..cli import LLAMA_PLAN, assert_refused, leftovers, plan_file
+from ..cli import EXPERTS_PLAN, LLAMA_PLAN, assert_refused, leftovers, plan_file
 from ..tiny import make_model
 
 
@@ -23,8 +23,21 @@ def test_the_report_names_the_model_and_counts(cli, hf_model, tmp_path):
     source = json.loads((tmp_path / "p" / "source.json").read_text())
     assert lines[1].startswith(f"{source['statements']} statements (6 folds), {source['candidates']} candidates")
     assert "trace" in lines[2] and lines[2].endswith(" s)")
+    # the plan's release (plans change between releases); a Llama has no experts to leave whole
+    assert lines[3] == f"plan: {source['plan_from']}" == f"plan: transformers {source['transformers']} (TP plan of " \
+                       "LlamaForCausalLM)" and source["replicated_experts"] == []
     status, out, _ = cli("import", "hf", hf_model("llama"), "--tp", "2", "--out", tmp_path / "p", "--format", "json")
     assert status == 0 and json.loads(out)["statements"] == source["statements"]  # an earlier import is replaced
+    assert json.loads(out)["plan_from"] == source["plan_from"]
+
+
+def test_the_report_names_a_plan_file_and_the_experts_it_leaves_whole(cli, hf_model, tmp_path):
+    plan = plan_file(tmp_path, LLAMA_PLAN)  # attention only: the experts are replicated
+    status, out, err = cli("import", "hf", hf_model("mixtral"), "--tp", "2", "--layers", "1", "--seq", "4",
+                           "--plan", plan, "--out", tmp_path / "p")
+    assert status == 0 and err == ""
+    assert out.splitlines()[3] == f"plan: {plan}; experts replicated on every chip (the plan does not split them): " \
+                                  "model.layers.*.mlp.experts"
 
 
 # name → (how to make SOURCE and the extra arguments, what the one line says)
@@ -52,7 +65,8 @@ BAD = {
     "top_k_over_experts": (lambda tmp, m: (make_model(tmp / "k8", "mixtral", weights=False, num_experts_per_tok=8), []),
                            "MixtralForCausalLM: num_experts_per_tok 8 is more than the 4 experts a router picks from"),
     "experts_width_not_divisible": (
-        lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10), ["--tp", "4"]),
+        lambda tmp, m: (make_model(tmp / "i10", "mixtral", weights=False, intermediate_size=10),
+                        ["--tp", "4", "--plan", plan_file(tmp, EXPERTS_PLAN)]),  # 5.25's own plan splits no experts
         "gate_up_proj packs 2 parts of 10 on axis 1, each of which does not split into 4 (packed_colwise, --tp 4)"),
     "plan_not_json": (lambda tmp, m: (m("llama"), ["--plan", plan_file(tmp, "{")]), "--plan: cannot read"),
     "vocab_parallel_embedding": (

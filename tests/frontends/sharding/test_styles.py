@@ -34,6 +34,10 @@ CASES = {
                             "layers.*.mlp.down_proj": "rowwise_rep"}, {"all_gather": 10, "slices": True}),
     "llama_all_reduce_local_params": ("llama", {**LLAMA_PLAN, **MLP, "layers.*.mlp": "all_reduce",
                                                 "layers.*.self_attn": "local_params"}, {}),
+    # transformers 5.25's per-head colwise (MiniCPM5-MoE's k_proj, v_proj): at TP 4 the 2
+    # key/value heads each on 2 chips
+    "llama_unit_colwise": ("llama", {**LLAMA_PLAN, "layers.*.self_attn.k_proj": "unit_colwise",
+                                     "layers.*.self_attn.v_proj": "unit_colwise"}, {}),
 }
 
 

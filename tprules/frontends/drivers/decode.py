@@ -29,7 +29,7 @@ from ..layers.stamp import CannotStamp
 from ..sharding.placement import REPLICATE, Placement, Shard
 from ..source import decode_step as ds
 from .built import Built, Checked, built_whole, program_data, stamp_built, written
-from .hf import pretrained_info
+from .hf import plan_report, pretrained_info
 from .job import ImportJob, ImportReport, prepare, pretrained
 
 
@@ -68,7 +68,8 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         job.clock.tick("data")
         checked = Checked(partial(_second, job, cache, built, placement, data) if job.verify else None)
         options = {"decode": True, "past": past, "cache_len": cache.length, "batch": batch, "step": step}
-        return written(job, built, pretrained_info(job, source, options, built), data, expected, checked)
+        return written(job, built, pretrained_info(job, source, options, built), data, expected, checked,
+                       **plan_report(job))
 
 
 def _build(job: ImportJob, cache: _Cache) -> Built:

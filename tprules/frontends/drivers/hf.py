@@ -53,16 +53,27 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
         job.clock.tick("data")
         checked = Checked(partial(_second, job, built, data) if job.verify else None)
         info = pretrained_info(job, source, {"ep": ep, "seq": seq, "batch": batch}, built)
-        return written(job, built, info, data, expected, checked, ep=ep)
+        return written(job, built, info, data, expected, checked, ep=ep, **plan_report(job))
+
+
+def plan_report(job: ImportJob) -> dict:
+    """What the report says of the plan: where it came from (the installed transformers'
+    release, whose plans change between releases, or --plan) and the experts it leaves whole."""
+    from ..source.pretrained import plan_from
+
+    return {"plan_from": plan_from(job.src), "replicated": job.src.replicated}
 
 
 def pretrained_info(job: ImportJob, source, options: dict, built: Built) -> dict:
     """source.json of a pretrained model's import (import hf's and its decode step's):
     `options` the import's own keys after `tp`."""
+    from ..source.pretrained import plan_from
+
     src = job.src
     return {"source": str(Path(source)), "architecture": src.architecture, "model_type": src.config.model_type,
             "tp": job.tp, **options, "layers": getattr(src.config, "num_hidden_layers", None), "seed": job.seed,
-            "no_data": job.no_data, "plan": src.plan, **versions(), "statements": built.statements,
+            "no_data": job.no_data, "plan": src.plan, "plan_from": plan_from(src),
+            "replicated_experts": list(src.replicated), **versions(), "statements": built.statements,
             "candidates": built.candidates, "folded": built.folded, "layer_kinds": built.kinds,
             "traced_layers": built.traced}
 

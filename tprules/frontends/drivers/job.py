@@ -39,6 +39,8 @@ class ImportReport:
     inputs: dict[str, list[int]] | None = None  # import torch: each program input's shape
     drawn: bool = False  # import torch: the check's second input drawn by tprules (inputs() takes no seed)
     ep: bool = False  # import hf --ep: the expert-parallel plan
+    plan_from: str | None = None  # import hf: the plan's origin, the transformers release or --plan (plan_from)
+    replicated: tuple[str, ...] = ()  # import hf: experts modules the plan leaves whole on every chip
 
     @property
     def total_s(self) -> float:
@@ -127,7 +129,7 @@ def pretrained(job: ImportJob, source, layers: int | None = None, plan=None, ep:
     chips, the model built (`experts`: its mixture of experts' form, pretrained.EXPERTS) and
     the plan applied. `check(src)`: a driver's own check of the source before the model."""
     from ..sharding.weights import check_experts, check_heads
-    from ..source.pretrained import EXPERTS, apply_plan, build_model, head_counts, read_source
+    from ..source.pretrained import EXPERTS, apply_plan, build_model, head_counts, read_source, replicated_experts
     from ..source.startup import load_extra
 
     load_extra()
@@ -142,6 +144,7 @@ def pretrained(job: ImportJob, source, layers: int | None = None, plan=None, ep:
     _quiet_transformers()
     model = build_model(src, job.seed, job.no_data, experts or EXPERTS[0])
     apply_plan(src, model)
+    src.replicated = tuple(replicated_experts(src, model))
     job.clock.tick("model")
     job.src, job.model, job.heads = src, model, heads
 

@@ -109,6 +109,9 @@ STYLES = {s.name: s for s in [
     Style("colwise", "colwise"),
     Style("colwise_gather_output", "colwise", outputs=GATHER),
     Style("colwise_rep", "colwise", outputs=GATHER),
+    # transformers 5.25: colwise by whole heads (a query/key/value projection); with fewer heads
+    # than chips each head on N / heads chips, as a `colwise` k_proj / v_proj is here (weights.py)
+    Style("unit_colwise", "colwise"),
     Style("rowwise", "rowwise"),
     Style("rowwise_split_input", "rowwise", inputs=SPLIT, outputs=REDUCE),
     Style("rowwise_rep", "rowwise", inputs=SPLIT, outputs=REDUCE),

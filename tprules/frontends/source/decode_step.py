@@ -307,6 +307,8 @@ def stepping(model, cache, fresh: bool = False):
             if isinstance(layer, LinearAttentionCacheLayerMixin):
                 for k in range(layer.number_of_states):
                     layer.has_previous_state[k] = input_ids.shape[1] == 1 and not fresh
+                if hasattr(layer, "cumulative_length_linear"):  # transformers 5.25: the tokens seen, counted
+                    layer.cumulative_length_linear = cache_position[0].clone()  # in place (a constant torch.export refuses)
         out = type(model).forward(model, input_ids=input_ids, cache=cache, use_cache=True,
                                   **placed(input_ids, cache_position[0]))
         news = [get_state(cache, i, kind) for i, names in enumerate(kinds) for kind in names]

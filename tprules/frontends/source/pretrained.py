@@ -32,6 +32,7 @@ class Source:
     base_prefix: str = ""  # the path a --plan's patterns are relative to ("": the model's own plan, from the top)
     buffers: frozenset[str] = frozenset()  # the model's buffers, layer numbers as `*` (a style splits parameters only)
     ep: bool = False  # the EP plan in place of the TP plan (DistributedConfig(enable_expert_parallel=True))
+    replicated: tuple[str, ...] = ()  # experts modules the applied plan leaves whole (replicated_experts)
 
     @property
     def kind(self) -> str:
@@ -174,6 +175,39 @@ def apply_plan(source: Source, model) -> None:
             raise source.fail(f"the plan entry {entry} ({name}) matches no module of {type(model).__name__}; "
                               f"{unshaped[0]}, which it names under another path, would be replicated")
     source.plan, source.base_prefix = plan, ""
+
+
+def replicated_experts(source: Source, model) -> list[str]:
+    """The experts modules (a module named `experts` with stacked [E, ...] parameters) whose
+    parameters the applied plan leaves whole, layer numbers as `*`: under TP every chip runs
+    every expert, as transformers does where its plan names no experts (5.25 dropped
+    `moe_tp_experts` from most MoE TP plans; 5.24's split them)."""
+    def splits(path: str) -> bool:
+        for name in (plan_style(source.plan, path, source.base_prefix),
+                     plan_style(source.plan, path.rsplit(".", 1)[0], source.base_prefix)):
+            found = style(name) if name is not None else None
+            if found is not None:
+                return found.weight not in (None, "replicate")
+        return False
+
+    out = set()
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] != "experts":
+            continue
+        stacked = [n for n, p in module.named_parameters(recurse=False) if p.dim() == 3]
+        if stacked and not any(splits(f"{name}.{n}") for n in stacked):
+            out.add(generic_path(name))
+    return sorted(out)
+
+
+def plan_from(source: Source) -> str:
+    """Where the applied plan came from: a --plan file, or the installed transformers'
+    model (the release named: plans change between releases)."""
+    if source.plan_file is not None:
+        return source.plan_file
+    import transformers
+
+    return f"transformers {transformers.__version__} ({source.kind.upper()} plan of {source.architecture})"
 
 
 def _base_path(plan: dict[str, str], model) -> str:
