@@ -46,3 +46,14 @@ def test_ci_runs_tests_frontends_on_the_newest_transformers_the_import_extra_all
     floor, ceiling = (int(spec[0]), int(spec[1])), (int(spec[2]), int(spec[3]))
     assert floor < (int(newest[0]), int(newest[1])) < ceiling == (int(newest[0]), int(newest[1]) + 1)
     assert "pytest -q -rfEs -p no:cacheprovider tests/frontends" in lane
+
+
+def test_the_suite_installs_the_floor_of_the_transformers_range():
+    # pip takes the newest release a range allows; the suite runs on the floor (constraints.txt),
+    # the lane above on the ceiling
+    import re
+
+    (spec,) = re.findall(r'"transformers>=(\d+)\.(\d+),<', (ROOT / "pyproject.toml").read_text())
+    pins = [line for line in (ROOT / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert pins == [f"transformers=={spec[0]}.{spec[1]}.0"]
+    assert " -c constraints.txt && " in readme_test_command()
