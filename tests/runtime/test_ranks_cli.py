@@ -417,3 +417,11 @@ def test_include_folders_reach_the_ranks(tmp_path, how):
     assert without.returncode == 2 and "decls.dlh" in without.stderr, without.stderr
     done = run("-I", shared)
     assert done.returncode == 0 and "the output matches the reference" in done.stdout, done.stderr
+
+
+def test_jobs_under_ranks_is_refused_in_one_line():
+    # the ranks compile side by side, one process each: --jobs would be ignored there
+    done = tprules("run", FACTS / SMALL, "--ranks", "2", "--jobs", "2")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == ["usage: --jobs is for one process; under --ranks N the N ranks compile side "
+                                        "by side, one process each"]

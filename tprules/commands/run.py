@@ -54,6 +54,9 @@ def run(args) -> int:
     from ..runtime.devices.pool import jobs_count
 
     jobs = jobs_count(args.jobs)
+    if args.ranks is not None and args.jobs is not None:
+        raise UsageError("--jobs is for one process; under --ranks N the N ranks compile side by side, one process "
+                         "each")
     if args.ranks is not None:
         return run_ranks(args)
     if args.mpi:
@@ -121,8 +124,9 @@ def emit_report(report, args, render_text) -> int:
 # How each option of `run` reaches the ranks of `--ranks N`, so that it means there what it
 # means in one process (a test checks that every option of `run` is in one of the two):
 # the launcher plans the job once with these, and starts the ranks;
+# (`jobs` the launcher refuses: the ranks compile side by side, one process each)
 BY_LAUNCHER = ("dir", "rules", "include_dirs", "shim", "engine", "unfused", "device", "matmul", "show", "ranks", "mpi",
-               "timeout", "job")
+               "timeout", "job", "jobs")
 # each rank is handed these as given (the ranks' run under --mpi reads them).
 TO_RANKS = {"device": "--device", "matmul": "--matmul", "repeat": "--repeat", "format": "--format", "save": "--save",
             "trace": "--trace", "show": "--show"}
