@@ -84,6 +84,7 @@ CASES = {
     "reciprocal": (lambda m, x: torch.reciprocal(x) * 2, "div"),
     "amax_last_kept": (lambda m, x: x.amax(dim=-1, keepdim=True) + x, "amax"),
     "amax_middle": (lambda m, x: x.amax(dim=1), "amax"),
+    "softmax_middle": (lambda m, x: torch.softmax(x, dim=1) * x, "softmax"),  # DeepSeek-V4's compressor, over its window
     "max_dim_values": (lambda m, x: x.max(dim=1).values, "amax"),
     "sum_two_axes": (lambda m, x: x.sum(dim=(0, 2)), "mean"),
     "mean_first_axis": (lambda m, x: x.mean(dim=0), "mean"),

@@ -114,10 +114,16 @@ def vector_norm(ctx, n):
 
 @lowering("aten._softmax.default")
 def softmax(ctx, n):
+    """Over the last axis, the class; over another, that axis permuted last and back."""
     x, dim = n.args[0], n.args[1]
-    if dim % len(ctx.shape(x)) != len(ctx.shape(x)) - 1:
-        ctx.unsupported(n, f"softmax over axis {dim} (the class softmax is over the last axis)")
-    ctx.emit(n, "softmax", [x])
+    shape = ctx.shape(x)
+    axis = dim % len(shape)
+    if axis == len(shape) - 1:
+        return ctx.emit(n, "softmax", [x])
+    dims = [a for a in range(len(shape)) if a != axis] + [axis]
+    last = ctx.part(n, "last", "permute", [x], [shape[a] for a in dims], dims=",".join(map(str, dims)))
+    rows = ctx.part(n, "rows", "softmax", [last], [shape[a] for a in dims])
+    ctx.emit(n, "permute", [rows], dims=",".join(str(dims.index(a)) for a in range(len(shape))))
 
 
 @lowering("aten.native_layer_norm.default")
