@@ -129,6 +129,51 @@ def moe_layers(model_type: str, tp: int) -> dict:
 
 DECODE: dict = {}  # --decode: import_decode's past and cache_len (empty: the prefill)
 
+# Issue 51: a sparse-attention indexer's top-k below the traced 8 tokens, so that the first
+# queries (those that see fewer keys than the top-k) tie among masked keys: index_topk 4, or
+# a model type's own fields (its indexer layers and a top-k of its blocks) and the prompt
+# shorter than that top-k it is also imported at (its traced length)
+INDEXER = (dict(index_topk=4), 3)
+INDEXERS = {
+    # MiniMax-M3's block indexer: blocks of 2 tokens, the top 2 of 4 blocks, its sparse layers; no
+    # padding token (whose row of zeros ties its first layer's scores, refused by the import's check:
+    # here the masked blocks it picks among in the first queries are the only ties, and harmless)
+    "minimax_m3_vl_text": (dict(layer_types=["minimax_m3_sparse"] * 2, index_block_size=2, index_topk_blocks=2,
+                                index_local_blocks=1, pad_token_id=None), 4),
+    # DeepSeek-V4's compressed sparse attention (a compressed entry per 4 tokens): the top 1 of 2
+    "deepseek_v4": (dict(layer_types=["compressed_sparse_attention"] * 2, index_topk=1), 4),
+}
+# issue 51's own model: a tiny HY-V4 (MoE, MLA, an indexer with 2 heads of 16 and top-4),
+# built with torch.manual_seed(1234)
+ISSUE_51 = ("hy_v4", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                          head_dim=16, vocab_size=128, max_position_embeddings=64, n_routed_experts=4,
+                          n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=64, first_k_dense_replace=1,
+                          kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                          index_n_heads=2, index_head_dim=16, index_topk=4, pad_token_id=0, bos_token_id=1,
+                          eos_token_id=2), 1234)
+
+
+def indexer(model_type: str) -> tuple[dict, int] | None:
+    """A model type's indexer variant (issue 51): its fields and the shorter prompt's length;
+    None where its config has no sparse-attention indexer."""
+    from transformers import CONFIG_MAPPING
+
+    if model_type in INDEXERS:
+        return INDEXERS[model_type]
+    config = CONFIG_MAPPING[model_type]()
+    defined = config.get_text_config().to_dict()
+    return INDEXER if "index_topk" in defined else None
+
+
+def issue51_model(folder: Path) -> None:
+    """Issue 51's HY-V4, saved with save_pretrained (its config as the issue lists it)."""
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    model_type, fields, seed = ISSUE_51
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(CONFIG_MAPPING[model_type](**fields)).eval().save_pretrained(folder)
+
 
 # --decode: a hybrid model's tiny config whose two layers are both recurrent (Mamba, gated delta)
 # holds no keys, and transformers' own decode cannot count its positions (`get_seq_length` asks

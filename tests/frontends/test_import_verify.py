@@ -63,9 +63,10 @@ def test_dory_at_tp2_gives_torch_logits_for_ids_it_was_not_traced_with(tmp_path)
 
 
 def test_afmoe_with_its_zero_router_is_refused_naming_the_tied_top_k(tmp_path):
-    """Issue 39's afmoe: its init leaves the router's gate zero, every expert ties, and torch's
-    top-k picks among ties in its own order: the import says so instead of writing a program
-    whose logits are off torch's."""
+    """Issue 39's afmoe: its init leaves the router's gate zero, every expert ties for every
+    input, and torch's top-k picks among ties in its own order: the import says so from the
+    graph (issue 51: ties.py), not from a sampled input, instead of writing a program whose
+    logits are off torch's."""
     import torch
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
@@ -77,10 +78,51 @@ def test_afmoe_with_its_zero_router_is_refused_naming_the_tied_top_k(tmp_path):
     config = CONFIG_MAPPING["afmoe"](**{**TINY, **MOE, "initializer_range": 0.02})
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "afmoe")
-    with pytest.raises(ImportFailed, match=r"first at statement \S+ \(topk_indices\) of model\.layers\.\d\.mlp\.router: "
-                                           r"aten\.topk\.default item 1 \(its operand ties"):
+    with pytest.raises(ImportFailed, match=r"statement \S+ \(topk_indices\) of model\.layers\.\d\.mlp\.router: "
+                                           r"aten\.topk\.default item 1: its operand ties at the top-2's boundary among "
+                                           r"elements that are the same for every input .* reaches \S+ \(take_along\)"):
         import_hf(tmp_path / "afmoe", 1, tmp_path / "p")
     assert not (tmp_path / "p").exists()
+
+
+def test_issue_51s_sparse_attention_indexer_is_refused_naming_its_relu(tmp_path):
+    """Issue 51's HY-V4: its indexer's top-4 of 8 keys ties among masked keys in the first
+    queries (harmless: the causal mask is applied again after the scatter) and among keys its
+    relu scores 0 (not harmless: which one torch attends is its tie-break, which is why the
+    program differed from torch on some inputs). Refused in one line naming the top-k and
+    the relu, at TP 1 and 2, before any data is computed."""
+    import sys
+    from pathlib import Path
+
+    from tprules.frontends.drivers.hf import import_hf
+    from tprules.frontends.errors import ImportFailed
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from tiny_models import issue51_model
+
+    issue51_model(tmp_path / "hy")
+    for tp in (1, 2):
+        with pytest.raises(ImportFailed, match=r"statement getitem_18 \(topk_indices\) of model\.layers\.0\.self_attn\."
+                                               r"indexer: aten\.topk\.default item 1: its operand can tie at the top-4's "
+                                               r"boundary among elements that relu \(relu\) of model\.layers\.0\.self_attn"
+                                               r"\.indexer makes equal"):
+            import_hf(tmp_path / "hy", tp, tmp_path / f"p{tp}", verify=False)
+        assert not (tmp_path / f"p{tp}").exists()
+
+
+def test_where_the_program_chooses_by_value_the_check_also_tries_a_padded_short_prompt():
+    from tprules.frontends.drivers.verify import padded_ids, selects
+    from tprules.frontends.graph import Graph, Statement
+
+    ids = np.array([[5, 9, 3, 7, 1, 4]])
+    what, padded = padded_ids(ids, 0)
+    assert what == "a short prompt then token 0 repeated"
+    assert np.array_equal(padded, [[5, 9, 0, 0, 0, 0]]) and np.array_equal(ids, [[5, 9, 3, 7, 1, 4]])
+    assert np.array_equal(padded_ids(ids, None)[1], [[5, 9, 9, 9, 9, 9]])  # no padding token: the prompt's last
+    graph = Graph(stmts=[Statement("a", "add", ("x", "y"), "a")])
+    assert not selects(graph)
+    graph.stmts.append(Statement("t", "topk_indices", ("a",), "t", (("k", "2"),)))
+    assert selects(graph)
 
 
 def _with_lowering(monkeypatch, op, fn) -> None:

@@ -31,6 +31,7 @@ from ..source import decode_step as ds
 from .built import Built, Checked, built_whole, program_data, stamp_built, written
 from .hf import plan_report, pretrained_info
 from .job import ImportJob, ImportReport, prepare, pretrained
+from .ties import refuse_ties
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def import_decode(source, tp: int, out, past: int = 8, cache_len: int | None = N
         pretrained(job, source, layers, plan, check=lambda src: ds.check_lengths(src, past, cache.length, batch, step))
         job.kinds = None if every_layer else layer_kinds(job.model)
         built = _build(job, cache)
+        refuse_ties(job, built)
         per_layer_positions(built, {ds.POSITION, *built.folded})
         within_layers(built)
         placement = full_placement(built)
@@ -304,7 +306,8 @@ def _second(job: ImportJob, cache: _Cache, built: Built, placement, data: dict, 
     ids, token = prompt(job.seed, vocab, job.tokens, cache.past, stream=1)
     inputs, outputs = ds.after_prompt(src, job.model, ids, token, cache.length)
     given = {**inputs, **_split(inputs, placement, job.tp)}
-    check(folder, job.model, built, given, outputs[OUTPUT], src.architecture, src.where(), data=data)
+    check(folder, job.model, built, [("a second input", given, outputs[OUTPUT])], src.architecture, src.where(),
+          data=data)
 
 
 __all__ = ["INPUT", "import_decode"]

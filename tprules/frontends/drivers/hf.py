@@ -19,6 +19,7 @@ from ..graph import INPUT, OUTPUT
 from ..source.arrays import as_numpy
 from .built import Built, Checked, built_whole, program_data, stamp_built, written
 from .job import ImportJob, ImportReport, prepare, pretrained, versions
+from .ties import refuse_ties
 
 
 def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | None = None, plan=None,
@@ -47,6 +48,7 @@ def import_hf(source, tp: int, out, seq: int = 8, batch: int = 1, layers: int | 
                 built = None  # traced whole: a model that fails is reported as the full trace names it
         if built is None:
             built = _traced(job)
+        refuse_ties(job, built)
         data, expected = {}, {}
         if not no_data:
             data, expected = _data(job, built)
@@ -141,12 +143,18 @@ def _data(job: ImportJob, built: Built):
 
 
 def _second(job: ImportJob, built: Built, data: dict, folder: Path) -> None:
-    """The program against torch's logits on the second input (verify.py)."""
-    from .verify import second_ids, verify
+    """The program against torch's logits on the second input, and where it chooses by value
+    on a tie-prone one (verify.py)."""
+    from .verify import padded_ids, second_ids, selects, verify
 
-    ids = second_ids(job.seed, int(job.src.config.vocab_size), *job.tokens)
+    vocab = int(job.src.config.vocab_size)
+    ids = second_ids(job.seed, vocab, *job.tokens)
+    cases = [("a second input", ids)]
+    if selects(built.graph):  # and one where ties are likely
+        pad = getattr(job.src.config, "pad_token_id", None)
+        cases.append(padded_ids(ids, pad if isinstance(pad, int) and 0 <= pad < vocab else None))
     names = [name for name, v, _, _ in built.inputs if v.role == "input"]
-    verify(folder, job.src, job.model, built, ids, names, data)
+    verify(folder, job.src, job.model, built, cases, names, data)
 
 
 __all__ = ["INPUT", "OUTPUT", "ImportReport", "import_hf", "pretrained_info"]

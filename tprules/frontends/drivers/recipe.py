@@ -26,6 +26,7 @@ from ..errors import ImportFailed, MissingExtra
 from ..source.arrays import as_numpy
 from .built import Built, Checked, built_whole, program_data, written
 from .job import ImportJob, ImportReport, prepare
+from .ties import refuse_ties
 
 OUTPUT = "output"  # the forward's output, as expected/output.npy holds it
 
@@ -52,6 +53,7 @@ def import_torch(recipe_path, tp: int, out, seq: int | None = None, batch: int |
             job.clock.tick("forward")
             try:
                 built, names, sharded = _build(job, args, styles, shapes)
+                refuse_ties(job, built)
             except ImportFailed as err:
                 if err.pos is None:  # the trace's, the lowering's and the sharding's: at the recipe
                     err.pos = recipe.where()
@@ -230,7 +232,8 @@ def _check(job: ImportJob, built: Built, names: dict[int, str], second: tuple, d
     with torch.no_grad():
         want = job.model(*second)
     inputs = {n: as_numpy(second[i]) for i, n in names.items()}
-    check(folder, job.model, built, inputs, as_numpy(want), job.src.name, job.src.where(), OUTPUT, data)
+    check(folder, job.model, built, [("a second input", inputs, as_numpy(want))], job.src.name, job.src.where(),
+          OUTPUT, data)
 
 
 __all__ = ["OUTPUT", "import_torch"]

@@ -1,8 +1,10 @@
 """`tprules import` checks itself before it writes: the program's reference (runtime/values/reference.py)
 on a second input, drawn from another seed than the one written to data/, against torch's
-forward on that input. A program specialised to the ids it was traced with, or a wrong
-lowering, is refused in one line naming the first statement whose value differs, its
-module path and ATen op; nothing is written.
+forward on that input; where the program chooses by value (a top-k, an argmax, a sort), on a
+tie-prone input too (`padded_ids`: a short prompt, then the padding token; issue 51). A
+program specialised to the ids it was traced with, or a wrong lowering, is refused in one
+line naming the first statement whose value differs, its module path and ATen op; nothing
+is written. What does not depend on the inputs (a weight's permute) is computed once.
 
 Where the first difference lies is found on the traced graph before tensor parallelism
 (frontends/graph.py): each statement computed in numpy from the values before it and compared with
@@ -31,21 +33,46 @@ def second_ids(seed: int, vocab: int, batch: int, seq: int) -> np.ndarray:
     return np.random.default_rng([seed, 1]).integers(0, vocab, size=(batch, seq)).astype(np.int64)
 
 
-def verify(folder, src, model, built, ids: np.ndarray, input_names: list[str], data=None) -> None:
-    """Raise ImportFailed unless the program in `folder` gives torch's logits for `ids`."""
+SELECTIONS = frozenset({Ops.TOPK_INDICES, Ops.TOPK_VALUES, Ops.SORT_RANK})  # a choice the input makes
+PROMPT = 2  # the tie-prone input's prompt, in tokens
+
+
+def selects(graph) -> bool:
+    """Whether the program chooses by value: a top-k (an argmax), a sort."""
+    return any(s.cls in SELECTIONS for s in graph.stmts)
+
+
+def padded_ids(ids: np.ndarray, pad: int | None) -> tuple[str, np.ndarray]:
+    """The check's tie-prone input, where the program chooses by value (selects): the first
+    PROMPT tokens of `ids`, then the padding token `pad` (the last of those where there is
+    none) to the traced length: a short prompt in a padded batch. The same token over and
+    over, and a padding token's embedding is often a row of zeros: the scores a top-k reads
+    tie most there (ties.py judges those the graph makes; this is the input that makes them)."""
+    out = ids.copy()
+    token = int(ids[0, min(PROMPT, ids.shape[1]) - 1]) if pad is None else int(pad)
+    out[:, PROMPT:] = token
+    return f"a short prompt then token {token} repeated", out
+
+
+def verify(folder, src, model, built, cases: list[tuple[str, np.ndarray]], input_names: list[str], data=None) -> None:
+    """Raise ImportFailed unless the program in `folder` gives torch's logits for each input
+    of `cases` (what it is, its ids)."""
     import torch
 
-    with torch.no_grad():
-        want = as_numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits, stored=True)
-    check(folder, model, built, {name: ids for name in input_names}, want, src.architecture, src.where(), data=data)
+    checks = []
+    for what, ids in cases:
+        with torch.no_grad():
+            want = as_numpy(model(input_ids=torch.from_numpy(ids), use_cache=False).logits, stored=True)
+        checks.append((what, {name: ids for name in input_names}, want))
+    check(folder, model, built, checks, src.architecture, src.where(), data=data)
 
 
-def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray, arch: str, where,
+def check(folder, model, built, cases: list[tuple[str, dict[str, np.ndarray], np.ndarray]], arch: str, where,
           output: str = OUTPUT, data: dict[str, np.ndarray] | None = None) -> None:
-    """Raise ImportFailed unless the program in `folder`, on `inputs` (program input → its
-    whole value), gives `want`, torch's forward on them. `data`: the arrays the import is
-    writing to the folder's data/ (taken from memory, not read back: a large weight costs
-    seconds to read again); the inputs it lacks are read from the folder."""
+    """Raise ImportFailed unless the program in `folder`, on each of `cases` (what it is,
+    program input → its whole value, torch's forward on them), gives torch's output. `data`:
+    the arrays the import is writing to the folder's data/ (taken from memory, not read back:
+    a large weight costs seconds to read again); the inputs it lacks are read from the folder."""
     from ...program.model import Program
     from ...runtime.values.compare import errors, tolerance
     from ...runtime.values.inputs import as_stored, program_inputs
@@ -56,20 +83,35 @@ def check(folder, model, built, inputs: dict[str, np.ndarray], want: np.ndarray,
     data = data or {}
     given = program_inputs(prog, [n for n in prog.inputs if n not in data])
     given.update((n, as_stored(data[n], prog.tensors[n])) for n in prog.inputs if n in data)
-    given.update((name, value) for name, value in inputs.items() if name in given)
-    values = reference(prog, given)
-    _, rel = errors(values.get(output), want)
     tol = tolerance(prog, output)
-    if rel <= tol:
-        return
-    try:
-        found = _first_difference(model, built, inputs) or _first_program_difference(prog, values, model, built, inputs)
-    finally:
-        _memo.clear()  # the graph's values, shared by the two searches only
-    what = found or f"the output {output}"
-    raise ImportFailed(f"{arch}: the imported program differs from torch on a second input "
-                       f"({output} max rel err {rel:.1e} > {tol:g}); first at {what}; nothing written "
-                       "(--no-verify skips this check)", where)
+    reuse: dict[str, np.ndarray] = {}  # after the first input: what does not depend on the inputs, computed once
+    for what, inputs, want in cases:
+        values = reference(prog, {**given, **reuse, **{name: value for name, value in inputs.items() if name in given}})
+        if not reuse:
+            reuse = _independent(prog, values, set(inputs))
+        _, rel = errors(values.get(output), want)
+        if rel <= tol:
+            continue
+        try:
+            found = _first_difference(model, built, inputs) or \
+                _first_program_difference(prog, values, model, built, inputs)
+        finally:
+            _memo.clear()  # the graph's values, shared by the two searches only
+        raise ImportFailed(f"{arch}: the imported program differs from torch on {what} "
+                           f"({output} max rel err {rel:.1e} > {tol:g}); first at {found or f'the output {output}'}; "
+                           "nothing written (--no-verify skips this check)", where)
+
+
+def _independent(prog, values, varying: set[str]) -> dict[str, np.ndarray]:
+    """The values of the statements that no input in `varying` reaches (a weight's permute)."""
+    reached = set(varying)
+    out = {}
+    for s in prog.statements:
+        if reached.intersection(s.reads):
+            reached.add(s.writes)
+        else:
+            out[s.writes] = values.get(s.writes, prog.tensors[s.writes].home)
+    return out
 
 
 def _first_difference(model, built, inputs) -> str | None:
@@ -201,4 +243,4 @@ def _differs(got, want) -> bool:
     return errors(got, want)[1] > STATEMENT_TOLERANCE
 
 
-__all__ = ["INPUT", "check", "second_ids", "verify"]
+__all__ = ["INPUT", "check", "padded_ids", "second_ids", "selects", "verify"]
