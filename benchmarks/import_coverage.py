@@ -1,7 +1,7 @@
 """Which decoder-only architectures of the installed transformers import, run, and match torch.
 
     python benchmarks/import_coverage.py [--tp 2] [--ep] [--device none|cpu|sim] [--only llama,qwen2] [--work DIR]
-                                         [--decode] [--keep] [--experts grouped_mm|batched_mm]
+                                         [--decode] [--keep] [--experts grouped_mm|batched_mm] [--indexers]
 
 For every causal-LM model type whose config class has a `base_model_tp_plan` (116 in transformers
 5.24, 119 in 5.25; the plans are the installed release's): its tiny model (benchmarks/tiny_models.py),
@@ -21,6 +21,15 @@ With `--ep`, every causal-LM model type whose config class has a `base_model_ep_
 imported under it (`import hf --ep`: whole experts per chip, in place of the TP plan); a
 program without a collective fails as `unshaped` (its experts were not split).
 
+An architecture with a sparse-attention indexer (DeepSeek-V3.2's, GLM-DSA's, ...: issue 51;
+tiny_models.indexer) is tried on DRAWN drawn inputs and the import check's tie-prone one (a
+short prompt, then padding) rather than one, and also with its indexer's top-k below the
+traced 8 tokens (index_topk 4, so that the first queries tie among masked keys), imported at
+8 tokens and at a prompt shorter than that top-k: each such import either matches torch on
+every input or is refused in one line naming a tied top-k (`tied`); anything else is the
+row's result. `--indexers` tries only those architectures, and issue 51's own HY-V4 (a row
+of its own).
+
 With `--experts`, a mixture of experts is imported in that form of transformers' experts
 (`import hf --experts`); without it, in the importer's default form.
 
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -47,9 +57,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its tiny models, loaded by path in the tests
 
-from tiny_models import DECODE, INPUT_SEED, WEIGHT_SEEDS, architectures, experts_fields, tiny_model  # noqa: E402
+from tiny_models import (  # noqa: E402
+    DECODE,
+    INPUT_SEED,
+    ISSUE_51,
+    WEIGHT_SEEDS,
+    architectures,
+    experts_fields,
+    indexer,
+    issue51_model,
+    tiny_model,
+)
 
 FORM: dict = {}  # --experts: import_hf's experts form (empty: the importer's default)
+DRAWN = 10  # an indexer architecture's drawn inputs (issue 51; one for the others)
+ISSUE = "hy_v4 (issue 51)"  # --indexers: the issue's own model, a row of its own
+# an import refused in one line naming a top-k that ties (frontends/drivers/ties.py, or the check's own, verify.py)
+TIED = re.compile(r"\(topk_indices\) of \S+: aten\.topk\.default item 1.*\btie(s)? at the top-\d+'s boundary")
 
 
 def try_one(model_type: str, work: Path, tp: int, device: str, ep: bool = False) -> dict:
@@ -71,11 +95,44 @@ def try_one(model_type: str, work: Path, tp: int, device: str, ep: bool = False)
     row = {**first, "reference_rel_err": worst, "combinations": "weights x inputs" + (" x experts" if second else "")}
     if skipped:
         row["skipped"] = skipped
+    found = indexer(model_type) if not ep and not DECODE else None
+    if found is not None:
+        return with_indexer(row, model_type, work, tp, device, *found)
     return row
 
 
+def with_indexer(row: dict, model_type: str, work: Path, tp: int, device: str, fields: dict, short: int,
+                 build=None, seed: int = WEIGHT_SEEDS[0]) -> dict:
+    """Issue 51: the indexer's top-k below the traced length (`fields`), imported at the
+    traced 8 tokens and at a prompt of `short` tokens, shorter than that top-k. A variant
+    either matches torch on every input or is refused in one line naming a tied top-k
+    (`tied`); anything else is the row's result."""
+    done = []
+    for seq in (8, short):
+        got = try_seed(model_type, work, tp, device, seed, fields, False, seq=seq, variant=f"indexer{seq}", build=build)
+        if "reference_rel_err" in got:
+            row["reference_rel_err"] = max(row.get("reference_rel_err", 0.0), got["reference_rel_err"])
+        tied = "statements" not in got and bool(TIED.search(got.get("detail", "")))  # refused, naming a tied top-k
+        done.append(f"seq {seq}: " + ("tied (refused)" if tied else got["result"] if "reference_rel_err" not in got
+                                      else f"{got['result']} {got['reference_rel_err']:.1e}"))
+        if got["result"] != "ok" and not tied:
+            return {**row, **{k: v for k, v in got.items() if k != "model_type"}, "indexer": "; ".join(done)}
+        row.setdefault("tied", []).extend([got["detail"]] if tied else [])
+    return {**row, "indexer": "; ".join(done)}
+
+
+def try_issue(work: Path, tp: int, device: str) -> dict:
+    """Issue 51's own model (tiny_models.ISSUE_51), as `with_indexer` tries a variant."""
+    model_type, fields, seed = ISSUE_51
+    row = {"model_type": ISSUE, "architecture": "HYV4ForCausalLM", "result": "ok"}
+    return with_indexer(row, model_type, work, tp, device, fields, 3, build=issue51_model, seed=seed)
+
+
 def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, experts: dict | None = None,
-             ep: bool = False) -> dict:
+             ep: bool = False, seq: int = 8, variant: str = "", build=None) -> dict:
+    """One tiny model (`experts`: fields of its config over the tiny ones; `build(folder)`: a
+    model of its own), imported at `seq` tokens and compared with torch; `variant` names its
+    folders."""
     import numpy as np
 
     from tprules.errors import BadInput
@@ -87,10 +144,13 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
     from tprules.workspace import Workspace
 
     row = {"model_type": model_type, "weight_seed": seed}
-    tag = f"w{seed}" + ("-experts" if experts else "") + (f"-ep{tp}" if ep else "")
+    tag = f"w{seed}" + (f"-{variant}" if variant else "-experts" if experts else "") + (f"-ep{tp}" if ep else "")
     folder, out = work / "models" / f"{model_type}-{tag}", work / "programs" / f"{model_type}-{tag}-{_kind(ep)}{tp}"
     try:
-        tiny_model(model_type, folder, seed, experts, tp if ep else 0)
+        if build is not None:
+            build(folder)
+        else:
+            tiny_model(model_type, folder, seed, experts, tp if ep else 0)
     except Exception as err:  # noqa: BLE001
         row.update(result="no tiny model", detail=f"transformers: {type(err).__name__}: {str(err)[:160]}")
         return row
@@ -101,10 +161,10 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
 
             report = import_decode(folder, tp, out, **DECODE)
         else:
-            report = import_hf(folder, tp, out, ep=ep, **FORM)
+            report = import_hf(folder, tp, out, seq=seq, ep=ep, **FORM)
     except BadInput as err:
         detail = str(err).split(": ", 1)[-1] if "config.json" in str(err) else str(err)
-        mismatch = "differs from torch on a second input" in detail  # the import's own check (verify.py)
+        mismatch = "differs from torch on a" in detail  # the import's own check (verify.py)
         row.update(result="MISMATCH" if mismatch else "refused", detail=detail)
         return row
     except Exception as err:  # noqa: BLE001
@@ -127,10 +187,11 @@ def try_seed(model_type: str, work: Path, tp: int, device: str, seed: int, exper
         row.update(reference_rel_err=rel, result="ok" if rel <= 1e-4 else "MISMATCH")
         return row
     _, rel = errors(reference(prog, inputs).get("logits"), np.load(out / "expected" / "logits.npy"))
-    other = np.random.default_rng(INPUT_SEED + seed).integers(0, _vocab(folder), size=inputs["input_ids"].shape)
-    inputs["input_ids"] = other.astype(np.int64)
-    _, rel_other = errors(reference(prog, inputs).get("logits"), _torch_logits(folder, inputs["input_ids"]))
-    rel = max(rel, rel_other)
+    model = _torch_model(folder)
+    for ids in other_ids(model_type, folder, seed, inputs["input_ids"].shape):
+        inputs["input_ids"] = ids
+        _, rel_other = errors(reference(prog, inputs).get("logits"), _torch_logits(model, ids))
+        rel = max(rel, rel_other)
     row.update(reference_rel_err=rel, result="ok" if rel <= 1e-4 else "MISMATCH")
     if device != "none":
         try:
@@ -198,19 +259,46 @@ def _rows(path: Path) -> list[list[str]]:
 
 
 def _vocab(folder: Path) -> int:
+    return int(_config(folder).vocab_size)
+
+
+def other_ids(model_type: str, folder: Path, seed: int, shape) -> list:
+    """The inputs a program is tried on beyond its own: ids from another seed (DRAWN of them
+    for an indexer architecture, and then the import check's tie-prone one: a short prompt,
+    then padding; issue 51)."""
+    import numpy as np
+
+    from tprules.frontends.drivers.verify import padded_ids
+
+    rng = np.random.default_rng(INPUT_SEED + seed)
+    vocab = _vocab(folder)
+    drawn = [rng.integers(0, vocab, size=shape).astype(np.int64) for _ in range(DRAWN if indexer(model_type) else 1)]
+    if len(drawn) > 1:
+        pad = getattr(_config(folder), "pad_token_id", None)
+        drawn.append(padded_ids(drawn[0], pad if isinstance(pad, int) and 0 <= pad < vocab else None)[1])
+    return drawn
+
+
+def _config(folder: Path):
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(folder)
-    return int(getattr(config, "vocab_size", None) or config.get_text_config().vocab_size)
+    return config if getattr(config, "vocab_size", None) else config.get_text_config()
 
 
-def _torch_logits(folder: Path, ids):
-    """torch's forward of the saved model on `ids`, as the importer builds it."""
+def _torch_model(folder: Path):
+    """The saved model, as the importer builds it."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32,
-                                                 experts_implementation="batched_mm").eval()
+    return AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32,
+                                                experts_implementation="batched_mm").eval()
+
+
+def _torch_logits(model, ids):
+    """torch's forward of `model` on `ids`."""
+    import torch
+
     with torch.no_grad():
         return model(input_ids=torch.from_numpy(ids), use_cache=False).logits.float().numpy()
 
@@ -228,7 +316,7 @@ def isolated(model_type: str, work: Path, tp: int, device: str, memory_gib: floa
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
-            rows.put(try_one(model_type, work, tp, device, ep))
+            rows.put(try_issue(work, tp, device) if model_type == ISSUE else try_one(model_type, work, tp, device, ep))
         except MemoryError:
             rows.put({"model_type": model_type, "result": "crash", "detail": f"more than {memory_gib:g} GiB"})
 
@@ -249,6 +337,7 @@ def cleanup(work: Path, model_type: str, row: dict, keep: bool = False) -> None:
     `models/TYPE-w*`, `programs/TYPE-w*`), unless `keep` and the row is not ok."""
     if keep and row.get("result") != "ok":
         return
+    model_type = ISSUE_51[0] if model_type == ISSUE else model_type
     for sub in ("models", "programs"):
         for folder in (work / sub).glob(f"{model_type}-w*"):
             shutil.rmtree(folder, ignore_errors=True)
@@ -267,6 +356,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--keep", action="store_true",
                     help="keep the models and programs of an architecture that did not match (not ok); without it, "
                          "every architecture's folders are deleted once it is tried")
+    ap.add_argument("--indexers", action="store_true",
+                    help="only the architectures with a sparse-attention indexer, and issue 51's model (its own row)")
     ap.add_argument("--experts", choices=("grouped_mm", "batched_mm"),
                     help="the experts form a mixture of experts is imported in (default: the importer's)")
     args = ap.parse_args(argv)
@@ -282,6 +373,8 @@ def main(argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     kind = _kind(args.ep)
     types = args.only.split(",") if args.only else architectures(kind)
+    if args.indexers:
+        types = [t for t in types if indexer(t)] + [ISSUE]
     rows = []
     print("| model type | architecture | result | statements | candidates | reference vs torch (max rel err) |")
     print("|---|---|---|---:|---:|---|")
@@ -292,6 +385,8 @@ def main(argv: list[str]) -> int:
         err = f"{row['reference_rel_err']:.1e}" if "reference_rel_err" in row else ""
         if "run_rel_err" in row:
             err += f"; {args.device} {row['run_rel_err']:.1e}"
+        if "indexer" in row:
+            err += f"; indexer top-k below the length: {row['indexer']}"
         what = row["result"] if row["result"] in ("ok", "MISMATCH") else f"{row['result']}: {row.get('detail', '')}"
         print(f"| {model_type} | {row.get('architecture', '')} | {what} | {row.get('statements', '')} | "
               f"{row.get('candidates', '')} | {err} |", flush=True)

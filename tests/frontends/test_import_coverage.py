@@ -56,3 +56,28 @@ def test_each_architectures_folders_are_deleted_once_tried(monkeypatch, tmp_path
     kept = ["models/mixtral-w0", "programs/mixtral-w0-ep2-ep2"] if keep else []
     assert left == sorted(["models/llama4_text-w0", *kept])
     assert "2 architectures at EP 2: ok 1, unshaped 1" in capsys.readouterr().out
+
+
+TIED = ("import: HYV4ForCausalLM: statement getitem_18 (topk_indices) of model.layers.0.self_attn.indexer: "
+        "aten.topk.default item 1: its operand can tie at the top-4's boundary among elements that relu (relu) of "
+        "model.layers.0.self_attn.indexer makes equal for a whole range of inputs; torch's top-k breaks ties ...")
+
+
+@pytest.mark.parametrize(("at8", "result", "summary"), [
+    ({"result": "refused", "detail": TIED}, "ok", "seq 8: tied (refused); seq 3: ok 2.0e-07"),
+    ({"result": "MISMATCH", "detail": "import: X: the imported program differs from torch on a short prompt then token 0 "
+      "repeated (...); first at statement getitem_1 (topk_indices) of m.indexer: aten.topk.default item 1 (its operand "
+      "ties at the top-2's boundary; ...)"}, "ok", "seq 8: tied (refused); seq 3: ok 2.0e-07"),
+    ({"result": "MISMATCH", "statements": 9, "reference_rel_err": 0.02}, "MISMATCH", "seq 8: MISMATCH 2.0e-02"),
+    ({"result": "refused", "detail": "import: X: aten.foo at m: no registry class"}, "refused", "seq 8: refused"),
+])
+def test_an_indexer_variant_is_refused_naming_a_tied_top_k_or_matches_nothing_in_between(monkeypatch, tmp_path, at8,
+                                                                                         result, summary):
+    """Issue 51: the indexer's top-k below the traced length, at 8 tokens and at a prompt shorter
+    than the top-k: refused in one line naming a tied top-k, or matching torch; else the row fails."""
+    coverage = _coverage()
+    ok = {"result": "ok", "statements": 9, "reference_rel_err": 2e-7}
+    monkeypatch.setattr(coverage, "try_seed", lambda *a, seq, **k: dict(at8 if seq == 8 else ok))
+    row = coverage.with_indexer({"model_type": "hy_v4", "result": "ok"}, "hy_v4", tmp_path, 2, "none",
+                                {"index_topk": 4}, 3)
+    assert row["result"] == result and row["indexer"] == summary
