@@ -1,10 +1,11 @@
 """Ties at a top-k's boundary, decided at import from the graph, not from a sampled input
-(issue 51). torch's top-k breaks ties in no documented order (its CPU kernel takes what
-std::nth_element leaves, its CUDA kernel the lowest positions); the program's
-`topk_indices` takes the lowest positions. So the program gives torch's answer wherever
-torch's answer does not depend on the tie-break, and an import whose answer could is
-refused, in one line naming the top-k and its module (`refuse_ties`). For each top-k of k
-of n (k < n; torch's argmax, the first of equal maxima, is documented and not judged):
+(issue 51). torch's top-k breaks ties in no documented order (its CPU kernel takes them as
+std::nth_element or std::partial_sort leaves them: issue 51's masked keys 6, 5, 4 where the
+program took 1, 2, 3); the program's `topk_indices` takes the lowest positions. So the
+program gives torch's answer wherever torch's answer does not depend on the tie-break, and
+an import whose answer could is refused, in one line naming the top-k and its module
+(`refuse_ties`). For each top-k of k of n (k < n; torch's argmax, the first of equal
+maxima, is documented and not judged):
 
 1. the operand's elements that are the same for every input (fixed.py: a causal mask's
    −inf, a fill at constant positions, a zero router's logits) may tie at the boundary in a
@@ -51,8 +52,8 @@ def refuse_ties(job, built) -> None:
             if why is not None:
                 raise ImportFailed(f"{_name(job.src)}: statement {s.name} (topk_indices) of {s.module or '(top)'}: "
                                    f"aten.topk.default item 1: {why}; "
-                                   "torch's top-k breaks ties in no documented order (its CPU and CUDA kernels pick "
-                                   "differently), so the program could pick what torch does not; nothing written",
+                                   "torch's top-k breaks ties in no documented order (on the CPU as std::nth_element "
+                                   "leaves them), so the program could pick what torch does not; nothing written",
                                    job.src.where())
 
 
